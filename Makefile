@@ -1,0 +1,43 @@
+# The two commands a new user runs: `make demo` and `make test`.
+# Both create .venv if it is missing, install the project with its dev extra,
+# check for Java 17+ (Spark needs it), then run the quickstart or the tests.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean check-java venv
+
+demo: venv check-java
+	$(PY) examples/quickstart.py
+
+test: venv check-java
+	$(PY) -m ruff check pravega_ray actors tests examples benchmarks
+	$(PY) -m pytest tests
+
+lint: venv
+	$(PY) -m ruff check pravega_ray actors tests examples benchmarks
+
+bench: venv
+	$(PY) benchmarks/append_throughput.py
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "error: Java 17 or newer is required (Spark runs on the JVM)."; \
+	  echo "       On Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless"; exit 1; }
+	@v=$$(java -version 2>&1 | awk -F'"' '/version/ {print $$2}' | cut -d. -f1); \
+	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then \
+	  echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)"; \
+	  echo "       On Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless"; exit 1; fi
+
+clean:
+	rm -rf $(VENV) .pravega-data .pytest_cache build *.egg-info

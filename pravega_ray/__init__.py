@@ -1,0 +1,79 @@
+"""pravega-ray: durable, exactly-once streams on Ray.
+
+Importing this package does not import Ray: ``start_local``, ``connect`` and
+the ``spark`` bridge load it on first use (so the core stays Ray-free and fast
+to test). The public names are listed in ``__all__`` and documented in
+``docs/api.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from pravega_ray import errors
+from pravega_ray.client.events import EventRead, Position
+from pravega_ray.client.serializers import (
+    BytesSerializer,
+    JsonSerializer,
+    Serializer,
+    Utf8Serializer,
+)
+from pravega_ray.controller.records import SegmentRange, StreamInfo, StreamState
+from pravega_ray.errors import *  # noqa: F403  (the error types are public API)
+from pravega_ray.stream_configuration import (
+    ReaderGroupConfig,
+    RetentionPolicy,
+    ScalingPolicy,
+    StreamConfiguration,
+)
+
+if TYPE_CHECKING:
+    from pravega_ray import spark
+    from pravega_ray.cluster import Cluster, connect, start_local
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Cluster": ("pravega_ray.cluster", "Cluster"),
+    "connect": ("pravega_ray.cluster", "connect"),
+    "start_local": ("pravega_ray.cluster", "start_local"),
+    "spark": ("pravega_ray.spark", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load the Ray-dependent parts of the API on first use."""
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'pravega_ray' has no attribute {name!r}")
+    module = importlib.import_module(target[0])
+    value = module if target[1] is None else getattr(module, target[1])
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(
+    [
+        "BytesSerializer",
+        "Cluster",
+        "EventRead",
+        "JsonSerializer",
+        "Position",
+        "ReaderGroupConfig",
+        "RetentionPolicy",
+        "ScalingPolicy",
+        "SegmentRange",
+        "Serializer",
+        "StreamConfiguration",
+        "StreamInfo",
+        "StreamState",
+        "Utf8Serializer",
+        "__version__",
+        "connect",
+        "errors",
+        "spark",
+        "start_local",
+        *errors.__all__,
+    ]
+)

@@ -1,0 +1,59 @@
+"""Hands out clients bound to one cluster's controller and containers.
+
+``pravega_ray.cluster.Cluster`` (Ray) and ``pravega_ray.inprocess.InProcessCluster``
+(one process, for tests and simulation) both extend this, so every client
+works the same on either.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.client.reader import EventStreamReader
+from pravega_ray.client.serializers import BytesSerializer, Serializer
+from pravega_ray.client.stream_manager import StreamManager
+from pravega_ray.client.writer import EventStreamWriter, WriterConfig
+from pravega_ray.naming import validate_name
+from pravega_ray.stream_configuration import ReaderGroupConfig
+
+T = TypeVar("T")
+
+
+class ClientFactory:
+    def __init__(self, controller: ControllerConnection, segments: SegmentStoreConnection) -> None:
+        self._controller = controller
+        self._segments = segments
+
+    def stream_manager(self) -> StreamManager:
+        return StreamManager(self._controller)
+
+    def create_writer(
+        self,
+        scope: str,
+        stream: str,
+        serializer: Serializer[T] | None = None,
+        config: WriterConfig | None = None,
+    ) -> EventStreamWriter[Any]:
+        """A writer for ``scope/stream``. Raises StreamNotFoundError, StreamSealedError."""
+        validate_name("scope", scope)
+        validate_name("stream", stream)
+        return EventStreamWriter(
+            scope, stream, serializer or BytesSerializer(), self._controller, self._segments, config
+        )
+
+    def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:
+        """Create a reader group reading ``config.streams`` from their heads; False if it exists."""
+        return self._controller.create_reader_group(scope, group, config)
+
+    def delete_reader_group(self, scope: str, group: str) -> bool:
+        return self._controller.delete_reader_group(scope, group)
+
+    def create_reader(
+        self, reader_id: str, scope: str, group: str, serializer: Serializer[T] | None = None
+    ) -> EventStreamReader[Any]:
+        """A reader joining ``scope/group``. Raises ReaderGroupNotFoundError."""
+        return EventStreamReader(
+            reader_id, scope, group, serializer or BytesSerializer(), self._controller,
+            self._segments,
+        )

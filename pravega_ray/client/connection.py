@@ -1,0 +1,72 @@
+"""How the client talks to segment containers and the controller.
+
+The client never imports Ray: it sees these Protocols. ``pravega_ray.cluster``
+implements them over Ray actor handles (``ObjectRef.future()``), and
+``pravega_ray.inprocess`` over core objects in one process, for tests and
+simulation.
+
+Errors: futures fail with the typed errors of :mod:`pravega_ray.errors`. A dead
+or restarting container surfaces as :class:`SegmentStoreUnavailableError`,
+which means *outcome unknown*: the writer's conditional appends make resending
+after ``setup_append`` safe.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+
+
+class SegmentStoreConnection(Protocol):
+    """Asynchronous calls to whichever container owns a segment."""
+
+    def setup_append(self, segment: str, writer_id: bytes) -> Future[int]:
+        """Resolve to the writer's last durable event number (``NO_EVENT_NUMBER`` if none)."""
+        ...
+
+    def append(
+        self,
+        segment: str,
+        writer_id: bytes,
+        expected_last_event_number: int,
+        last_event_number: int,
+        event_count: int,
+        data: bytes,
+    ) -> Future[AppendResult]:
+        """Append a block of framed events, conditional on the writer's last event number."""
+        ...
+
+    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:
+        """Read from ``offset``; at the tail, wait up to ``wait_s`` for data or a seal."""
+        ...
+
+    def get_info(self, segment: str) -> Future[SegmentInfo]:
+        ...
+
+
+class ControllerConnection(Protocol):
+    """Synchronous calls to the controller; each mirrors ``controller.Controller``'s method."""
+
+    def create_scope(self, scope: str) -> bool: ...
+    def list_scopes(self) -> list[str]: ...
+    def delete_scope(self, scope: str) -> bool: ...
+    def create_stream(self, scope: str, stream: str, config: Any) -> bool: ...
+    def list_streams(self, scope: str) -> list[str]: ...
+    def get_stream_info(self, scope: str, stream: str) -> Any: ...
+    def seal_stream(self, scope: str, stream: str) -> bool: ...
+    def get_cluster_config(self) -> dict[str, Any]: ...
+    def create_reader_group(self, scope: str, group: str, config: Any) -> bool: ...
+    def get_reader_group(self, scope: str, group: str) -> dict[str, Any]: ...
+    def delete_reader_group(self, scope: str, group: str) -> bool: ...
+    def reader_group_add_reader(self, scope: str, group: str, reader_id: str) -> None: ...
+    def reader_group_remove_reader(
+        self, scope: str, group: str, reader_id: str, offsets: dict[str, int] | None
+    ) -> None: ...
+    def reader_group_sync(
+        self, scope: str, group: str, reader_id: str, offsets: dict[str, int], completed: list[str]
+    ) -> Any: ...
+    def reader_group_release(
+        self, scope: str, group: str, reader_id: str, segment: str, offset: int
+    ) -> None: ...

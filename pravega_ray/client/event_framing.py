@@ -1,0 +1,63 @@
+"""Event framing inside a segment.
+
+*format* Every event is stored as ``[type: u32 BE][length: u32 BE][payload]``
+(Pravega's wire event type 0). A segment is a plain concatenation of frames, so
+any reader that starts at an event boundary can parse forward; a read that ends
+mid-frame leaves the tail for the next read.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from pravega_ray.constants import EVENT_HEADER_BYTES, EVENT_TYPE_PLAIN, MAX_EVENT_SIZE_BYTES
+from pravega_ray.errors import DataCorruptionError
+
+_HEADER = struct.Struct(">II")
+_PLAIN_HEADER_PREFIX = struct.pack(">I", EVENT_TYPE_PLAIN)
+
+
+def frame_event(payload: bytes) -> bytes:
+    """Frame one event payload."""
+    return _PLAIN_HEADER_PREFIX + len(payload).to_bytes(4, "big") + payload
+
+
+def frame_events(payloads: Iterable[bytes]) -> bytes:
+    """Frame many payloads into one contiguous block."""
+    parts: list[bytes] = []
+    for p in payloads:
+        parts.append(_PLAIN_HEADER_PREFIX + len(p).to_bytes(4, "big"))
+        parts.append(p)
+    return b"".join(parts)
+
+
+def parse_events(data: bytes | memoryview, base_offset: int = 0) -> tuple[list[tuple[int, bytes]], int]:
+    """Parse complete frames from ``data``.
+
+    Returns ``(events, consumed)``: ``events`` is a list of
+    ``(segment_offset_of_frame, payload)`` with offsets ``base_offset + position``;
+    ``consumed`` is how many bytes of ``data`` the complete frames used (the rest
+    is a partial frame to be completed by the next read).
+
+    Raises :class:`DataCorruptionError` on an unknown frame type or a length over
+    the event size limit, which means the reader is not at an event boundary.
+    """
+    view = memoryview(data)
+    total = len(view)
+    position = 0
+    events: list[tuple[int, bytes]] = []
+    unpack = _HEADER.unpack_from
+    while total - position >= EVENT_HEADER_BYTES:
+        frame_type, length = unpack(view, position)
+        if frame_type != EVENT_TYPE_PLAIN or length > MAX_EVENT_SIZE_BYTES:
+            raise DataCorruptionError(
+                f"bad event frame at segment offset {base_offset + position}: "
+                f"type={frame_type} length={length}"
+            )
+        end = position + EVENT_HEADER_BYTES + length
+        if end > total:
+            break
+        events.append((base_offset + position, bytes(view[position + EVENT_HEADER_BYTES : end])))
+        position = end
+    return events, position

@@ -1,0 +1,186 @@
+"""The event reader: one member of a reader group.
+
+A reader owns some of the group's segments (see :mod:`reader_group_state`),
+keeps one read outstanding per owned segment (read-ahead, tail long-polls), and
+hands events out one at a time from whichever segment has one ready, round
+robin. Per segment, events come in the order they were written, so per routing
+key order holds. The reader remembers, per owned segment, the offset just past
+the last event it returned; that is what it reports to the group and where the
+next owner continues after a release, so no event is skipped or repeated
+within the group.
+
+Not thread-safe: one thread uses a reader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from pravega_ray import constants
+from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.client.event_framing import parse_events
+from pravega_ray.client.events import EventRead, Position
+from pravega_ray.client.serializers import Serializer
+from pravega_ray.errors import InvalidArgumentError, RetriableError, WriterClosedError
+from pravega_ray.segmentstore.contracts import ReadResult
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class _SegmentReader:
+    name: str
+    next_offset: int  # offset just past the last event handed out
+    fetch_offset: int  # where the next read starts
+    events: deque[tuple[int, bytes]] = field(default_factory=deque)
+    partial: bytes = b""
+    pending: Future[ReadResult] | None = None
+    end_of_segment: bool = False
+
+
+class EventStreamReader(Generic[T]):
+    """Reads events of a reader group. Create with ``cluster.create_reader``."""
+
+    def __init__(
+        self,
+        reader_id: str,
+        scope: str,
+        group: str,
+        serializer: Serializer[T],
+        controller: ControllerConnection,
+        segments: SegmentStoreConnection,
+    ) -> None:
+        if not isinstance(reader_id, str) or not reader_id:
+            raise InvalidArgumentError("reader_id must be a non-empty str")
+        self.reader_id = reader_id
+        self.scope = scope
+        self.group = group
+        self._serializer = serializer
+        self._controller = controller
+        self._connection = segments
+        self._owned: dict[str, _SegmentReader] = {}
+        self._completed: list[str] = []
+        self._last_sync = 0.0
+        self._turn = 0
+        self._closed = False
+        controller.reader_group_add_reader(scope, group, reader_id)
+
+    # --- public API ----------------------------------------------------------------------------
+    def read_next_event(self, timeout_s: float = 1.0) -> EventRead | None:
+        """The next event, or None if none arrives within ``timeout_s`` seconds.
+
+        Returns an :class:`EventRead` with the deserialized event, its segment
+        and offset, and the reader's position after it.
+        """
+        if self._closed:
+            raise WriterClosedError("reader is closed")
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            now = time.monotonic()
+            if now - self._last_sync >= constants.READER_GROUP_SYNC_INTERVAL_S or not self._owned:
+                self._sync()
+            event = self._next_buffered()
+            if event is not None:
+                return event
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._issue_reads(remaining)
+            pending = [s.pending for s in self._owned.values() if s.pending is not None]
+            if not pending:
+                time.sleep(min(remaining, constants.READER_GROUP_SYNC_INTERVAL_S))
+                continue
+            wait(pending, timeout=min(remaining, constants.READER_GROUP_SYNC_INTERVAL_S),
+                 return_when=FIRST_COMPLETED)
+            self._collect_reads()
+
+    def position(self) -> Position:
+        return Position(tuple(sorted((s.name, s.next_offset) for s in self._owned.values())))
+
+    def close(self) -> None:
+        """Leave the group, handing owned segments back at the reader's position."""
+        if self._closed:
+            return
+        self._closed = True
+        offsets = {s.name: s.next_offset for s in self._owned.values()}
+        self._owned.clear()
+        self._controller.reader_group_remove_reader(self.scope, self.group, self.reader_id, offsets)
+
+    def __enter__(self) -> EventStreamReader[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- internals -----------------------------------------------------------------------------
+    def _sync(self) -> None:
+        self._last_sync = time.monotonic()
+        offsets = {s.name: s.next_offset for s in self._owned.values()}
+        completed, self._completed = self._completed, []
+        assignment = self._controller.reader_group_sync(
+            self.scope, self.group, self.reader_id, offsets, completed
+        )
+        for name, offset in assignment.acquired.items():
+            self._owned[name] = _SegmentReader(name, offset, offset)
+        for _ in range(assignment.release_count):
+            # Prefer giving up a segment with nothing buffered: less read work thrown away.
+            victim = min(self._owned.values(), key=lambda s: (len(s.events), s.name))
+            del self._owned[victim.name]
+            self._controller.reader_group_release(
+                self.scope, self.group, self.reader_id, victim.name, victim.next_offset
+            )
+
+    def _next_buffered(self) -> EventRead | None:
+        readers = list(self._owned.values())
+        for i in range(len(readers)):
+            segment = readers[(self._turn + i) % len(readers)]
+            if segment.events:
+                self._turn = (self._turn + i + 1) % len(readers)
+                offset, payload = segment.events.popleft()
+                segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
+                return EventRead(
+                    self._serializer.deserialize(payload), segment.name, offset, self.position()
+                )
+        for segment in readers:
+            if segment.end_of_segment and not segment.events and segment.pending is None:
+                del self._owned[segment.name]
+                self._completed.append(segment.name)
+        return None
+
+    def _issue_reads(self, remaining: float) -> None:
+        wait_s = min(remaining, constants.READER_LONG_POLL_S)
+        for segment in self._owned.values():
+            if segment.pending is None and not segment.end_of_segment and not segment.events:
+                segment.pending = self._connection.read(
+                    segment.name, segment.fetch_offset, constants.READER_READ_BYTES, wait_s
+                )
+
+    def _collect_reads(self) -> None:
+        for segment in self._owned.values():
+            future = segment.pending
+            if future is None or not future.done():
+                continue
+            segment.pending = None
+            error = future.exception()
+            if error is not None:
+                if isinstance(error, RetriableError):
+                    log.info("read of %s failed (%r); retrying", segment.name, error)
+                    continue
+                raise error
+            result = future.result()
+            if result.offset != segment.fetch_offset:
+                continue  # a stale read from before a release/re-acquire
+            data = segment.partial + result.data if segment.partial else result.data
+            base = segment.fetch_offset - len(segment.partial)
+            events, consumed = parse_events(data, base)
+            segment.events.extend(events)
+            segment.partial = data[consumed:]
+            segment.fetch_offset = result.offset + len(result.data)
+            segment.end_of_segment = result.end_of_segment

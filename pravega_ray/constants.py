@@ -1,0 +1,85 @@
+"""Every limit and default in one place.
+
+Changing a wire or storage constant (marked *format*) changes what is on disk
+or on the wire; do so only with a format version bump.
+"""
+
+from __future__ import annotations
+
+KIB = 1024
+MIB = 1024 * KIB
+
+# --- Events and appends -------------------------------------------------------------------
+MAX_EVENT_SIZE_BYTES = 8 * MIB
+"""Largest event a writer accepts (Pravega's limit; larger ones need large-event support)."""
+
+EVENT_HEADER_BYTES = 8
+"""*format* Event frame header: 4-byte type + 4-byte payload length, big-endian."""
+
+EVENT_TYPE_PLAIN = 0
+"""*format* Frame type of an ordinary event."""
+
+APPEND_BLOCK_BYTES_TARGET = 1 * MIB
+"""A writer closes an append block once it holds this many bytes."""
+
+APPEND_BLOCK_BYTES_MAX = MAX_EVENT_SIZE_BYTES + EVENT_HEADER_BYTES + 1 * MIB
+"""Largest append block a container accepts."""
+
+WRITER_LINGER_S = 0.002
+"""A writer sends a partly filled block after at most this long, when the window has room."""
+
+WRITER_BLOCKS_IN_FLIGHT_MAX = 16
+"""Append blocks a writer keeps in flight per segment (STACK.md: no gain beyond ~16)."""
+
+WRITER_RECONNECT_ATTEMPTS_MAX = 60
+"""How often a writer retries setup_append on a dead container before failing its events."""
+
+WRITER_RECONNECT_BACKOFF_S = 0.25
+ROUTING_KEY_CACHE_ENTRIES_MAX = 65_536
+
+NO_EVENT_NUMBER = -(2**63)
+"""Value of a writer attribute that was never set (Pravega's NULL_ATTRIBUTE_VALUE)."""
+
+# --- Segment container --------------------------------------------------------------------
+DEFAULT_CONTAINER_COUNT = 4
+GROUP_COMMIT_BYTES_MAX = 4 * MIB
+"""Most bytes of operations one group commit (one fsync) carries, unless one operation is larger."""
+
+GROUP_COMMIT_OPERATIONS_MAX = 4096
+APPEND_REORDER_WAIT_S = 5.0
+"""How long an append whose predecessor has not arrived yet waits before failing its condition."""
+
+READ_BYTES_MAX = 8 * MIB
+"""Largest read a container serves in one call."""
+
+READ_WAIT_S_MAX = 60.0
+"""Longest tail long-poll a container accepts."""
+
+READ_CACHE_BYTES_MAX = 256 * MIB
+"""Per container: bytes of Tier-2-backed data kept in the read cache before eviction."""
+
+STORAGE_FLUSH_BYTES = 4 * MIB
+"""The storage writer flushes a segment to Tier-2 once this many bytes are pending..."""
+
+STORAGE_FLUSH_INTERVAL_S = 1.0
+"""...or once its oldest unflushed byte is this old."""
+
+# --- Durable log --------------------------------------------------------------------------
+LOG_FRAME_BYTES_MAX = 64 * MIB
+
+# --- Names --------------------------------------------------------------------------------
+NAME_LENGTH_MAX = 255
+SYSTEM_SCOPE = "_system"
+
+# --- Readers ------------------------------------------------------------------------------
+READER_READ_BYTES = 1 * MIB
+"""Bytes a reader asks for per segment read."""
+
+READER_LONG_POLL_S = 1.0
+"""Longest tail wait of one reader read call; read_next_event loops over these."""
+
+READER_GROUP_SYNC_INTERVAL_S = 0.2
+"""How often a reader re-balances its segments with the reader group."""
+
+# --- Controller ---------------------------------------------------------------------------
+CONTROLLER_CALL_TIMEOUT_S = 120.0

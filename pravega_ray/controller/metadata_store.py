@@ -1,0 +1,105 @@
+"""Durable, versioned records for the controller, stored through Tier-2 chunk storage.
+
+Each record ``key`` is a series of immutable chunks
+``_system/controller/<key>/<version, 20 digits>``; the highest version is the
+record. An update writes version ``v + 1`` with ``ChunkStorage.create``, which
+fails if that version exists, so two concurrent updaters cannot both win:
+the loser gets :class:`ConflictingUpdateError` (compare-and-set, as Pravega's
+store does with versions). Older versions are deleted after a successful update.
+Deleting a record writes a tombstone version, then removes older ones.
+
+A later issue moves these records into table segments of the system scope;
+the :class:`MetadataStore` interface stays.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pravega_ray.constants import SYSTEM_SCOPE
+from pravega_ray.errors import AlreadyExistsError, ConflictingUpdateError
+from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
+
+_ROOT = f"{SYSTEM_SCOPE}/controller"
+_TOMBSTONE = b"\x00deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned:
+    value: dict[str, Any]
+    version: int
+
+
+class MetadataStore:
+    def __init__(self, storage: ChunkStorage) -> None:
+        self._storage = storage
+
+    def _prefix(self, key: str) -> str:
+        validate_chunk_name(key)
+        return f"{_ROOT}/{key}/"
+
+    def _versions(self, key: str) -> list[str]:
+        return [n for n in self._storage.list(self._prefix(key)) if n.rsplit("/", 1)[1].isdigit()
+                and n.count("/") == self._prefix(key).count("/")]
+
+    def get(self, key: str) -> Versioned | None:
+        """The record's latest value and version, or None if absent or deleted."""
+        versions = self._versions(key)
+        if not versions:
+            return None
+        latest = versions[-1]
+        raw = self._storage.read(latest, 0, self._storage.length(latest))
+        if raw == _TOMBSTONE:
+            return None
+        return Versioned(json.loads(raw), int(latest.rsplit("/", 1)[1]))
+
+    def _latest_version(self, key: str) -> int:
+        versions = self._versions(key)
+        return int(versions[-1].rsplit("/", 1)[1]) if versions else -1
+
+    def put(self, key: str, value: dict[str, Any], expected_version: int | None) -> int:
+        """Write ``value`` as the next version; ``expected_version=None`` means 'must not exist'.
+
+        Returns the new version. Raises ConflictingUpdateError if the record's
+        version is not ``expected_version`` (or it exists when it must not).
+        """
+        latest = self._latest_version(key)
+        current = self.get(key)
+        if expected_version is None:
+            if current is not None:
+                raise ConflictingUpdateError(f"record {key} exists")
+        elif current is None or current.version != expected_version:
+            raise ConflictingUpdateError(f"record {key} changed concurrently")
+        version = latest + 1
+        data = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        try:
+            self._storage.create(f"{self._prefix(key)}{version:020d}", data)
+        except AlreadyExistsError:
+            raise ConflictingUpdateError(f"record {key} changed concurrently") from None
+        self._delete_below(key, version)
+        return version
+
+    def delete(self, key: str) -> None:
+        latest = self._latest_version(key)
+        if latest < 0:
+            return
+        self._storage.create(f"{self._prefix(key)}{latest + 1:020d}", _TOMBSTONE)
+        self._delete_below(key, latest + 1)
+
+    def _delete_below(self, key: str, version: int) -> None:
+        for name in self._versions(key):
+            if int(name.rsplit("/", 1)[1]) < version:
+                self._storage.delete(name)
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """Keys of live records directly under ``prefix`` (e.g. ``scopes``)."""
+        base = self._prefix(prefix)
+        keys = set()
+        for name in self._storage.list(base):
+            rest = name[len(base):]
+            parts = rest.split("/")
+            if len(parts) == 2 and parts[1].isdigit():
+                keys.add(f"{prefix}/{parts[0]}")
+        return sorted(k for k in keys if self.get(k) is not None)

@@ -1,0 +1,65 @@
+"""What the controller returns about streams: plain frozen dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from pravega_ray.stream_configuration import StreamConfiguration
+
+
+class StreamState(str, Enum):
+    CREATING = "CREATING"
+    ACTIVE = "ACTIVE"
+    UPDATING = "UPDATING"
+    SCALING = "SCALING"
+    TRUNCATING = "TRUNCATING"
+    SEALING = "SEALING"
+    SEALED = "SEALED"
+
+
+# Pravega's State transition table (controller seed, "Stream State").
+STATE_TRANSITIONS: dict[StreamState, frozenset[StreamState]] = {
+    StreamState.CREATING: frozenset({StreamState.ACTIVE}),
+    StreamState.ACTIVE: frozenset(
+        {
+            StreamState.UPDATING,
+            StreamState.SCALING,
+            StreamState.TRUNCATING,
+            StreamState.SEALING,
+            StreamState.SEALED,
+        }
+    ),
+    StreamState.UPDATING: frozenset({StreamState.ACTIVE}),
+    StreamState.SCALING: frozenset({StreamState.ACTIVE}),
+    StreamState.TRUNCATING: frozenset({StreamState.ACTIVE}),
+    StreamState.SEALING: frozenset({StreamState.SEALED}),
+    StreamState.SEALED: frozenset(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRange:
+    """A segment of a stream and the part of the routing-key space [0, 1) it owns."""
+
+    scope: str
+    stream: str
+    segment_id: int
+    name: str
+    key_low: float
+    key_high: float
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    scope: str
+    stream: str
+    state: StreamState
+    configuration: StreamConfiguration
+    epoch: int
+    segments: tuple[SegmentRange, ...]
+    creation_time_ms: int
+
+    @property
+    def sealed(self) -> bool:
+        return self.state is StreamState.SEALED

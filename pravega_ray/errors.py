@@ -1,0 +1,190 @@
+"""Every error pravega-ray raises on purpose.
+
+Anything a caller can cause raises one of these types; internal consistency
+checks use :func:`pravega_ray.invariant.invariant` instead. All errors pickle
+cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
+``pravega_ray.cluster`` unwrap ``RayTaskError`` back to these types).
+
+::
+
+    PravegaError
+    ├── InvalidArgumentError            bad input, nothing changed
+    │   ├── InvalidNameError            scope/stream/segment name not allowed
+    │   └── EventTooLargeError          event over MAX_EVENT_SIZE_BYTES
+    ├── NotFoundError
+    │   ├── ScopeNotFoundError
+    │   ├── StreamNotFoundError
+    │   ├── SegmentNotFoundError
+    │   └── ReaderGroupNotFoundError
+    ├── AlreadyExistsError
+    │   └── SegmentExistsError
+    ├── IllegalStateError               operation not allowed in the current state
+    │   ├── StreamSealedError
+    │   ├── SegmentSealedError
+    │   ├── IllegalStateTransitionError
+    │   ├── ScopeNotEmptyError
+    │   └── WriterClosedError
+    ├── ConditionalUpdateError          a condition of the update did not hold
+    │   ├── ConditionalAppendFailedError  writer event number mismatch
+    │   └── ConflictingUpdateError      concurrent update of a metadata record
+    ├── ConfigurationError              the cluster's stored config disagrees
+    ├── DataCorruptionError             checksum or frame error in stored data
+    ├── FencedError                     a newer owner took over a durable log
+    └── RetriableError                  outcome unknown; safe to retry the protocol way
+        ├── SegmentStoreUnavailableError  container actor died or restarting
+        └── ContainerNotReadyError      container still recovering
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AlreadyExistsError",
+    "ConditionalAppendFailedError",
+    "ConditionalUpdateError",
+    "ConfigurationError",
+    "ConflictingUpdateError",
+    "ContainerNotReadyError",
+    "DataCorruptionError",
+    "EventTooLargeError",
+    "FencedError",
+    "IllegalStateError",
+    "IllegalStateTransitionError",
+    "InvalidArgumentError",
+    "InvalidNameError",
+    "NotFoundError",
+    "PravegaError",
+    "ReaderGroupNotFoundError",
+    "RetriableError",
+    "ScopeNotEmptyError",
+    "ScopeNotFoundError",
+    "SegmentExistsError",
+    "SegmentNotFoundError",
+    "SegmentSealedError",
+    "SegmentStoreUnavailableError",
+    "StreamNotFoundError",
+    "StreamSealedError",
+    "WriterClosedError",
+]
+
+
+class PravegaError(Exception):
+    """Base of every pravega-ray error.
+
+    Extra keyword details are kept as attributes and survive pickling:
+    ``BaseException.__reduce__`` rebuilds from ``args`` (the message) and then
+    restores ``__dict__``.
+    """
+
+    def __init__(self, message: str = "", **details: Any) -> None:
+        super().__init__(message)
+        for key, value in details.items():
+            setattr(self, key, value)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidArgumentError(PravegaError, ValueError):
+    """Bad input from the caller; nothing was changed."""
+
+
+class InvalidNameError(InvalidArgumentError):
+    """A scope, stream, reader group or segment name that is not allowed."""
+
+
+class EventTooLargeError(InvalidArgumentError):
+    """An event larger than ``constants.MAX_EVENT_SIZE_BYTES``."""
+
+
+class NotFoundError(PravegaError, LookupError):
+    """The named thing does not exist."""
+
+
+class ScopeNotFoundError(NotFoundError):
+    pass
+
+
+class StreamNotFoundError(NotFoundError):
+    pass
+
+
+class SegmentNotFoundError(NotFoundError):
+    pass
+
+
+class ReaderGroupNotFoundError(NotFoundError):
+    pass
+
+
+class AlreadyExistsError(PravegaError):
+    """The thing to create exists already."""
+
+
+class SegmentExistsError(AlreadyExistsError):
+    pass
+
+
+class IllegalStateError(PravegaError):
+    """The operation is not allowed in the current state; nothing changed."""
+
+
+class StreamSealedError(IllegalStateError):
+    """The stream is sealed: no more writes are accepted."""
+
+
+class SegmentSealedError(IllegalStateError):
+    """The segment is sealed: no more appends are accepted."""
+
+
+class IllegalStateTransitionError(IllegalStateError):
+    """A state machine was asked for a transition its table forbids."""
+
+
+class ScopeNotEmptyError(IllegalStateError):
+    pass
+
+
+class WriterClosedError(IllegalStateError):
+    """The writer or reader was closed."""
+
+
+class ConditionalUpdateError(PravegaError):
+    """A condition attached to an update did not hold; nothing changed."""
+
+
+class ConditionalAppendFailedError(ConditionalUpdateError):
+    """The writer's last event number on the segment is not the expected one.
+
+    Attributes ``expected`` and ``actual`` carry the two event numbers.
+    """
+
+
+class ConflictingUpdateError(ConditionalUpdateError):
+    """Another update of the same record won; re-read and retry."""
+
+
+class ConfigurationError(PravegaError):
+    """Stored cluster configuration disagrees with the one asked for."""
+
+
+class DataCorruptionError(PravegaError):
+    """Stored data failed a checksum or framing check."""
+
+
+class FencedError(PravegaError):
+    """A newer owner (higher epoch) took over this durable log; stop writing."""
+
+
+class RetriableError(PravegaError):
+    """The outcome is unknown; the caller's protocol makes retrying safe."""
+
+
+class SegmentStoreUnavailableError(RetriableError):
+    """The segment container actor died or is restarting mid-call."""
+
+
+class ContainerNotReadyError(RetriableError):
+    """The segment container is still recovering."""

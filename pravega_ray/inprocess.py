@@ -1,0 +1,145 @@
+"""A whole pravega-ray cluster in one process, without Ray.
+
+Containers run on one asyncio event loop in a background thread; the
+controller is called directly under a lock. It implements the same client
+connection Protocols as the Ray cluster, so writers, readers and the stream
+manager behave identically. Used by unit tests and as the seed of the
+deterministic simulation: :meth:`InProcessCluster.restart_container` kills a
+container mid-flight (pending calls fail with an outcome-unknown error) and
+recovers a new one from the same durable log and Tier-2, as a Ray restart would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from pravega_ray.client.client_factory import ClientFactory
+from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
+from pravega_ray.logs.memory import InMemoryLogStore
+from pravega_ray.naming import container_for_segment
+from pravega_ray.segmentstore.builder import build_in_memory_container
+from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.segmentstore.container import SegmentContainer
+from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+from pravega_ray.storage.memory import InMemoryChunkStorage
+
+R = TypeVar("R")
+
+
+class _LockedController:
+    """Serializes calls into the controller, as its actor shell does."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._controller, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+
+        return call
+
+
+class InProcessCluster(ClientFactory):
+    def __init__(self, container_count: int = 4, **container_options: Any) -> None:
+        self.container_count = container_count
+        self._options = container_options
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="pravega-inprocess")
+        self._thread.start()
+        self.log_stores = [InMemoryLogStore() for _ in range(container_count)]
+        self.storage = InMemoryChunkStorage()
+        self._containers: list[SegmentContainer | None] = [
+            self._new_container(i) for i in range(container_count)
+        ]
+        controller = Controller(MetadataStore(self.storage), _Admin(self), container_count)
+        super().__init__(_LockedController(controller), _Connection(self))
+
+    def _new_container(self, container_id: int) -> SegmentContainer:
+        container = build_in_memory_container(
+            ContainerConfig(container_id, **self._options), self.log_stores[container_id],
+            self.storage,
+        )
+        container.recover()
+        return container
+
+    def container(self, container_id: int) -> SegmentContainer:
+        container = self._containers[container_id]
+        if container is None:
+            raise SegmentStoreUnavailableError(f"container {container_id} is down")
+        return container
+
+    def call(self, segment: str, method: str, *args: Any) -> Future[Any]:
+        """Run ``container.<method>(segment, *args)`` on the loop; a concurrent Future."""
+        container_id = container_for_segment(segment, self.container_count)
+        container = self._containers[container_id]
+        if container is None:
+            failed: Future[Any] = Future()
+            failed.set_exception(SegmentStoreUnavailableError(f"container {container_id} is down"))
+            return failed
+        return self.run(_translate(getattr(container, method)(segment, *args)))
+
+    def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def restart_container(self, container_id: int) -> None:
+        """Kill a container (in-flight calls fail, outcome unknown) and recover a new one."""
+        old = self._containers[container_id]
+        self._containers[container_id] = None
+        if old is not None:
+            self.run(old.close()).result(10)
+        self._containers[container_id] = self._new_container(container_id)
+
+    def shutdown(self) -> None:
+        for container in self._containers:
+            if container is not None:
+                self.run(container.close()).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+async def _translate(coro: Coroutine[Any, Any, R]) -> R:
+    """A closed container looks like a dead actor to the client: outcome unknown."""
+    try:
+        return await coro
+    except ContainerNotReadyError as e:
+        raise SegmentStoreUnavailableError(str(e)) from e
+
+
+class _Connection:
+    def __init__(self, cluster: InProcessCluster) -> None:
+        self._cluster = cluster
+
+    def setup_append(self, segment: str, writer_id: bytes) -> Future[int]:
+        return self._cluster.call(segment, "setup_append", writer_id)
+
+    def append(self, segment: str, writer_id: bytes, expected: int, last: int, count: int,
+               data: bytes) -> Future[AppendResult]:
+        return self._cluster.call(segment, "append", writer_id, expected, last, count, data)
+
+    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:
+        return self._cluster.call(segment, "read", offset, max_bytes, wait_s)
+
+    def get_info(self, segment: str) -> Future[SegmentInfo]:
+        return self._cluster.call(segment, "get_info")
+
+
+class _Admin:
+    def __init__(self, cluster: InProcessCluster) -> None:
+        self._cluster = cluster
+
+    def create_segment(self, segment: str) -> None:
+        self._cluster.call(segment, "create_segment").result(30)
+
+    def seal_segment(self, segment: str) -> int:
+        return self._cluster.call(segment, "seal").result(30)

@@ -1,0 +1,39 @@
+"""Tier-1 durable data log: the Protocol every backend implements.
+
+A durable log is an ordered sequence of records, each an opaque payload (one
+group commit of the ingestion pipeline) with a sequence number assigned by the
+log, strictly increasing from 0 without gaps.
+
+Contracts (tests/unit/logs/test_durable_data_log_contract.py):
+
+* ``initialize()`` makes this instance the log's only writer: it takes a new
+  epoch higher than every earlier owner's, after which an older owner's
+  ``append`` raises :class:`FencedError`. It returns nothing; call
+  ``read_all()`` next to replay.
+* ``read_all()`` yields ``(sequence_number, payload)`` for every record ever
+  acknowledged, in order. A record torn by a crash (never acknowledged) is not
+  returned.
+* ``append(payload)`` returns the record's sequence number once the record is
+  durable (fsynced / stored). If it raises, the outcome is unknown and the
+  caller must stop using this instance (the container restarts and recovers).
+* Backends are synchronous; the ingestion pipeline calls ``append`` from a
+  worker thread, one call at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+
+class DurableDataLog(Protocol):
+    @property
+    def epoch(self) -> int: ...
+
+    def initialize(self) -> None: ...
+
+    def read_all(self) -> Iterator[tuple[int, bytes]]: ...
+
+    def append(self, payload: bytes) -> int: ...
+
+    def close(self) -> None: ...

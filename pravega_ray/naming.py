@@ -1,0 +1,134 @@
+"""Names: validation of user names, segment ids, qualified segment names, placement hashes.
+
+Segment id: ``epoch << 32 | number`` (as Pravega). A stream segment's qualified
+name is ``<scope>/<stream>/<number>.#epoch.<epoch>``. Scope and stream names are
+validated here and nowhere else: only ``[A-Za-z0-9_.-]``, at most 255
+characters, never ``.`` or ``..``, and no leading ``_`` for user names (``_`` marks
+system scopes and streams). Because every path component built from a name has
+passed this check, a name can never become a path outside a storage prefix;
+storage backends check again on their side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from pravega_ray.constants import NAME_LENGTH_MAX
+from pravega_ray.errors import InvalidNameError
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
+_SEGMENT_RE = re.compile(
+    r"(?P<scope>[A-Za-z0-9_.\-]+)/(?P<stream>[A-Za-z0-9_.\-]+)/"
+    r"(?P<number>\d+)\.#epoch\.(?P<epoch>\d+)"
+)
+
+
+def validate_name(kind: str, name: object, *, allow_system: bool = False) -> str:
+    """Return ``name`` if it is a valid scope/stream/reader-group name, else raise.
+
+    Raises :class:`InvalidNameError` naming ``kind`` and the reason.
+    """
+    if not isinstance(name, str):
+        raise InvalidNameError(f"{kind} name must be a str, got {type(name).__name__}")
+    if not name:
+        raise InvalidNameError(f"{kind} name must not be empty")
+    if len(name) > NAME_LENGTH_MAX:
+        raise InvalidNameError(f"{kind} name longer than {NAME_LENGTH_MAX} characters")
+    if not _NAME_RE.fullmatch(name):
+        raise InvalidNameError(
+            f"{kind} name {name!r} may only contain letters, digits, '_', '.' and '-'"
+        )
+    if set(name) == {"."}:
+        raise InvalidNameError(f"{kind} name {name!r} is not allowed")
+    if name.startswith("_") and not allow_system:
+        raise InvalidNameError(f"{kind} name {name!r}: a leading '_' is reserved for the system")
+    return name
+
+
+def parse_scoped_stream(scoped: str) -> tuple[str, str]:
+    """Split ``"scope/stream"`` and validate both parts."""
+    if not isinstance(scoped, str) or scoped.count("/") != 1:
+        raise InvalidNameError(f"expected 'scope/stream', got {scoped!r}")
+    scope, stream = scoped.split("/")
+    return validate_name("scope", scope), validate_name("stream", stream)
+
+
+def segment_id(epoch: int, number: int) -> int:
+    """The 64-bit segment id: creation epoch in the high half, segment number in the low."""
+    if not (0 <= epoch < 2**31 and 0 <= number < 2**32):
+        raise ValueError(f"segment epoch {epoch} / number {number} out of range")
+    return (epoch << 32) | number
+
+
+def segment_epoch(sid: int) -> int:
+    return sid >> 32
+
+
+def segment_number(sid: int) -> int:
+    return sid & 0xFFFFFFFF
+
+
+def stream_segment_name(scope: str, stream: str, sid: int) -> str:
+    """Qualified segment name, e.g. ``iot/sensors/2.#epoch.0``."""
+    return f"{scope}/{stream}/{segment_number(sid)}.#epoch.{segment_epoch(sid)}"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentName:
+    scope: str
+    stream: str
+    segment_id: int
+
+    @property
+    def qualified(self) -> str:
+        return stream_segment_name(self.scope, self.stream, self.segment_id)
+
+
+def parse_segment_name(name: str) -> SegmentName:
+    """Parse a qualified stream-segment name; raise InvalidNameError if it is not one."""
+    m = _SEGMENT_RE.fullmatch(name) if isinstance(name, str) else None
+    if m is None:
+        raise InvalidNameError(f"not a stream segment name: {name!r}")
+    scope = validate_name("scope", m["scope"], allow_system=True)
+    stream = validate_name("stream", m["stream"], allow_system=True)
+    return SegmentName(scope, stream, segment_id(int(m["epoch"]), int(m["number"])))
+
+
+def validate_segment_name(name: object) -> str:
+    """Validate any segment name a container is asked to host.
+
+    Today that is a qualified stream-segment name; later issues add transaction,
+    transient and attribute segments (suffixes after ``#``), each derived from one.
+    """
+    parse_segment_name(name)  # type: ignore[arg-type]
+    return name  # type: ignore[return-value]
+
+
+def parent_segment_name(name: str) -> str:
+    """The stream-segment name a (transaction, transient, ...) segment belongs to.
+
+    Placement hashes this, so derived segments land in their parent's container.
+    """
+    m = _SEGMENT_RE.match(name)
+    if m is None:
+        raise InvalidNameError(f"not a stream segment name: {name!r}")
+    return m.group(0)
+
+
+def stable_hash64(text: str) -> int:
+    """A 64-bit hash that is the same in every process and Python version."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def container_for_segment(name: str, container_count: int) -> int:
+    """The container that owns segment ``name``: stable hash of its parent modulo the count."""
+    if container_count <= 0:
+        raise ValueError("container_count must be positive")
+    return stable_hash64(parent_segment_name(name)) % container_count
+
+
+def routing_key_hash(routing_key: str) -> float:
+    """Map a routing key to a point in the key space [0, 1)."""
+    return stable_hash64(routing_key) / 2**64

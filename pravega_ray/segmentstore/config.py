@@ -1,0 +1,29 @@
+"""Configuration of one segment container: frozen and validated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pravega_ray import constants
+from pravega_ray.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerConfig:
+    container_id: int
+    group_commit_bytes_max: int = constants.GROUP_COMMIT_BYTES_MAX
+    group_commit_operations_max: int = constants.GROUP_COMMIT_OPERATIONS_MAX
+    read_cache_bytes_max: int = constants.READ_CACHE_BYTES_MAX
+    storage_flush_bytes: int = constants.STORAGE_FLUSH_BYTES
+    storage_flush_interval_s: float = constants.STORAGE_FLUSH_INTERVAL_S
+    append_reorder_wait_s: float = constants.APPEND_REORDER_WAIT_S
+
+    def __post_init__(self) -> None:
+        if self.container_id < 0:
+            raise InvalidArgumentError("container_id must be non-negative")
+        for name in ("group_commit_bytes_max", "group_commit_operations_max",
+                     "read_cache_bytes_max", "storage_flush_bytes"):
+            if getattr(self, name) <= 0:
+                raise InvalidArgumentError(f"{name} must be positive")
+        if self.storage_flush_interval_s <= 0 or self.append_reorder_wait_s < 0:
+            raise InvalidArgumentError("intervals must be positive")

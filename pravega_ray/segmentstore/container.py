@@ -1,0 +1,477 @@
+"""The segment container: owns a set of segments and their ingestion pipeline.
+
+Design (Pravega's ``StreamSegmentContainer`` and ``OperationProcessor``, seed 000):
+
+* **Validate, then log, then apply.** A caller's operation is validated against
+  the *pending* metadata view (which includes operations queued but not yet
+  durable), which it then updates, so pipelined appends of one writer chain
+  correctly. The operation is queued; the pump drains the queue into one
+  durable log record per group commit (many operations, one fsync) and, once
+  the record is durable, applies each operation to the *durable* view and the
+  read index, in order, and completes its caller. Readers only see durable data.
+* **Conditional appends.** An append carries ``(writer_id, expected, last,
+  event_count)``: it succeeds only if the writer's attribute (16-byte key =
+  writer id, 8-byte value = last event number) equals ``expected``; it then sets
+  it to ``last`` and accumulates the segment's event count, atomically with the
+  data. If ``expected`` is *ahead* of the attribute, the writer's previous block
+  has not arrived yet (actor calls may be reordered), so the append waits up to
+  ``append_reorder_wait_s`` for it before failing its condition.
+* **Failures.** An operation that fails validation fails alone. A durable log
+  failure (I/O error, fenced) leaves the pending view ahead of the durable one,
+  so the container stops: every queued caller fails, ``on_fatal`` is called
+  (the actor shell exits so Ray restarts it) and recovery rebuilds from the log.
+  Nothing unacknowledged was ever visible; nothing acknowledged is lost.
+* **Recovery** (:meth:`recover`, synchronous): take over the log (new epoch,
+  fencing older owners), replay every record through the same ``_apply`` used
+  live. The storage writer's ``ChunkAdded`` records tell which data is in Tier-2.
+
+The container is not thread-safe: all methods run on one asyncio event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pravega_ray.constants import (
+    APPEND_BLOCK_BYTES_MAX,
+    NO_EVENT_NUMBER,
+    READ_BYTES_MAX,
+    READ_WAIT_S_MAX,
+)
+from pravega_ray.errors import (
+    ConditionalAppendFailedError,
+    ContainerNotReadyError,
+    InvalidArgumentError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    SegmentSealedError,
+)
+from pravega_ray.invariant import invariant
+from pravega_ray.logs.durable_data_log import DurableDataLog
+from pravega_ray.naming import validate_segment_name
+from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+from pravega_ray.segmentstore.read_index import ChunkRef, ReadIndex
+from pravega_ray.segmentstore.storage_writer import StorageWriter
+from pravega_ray.storage.chunk_storage import ChunkStorage
+
+log = logging.getLogger(__name__)
+
+ATTRIBUTE_KEY_BYTES = 16
+
+
+@dataclass(slots=True)
+class SegmentState:
+    """Metadata of one segment. ``pending_*`` include queued, not yet durable operations."""
+
+    name: str
+    creation_time_ms: int
+    length: int = 0
+    sealed: bool = False
+    event_count: int = 0
+    attributes: dict[bytes, int] = field(default_factory=dict)
+    storage_length: int = 0
+    pending_length: int = 0
+    pending_sealed: bool = False
+    pending_attributes: dict[bytes, int] = field(default_factory=dict)
+    unflushed_since: float | None = None
+    # Futures resolved whenever durable data or a seal is applied (tail reads wait on them).
+    data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    # Future resolved whenever a pending attribute changes (reordered appends wait on it).
+    attribute_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryStats:
+    records: int
+    operations: int
+    segments: int
+    seconds: float
+
+
+_BARRIER = object()
+
+
+class SegmentContainer:
+    def __init__(
+        self,
+        config: ContainerConfig,
+        durable_log: DurableDataLog,
+        storage: ChunkStorage,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        on_fatal: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._log = durable_log
+        self._storage = storage
+        self._monotonic = monotonic
+        self._wall_clock_ms = wall_clock_ms
+        self._on_fatal = on_fatal
+        self._segments: dict[str, SegmentState] = {}
+        self._read_index = ReadIndex(config.read_cache_bytes_max)
+        self._queue: list[tuple[Any, asyncio.Future[Any]]] = []
+        self._wake: asyncio.Event | None = None
+        self._pump_task: asyncio.Task[None] | None = None
+        self._storage_writer = StorageWriter(self)
+        self._flushed_chunk_data: dict[str, bytes] = {}
+        # The group commit being written; failed with the queue if the pump is stopped mid-write.
+        self._batch: list[tuple[Any, asyncio.Future[Any]]] = []
+        self._recovered = False
+        self._failure: BaseException | None = None
+        self._closed = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def recover(self) -> RecoveryStats:
+        """Take over the durable log and rebuild every segment from it. Synchronous."""
+        invariant(not self._recovered, "recover() called twice")
+        started = time.monotonic()
+        self._log.initialize()
+        records = operations = 0
+        for _sequence, payload in self._log.read_all():
+            records += 1
+            for op in ops.decode(payload):
+                operations += 1
+                self._apply(op, chunk_data=None)
+        for state in self._segments.values():
+            state.pending_length = state.length
+            state.pending_sealed = state.sealed
+            state.pending_attributes = dict(state.attributes)
+        self._recovered = True
+        stats = RecoveryStats(records, operations, len(self._segments), time.monotonic() - started)
+        log.info(
+            "container %d recovered: %d records, %d operations, %d segments in %.3fs (epoch %d)",
+            self.config.container_id, records, operations, len(self._segments),
+            stats.seconds, self._log.epoch,
+        )
+        return stats
+
+    def _ensure_running(self) -> None:
+        if self._failure is not None:
+            raise ContainerNotReadyError(
+                f"container {self.config.container_id} has failed: {self._failure!r}"
+            )
+        if not self._recovered or self._closed:
+            raise ContainerNotReadyError(f"container {self.config.container_id} is not running")
+        if self._pump_task is None:
+            self._wake = asyncio.Event()
+            self._pump_task = asyncio.get_running_loop().create_task(self._pump())
+            self._storage_writer.start()
+
+    async def close(self) -> None:
+        """Stop the pump and the storage writer. Queued operations fail; the log stays."""
+        self._closed = True
+        self._storage_writer.stop()
+        for state in self._segments.values():  # waiters re-check and find the container closed
+            _wake_all(state.attribute_waiters)
+            _wake_all(state.data_waiters)
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump_task
+        self._fail_queue(ContainerNotReadyError("container closed"))
+        self._log.close()
+
+    # --- public operations -------------------------------------------------------------------
+    async def create_segment(self, segment: str) -> None:
+        """Durably create an empty segment. Raises SegmentExistsError if it exists."""
+        self._ensure_running()
+        validate_segment_name(segment)
+        if segment in self._segments:
+            raise SegmentExistsError(f"segment {segment} exists")
+        now = self._wall_clock_ms()
+        self._segments[segment] = SegmentState(segment, now)
+        self._read_index.add_segment(segment)
+        await self._submit(ops.CreateSegment(segment, now))
+
+    async def setup_append(self, segment: str, writer_id: bytes) -> int:
+        """The writer's last durable event number on ``segment`` (NO_EVENT_NUMBER if none).
+
+        Waits until every operation queued before it is durable, so the answer
+        covers all appends the writer has in flight to this container.
+        """
+        self._ensure_running()
+        _check_attribute_key(writer_id)
+        self._segment(segment)
+        await self._submit(_BARRIER)
+        return self._segment(segment).attributes.get(writer_id, NO_EVENT_NUMBER)
+
+    async def append(
+        self,
+        segment: str,
+        writer_id: bytes,
+        expected_last_event_number: int,
+        last_event_number: int,
+        event_count: int,
+        data: bytes,
+    ) -> AppendResult:
+        """Durably append ``data`` if the writer's last event number is ``expected_last_event_number``.
+
+        Returns once the block is in the durable log. Raises
+        ConditionalAppendFailedError (nothing appended) if the condition does not
+        hold, SegmentSealedError, SegmentNotFoundError, InvalidArgumentError.
+        """
+        self._ensure_running()
+        _check_attribute_key(writer_id)
+        if not data or len(data) > APPEND_BLOCK_BYTES_MAX:
+            raise InvalidArgumentError(f"append block of {len(data)} bytes is empty or too large")
+        if event_count <= 0 or last_event_number <= expected_last_event_number:
+            raise InvalidArgumentError("an append block needs event_count > 0 and last > expected")
+        state = self._segment(segment)
+        deadline = self._monotonic() + self.config.append_reorder_wait_s
+        while True:
+            if state.pending_sealed:
+                raise SegmentSealedError(f"segment {segment} is sealed")
+            current = state.pending_attributes.get(writer_id, NO_EVENT_NUMBER)
+            if current == expected_last_event_number:
+                break
+            remaining = deadline - self._monotonic()
+            if current > expected_last_event_number or remaining <= 0:
+                raise ConditionalAppendFailedError(
+                    f"writer {writer_id.hex()} on {segment}: expected last event number "
+                    f"{expected_last_event_number}, actual {current}",
+                    expected=expected_last_event_number,
+                    actual=current,
+                )
+            # A predecessor block has not arrived yet: wait for the attribute to move.
+            waiter = asyncio.get_running_loop().create_future()
+            state.attribute_waiters.append(waiter)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(waiter, remaining)
+            self._ensure_running()
+        offset = state.pending_length
+        state.pending_length += len(data)
+        state.pending_attributes[writer_id] = last_event_number
+        _wake_all(state.attribute_waiters)
+        await self._submit(
+            ops.Append(segment, offset, bytes(data), writer_id, last_event_number, event_count)
+        )
+        return AppendResult(offset, offset + len(data))
+
+    async def seal(self, segment: str) -> int:
+        """Durably seal ``segment``; returns its final length. Idempotent."""
+        self._ensure_running()
+        state = self._segment(segment)
+        if not state.pending_sealed:
+            state.pending_sealed = True
+            _wake_all(state.attribute_waiters)
+            await self._submit(ops.Seal(segment, state.pending_length))
+        else:
+            await self._submit(_BARRIER)
+        return state.length
+
+    async def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
+        """Read durable bytes from ``offset``.
+
+        Returns at once when data is available (up to ``max_bytes``, possibly
+        fewer, e.g. at a chunk boundary). At the tail it waits up to ``wait_s``
+        for data or a seal; then it returns empty data. ``end_of_segment`` is set
+        when the segment is sealed and the read reaches its end. Raises
+        InvalidArgumentError for an offset beyond the segment's length.
+        """
+        self._ensure_running()
+        state = self._segment(segment)
+        if offset < 0 or max_bytes <= 0:
+            raise InvalidArgumentError("read offset must be >= 0 and max_bytes > 0")
+        max_bytes = min(max_bytes, READ_BYTES_MAX)
+        if offset > state.length:
+            raise InvalidArgumentError(
+                f"read of {segment} at {offset} is past its length {state.length}"
+            )
+        if offset == state.length and not state.sealed and wait_s > 0:
+            waiter = asyncio.get_running_loop().create_future()
+            state.data_waiters.append(waiter)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(waiter, min(wait_s, READ_WAIT_S_MAX))
+        if offset == state.length:
+            return ReadResult(offset, b"", state.sealed, state.length)
+        data = await self._read_available(state, offset, max_bytes)
+        end = offset + len(data)
+        return ReadResult(offset, data, state.sealed and end == state.length, state.length)
+
+    async def get_info(self, segment: str) -> SegmentInfo:
+        self._ensure_running()
+        s = self._segment(segment)
+        return SegmentInfo(
+            s.name, s.length, 0, s.sealed, s.event_count, s.storage_length, s.creation_time_ms
+        )
+
+    async def list_segments(self) -> list[str]:
+        self._ensure_running()
+        return sorted(self._segments)
+
+    async def flush_to_storage(self) -> None:
+        """Flush every segment's durable data to Tier-2 now (tests, shutdown)."""
+        self._ensure_running()
+        await self._storage_writer.flush_all()
+
+    # --- internals ---------------------------------------------------------------------------
+    def _segment(self, segment: str) -> SegmentState:
+        state = self._segments.get(segment)
+        if state is None:
+            validate_segment_name(segment)
+            raise SegmentNotFoundError(f"segment {segment} does not exist")
+        return state
+
+    async def _read_available(self, state: SegmentState, offset: int, max_bytes: int) -> bytes:
+        chunk = self._read_index.chunk_for(state.name, offset)
+        if chunk is None:
+            return self._read_index.read_unflushed(state.name, offset, max_bytes)
+        data = self._read_index.cached_chunk(chunk.name)
+        if data is None:
+            data = await asyncio.to_thread(self._storage.read, chunk.name, 0, chunk.length)
+            invariant(len(data) == chunk.length, f"chunk {chunk.name} is short")
+            self._read_index.put_chunk(chunk.name, data)
+        start = offset - chunk.offset
+        return data[start : start + max_bytes]
+
+    async def _submit(self, op: Any) -> Any:
+        invariant(self._wake is not None, "pump not started")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append((op, future))
+        self._wake.set()  # type: ignore[union-attr]
+        return await future
+
+    async def _pump(self) -> None:
+        """Drain the queue into group commits; apply and complete in order once durable."""
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                batch = self._batch = self._take_batch()
+                to_log = [op for op, _ in batch if op is not _BARRIER]
+                if to_log:
+                    payload = ops.encode(to_log)
+                    try:
+                        await asyncio.to_thread(self._log.append, payload)
+                    except asyncio.CancelledError:
+                        raise
+                    except BaseException as e:  # durable state unknown: stop the container
+                        self._fail(e, batch)
+                        return
+                try:
+                    for op, _ in batch:
+                        if op is not _BARRIER:
+                            self._apply(op, self._flushed_chunk_data.get(getattr(op, "chunk", "")))
+                except BaseException as e:  # an invariant failed: the durable view is suspect
+                    self._fail(e, batch)
+                    return
+                for _, future in batch:
+                    if not future.done():
+                        future.set_result(None)
+                self._batch = []
+
+    def _take_batch(self) -> list[tuple[Any, asyncio.Future[Any]]]:
+        total = 0
+        count = 0
+        for op, _ in self._queue:
+            size = 0 if op is _BARRIER else ops.encoded_size(op)
+            if count and (
+                total + size > self.config.group_commit_bytes_max
+                or count >= self.config.group_commit_operations_max
+            ):
+                break
+            total += size
+            count += 1
+        batch, self._queue = self._queue[:count], self._queue[count:]
+        return batch
+
+    def _fail(self, error: BaseException, batch: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+        log.error("container %d: durable log failed, stopping: %r", self.config.container_id, error)
+        self._failure = error
+        unavailable = ContainerNotReadyError(f"durable log failed: {error!r}")
+        for _, future in batch:
+            if not future.done():
+                future.set_exception(unavailable)
+        self._fail_queue(unavailable)
+        self._storage_writer.stop()
+        if self._on_fatal is not None:
+            self._on_fatal(error)
+
+    def _fail_queue(self, error: BaseException) -> None:
+        queue, self._queue = self._batch + self._queue, []
+        self._batch = []
+        for _, future in queue:
+            if not future.done():
+                future.set_exception(error)
+
+    def _apply(self, op: ops.Operation, chunk_data: bytes | None) -> None:
+        """Apply a durable operation to the durable view. Shared by live commits and recovery."""
+        if isinstance(op, ops.Append):
+            state = self._segments[op.segment]
+            invariant(op.offset == state.length, f"append to {op.segment} at {op.offset} "
+                      f"but its length is {state.length}")
+            self._read_index.append(op.segment, op.offset, op.data)
+            state.length += len(op.data)
+            state.event_count += op.event_count
+            if op.writer_id is not None:
+                state.attributes[op.writer_id] = op.last_event_number
+            if state.unflushed_since is None:
+                state.unflushed_since = self._monotonic()
+            _wake_all(state.data_waiters)
+        elif isinstance(op, ops.CreateSegment):
+            if op.segment not in self._segments:  # live creates made the state already
+                self._segments[op.segment] = SegmentState(op.segment, op.creation_time_ms)
+                self._read_index.add_segment(op.segment)
+        elif isinstance(op, ops.Seal):
+            state = self._segments[op.segment]
+            invariant(op.length == state.length, f"seal of {op.segment} at a wrong length")
+            state.sealed = True
+            _wake_all(state.data_waiters)
+        elif isinstance(op, ops.ChunkAdded):
+            state = self._segments[op.segment]
+            invariant(op.offset == state.storage_length, f"chunk gap in {op.segment}")
+            self._read_index.chunk_added(
+                op.segment, ChunkRef(op.offset, op.length, op.chunk), chunk_data
+            )
+            state.storage_length = op.offset + op.length
+            state.unflushed_since = (
+                None if state.storage_length == state.length else self._monotonic()
+            )
+        else:  # pragma: no cover
+            raise TypeError(f"unknown operation {op!r}")
+
+    # --- hooks for the storage writer --------------------------------------------------------
+    def _flush_candidates(self, force: bool) -> list[SegmentState]:
+        now = self._monotonic()
+        due = []
+        for state in self._segments.values():
+            pending = state.length - state.storage_length
+            if pending <= 0:
+                continue
+            old = (
+                state.unflushed_since is not None
+                and now - state.unflushed_since >= self.config.storage_flush_interval_s
+            )
+            if force or old or state.sealed or pending >= self.config.storage_flush_bytes:
+                due.append(state)
+        return due
+
+    async def _submit_chunk_added(self, op: ops.ChunkAdded, data: bytes) -> None:
+        # The bytes are not logged; they wait here so the read cache keeps them after the flush.
+        self._flushed_chunk_data[op.chunk] = data
+        try:
+            await self._submit(op)
+        finally:
+            self._flushed_chunk_data.pop(op.chunk, None)
+
+
+def _wake_all(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+    waiters.clear()
+
+
+def _check_attribute_key(key: object) -> None:
+    if not isinstance(key, bytes) or len(key) != ATTRIBUTE_KEY_BYTES:
+        raise InvalidArgumentError(f"attribute keys (writer ids) are {ATTRIBUTE_KEY_BYTES} bytes")

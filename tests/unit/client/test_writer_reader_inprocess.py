@@ -1,0 +1,198 @@
+"""Writers, readers and reader groups on the in-process cluster (no Ray)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+import pravega_ray as pr
+from pravega_ray.constants import MAX_EVENT_SIZE_BYTES
+from pravega_ray.inprocess import InProcessCluster
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def cluster():
+    c = InProcessCluster(container_count=3, storage_flush_interval_s=0.05)
+    yield c
+    c.shutdown()
+
+
+def make_stream(cluster: InProcessCluster, segments: int = 3) -> None:
+    mgr = cluster.stream_manager()
+    assert mgr.create_scope("sc")
+    assert mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments)))
+
+
+def read_all(cluster, readers, expected: int, timeout_s: float = 20.0):
+    """Each reader in its own thread (as applications do) until ``expected`` events arrive."""
+    got = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + timeout_s
+
+    def run(reader):
+        while time.monotonic() < deadline:
+            with lock:
+                if len(got) >= expected:
+                    return
+            ev = reader.read_next_event(timeout_s=0.1)
+            if ev is not None:
+                with lock:
+                    got.append(ev)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in readers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
+def check_order(events) -> None:
+    last: dict[str, int] = {}
+    for ev in events:
+        key, n = ev.event["k"], ev.event["n"]
+        assert last.get(key, -1) < n, f"out of order for {key}"
+        last[key] = n
+
+
+def test_write_and_read_back_with_two_readers_exactly_once(cluster) -> None:
+    make_stream(cluster)
+    n = 5000
+    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as w:
+        futures = [w.write_event({"k": f"k{i % 20}", "n": i}, routing_key=f"k{i % 20}")
+                   for i in range(n)]
+        w.flush()
+    assert all(f.done() and f.exception() is None for f in futures)
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    r1 = cluster.create_reader("r1", "sc", "rg", pr.JsonSerializer())
+    r2 = cluster.create_reader("r2", "sc", "rg", pr.JsonSerializer())
+    events = read_all(cluster, [r1, r2], n)
+    assert sorted(e.event["n"] for e in events) == list(range(n))
+    check_order(events)
+    assert r1.read_next_event(0.1) is None and r2.read_next_event(0.1) is None
+    r1.close()
+    r2.close()
+
+
+def test_container_restart_mid_burst_loses_and_duplicates_nothing(cluster) -> None:
+    make_stream(cluster)
+    n = 20000
+    stop = threading.Event()
+
+    def chaos():
+        while not stop.is_set():
+            time.sleep(0.02)
+            cluster.restart_container(1)
+
+    t = threading.Thread(target=chaos)
+    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as w:
+        t.start()
+        for i in range(n):
+            w.write_event({"k": f"k{i % 50}", "n": i}, routing_key=f"k{i % 50}")
+            if i % 1000 == 0:
+                time.sleep(0.01)
+        w.flush()
+    stop.set()
+    t.join()
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    with cluster.create_reader("r1", "sc", "rg", pr.JsonSerializer()) as r:
+        events = read_all(cluster, [r], n)
+        assert r.read_next_event(0.2) is None
+    numbers = [e.event["n"] for e in events]
+    assert len(numbers) == len(set(numbers)) == n
+    check_order(events)
+
+
+def test_reader_group_rebalances_when_a_reader_joins_and_leaves(cluster) -> None:
+    make_stream(cluster)
+    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as w:
+        for i in range(300):
+            w.write_event({"k": f"k{i % 30}", "n": i}, routing_key=f"k{i % 30}")
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    r1 = cluster.create_reader("r1", "sc", "rg", pr.JsonSerializer())
+    first = [r1.read_next_event(1.0) for _ in range(10)]
+    r2 = cluster.create_reader("r2", "sc", "rg", pr.JsonSerializer())
+    rest = read_all(cluster, [r1, r2], 290)
+    r1.close()
+    # r2 takes over r1's segments at r1's position: still exactly once overall.
+    rest += read_all(cluster, [r2], 290 - len(rest), timeout_s=3)
+    numbers = sorted(e.event["n"] for e in first + rest)
+    assert numbers == list(range(300))
+    r2.close()
+
+
+def test_writes_to_a_sealed_stream_fail_with_stream_sealed(cluster) -> None:
+    make_stream(cluster, 2)
+    w = cluster.create_writer("sc", "st", pr.Utf8Serializer())
+    w.write_event("before", routing_key="a").result(10)
+    cluster.stream_manager().seal_stream("sc", "st")
+    fut = w.write_event("after", routing_key="a")
+    with pytest.raises(pr.StreamSealedError):
+        fut.result(20)
+    with pytest.raises(pr.StreamSealedError):
+        w.write_event("again", routing_key="a")
+    with pytest.raises(pr.StreamSealedError):
+        cluster.create_writer("sc", "st", pr.Utf8Serializer())
+    info = cluster.stream_manager().get_stream_info("sc", "st")
+    assert info.state is pr.StreamState.SEALED
+
+
+def test_bad_input_gets_typed_errors(cluster) -> None:
+    mgr = cluster.stream_manager()
+    for bad in ["", "_sys", "..", "a/b", "a b", "x" * 300, "../etc"]:
+        with pytest.raises(pr.InvalidNameError):
+            mgr.create_scope(bad)
+    assert mgr.list_scopes() == []
+    with pytest.raises(pr.ScopeNotFoundError):
+        mgr.create_stream("nope", "st")
+    make_stream(cluster, 1)
+    assert not mgr.create_stream("sc", "st")
+    with pytest.raises(pr.StreamNotFoundError):
+        mgr.get_stream_info("sc", "missing")
+    with pytest.raises(pr.StreamNotFoundError):
+        cluster.create_writer("sc", "missing")
+    with cluster.create_writer("sc", "st") as w:
+        with pytest.raises(pr.EventTooLargeError):
+            w.write_event(b"x" * (MAX_EVENT_SIZE_BYTES + 1))
+        with pytest.raises(pr.InvalidArgumentError):
+            w.write_event("not bytes")  # type: ignore[arg-type]
+    with pytest.raises(pr.ReaderGroupNotFoundError):
+        cluster.create_reader("r", "sc", "nogroup")
+    info = mgr.get_stream_info("sc", "st")
+    assert info.state is pr.StreamState.ACTIVE
+
+
+def test_largest_event_round_trips(cluster) -> None:
+    make_stream(cluster, 1)
+    big = bytes(range(256)) * (MAX_EVENT_SIZE_BYTES // 256)
+    with cluster.create_writer("sc", "st") as w:
+        w.write_event(b"small")
+        w.write_event(big)
+        w.write_event(b"after")
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    with cluster.create_reader("r", "sc", "rg") as r:
+        got = [r.read_next_event(5).event for _ in range(3)]
+    assert got == [b"small", big, b"after"]
+
+
+def test_per_key_order_holds_with_many_writers(cluster) -> None:
+    make_stream(cluster, 3)
+    writers = [cluster.create_writer("sc", "st", pr.JsonSerializer()) for _ in range(3)]
+    for i in range(3000):
+        w = writers[i % 3]
+        w.write_event({"k": f"w{i % 3}-k{i % 7}", "n": i}, routing_key=f"w{i % 3}-k{i % 7}")
+    for w in writers:
+        w.close()
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    with cluster.create_reader("r", "sc", "rg", pr.JsonSerializer()) as r:
+        events = read_all(cluster, [r], 3000)
+    per_key = defaultdict(list)
+    for e in events:
+        per_key[e.event["k"]].append(e.event["n"])
+    assert all(v == sorted(v) for v in per_key.values())
+    assert len(events) == 3000
