@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from pravega_ray import errors
 from pravega_ray.client.events import EventRead, Position
+from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.serializers import (
     BytesSerializer,
     JsonSerializer,
     Serializer,
     Utf8Serializer,
 )
+from pravega_ray.client.stream_manager import StreamManager
+from pravega_ray.client.writer import EventStreamWriter, WriteFuture, WriterConfig
 from pravega_ray.controller.records import SegmentRange, StreamInfo, StreamState
-from pravega_ray.errors import *  # noqa: F403  (the error types are public API)
+from pravega_ray.errors import *
 from pravega_ray.stream_configuration import (
     ReaderGroupConfig,
     RetentionPolicy,
@@ -58,6 +61,8 @@ __all__ = sorted(
         "BytesSerializer",
         "Cluster",
         "EventRead",
+        "EventStreamReader",
+        "EventStreamWriter",
         "JsonSerializer",
         "Position",
         "ReaderGroupConfig",
@@ -67,8 +72,11 @@ __all__ = sorted(
         "Serializer",
         "StreamConfiguration",
         "StreamInfo",
+        "StreamManager",
         "StreamState",
         "Utf8Serializer",
+        "WriteFuture",
+        "WriterConfig",
         "__version__",
         "connect",
         "errors",

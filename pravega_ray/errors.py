@@ -23,7 +23,7 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── SegmentSealedError
     │   ├── IllegalStateTransitionError
     │   ├── ScopeNotEmptyError
-    │   └── WriterClosedError
+    │   └── ClientClosedError           the writer or reader was closed
     ├── ConditionalUpdateError          a condition of the update did not hold
     │   ├── ConditionalAppendFailedError  writer event number mismatch
     │   └── ConflictingUpdateError      concurrent update of a metadata record
@@ -41,6 +41,7 @@ from typing import Any
 
 __all__ = [
     "AlreadyExistsError",
+    "ClientClosedError",
     "ConditionalAppendFailedError",
     "ConditionalUpdateError",
     "ConfigurationError",
@@ -65,7 +66,6 @@ __all__ = [
     "SegmentStoreUnavailableError",
     "StreamNotFoundError",
     "StreamSealedError",
-    "WriterClosedError",
 ]
 
 
@@ -147,7 +147,7 @@ class ScopeNotEmptyError(IllegalStateError):
     pass
 
 
-class WriterClosedError(IllegalStateError):
+class ClientClosedError(IllegalStateError):
     """The writer or reader was closed."""
 
 

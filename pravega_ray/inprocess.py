@@ -54,8 +54,9 @@ class InProcessCluster(ClientFactory):
         self.container_count = container_count
         self._options = container_options
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name="pravega-inprocess")
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name="pravega-inprocess"
+        )
         self._thread.start()
         self.log_stores = [InMemoryLogStore() for _ in range(container_count)]
         self.storage = InMemoryChunkStorage()
@@ -67,7 +68,8 @@ class InProcessCluster(ClientFactory):
 
     def _new_container(self, container_id: int) -> SegmentContainer:
         container = build_in_memory_container(
-            ContainerConfig(container_id, **self._options), self.log_stores[container_id],
+            ContainerConfig(container_id, **self._options),
+            self.log_stores[container_id],
             self.storage,
         )
         container.recover()
@@ -123,8 +125,9 @@ class _Connection:
     def setup_append(self, segment: str, writer_id: bytes) -> Future[int]:
         return self._cluster.call(segment, "setup_append", writer_id)
 
-    def append(self, segment: str, writer_id: bytes, expected: int, last: int, count: int,
-               data: bytes) -> Future[AppendResult]:
+    def append(
+        self, segment: str, writer_id: bytes, expected: int, last: int, count: int, data: bytes
+    ) -> Future[AppendResult]:
         return self._cluster.call(segment, "append", writer_id, expected, last, count, data)
 
     def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:

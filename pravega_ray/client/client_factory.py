@@ -54,6 +54,10 @@ class ClientFactory:
     ) -> EventStreamReader[Any]:
         """A reader joining ``scope/group``. Raises ReaderGroupNotFoundError."""
         return EventStreamReader(
-            reader_id, scope, group, serializer or BytesSerializer(), self._controller,
+            reader_id,
+            scope,
+            group,
+            serializer or BytesSerializer(),
+            self._controller,
             self._segments,
         )

@@ -42,8 +42,7 @@ class SegmentStoreConnection(Protocol):
         """Read from ``offset``; at the tail, wait up to ``wait_s`` for data or a seal."""
         ...
 
-    def get_info(self, segment: str) -> Future[SegmentInfo]:
-        ...
+    def get_info(self, segment: str) -> Future[SegmentInfo]: ...
 
 
 class ControllerConnection(Protocol):

@@ -32,7 +32,9 @@ def frame_events(payloads: Iterable[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def parse_events(data: bytes | memoryview, base_offset: int = 0) -> tuple[list[tuple[int, bytes]], int]:
+def parse_events(
+    data: bytes | memoryview, base_offset: int = 0
+) -> tuple[list[tuple[int, bytes]], int]:
     """Parse complete frames from ``data``.
 
     Returns ``(events, consumed)``: ``events`` is a list of

@@ -26,7 +26,7 @@ from pravega_ray.client.connection import ControllerConnection, SegmentStoreConn
 from pravega_ray.client.event_framing import parse_events
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.serializers import Serializer
-from pravega_ray.errors import InvalidArgumentError, RetriableError, WriterClosedError
+from pravega_ray.errors import ClientClosedError, InvalidArgumentError, RetriableError
 from pravega_ray.segmentstore.contracts import ReadResult
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class EventStreamReader(Generic[T]):
         and offset, and the reader's position after it.
         """
         if self._closed:
-            raise WriterClosedError("reader is closed")
+            raise ClientClosedError("reader is closed")
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             now = time.monotonic()
@@ -97,8 +97,11 @@ class EventStreamReader(Generic[T]):
             if not pending:
                 time.sleep(min(remaining, constants.READER_GROUP_SYNC_INTERVAL_S))
                 continue
-            wait(pending, timeout=min(remaining, constants.READER_GROUP_SYNC_INTERVAL_S),
-                 return_when=FIRST_COMPLETED)
+            wait(
+                pending,
+                timeout=min(remaining, constants.READER_GROUP_SYNC_INTERVAL_S),
+                return_when=FIRST_COMPLETED,
+            )
             self._collect_reads()
 
     def position(self) -> Position:

@@ -45,7 +45,9 @@ class ReaderGroupState:
     completed: set[str] = field(default_factory=set)
 
     @classmethod
-    def new(cls, scope: str, name: str, streams: list[str], segments: list[str]) -> ReaderGroupState:
+    def new(
+        cls, scope: str, name: str, streams: list[str], segments: list[str]
+    ) -> ReaderGroupState:
         return cls(scope, name, list(streams), {s: 0 for s in segments})
 
     # --- membership --------------------------------------------------------------------------
@@ -114,5 +116,11 @@ class ReaderGroupState:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ReaderGroupState:
-        return cls(d["scope"], d["name"], list(d["streams"]), dict(d["unassigned"]),
-                   {k: dict(v) for k, v in d["assigned"].items()}, set(d["completed"]))
+        return cls(
+            d["scope"],
+            d["name"],
+            list(d["streams"]),
+            dict(d["unassigned"]),
+            {k: dict(v) for k, v in d["assigned"].items()},
+            set(d["completed"]),
+        )

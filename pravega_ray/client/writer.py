@@ -43,6 +43,7 @@ from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.serializers import Serializer
 from pravega_ray.errors import (
+    ClientClosedError,
     ConditionalAppendFailedError,
     EventTooLargeError,
     InvalidArgumentError,
@@ -50,7 +51,6 @@ from pravega_ray.errors import (
     RetriableError,
     SegmentSealedError,
     StreamSealedError,
-    WriterClosedError,
 )
 from pravega_ray.invariant import invariant
 from pravega_ray.naming import routing_key_hash
@@ -130,8 +130,16 @@ class WriteFuture:
 
 
 class _SegmentWriter:
-    __slots__ = ("inflight", "name", "next_event_number", "open", "queued", "reconnecting",
-                 "sealed", "sent_last")
+    __slots__ = (
+        "inflight",
+        "name",
+        "next_event_number",
+        "open",
+        "queued",
+        "reconnecting",
+        "sealed",
+        "sent_last",
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -151,7 +159,7 @@ class _SegmentWriter:
 
 
 class EventStreamWriter(Generic[T]):
-    """Writes events to one stream. Create with ``cluster.create_writer``; use as a context manager."""
+    """Writes events to one stream; from ``cluster.create_writer``, used as a context manager."""
 
     def __init__(
         self,
@@ -192,7 +200,7 @@ class EventStreamWriter(Generic[T]):
         Events with the same routing key are stored and read in the order they
         were written. Raises EventTooLargeError for events over 8 MiB,
         StreamSealedError once the stream is known to be sealed,
-        WriterClosedError after close(). None of these queue anything.
+        ClientClosedError after close(). None of these queue anything.
         """
         payload = self._serializer.serialize(event)
         size = len(payload)
@@ -203,7 +211,7 @@ class EventStreamWriter(Generic[T]):
         header = _EVENT_PREFIX + size.to_bytes(4, "big")
         with self._lock:
             if self._closed:
-                raise WriterClosedError("writer is closed")
+                raise ClientClosedError("writer is closed")
             if self._failure is not None:
                 raise self._failure
             segment = self._route(routing_key)
@@ -282,8 +290,11 @@ class EventStreamWriter(Generic[T]):
                     if self._closed:
                         return
                     sends = self._collect_sends()
-                    reconnects = [s for s in self._writers if s.reconnecting
-                                  and all(f.done() for _, f in s.inflight)]
+                    reconnects = [
+                        s
+                        for s in self._writers
+                        if s.reconnecting and all(f.done() for _, f in s.inflight)
+                    ]
                     if not sends and not reconnects:
                         has_open = any(s.open is not None for s in self._writers)
                         self._wake.wait(self._config.linger_s if has_open else 0.5)
@@ -401,7 +412,9 @@ class EventStreamWriter(Generic[T]):
             segment.queued.extendleft(reversed(resend))
             log.info(
                 "writer reconnected to %s: last persisted event %d, resending %d blocks",
-                segment.name, last, len(resend),
+                segment.name,
+                last,
+                len(resend),
             )
             self._wake.notify()
 
@@ -416,7 +429,9 @@ class EventStreamWriter(Generic[T]):
             return StreamSealedError(f"stream {self.scope}/{self.stream} is sealed")
         return SegmentSealedError(f"segment {segment.name} is sealed")
 
-    def _fail_segment(self, segment: _SegmentWriter, blocks: list[_Block], error: PravegaError) -> None:
+    def _fail_segment(
+        self, segment: _SegmentWriter, blocks: list[_Block], error: PravegaError
+    ) -> None:
         """Under the lock: fail ``blocks`` and everything queued behind them on ``segment``."""
         pending = blocks + [b for b in segment.pending_blocks() if b not in blocks]
         segment.inflight.clear()

@@ -16,6 +16,7 @@ the actor shell serializes calls.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -152,10 +153,9 @@ class Controller:
         record = self._store.get(f"streams/{scope}/{stream}")
         assert record is not None
         for sid, _, _ in record.value["epochs"][-1]:
-            try:
+            # A segment created before a crash is fine: the workflow is idempotent.
+            with contextlib.suppress(SegmentExistsError):
                 self._segments.create_segment(stream_segment_name(scope, stream, sid))
-            except SegmentExistsError:
-                pass  # created before a crash: the workflow is idempotent
         self._transition(scope, stream, StreamState.ACTIVE)
 
     def _transition(self, scope: str, stream: str, to: StreamState) -> None:

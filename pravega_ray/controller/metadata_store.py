@@ -41,8 +41,11 @@ class MetadataStore:
         return f"{_ROOT}/{key}/"
 
     def _versions(self, key: str) -> list[str]:
-        return [n for n in self._storage.list(self._prefix(key)) if n.rsplit("/", 1)[1].isdigit()
-                and n.count("/") == self._prefix(key).count("/")]
+        return [
+            n
+            for n in self._storage.list(self._prefix(key))
+            if n.rsplit("/", 1)[1].isdigit() and n.count("/") == self._prefix(key).count("/")
+        ]
 
     def get(self, key: str) -> Versioned | None:
         """The record's latest value and version, or None if absent or deleted."""
@@ -98,7 +101,7 @@ class MetadataStore:
         base = self._prefix(prefix)
         keys = set()
         for name in self._storage.list(base):
-            rest = name[len(base):]
+            rest = name[len(base) :]
             parts = rest.split("/")
             if len(parts) == 2 and parts[1].isdigit():
                 keys.add(f"{prefix}/{parts[0]}")

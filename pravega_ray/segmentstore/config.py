@@ -21,8 +21,12 @@ class ContainerConfig:
     def __post_init__(self) -> None:
         if self.container_id < 0:
             raise InvalidArgumentError("container_id must be non-negative")
-        for name in ("group_commit_bytes_max", "group_commit_operations_max",
-                     "read_cache_bytes_max", "storage_flush_bytes"):
+        for name in (
+            "group_commit_bytes_max",
+            "group_commit_operations_max",
+            "read_cache_bytes_max",
+            "storage_flush_bytes",
+        ):
             if getattr(self, name) <= 0:
                 raise InvalidArgumentError(f"{name} must be positive")
         if self.storage_flush_interval_s <= 0 or self.append_reorder_wait_s < 0:

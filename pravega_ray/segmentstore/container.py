@@ -149,8 +149,12 @@ class SegmentContainer:
         stats = RecoveryStats(records, operations, len(self._segments), time.monotonic() - started)
         log.info(
             "container %d recovered: %d records, %d operations, %d segments in %.3fs (epoch %d)",
-            self.config.container_id, records, operations, len(self._segments),
-            stats.seconds, self._log.epoch,
+            self.config.container_id,
+            records,
+            operations,
+            len(self._segments),
+            stats.seconds,
+            self._log.epoch,
         )
         return stats
 
@@ -213,7 +217,7 @@ class SegmentContainer:
         event_count: int,
         data: bytes,
     ) -> AppendResult:
-        """Durably append ``data`` if the writer's last event number is ``expected_last_event_number``.
+        """Durably append ``data`` if the writer's last event number is as expected.
 
         Returns once the block is in the durable log. Raises
         ConditionalAppendFailedError (nothing appended) if the condition does not
@@ -408,8 +412,10 @@ class SegmentContainer:
         """Apply a durable operation to the durable view. Shared by live commits and recovery."""
         if isinstance(op, ops.Append):
             state = self._segments[op.segment]
-            invariant(op.offset == state.length, f"append to {op.segment} at {op.offset} "
-                      f"but its length is {state.length}")
+            invariant(
+                op.offset == state.length,
+                f"append to {op.segment} at {op.offset} but its length is {state.length}",
+            )
             self._read_index.append(op.segment, op.offset, op.data)
             state.length += len(op.data)
             state.event_count += op.event_count

@@ -45,7 +45,7 @@ class Seal:
 
 @dataclass(frozen=True, slots=True)
 class ChunkAdded:
-    """The storage writer put ``[offset, offset + length)`` of a segment into Tier-2 chunk ``chunk``."""
+    """Bytes ``[offset, offset + length)`` of a segment are in Tier-2 chunk ``chunk``."""
 
     segment: str
     chunk: str
@@ -89,7 +89,10 @@ def encode(ops: list[Operation]) -> bytes:
         elif isinstance(op, Seal):
             kind, body = _TYPE_SEAL, {"s": op.segment, "l": op.length}
         elif isinstance(op, ChunkAdded):
-            kind, body = _TYPE_CHUNK, {"s": op.segment, "c": op.chunk, "o": op.offset, "l": op.length}
+            kind, body = (
+                _TYPE_CHUNK,
+                {"s": op.segment, "c": op.chunk, "o": op.offset, "l": op.length},
+            )
         else:  # pragma: no cover - exhaustive over Operation
             raise TypeError(f"unknown operation {op!r}")
         raw = json.dumps(body, separators=(",", ":")).encode("utf-8")

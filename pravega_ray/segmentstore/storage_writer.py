@@ -87,4 +87,6 @@ class StorageWriter:
             # Left by a flush whose ChunkAdded never became durable: not referenced, replace it.
             await asyncio.to_thread(storage.delete, name)
             await asyncio.to_thread(storage.create, name, data)
-        await container._submit_chunk_added(ops.ChunkAdded(state.name, name, offset, len(data)), data)
+        await container._submit_chunk_added(
+            ops.ChunkAdded(state.name, name, offset, len(data)), data
+        )

@@ -69,6 +69,8 @@ def validate_chunk_name(name: object) -> str:
 
 def validate_chunk_prefix(prefix: str) -> str:
     """A prefix is a chunk name or the empty string (everything)."""
-    return prefix if prefix == "" else validate_chunk_name(prefix.rstrip("/")) + (
-        "/" if prefix.endswith("/") else ""
+    return (
+        prefix
+        if prefix == ""
+        else validate_chunk_name(prefix.rstrip("/")) + ("/" if prefix.endswith("/") else "")
     )

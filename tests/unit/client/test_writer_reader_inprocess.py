@@ -64,8 +64,9 @@ def test_write_and_read_back_with_two_readers_exactly_once(cluster) -> None:
     make_stream(cluster)
     n = 5000
     with cluster.create_writer("sc", "st", pr.JsonSerializer()) as w:
-        futures = [w.write_event({"k": f"k{i % 20}", "n": i}, routing_key=f"k{i % 20}")
-                   for i in range(n)]
+        futures = [
+            w.write_event({"k": f"k{i % 20}", "n": i}, routing_key=f"k{i % 20}") for i in range(n)
+        ]
         w.flush()
     assert all(f.done() and f.exception() is None for f in futures)
     cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))

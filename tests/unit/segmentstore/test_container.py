@@ -28,8 +28,9 @@ SEG = "sc/st/0.#epoch.0"
 
 
 def make(store=None, storage=None, **kw):
-    c = build_in_memory_container(ContainerConfig(0, **kw), store or InMemoryLogStore(),
-                                  storage or InMemoryChunkStorage())
+    c = build_in_memory_container(
+        ContainerConfig(0, **kw), store or InMemoryLogStore(), storage or InMemoryChunkStorage()
+    )
     c.recover()
     return c
 
@@ -59,6 +60,7 @@ def test_append_then_read_returns_durable_events() -> None:
         assert info.event_count == 5 and info.length == r2.length
         assert await c.setup_append(SEG, w) == 4
         await c.close()
+
     run(go())
 
 
@@ -74,6 +76,7 @@ def test_append_with_stale_condition_fails_alone() -> None:
         info = await c.get_info(SEG)
         assert info.event_count == 1
         await c.close()
+
     run(go())
 
 
@@ -90,6 +93,7 @@ def test_append_arriving_before_its_predecessor_waits_for_it() -> None:
         events, _ = parse_events((await c.read(SEG, 0, 1000, 0)).data)
         assert [e for _, e in events] == [b"e0", b"e1"]
         await c.close()
+
     run(go())
 
 
@@ -100,6 +104,7 @@ def test_append_whose_predecessor_never_arrives_fails_its_condition() -> None:
         with pytest.raises(ConditionalAppendFailedError):
             await c.append(SEG, uuid.uuid4().bytes, 5, 6, 1, block(0, 1))
         await c.close()
+
     run(go())
 
 
@@ -122,6 +127,7 @@ def test_tail_read_waits_for_data_and_for_seal() -> None:
         timed_out = await c.read(SEG, 0, 1000, 0)
         assert timed_out.end_of_segment
         await c.close()
+
     run(go())
 
 
@@ -132,6 +138,7 @@ def test_tail_read_times_out_with_empty_data() -> None:
         res = await c.read(SEG, 0, 100, 0.05)
         assert res.data == b"" and not res.end_of_segment
         await c.close()
+
     run(go())
 
 
@@ -157,6 +164,7 @@ def test_bad_input_gets_typed_errors_and_changes_nothing() -> None:
         assert info.length == 0 and info.sealed
         assert await c.list_segments() == [SEG]
         await c.close()
+
     run(go())
 
 
@@ -167,10 +175,12 @@ def test_recovery_from_log_restores_segments_attributes_and_data() -> None:
     async def write():
         c = make(store, storage)
         await c.create_segment(SEG)
-        await asyncio.gather(*[
-            c.append(SEG, w, NO_EVENT_NUMBER if i == 0 else i - 1, i, 1, block(i, 1))
-            for i in range(50)
-        ])
+        await asyncio.gather(
+            *[
+                c.append(SEG, w, NO_EVENT_NUMBER if i == 0 else i - 1, i, 1, block(i, 1))
+                for i in range(50)
+            ]
+        )
         await c.close()
 
     async def check():
@@ -210,10 +220,12 @@ def test_storage_writer_flushes_to_tier2_and_reads_come_back_after_eviction() ->
         await c.close()
 
     run(write())
+
     # After recovery the data is found in Tier-2 through the logged ChunkAdded records.
     async def check():
         c = make(store, storage, read_cache_bytes_max=1)
         res = await c.read(SEG, 0, 1 << 20, 0)
         assert parse_events(res.data)[0][0][1] == b"e0"
         await c.close()
+
     run(check())

@@ -1,0 +1,54 @@
+"""Every ``ray.remote`` option pravega-ray uses, in one place.
+
+* Containers are **async** actors: many calls run concurrently (tail
+  long-polls must not block appends), and ordering does not rely on Ray
+  (STACK.md: async actors reorder pipelined calls); each append is conditional
+  on its predecessor and waits for it inside the container.
+* ``max_task_retries=0``: a call interrupted by a crash is *not* retried by
+  Ray. Its outcome is unknown; the writer's setup_append protocol resolves it
+  (Ray retries would break exactly-once and ordering).
+* ``max_restarts=-1``: a killed container or controller comes back and
+  recovers from durable storage in its constructor.
+* ``num_cpus=0``: the actors hold no CPU reservation, so the whole system plus
+  a Spark session fit on a 2-CPU machine (STACK.md "Ray scheduling").
+* Detached and named in namespace ``pravega``: they outlive the driver that
+  created them; ``connect()`` finds them by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NAMESPACE = "pravega"
+CONTROLLER_NAME = "controller"
+
+
+def container_name(container_id: int) -> str:
+    return f"segment-container-{container_id}"
+
+
+def segment_container_options(container_id: int, namespace: str = NAMESPACE) -> dict[str, Any]:
+    return {
+        "name": container_name(container_id),
+        "namespace": namespace,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "num_cpus": 0,
+        "max_restarts": -1,
+        "max_task_retries": 0,
+        "max_concurrency": 1000,
+    }
+
+
+def controller_options(namespace: str = NAMESPACE) -> dict[str, Any]:
+    return {
+        "name": CONTROLLER_NAME,
+        "namespace": namespace,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "num_cpus": 0,
+        "max_restarts": -1,
+        "max_task_retries": 0,
+        # A sync actor runs one call at a time: the controller core is not thread-safe.
+        "max_concurrency": 1,
+    }

@@ -1,0 +1,56 @@
+"""Calling actors and getting pravega-ray's typed errors back.
+
+Ray wraps an exception raised in an actor in ``RayTaskError``; a call to an
+actor that died or is restarting fails with ``RayActorError`` (or
+``ActorUnavailableError``). Callers in pravega-ray want the original typed
+error, and "outcome unknown" as :class:`SegmentStoreUnavailableError`
+(a :class:`RetriableError`).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+import ray
+from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
+
+from pravega_ray.errors import PravegaError, SegmentStoreUnavailableError
+
+
+def unwrap_ray_error(error: BaseException) -> BaseException:
+    if isinstance(error, RayTaskError):
+        cause = getattr(error, "cause", None)
+        if isinstance(cause, PravegaError):
+            return cause
+        if isinstance(cause, (RayActorError, ActorUnavailableError)):
+            return SegmentStoreUnavailableError(str(cause))
+    if isinstance(error, (RayActorError, ActorUnavailableError)):
+        return SegmentStoreUnavailableError(f"actor unavailable, outcome unknown: {error}")
+    return error
+
+
+def call_with_unwrap(ref: ray.ObjectRef, timeout: float | None = None) -> Any:
+    """``ray.get(ref)`` raising pravega-ray's typed errors."""
+    try:
+        return ray.get(ref, timeout=timeout)
+    except BaseException as e:
+        unwrapped = unwrap_ray_error(e)
+        if unwrapped is e:
+            raise
+        raise unwrapped from None
+
+
+def future_with_unwrap(ref: ray.ObjectRef) -> Future[Any]:
+    """A ``concurrent.futures.Future`` for ``ref`` that fails with typed errors."""
+    result: Future[Any] = Future()
+
+    def done(source: Future[Any]) -> None:
+        error = source.exception()
+        if error is None:
+            result.set_result(source.result())
+        else:
+            result.set_exception(unwrap_ray_error(error))
+
+    ref.future().add_done_callback(done)
+    return result

@@ -1,0 +1,64 @@
+"""Ray shell of a segment container: owns one ``SegmentContainer``, recovers it in ``__init__``.
+
+If the container's durable log fails (I/O error, fenced by a newer owner) the
+process exits at once, so Ray restarts the actor and the constructor recovers
+from the log: in-flight callers see ``RayActorError`` (outcome unknown), which
+the writer resolves with ``setup_append``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from pravega_ray.segmentstore.builder import build_filesystem_container
+from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+
+log = logging.getLogger(__name__)
+
+
+def _exit_for_restart(error: BaseException) -> None:
+    log.error("segment container stopping for restart: %r", error)
+    os._exit(1)
+
+
+class SegmentContainerActor:
+    def __init__(self, data_dir: str, container_id: int) -> None:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        self._data_dir = data_dir
+        self._container_id = container_id
+        self._container = build_filesystem_container(
+            data_dir, ContainerConfig(container_id), on_fatal=_exit_for_restart
+        )
+        self._container.recover()
+
+    async def describe(self) -> dict[str, object]:
+        """Identity, used by ``start_local`` to refuse joining a cluster on another data dir."""
+        return {"data_dir": self._data_dir, "container_id": self._container_id, "pid": os.getpid()}
+
+    async def create_segment(self, segment: str) -> None:
+        await self._container.create_segment(segment)
+
+    async def setup_append(self, segment: str, writer_id: bytes) -> int:
+        return await self._container.setup_append(segment, writer_id)
+
+    async def append(
+        self, segment: str, writer_id: bytes, expected: int, last: int, count: int, data: bytes
+    ) -> AppendResult:
+        return await self._container.append(segment, writer_id, expected, last, count, data)
+
+    async def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
+        return await self._container.read(segment, offset, max_bytes, wait_s)
+
+    async def seal(self, segment: str) -> int:
+        return await self._container.seal(segment)
+
+    async def get_info(self, segment: str) -> SegmentInfo:
+        return await self._container.get_info(segment)
+
+    async def list_segments(self) -> list[str]:
+        return await self._container.list_segments()
+
+    async def flush_to_storage(self) -> None:
+        await self._container.flush_to_storage()

@@ -1,0 +1,278 @@
+"""Find or create pravega-ray's actors on Ray and hand out clients.
+
+``start_local`` is the embedded default: it starts (or joins) a local Ray and
+creates, in namespace ``pravega``, the detached named actors ``controller``
+and ``segment-container-<i>``, with data under ``data_dir``. ``connect`` joins
+a running cluster whose actors exist already (e.g. on a ``ray up`` cluster).
+Both return a :class:`Cluster`, whose client methods come from
+:class:`~pravega_ray.client.client_factory.ClientFactory`.
+
+Data directory layout::
+
+    <data_dir>/cluster.json      {"format": 1, "container_count": N}
+    <data_dir>/tier1/container-<i>/   durable logs
+    <data_dir>/tier2/            Tier-2 chunks and controller records
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import ActorUnavailableError, RayActorError
+
+from actors.controller_actor import ControllerActor
+from actors.options import (
+    CONTROLLER_NAME,
+    NAMESPACE,
+    container_name,
+    controller_options,
+    segment_container_options,
+)
+from actors.ray_calls import call_with_unwrap, future_with_unwrap
+from actors.segment_container_actor import SegmentContainerActor
+from pravega_ray.client.client_factory import ClientFactory
+from pravega_ray.constants import CONTROLLER_CALL_TIMEOUT_S, DEFAULT_CONTAINER_COUNT
+from pravega_ray.errors import ConfigurationError, IllegalStateError, InvalidArgumentError
+from pravega_ray.naming import container_for_segment
+from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+
+__all__ = ["Cluster", "connect", "start_local"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = "./.pravega-data"
+_CLUSTER_FILE = "cluster.json"
+_FORMAT = 1
+_CONTROLLER_RETRIES = 60
+
+
+class RayControllerConnection:
+    """Calls the controller actor; retries while it restarts (its state is durable)."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("_"):
+            raise AttributeError(method)
+
+        def call(*args: Any) -> Any:
+            for attempt in range(_CONTROLLER_RETRIES):
+                try:
+                    return call_with_unwrap(
+                        self._handle.call.remote(method, *args), CONTROLLER_CALL_TIMEOUT_S
+                    )
+                except (RayActorError, ActorUnavailableError):
+                    if attempt == _CONTROLLER_RETRIES - 1:
+                        raise
+                    time.sleep(0.5)
+            raise AssertionError("unreachable")
+
+        return call
+
+
+class RaySegmentStoreConnection:
+    """Routes each call to the container actor owning the segment."""
+
+    def __init__(self, handles: list[Any]) -> None:
+        self._handles = handles
+
+    def handle(self, segment: str) -> Any:
+        return self._handles[container_for_segment(segment, len(self._handles))]
+
+    def setup_append(self, segment: str, writer_id: bytes) -> Future[int]:
+        return future_with_unwrap(self.handle(segment).setup_append.remote(segment, writer_id))
+
+    def append(
+        self, segment: str, writer_id: bytes, expected: int, last: int, count: int, data: bytes
+    ) -> Future[AppendResult]:
+        return future_with_unwrap(
+            self.handle(segment).append.remote(segment, writer_id, expected, last, count, data)
+        )
+
+    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:
+        return future_with_unwrap(
+            self.handle(segment).read.remote(segment, offset, max_bytes, wait_s)
+        )
+
+    def get_info(self, segment: str) -> Future[SegmentInfo]:
+        return future_with_unwrap(self.handle(segment).get_info.remote(segment))
+
+
+class Cluster(ClientFactory):
+    """A running pravega-ray cluster: clients plus lifecycle (``shutdown``)."""
+
+    def __init__(
+        self,
+        namespace: str,
+        controller: Any,
+        containers: list[Any],
+        data_dir: Path | None,
+        owns_ray: bool,
+    ) -> None:
+        self.namespace = namespace
+        self.data_dir = data_dir
+        self._controller_handle = controller
+        self._container_handles = containers
+        self._owns_ray = owns_ray
+        self._closed = False
+        super().__init__(RayControllerConnection(controller), RaySegmentStoreConnection(containers))
+
+    @property
+    def container_count(self) -> int:
+        return len(self._container_handles)
+
+    def controller_handle(self) -> Any:
+        return self._controller_handle
+
+    def container_handles(self) -> list[Any]:
+        return list(self._container_handles)
+
+    def container_handle(self, segment: str) -> Any:
+        """The actor handle of the container owning ``segment``."""
+        return self._container_handles[container_for_segment(segment, self.container_count)]
+
+    def shutdown(self) -> None:
+        """Stop the controller and container actors; the data stays in ``data_dir``.
+
+        If ``start_local`` started Ray itself, Ray is shut down too (stop a
+        Spark session first: ``pravega_ray.spark.stop_spark()``).
+        """
+        handles = [(CONTROLLER_NAME, self._controller_handle)] + [
+            (container_name(i), h) for i, h in enumerate(self._container_handles)
+        ]
+        for _, handle in handles:
+            ray.kill(handle, no_restart=True)
+        deadline = time.monotonic() + 30
+        for name, _ in handles:
+            while time.monotonic() < deadline:
+                try:
+                    ray.get_actor(name, namespace=self.namespace)
+                except ValueError:
+                    break
+                time.sleep(0.05)
+        log.info("pravega-ray cluster in namespace %r stopped", self.namespace)
+        self.close()
+
+    def close(self) -> None:
+        """Release this client; shuts Ray down only if this process started it here."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def _check_data_dir(data_dir: Path, container_count: int) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / _CLUSTER_FILE
+    if path.exists():
+        stored = json.loads(path.read_text())
+        if stored.get("container_count") != container_count:
+            raise ConfigurationError(
+                f"{data_dir} holds a cluster of {stored.get('container_count')} containers; "
+                f"it cannot be opened with container_count={container_count} (segments are "
+                f"placed by container count)"
+            )
+        return
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"format": _FORMAT, "container_count": container_count}))
+    os.replace(tmp, path)
+
+
+def _init_ray(address: str | None, namespace: str) -> bool:
+    """Start or join Ray; True if this call initialized it."""
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+    ray.init(
+        address=address, namespace=namespace, include_dashboard=False, logging_level=logging.WARNING
+    )
+    return True
+
+
+def start_local(
+    data_dir: str | os.PathLike[str] | None = None,
+    container_count: int = DEFAULT_CONTAINER_COUNT,
+    *,
+    namespace: str = NAMESPACE,
+) -> Cluster:
+    """Start (or rejoin) an embedded cluster on a local Ray.
+
+    Creates the detached actors ``controller`` and ``segment-container-<i>``
+    in ``namespace`` unless they run already (then they are joined, after
+    checking they serve the same ``data_dir``). Every scope, stream and event
+    stored under ``data_dir`` (default ``./.pravega-data``) is recovered.
+    Raises ConfigurationError if ``data_dir`` was created with another
+    container count or the running actors serve another directory.
+    """
+    if not isinstance(container_count, int) or not 1 <= container_count <= 1024:
+        raise InvalidArgumentError("container_count must be an int in [1, 1024]")
+    path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
+    _check_data_dir(path, container_count)
+    owns_ray = _init_ray(None, namespace)
+    started = time.monotonic()
+    container_actor = ray.remote(SegmentContainerActor)
+    containers = [
+        container_actor.options(**segment_container_options(i, namespace)).remote(str(path), i)
+        for i in range(container_count)
+    ]
+    controller = (
+        ray.remote(ControllerActor)
+        .options(**controller_options(namespace))
+        .remote(str(path), container_count, namespace)
+    )
+    descriptions = ray.get(
+        [h.describe.remote() for h in containers] + [controller.describe.remote()]
+    )
+    for description in descriptions:
+        if description["data_dir"] != str(path):
+            raise ConfigurationError(
+                f"a pravega-ray cluster serving {description['data_dir']} already runs in "
+                f"namespace {namespace!r}; shut it down or use another namespace"
+            )
+    if descriptions[-1]["container_count"] != container_count:
+        raise ConfigurationError("the running controller has a different container count")
+    log.info(
+        "pravega-ray: %d containers ready in %.1fs (data in %s)",
+        container_count,
+        time.monotonic() - started,
+        path,
+    )
+    return Cluster(namespace, controller, containers, path, owns_ray)
+
+
+def connect(address: str = "auto", *, namespace: str = NAMESPACE) -> Cluster:
+    """Join a running cluster (``ray up`` or ``start_local`` elsewhere) by its actor names.
+
+    Inside a process where Ray is initialized already, ``address`` is ignored.
+    Raises IllegalStateError if no pravega-ray controller runs in ``namespace``.
+    """
+    owns_ray = _init_ray(address, namespace)
+    try:
+        controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
+    except ValueError:
+        raise IllegalStateError(
+            f"no pravega-ray cluster runs in Ray namespace {namespace!r}; "
+            "start one with pravega_ray.start_local()"
+        ) from None
+    description = ray.get(controller.describe.remote())
+    containers = [
+        ray.get_actor(container_name(i), namespace=namespace)
+        for i in range(description["container_count"])
+    ]
+    data_dir = Path(str(description["data_dir"]))
+    return Cluster(namespace, controller, containers, data_dir, owns_ray)

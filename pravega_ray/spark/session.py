@@ -1,0 +1,225 @@
+"""Spark on Ray (RayDP) sessions sized and configured for pravega-ray.
+
+RayDP runs Spark's master and executors as Ray actors, so a Spark job and the
+pravega-ray containers share one Ray cluster and exchange data through Ray's
+object store. Three things have to be right for that to work here (proven in
+``STACK.md``; explained in ``docs/spark.md``):
+
+* The JVMs RayDP starts (driver, app master, executors) run on Java 17, which
+  denies reflective access to ``java.base`` unless each package is opened
+  explicitly. Without the ``--add-opens`` flags the app master dies during a
+  Ray <-> Spark conversion, and Ray reports a misleading "Check failed:
+  objects_valid" error.
+* Executors start Python workers with ``PYSPARK_PYTHON``; it must be this
+  interpreter (the one with pyspark and ray installed).
+* Stop Spark before Ray. RayDP's exit hook otherwise starts a fresh local Ray
+  while Python exits.
+
+Every ``init_spark`` also leaves folders named by digits in ``/tmp/ray``
+(``/tmp/ray/<millis>``, copies of Ray's Java core-worker library, about 40 MB
+per JVM, two JVMs per session); :func:`clean_raydp_temp_folders` removes them.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pravega_ray.errors import IllegalStateError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "ADD_OPENS_PACKAGES",
+    "EXTRA_JAVA_OPTIONS_KEYS",
+    "RAYDP_NATIVE_LIBRARY_ROOT",
+    "clean_raydp_temp_folders",
+    "init_spark",
+    "jdk17_java_options",
+    "merge_spark_configs",
+    "stop_spark",
+]
+
+ADD_OPENS_PACKAGES: tuple[str, ...] = (
+    "java.lang",
+    "java.lang.invoke",
+    "java.lang.reflect",
+    "java.io",
+    "java.net",
+    "java.nio",
+    "java.math",
+    "java.text",
+    "java.util",
+    "java.util.concurrent",
+    "java.util.concurrent.atomic",
+    "jdk.internal.ref",
+    "sun.nio.ch",
+    "sun.nio.cs",
+    "sun.security.action",
+    "sun.util.calendar",
+)
+"""``java.base`` packages opened to unnamed modules in every RayDP JVM.
+
+The list proven in STACK.md, plus ``java.lang.reflect`` and ``jdk.internal.ref``
+which Spark's own launcher opens (``JavaModuleOptions``) but which RayDP's
+executor and app-master launchers do not add.
+"""
+
+EXTRA_JAVA_OPTIONS_KEYS: tuple[str, ...] = (
+    "spark.driver.extraJavaOptions",
+    "spark.ray.raydp_app_master.extraJavaOptions",
+    "spark.executor.extraJavaOptions",
+)
+"""The Spark configs that carry JVM options for the driver, RayDP's app master and executors."""
+
+_DEFAULT_CONFIGS: dict[str, str] = {
+    # The default of 200 shuffle partitions costs seconds per shuffle on a small
+    # machine; adaptive execution coalesces from here when it can.
+    "spark.sql.shuffle.partitions": "4",
+    # The web UI is a thread pool and a port per session that tests never use.
+    "spark.ui.enabled": "false",
+    # Arrow makes toPandas / createDataFrame(pandas) columnar instead of row by row.
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+"""Defaults suited to a small (2-core) machine; any config the caller passes wins."""
+
+
+def jdk17_java_options() -> list[str]:
+    """The JVM options Java 17 needs for Spark and RayDP (idempotent to add twice)."""
+    return ["-XX:+IgnoreUnrecognizedVMOptions"] + [
+        f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in ADD_OPENS_PACKAGES
+    ]
+
+
+def merge_spark_configs(configs: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the Spark configs ``init_spark`` passes to RayDP.
+
+    Starts from small-machine defaults, applies ``configs`` over them (the
+    caller wins), then makes sure each of :data:`EXTRA_JAVA_OPTIONS_KEYS`
+    contains every option of :func:`jdk17_java_options`: options the caller
+    already gave for a key are kept, in order and first, and the missing JDK 17
+    options are appended. ``configs`` is not modified (RayDP mutates the dict it
+    is given, so a fresh one is returned). Raises :class:`InvalidArgumentError`
+    if a key or value is not a string.
+    """
+    merged = dict(_DEFAULT_CONFIGS)
+    for key, value in (configs or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgumentError(f"Spark configs must map str to str, got {key!r}: {value!r}")
+        merged[key] = value
+    required = jdk17_java_options()
+    for key in EXTRA_JAVA_OPTIONS_KEYS:
+        options = shlex.split(merged.get(key, ""))
+        options += [option for option in required if option not in options]
+        merged[key] = shlex.join(options)
+    return merged
+
+
+def init_spark(
+    app_name: str = "pravega-ray",
+    num_executors: int = 1,
+    executor_cores: int = 1,
+    executor_memory: str = "1GB",
+    configs: dict[str, str] | None = None,
+) -> SparkSession:
+    """Start Spark on the running Ray through RayDP and return its session.
+
+    Ray must already be initialized in this process (``ray.init`` or
+    ``pravega_ray.start_local``); otherwise :class:`IllegalStateError` is raised
+    and nothing is started (RayDP itself would silently start a second, local
+    Ray). Sets ``PYSPARK_PYTHON`` to this interpreter so executors can run
+    Python, and passes :func:`merge_spark_configs` of ``configs``.
+
+    The defaults (one executor with one core and 1 GB) leave the second CPU of
+    a 2-core machine to Ray tasks and pravega-ray's actors. Each executor holds
+    ``executor_cores`` Ray CPUs for its life: the cluster needs that many free.
+
+    Only one RayDP session can exist per process: raises
+    :class:`IllegalStateError` if one is running (call :func:`stop_spark` first).
+    Startup takes 10-15 s here; the first job another 9-12 s.
+    """
+    import ray
+
+    if not ray.is_initialized():
+        raise IllegalStateError(
+            "Ray is not initialized: call ray.init(...) or pravega_ray.start_local() "
+            "before init_spark()"
+        )
+    if num_executors < 1 or executor_cores < 1:
+        raise InvalidArgumentError(
+            f"num_executors and executor_cores must be >= 1, got "
+            f"{num_executors} and {executor_cores}"
+        )
+    merged = merge_spark_configs(configs)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+
+    import raydp
+    import raydp.context
+
+    if getattr(raydp.context, "_global_spark_context", None) is not None:
+        raise IllegalStateError("a RayDP Spark session is running: call stop_spark() first")
+    return raydp.init_spark(
+        app_name=app_name,
+        num_executors=num_executors,
+        executor_cores=executor_cores,
+        executor_memory=executor_memory,
+        configs=merged,
+    )
+
+
+def stop_spark() -> None:
+    """Stop the RayDP Spark session of this process, if any.
+
+    Safe to call twice or when no session was started. Call it before
+    ``ray.shutdown()``: RayDP's own exit hook would otherwise start a new
+    local Ray while Python exits.
+    """
+    if "raydp" not in sys.modules:
+        return  # Nothing can have been started without importing RayDP.
+    import raydp
+
+    raydp.stop_spark()
+
+
+RAYDP_NATIVE_LIBRARY_ROOT = Path("/tmp/ray")
+"""Where Ray's Java runtime copies its native libraries, one ``<millis>/`` folder per JVM.
+
+Hard-coded in ``io.ray.runtime.RayNativeRuntime`` as ``"/tmp/ray/" +
+System.currentTimeMillis()``: neither ``RAY_TMPDIR``, ``TMPDIR`` nor Ray's
+``_temp_dir`` moves it. Each RayDP JVM that joins Ray (app master, executors)
+makes one, about 40 MB.
+"""
+
+
+def clean_raydp_temp_folders(root: Path | str | None = None) -> list[Path]:
+    """Remove the ``<digits>/`` folders RayDP leaves under Ray's temp folder.
+
+    ``root`` defaults to :data:`RAYDP_NATIVE_LIBRARY_ROOT` (``/tmp/ray``). Only direct children
+    whose whole name is ASCII digits and that are real directories (not
+    symlinks) are removed; ``session_*`` folders and anything else are never
+    touched. Returns the removed paths. A folder that disappears concurrently
+    or cannot be removed is skipped. Call it after Spark has stopped: a
+    running JVM may still use its folder.
+    """
+    folder = Path(root) if root is not None else RAYDP_NATIVE_LIBRARY_ROOT
+    removed: list[Path] = []
+    try:
+        children = list(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for child in children:
+        name = child.name
+        if not (name.isascii() and name.isdigit()):
+            continue
+        if child.is_symlink() or not child.is_dir():
+            continue
+        shutil.rmtree(child, ignore_errors=True)
+        if not child.exists():
+            removed.append(child)
+    return removed

@@ -1,0 +1,106 @@
+"""End to end: events written through pravega-ray come back as a Spark DataFrame (RayDP)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+import pravega_ray as pr
+from pravega_ray.errors import InvalidNameError, NotFoundError
+from pravega_ray.spark import read_stream
+from pravega_ray.spark.stream_reader import EVENT_COLUMNS, spark_event_schema
+
+# The first test also pays for the session fixtures: Ray (~3 s), the cluster,
+# Spark (10-15 s) and the first Spark job (9-12 s).
+pytestmark = [pytest.mark.ray, pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+def make_stream(cluster, scope: str, stream: str, segment_count: int):  # type: ignore[no-untyped-def]
+    mgr = cluster.stream_manager()
+    mgr.create_scope(scope)
+    mgr.create_stream(
+        scope, stream, pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(segment_count))
+    )
+    return mgr
+
+
+def write_events(cluster, scope: str, stream: str, events: list[tuple[str, bytes]]) -> None:  # type: ignore[no-untyped-def]
+    with cluster.create_writer(scope, stream, serializer=pr.BytesSerializer()) as writer:
+        for routing_key, payload in events:
+            writer.write_event(payload, routing_key=routing_key)
+        writer.flush()
+
+
+def test_read_stream_returns_exactly_the_events_written(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
+    scope, stream = unique_name, "events"
+    mgr = make_stream(cluster, scope, stream, segment_count=3)
+    keys = [f"key-{k}" for k in range(12)]
+    events = [
+        (keys[i % len(keys)], f"{keys[i % len(keys)]}:{i:05d}".encode() * (1 + i % 3))
+        for i in range(600)
+    ]
+    write_events(cluster, scope, stream, events)
+
+    df = read_stream(spark, f"{scope}/{stream}", cluster=cluster)
+
+    assert tuple(df.columns) == EVENT_COLUMNS
+    assert df.schema == spark_event_schema()
+    rows = df.collect()
+    assert len(rows) == len(events) == df.count()
+    assert sorted(bytes(r.event) for r in rows) == sorted(p for _, p in events)
+    assert {(r.scope, r.stream) for r in rows} == {(scope, stream)}
+    segment_ids = {s.segment_id for s in mgr.get_stream_info(scope, stream).segments}
+    assert {r.segment_id for r in rows} <= segment_ids
+    assert len({r.segment_id for r in rows}) > 1  # 12 keys over 3 segments
+
+    # Within a segment, rows come in strictly increasing offset order...
+    offsets_by_segment: dict[int, list[int]] = defaultdict(list)
+    for r in rows:
+        offsets_by_segment[r.segment_id].append(r.offset)
+    for offsets in offsets_by_segment.values():
+        assert offsets == sorted(set(offsets))
+    # ...and each routing key's events are in the order they were written.
+    by_key: dict[str, list[bytes]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: (r.segment_id, r.offset)):
+        payload = bytes(r.event)
+        by_key[payload.split(b":")[0].decode()].append(payload)
+    for key in keys:
+        assert by_key[key] == [p for k, p in events if k == key]
+
+
+def test_read_stream_is_a_snapshot_of_the_call_time(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
+    scope, stream = unique_name, "snap"
+    make_stream(cluster, scope, stream, segment_count=2)
+    write_events(cluster, scope, stream, [(f"k{i}", b"before-%d" % i) for i in range(40)])
+
+    df = read_stream(spark, f"{scope}/{stream}", cluster=cluster)
+    write_events(cluster, scope, stream, [(f"k{i}", b"after-%d" % i) for i in range(40)])
+
+    events = sorted(bytes(r.event) for r in df.collect())
+    assert events == sorted(b"before-%d" % i for i in range(40))
+    assert read_stream(spark, f"{scope}/{stream}", cluster=cluster).count() == 80
+
+
+def test_read_stream_empty_stream_gives_empty_dataframe(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
+    scope, stream = unique_name, "empty"
+    make_stream(cluster, scope, stream, segment_count=2)
+
+    df = read_stream(spark, f"{scope}/{stream}", cluster=cluster)
+
+    assert df.schema == spark_event_schema()
+    assert df.count() == 0
+    assert df.collect() == []
+
+
+def test_read_stream_unknown_stream_raises_not_found(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
+    cluster.stream_manager().create_scope(unique_name)
+    with pytest.raises(NotFoundError):
+        read_stream(spark, f"{unique_name}/missing", cluster=cluster)
+
+
+@pytest.mark.parametrize("name", ["no-slash", "a/b/c", "/st", "sc/", "sc/bad name", "_sys/st", ""])
+def test_read_stream_invalid_name_raises_invalid_name(name: str) -> None:
+    # Names are checked before Spark, Ray or the cluster are touched.
+    with pytest.raises(InvalidNameError):
+        read_stream(None, name, cluster=None)  # type: ignore[arg-type]

@@ -1,0 +1,116 @@
+"""Controller core and its metadata store, on memory backends."""
+
+from __future__ import annotations
+
+import pytest
+
+import pravega_ray as pr
+from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.records import StreamState
+from pravega_ray.errors import (
+    ConflictingUpdateError,
+    IllegalStateTransitionError,
+    ScopeNotEmptyError,
+    SegmentExistsError,
+)
+from pravega_ray.storage.memory import InMemoryChunkStorage
+
+pytestmark = pytest.mark.timeout(10)
+
+
+class FakeSegmentStore:
+    """Records calls; optionally fails once, like a crash in the middle of a workflow."""
+
+    def __init__(self) -> None:
+        self.segments: dict[str, bool] = {}
+        self.fail_next_create = False
+
+    def create_segment(self, segment: str) -> None:
+        if self.fail_next_create:
+            self.fail_next_create = False
+            raise RuntimeError("crash")
+        if segment in self.segments:
+            raise SegmentExistsError(segment)
+        self.segments[segment] = False
+
+    def seal_segment(self, segment: str) -> int:
+        self.segments[segment] = True
+        return 0
+
+
+def make(storage=None, segments=None):
+    storage = storage or InMemoryChunkStorage()
+    segments = segments or FakeSegmentStore()
+    return Controller(MetadataStore(storage), segments, 4), storage, segments
+
+
+def test_metadata_store_versions_and_conflicts() -> None:
+    store = MetadataStore(InMemoryChunkStorage())
+    v0 = store.put("scopes/a", {"x": 1}, None)
+    with pytest.raises(ConflictingUpdateError):
+        store.put("scopes/a", {"x": 2}, None)
+    v1 = store.put("scopes/a", {"x": 2}, v0)
+    with pytest.raises(ConflictingUpdateError):
+        store.put("scopes/a", {"x": 3}, v0)  # stale version
+    assert store.get("scopes/a").value == {"x": 2} and store.get("scopes/a").version == v1
+    store.delete("scopes/a")
+    assert store.get("scopes/a") is None
+    assert store.list_keys("scopes") == []
+
+
+def test_create_stream_splits_the_key_space_evenly() -> None:
+    controller, _, segments = make()
+    assert controller.create_scope("sc")
+    assert not controller.create_scope("sc")
+    config = pr.StreamConfiguration(pr.ScalingPolicy.fixed(4))
+    assert controller.create_stream("sc", "st", config)
+    info = controller.get_stream_info("sc", "st")
+    assert info.state is StreamState.ACTIVE
+    assert [(s.key_low, s.key_high) for s in info.segments] == [
+        (0.0, 0.25),
+        (0.25, 0.5),
+        (0.5, 0.75),
+        (0.75, 1.0),
+    ]
+    assert sorted(segments.segments) == sorted(s.name for s in info.segments)
+    assert info.configuration == config
+
+
+def test_records_survive_a_controller_restart() -> None:
+    controller, storage, segments = make()
+    controller.create_scope("sc")
+    controller.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
+    controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    again, _, _ = make(storage, segments)
+    assert again.list_scopes() == ["sc"]
+    assert again.list_streams("sc") == ["st"]
+    assert again.get_reader_group("sc", "rg")["unassigned"] == {
+        s.name: 0 for s in again.get_current_segments("sc", "st")
+    }
+
+
+def test_a_create_interrupted_by_a_crash_is_resumed_on_restart() -> None:
+    controller, storage, segments = make()
+    controller.create_scope("sc")
+    segments.fail_next_create = True
+    with pytest.raises(RuntimeError):
+        controller.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(3)))
+    assert controller.get_stream_info("sc", "st").state is StreamState.CREATING
+    again, _, _ = make(storage, segments)
+    assert again.resume_workflows() == 1
+    assert again.get_stream_info("sc", "st").state is StreamState.ACTIVE
+    assert len(segments.segments) == 3
+
+
+def test_seal_is_idempotent_and_final() -> None:
+    controller, _, segments = make()
+    controller.create_scope("sc")
+    controller.create_stream("sc", "st", None)
+    assert controller.seal_stream("sc", "st")
+    assert controller.seal_stream("sc", "st")
+    assert all(segments.segments.values())
+    with pytest.raises(IllegalStateTransitionError):
+        controller._transition("sc", "st", StreamState.ACTIVE)
+    with pytest.raises(ScopeNotEmptyError):
+        controller.delete_scope("sc")
