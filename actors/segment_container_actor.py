@@ -14,6 +14,7 @@ import os
 from pravega_ray.segmentstore.builder import build_filesystem_container
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+from pravega_ray.segmentstore.traffic import SegmentTraffic
 
 log = logging.getLogger(__name__)
 
@@ -62,3 +63,9 @@ class SegmentContainerActor:
 
     async def flush_to_storage(self) -> None:
         await self._container.flush_to_storage()
+
+    async def checkpoint(self) -> int:
+        return await self._container.checkpoint()
+
+    async def get_traffic(self) -> list[SegmentTraffic]:
+        return self._container.get_traffic()

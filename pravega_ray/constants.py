@@ -64,8 +64,22 @@ STORAGE_FLUSH_BYTES = 4 * MIB
 STORAGE_FLUSH_INTERVAL_S = 1.0
 """...or once its oldest unflushed byte is this old."""
 
+STORAGE_WRITER_TICK_S = 0.1
+"""How often the storage writer looks for segments due for a flush."""
+
 # --- Durable log --------------------------------------------------------------------------
 LOG_FRAME_BYTES_MAX = 64 * MIB
+LOG_FILE_BYTES_MAX = 64 * MIB
+"""The filesystem log starts a new file past this size, so truncation can delete whole files."""
+
+CHECKPOINT_INTERVAL_S = 5.0
+"""The storage writer writes a metadata checkpoint (and truncates the log) at most this often..."""
+
+CHECKPOINT_LOG_BYTES = 32 * MIB
+"""...and at least once this many log bytes were written since the last one."""
+
+TRAFFIC_TIME_CONSTANT_S = 10.0
+"""Time constant of the smoothed per-segment event and byte rates (exponential decay)."""
 
 # --- Names --------------------------------------------------------------------------------
 NAME_LENGTH_MAX = 255

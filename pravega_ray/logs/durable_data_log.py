@@ -16,6 +16,10 @@ Contracts (tests/unit/logs/test_durable_data_log_contract.py):
 * ``append(payload)`` returns the record's sequence number once the record is
   durable (fsynced / stored). If it raises, the outcome is unknown and the
   caller must stop using this instance (the container restarts and recovers).
+* ``truncate(upto_sequence)`` durably drops every record below
+  ``upto_sequence``: ``read_all`` never yields them again (after a restart
+  too). Sequence numbers are not reused. Truncating beyond the end raises
+  :class:`IllegalStateError`.
 * Backends are synchronous; the ingestion pipeline calls ``append`` from a
   worker thread, one call at a time.
 """
@@ -35,5 +39,9 @@ class DurableDataLog(Protocol):
     def read_all(self) -> Iterator[tuple[int, bytes]]: ...
 
     def append(self, payload: bytes) -> int: ...
+
+    def truncate(self, upto_sequence: int) -> None: ...
+
+    def size_bytes(self) -> int: ...
 
     def close(self) -> None: ...

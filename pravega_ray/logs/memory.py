@@ -15,9 +15,14 @@ from pravega_ray.errors import FencedError, IllegalStateError
 
 class InMemoryLogStore:
     def __init__(self) -> None:
-        self.records: list[bytes] = []
+        self.records: dict[int, bytes] = {}
+        self.next_sequence = 0
         self.epoch = 0
         self.lock = threading.Lock()
+
+    def size_bytes(self) -> int:
+        with self.lock:
+            return sum(len(r) for r in self.records.values())
 
 
 class InMemoryDurableLog:
@@ -36,8 +41,8 @@ class InMemoryDurableLog:
 
     def read_all(self) -> Iterator[tuple[int, bytes]]:
         with self._store.lock:
-            records = list(self._store.records)
-        yield from enumerate(records)
+            records = sorted(self._store.records.items())
+        yield from records
 
     def append(self, payload: bytes) -> int:
         if self._epoch == 0:
@@ -45,8 +50,20 @@ class InMemoryDurableLog:
         with self._store.lock:
             if self._store.epoch != self._epoch:
                 raise FencedError(f"log taken over by epoch {self._store.epoch}")
-            self._store.records.append(bytes(payload))
-            return len(self._store.records) - 1
+            sequence = self._store.next_sequence
+            self._store.records[sequence] = bytes(payload)
+            self._store.next_sequence += 1
+            return sequence
+
+    def truncate(self, upto_sequence: int) -> None:
+        with self._store.lock:
+            if upto_sequence > self._store.next_sequence:
+                raise IllegalStateError("cannot truncate beyond the end of the log")
+            for sequence in [s for s in self._store.records if s < upto_sequence]:
+                del self._store.records[sequence]
+
+    def size_bytes(self) -> int:
+        return self._store.size_bytes()
 
     def close(self) -> None:
         pass

@@ -17,6 +17,9 @@ class ContainerConfig:
     storage_flush_bytes: int = constants.STORAGE_FLUSH_BYTES
     storage_flush_interval_s: float = constants.STORAGE_FLUSH_INTERVAL_S
     append_reorder_wait_s: float = constants.APPEND_REORDER_WAIT_S
+    checkpoint_interval_s: float = constants.CHECKPOINT_INTERVAL_S
+    checkpoint_log_bytes: int = constants.CHECKPOINT_LOG_BYTES
+    storage_writer_tick_s: float = constants.STORAGE_WRITER_TICK_S
 
     def __post_init__(self) -> None:
         if self.container_id < 0:

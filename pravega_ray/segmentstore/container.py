@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,10 +44,12 @@ from pravega_ray.constants import (
     NO_EVENT_NUMBER,
     READ_BYTES_MAX,
     READ_WAIT_S_MAX,
+    TRAFFIC_TIME_CONSTANT_S,
 )
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ContainerNotReadyError,
+    DataCorruptionError,
     InvalidArgumentError,
     SegmentExistsError,
     SegmentNotFoundError,
@@ -60,6 +63,7 @@ from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
 from pravega_ray.segmentstore.read_index import ChunkRef, ReadIndex
 from pravega_ray.segmentstore.storage_writer import StorageWriter
+from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
 from pravega_ray.storage.chunk_storage import ChunkStorage
 
 log = logging.getLogger(__name__)
@@ -81,7 +85,12 @@ class SegmentState:
     pending_length: int = 0
     pending_sealed: bool = False
     pending_attributes: dict[bytes, int] = field(default_factory=dict)
+    pending_event_count: int = 0
     unflushed_since: float | None = None
+    # (offset, log sequence) of each durable append not yet in Tier-2, oldest first: the log
+    # may be truncated only below the oldest sequence over all segments.
+    unflushed_appends: deque[tuple[int, int]] = field(default_factory=deque)
+    traffic: RateTracker | None = None
     # Futures resolved whenever durable data or a seal is applied (tail reads wait on them).
     data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     # Future resolved whenever a pending attribute changes (reordered appends wait on it).
@@ -128,6 +137,11 @@ class SegmentContainer:
         self._recovered = False
         self._failure: BaseException | None = None
         self._closed = False
+        # Checkpoints and truncation of the durable log.
+        self._checkpoint_sequences: list[int] = []
+        self._truncated_upto = 0
+        self._log_bytes_since_checkpoint = 0
+        self._last_checkpoint_time = monotonic()
 
     # --- lifecycle ---------------------------------------------------------------------------
     def recover(self) -> RecoveryStats:
@@ -136,15 +150,37 @@ class SegmentContainer:
         started = time.monotonic()
         self._log.initialize()
         records = operations = 0
-        for _sequence, payload in self._log.read_all():
+        for sequence, payload in self._log.read_all():
+            decoded = list(ops.decode(payload))
+            if records == 0:
+                self._truncated_upto = sequence
+                if sequence > 0 and not (
+                    len(decoded) == 1 and isinstance(decoded[0], ops.MetadataCheckpoint)
+                ):
+                    raise DataCorruptionError(
+                        f"container {self.config.container_id}: the log was truncated at "
+                        f"{sequence} but does not start with a metadata checkpoint"
+                    )
             records += 1
-            for op in ops.decode(payload):
+            for op in decoded:
                 operations += 1
-                self._apply(op, chunk_data=None)
+                self._apply(op, sequence, chunk_data=None)
+        now = self._monotonic()
         for state in self._segments.values():
             state.pending_length = state.length
             state.pending_sealed = state.sealed
             state.pending_attributes = dict(state.attributes)
+            state.pending_event_count = state.event_count
+            state.traffic = RateTracker(TRAFFIC_TIME_CONSTANT_S, now)
+            # Paired check: every byte is in memory or in Tier-2 after replay.
+            first_unflushed = self._read_index.first_unflushed_offset(state.name)
+            invariant(
+                state.storage_length
+                == (first_unflushed if first_unflushed is not None else state.length),
+                f"recovery of {state.name}: bytes [{state.storage_length}, "
+                f"{first_unflushed if first_unflushed is not None else state.length}) are neither "
+                "in Tier-2 nor in the log",
+            )
         self._recovered = True
         stats = RecoveryStats(records, operations, len(self._segments), time.monotonic() - started)
         log.info(
@@ -192,7 +228,9 @@ class SegmentContainer:
         if segment in self._segments:
             raise SegmentExistsError(f"segment {segment} exists")
         now = self._wall_clock_ms()
-        self._segments[segment] = SegmentState(segment, now)
+        self._segments[segment] = SegmentState(
+            segment, now, traffic=RateTracker(TRAFFIC_TIME_CONSTANT_S, self._monotonic())
+        )
         self._read_index.add_segment(segment)
         await self._submit(ops.CreateSegment(segment, now))
 
@@ -254,6 +292,7 @@ class SegmentContainer:
         offset = state.pending_length
         state.pending_length += len(data)
         state.pending_attributes[writer_id] = last_event_number
+        state.pending_event_count += event_count
         _wake_all(state.attribute_waiters)
         await self._submit(
             ops.Append(segment, offset, bytes(data), writer_id, last_event_number, event_count)
@@ -345,39 +384,49 @@ class SegmentContainer:
         return await future
 
     async def _pump(self) -> None:
-        """Drain the queue into group commits; apply and complete in order once durable."""
+        """Drain the queue into group commits; apply and complete in order once durable.
+
+        Any error here (log write, encoding, a failed invariant while applying)
+        leaves the durable state unknown or suspect, so the container stops.
+        """
         assert self._wake is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._queue:
-                batch = self._batch = self._take_batch()
-                to_log = [op for op, _ in batch if op is not _BARRIER]
-                if to_log:
-                    payload = ops.encode(to_log)
-                    try:
-                        await asyncio.to_thread(self._log.append, payload)
-                    except asyncio.CancelledError:
-                        raise
-                    except BaseException as e:  # durable state unknown: stop the container
-                        self._fail(e, batch)
-                        return
-                try:
-                    for op, _ in batch:
-                        if op is not _BARRIER:
-                            self._apply(op, self._flushed_chunk_data.get(getattr(op, "chunk", "")))
-                except BaseException as e:  # an invariant failed: the durable view is suspect
-                    self._fail(e, batch)
-                    return
-                for _, future in batch:
-                    if not future.done():
-                        future.set_result(None)
-                self._batch = []
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._queue:
+                    await self._commit(self._take_batch())
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:
+            self._fail(e, self._batch)
+
+    async def _commit(self, batch: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+        """One group commit: one durable log record, then apply and complete in order."""
+        self._batch = batch
+        to_log = [op for op, _ in batch if op is not _BARRIER]
+        sequence = -1
+        if to_log:
+            payload = ops.encode(to_log)
+            self._log_bytes_since_checkpoint += len(payload)
+            sequence = await asyncio.to_thread(self._log.append, payload)
+        for op, _ in batch:
+            if op is not _BARRIER:
+                chunk_data = self._flushed_chunk_data.get(getattr(op, "chunk", ""))
+                self._apply(op, sequence, chunk_data)
+        for _, future in batch:
+            if not future.done():
+                future.set_result(None)
+        self._batch = []
 
     def _take_batch(self) -> list[tuple[Any, asyncio.Future[Any]]]:
         total = 0
         count = 0
         for op, _ in self._queue:
+            # A checkpoint travels alone in its record, so the log can be truncated right at it.
+            if isinstance(op, ops.MetadataCheckpoint):
+                count = count or 1
+                break
             size = 0 if op is _BARRIER else ops.encoded_size(op)
             if count and (
                 total + size > self.config.group_commit_bytes_max
@@ -408,8 +457,11 @@ class SegmentContainer:
             if not future.done():
                 future.set_exception(error)
 
-    def _apply(self, op: ops.Operation, chunk_data: bytes | None) -> None:
-        """Apply a durable operation to the durable view. Shared by live commits and recovery."""
+    def _apply(self, op: ops.Operation, sequence: int, chunk_data: bytes | None) -> None:
+        """Apply a durable operation (in log record ``sequence``) to the durable view.
+
+        Shared by live commits and recovery, so both build the same state.
+        """
         if isinstance(op, ops.Append):
             state = self._segments[op.segment]
             invariant(
@@ -421,8 +473,11 @@ class SegmentContainer:
             state.event_count += op.event_count
             if op.writer_id is not None:
                 state.attributes[op.writer_id] = op.last_event_number
+            state.unflushed_appends.append((op.offset, sequence))
             if state.unflushed_since is None:
                 state.unflushed_since = self._monotonic()
+            if state.traffic is not None:
+                state.traffic.record(op.event_count, len(op.data), self._monotonic())
             _wake_all(state.data_waiters)
         elif isinstance(op, ops.CreateSegment):
             if op.segment not in self._segments:  # live creates made the state already
@@ -440,11 +495,120 @@ class SegmentContainer:
                 op.segment, ChunkRef(op.offset, op.length, op.chunk), chunk_data
             )
             state.storage_length = op.offset + op.length
+            while state.unflushed_appends and state.unflushed_appends[0][0] < state.storage_length:
+                state.unflushed_appends.popleft()
             state.unflushed_since = (
                 None if state.storage_length == state.length else self._monotonic()
             )
+        elif isinstance(op, ops.MetadataCheckpoint):
+            self._apply_checkpoint(op, sequence)
         else:  # pragma: no cover
             raise TypeError(f"unknown operation {op!r}")
+
+    # --- checkpoints and log truncation ------------------------------------------------------
+    def _snapshot(self) -> tuple[dict[str, Any], ...]:
+        """The metadata as it will be once everything queued so far is applied.
+
+        Valid only while no ChunkAdded is queued (the storage writer calls it
+        under its lock, after its flushes completed).
+        """
+        return tuple(
+            {
+                "n": s.name,
+                "t": s.creation_time_ms,
+                "l": s.pending_length,
+                "s": s.pending_sealed,
+                "e": s.pending_event_count,
+                "a": {k.hex(): v for k, v in s.pending_attributes.items()},
+                "sl": s.storage_length,
+                "c": [[c.offset, c.length, c.name] for c in self._read_index.chunks(s.name)],
+            }
+            for s in self._segments.values()
+        )
+
+    def _apply_checkpoint(self, op: ops.MetadataCheckpoint, sequence: int) -> None:
+        if not self._recovered and not self._segments and sequence == self._truncated_upto:
+            # Recovery of a truncated log starts here.
+            for entry in op.segments:
+                state = SegmentState(
+                    entry["n"],
+                    entry["t"],
+                    length=entry["l"],
+                    sealed=entry["s"],
+                    event_count=entry["e"],
+                    storage_length=entry["sl"],
+                )
+                state.attributes = {bytes.fromhex(k): v for k, v in entry["a"].items()}
+                self._segments[state.name] = state
+                self._read_index.add_segment(state.name)
+                for offset, length, name in entry["c"]:
+                    self._read_index.chunk_added(state.name, ChunkRef(offset, length, name), None)
+                if state.storage_length < state.length:
+                    # Flushed by ChunkAdded records after this checkpoint (else no truncation).
+                    state.unflushed_appends.append((state.storage_length, sequence))
+        else:
+            # Paired check: the state built by replay equals what the checkpoint recorded.
+            for entry in op.segments:
+                state = self._segments.get(entry["n"])
+                invariant(
+                    state is not None
+                    and (state.length, state.sealed, state.event_count, state.storage_length)
+                    == (entry["l"], entry["s"], entry["e"], entry["sl"]),
+                    f"container {self.config.container_id}: state of {entry['n']} differs from "
+                    f"its checkpoint at {sequence}",
+                )
+        self._checkpoint_sequences.append(sequence)
+        self._log_bytes_since_checkpoint = 0
+        self._last_checkpoint_time = self._monotonic()
+
+    def _truncation_point(self) -> int:
+        """Highest checkpoint below which every append is in Tier-2 (0 if none)."""
+        oldest_unflushed = min(
+            (s.unflushed_appends[0][1] for s in self._segments.values() if s.unflushed_appends),
+            default=None,
+        )
+        candidates = [
+            c
+            for c in self._checkpoint_sequences
+            if oldest_unflushed is None or c <= oldest_unflushed
+        ]
+        return max(candidates, default=0)
+
+    async def _checkpoint_and_truncate(self, force: bool) -> None:
+        """Write a checkpoint if due, then truncate the log as far as Tier-2 allows."""
+        due = self._log_bytes_since_checkpoint >= self.config.checkpoint_log_bytes or (
+            self._log_bytes_since_checkpoint > 0
+            and self._monotonic() - self._last_checkpoint_time >= self.config.checkpoint_interval_s
+        )
+        if force or due:
+            await self._submit(ops.MetadataCheckpoint(self._snapshot()))
+        point = self._truncation_point()
+        if point > self._truncated_upto:
+            await asyncio.to_thread(self._log.truncate, point)
+            self._truncated_upto = point
+            self._checkpoint_sequences = [c for c in self._checkpoint_sequences if c >= point]
+
+    async def checkpoint(self) -> int:
+        """Flush everything to Tier-2, write a checkpoint and truncate the log (tests, shutdown).
+
+        Returns the log's truncation point.
+        """
+        self._ensure_running()
+        await self._storage_writer.flush_all(checkpoint=True)
+        return self._truncated_upto
+
+    def get_traffic(self) -> list[SegmentTraffic]:
+        """Smoothed events/s and bytes/s of every segment (for auto-scaling)."""
+        now = self._monotonic()
+        result = []
+        for state in self._segments.values():
+            events, size = state.traffic.rates(now) if state.traffic else (0.0, 0.0)
+            result.append(SegmentTraffic(state.name, events, size))
+        return result
+
+    @property
+    def truncated_upto(self) -> int:
+        return self._truncated_upto
 
     # --- hooks for the storage writer --------------------------------------------------------
     def _flush_candidates(self, force: bool) -> list[SegmentState]:

@@ -53,9 +53,23 @@ class ChunkAdded:
     length: int
 
 
-Operation = CreateSegment | Append | Seal | ChunkAdded
+@dataclass(frozen=True, slots=True)
+class MetadataCheckpoint:
+    """The container's metadata, whole: every segment's lengths, attributes and chunks.
 
-_TYPE_CREATE, _TYPE_APPEND, _TYPE_SEAL, _TYPE_CHUNK = 1, 2, 3, 4
+    Written alone in its log record, so the log can be truncated up to it once
+    every append before it is in Tier-2; recovery of a truncated log starts
+    from it. Each segment is a dict: ``n`` name, ``t`` creation time, ``l``
+    length, ``s`` sealed, ``e`` event count, ``a`` attributes (hex key ->
+    value), ``sl`` storage length, ``c`` chunks ``[[offset, length, name]]``.
+    """
+
+    segments: tuple[dict, ...]  # type: ignore[type-arg]
+
+
+Operation = CreateSegment | Append | Seal | ChunkAdded | MetadataCheckpoint
+
+_TYPE_CREATE, _TYPE_APPEND, _TYPE_SEAL, _TYPE_CHUNK, _TYPE_CHECKPOINT = 1, 2, 3, 4, 5
 _OP_HEADER = struct.Struct(">BI")
 _APPEND_HEADER = struct.Struct(">QI16sqBH")
 _NO_WRITER = bytes(16)
@@ -65,6 +79,8 @@ def encoded_size(op: Operation) -> int:
     """Approximate encoded size, for group commit limits."""
     if isinstance(op, Append):
         return _OP_HEADER.size + _APPEND_HEADER.size + len(op.segment) + len(op.data)
+    if isinstance(op, MetadataCheckpoint):
+        return 256 * (1 + len(op.segments))
     return 256
 
 
@@ -88,6 +104,8 @@ def encode(ops: list[Operation]) -> bytes:
             kind, body = _TYPE_CREATE, {"s": op.segment, "t": op.creation_time_ms}
         elif isinstance(op, Seal):
             kind, body = _TYPE_SEAL, {"s": op.segment, "l": op.length}
+        elif isinstance(op, MetadataCheckpoint):
+            kind, body = _TYPE_CHECKPOINT, {"segments": list(op.segments)}
         elif isinstance(op, ChunkAdded):
             kind, body = (
                 _TYPE_CHUNK,
@@ -132,5 +150,7 @@ def decode(payload: bytes) -> Iterator[Operation]:
             yield Seal(fields["s"], fields["l"])
         elif kind == _TYPE_CHUNK:
             yield ChunkAdded(fields["s"], fields["c"], fields["o"], fields["l"])
+        elif kind == _TYPE_CHECKPOINT:
+            yield MetadataCheckpoint(tuple(fields["segments"]))
         else:
             raise DataCorruptionError(f"unknown operation type {kind} in log record")

@@ -78,7 +78,9 @@ class ReadIndex:
             index.entry_offsets.pop(0)
             index.entries.pop(0)
         if index.entries:
-            invariant(index.entry_offsets[0] == chunk.end, f"chunk splits an entry in {segment}")
+            # Equal in steady state; above only while recovery from a checkpoint replays the
+            # chunks of data whose appends were truncated from the log.
+            invariant(index.entry_offsets[0] >= chunk.end, f"chunk splits an entry in {segment}")
         if data is not None:
             self.put_chunk(chunk.name, data)
 
@@ -99,6 +101,13 @@ class ReadIndex:
 
     def unflushed_bytes(self, segment: str) -> int:
         return self._segments[segment].unflushed_bytes
+
+    def first_unflushed_offset(self, segment: str) -> int | None:
+        index = self._segments[segment]
+        return index.entry_offsets[0] if index.entries else None
+
+    def chunks(self, segment: str) -> list[ChunkRef]:
+        return list(self._segments[segment].chunks)
 
     # --- reads ------------------------------------------------------------------------------
     def chunk_for(self, segment: str, offset: int) -> ChunkRef | None:

@@ -9,6 +9,12 @@ operation is durable does the read index drop the in-memory entries, so a crash
 between the chunk write and the record leaves an unreferenced chunk (replaced on
 the next flush), never a hole.
 
+After each round it lets the container write a metadata checkpoint (when
+``CHECKPOINT_LOG_BYTES`` were logged since the last one, or
+``CHECKPOINT_INTERVAL_S`` passed) and truncate the durable log up to the
+newest checkpoint below the oldest append not yet in Tier-2, so Tier-1 stays
+bounded under sustained load.
+
 Chunk names: ``segments/<segment name>/<start offset, 20 digits>``.
 """
 
@@ -26,9 +32,6 @@ if TYPE_CHECKING:
     from pravega_ray.segmentstore.container import SegmentContainer, SegmentState
 
 log = logging.getLogger(__name__)
-
-STORAGE_WRITER_TICK_S = 0.1
-
 
 def chunk_name(segment: str, offset: int) -> str:
     return f"segments/{segment}/{offset:020d}"
@@ -51,7 +54,7 @@ class StorageWriter:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(STORAGE_WRITER_TICK_S)
+            await asyncio.sleep(self._container.config.storage_writer_tick_s)
             try:
                 await self._flush(force=False)
             except asyncio.CancelledError:
@@ -59,16 +62,20 @@ class StorageWriter:
             except Exception:  # keep going; the data is safe in Tier-1
                 log.exception("storage writer of container %d", self._container.config.container_id)
 
-    async def flush_all(self) -> None:
-        """Flush until nothing durable is missing from Tier-2."""
+    async def flush_all(self, checkpoint: bool = False) -> None:
+        """Flush until nothing durable is missing from Tier-2; optionally checkpoint too."""
         while self._container._flush_candidates(force=True):
             await self._flush(force=True)
+        if checkpoint:
+            await self._flush(force=True, checkpoint=True)
 
-    async def _flush(self, force: bool) -> None:
+    async def _flush(self, force: bool, checkpoint: bool = False) -> None:
         assert self._lock is not None
         async with self._lock:
             for state in self._container._flush_candidates(force):
                 await self._flush_segment(state)
+            # Under the lock: no ChunkAdded is queued, so the checkpoint's snapshot is exact.
+            await self._container._checkpoint_and_truncate(force=checkpoint)
 
     async def _flush_segment(self, state: SegmentState) -> None:
         container = self._container
