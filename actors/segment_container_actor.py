@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 
+from pravega_ray.segmentstore.attributes import AttributeUpdate
 from pravega_ray.segmentstore.builder import build_filesystem_container
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
@@ -51,6 +52,30 @@ class SegmentContainerActor:
 
     async def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
         return await self._container.read(segment, offset, max_bytes, wait_s)
+
+    async def append_conditional(
+        self,
+        segment: str,
+        data: bytes,
+        attribute_updates: tuple[AttributeUpdate, ...] = (),
+        expected_offset: int | None = None,
+        event_count: int = 0,
+    ) -> AppendResult:
+        return await self._container.append_conditional(
+            segment, data, attribute_updates, expected_offset, event_count
+        )
+
+    async def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
+        await self._container.update_attributes(segment, updates)
+
+    async def get_attributes(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
+        return await self._container.get_attributes(segment, keys)
+
+    async def truncate(self, segment: str, offset: int) -> None:
+        await self._container.truncate(segment, offset)
+
+    async def delete_segment(self, segment: str) -> None:
+        await self._container.delete_segment(segment)
 
     async def seal(self, segment: str) -> int:
         return await self._container.seal(segment)

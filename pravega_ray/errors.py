@@ -21,6 +21,7 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     ├── IllegalStateError               operation not allowed in the current state
     │   ├── StreamSealedError
     │   ├── SegmentSealedError
+    │   ├── SegmentTruncatedError       read below a segment's truncation offset
     │   ├── IllegalStateTransitionError
     │   ├── ScopeNotEmptyError
     │   └── ClientClosedError           the writer or reader was closed
@@ -64,6 +65,7 @@ __all__ = [
     "SegmentNotFoundError",
     "SegmentSealedError",
     "SegmentStoreUnavailableError",
+    "SegmentTruncatedError",
     "StreamNotFoundError",
     "StreamSealedError",
 ]
@@ -137,6 +139,10 @@ class StreamSealedError(IllegalStateError):
 
 class SegmentSealedError(IllegalStateError):
     """The segment is sealed: no more appends are accepted."""
+
+
+class SegmentTruncatedError(IllegalStateError):
+    """The bytes asked for were truncated away; ``start_offset`` is where the segment now starts."""
 
 
 class IllegalStateTransitionError(IllegalStateError):

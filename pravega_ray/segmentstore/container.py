@@ -48,17 +48,26 @@ from pravega_ray.constants import (
 )
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
+    ConditionalUpdateError,
     ContainerNotReadyError,
     DataCorruptionError,
     InvalidArgumentError,
     SegmentExistsError,
     SegmentNotFoundError,
     SegmentSealedError,
+    SegmentTruncatedError,
 )
 from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.naming import validate_segment_name
 from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.attributes import (
+    CREATION_TIME,
+    EVENT_COUNT,
+    AttributeUpdate,
+    apply_updates,
+    check_key,
+)
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
 from pravega_ray.segmentstore.read_index import ChunkRef, ReadIndex
@@ -77,6 +86,7 @@ class SegmentState:
 
     name: str
     creation_time_ms: int
+    start_offset: int = 0
     length: int = 0
     sealed: bool = False
     event_count: int = 0
@@ -86,6 +96,8 @@ class SegmentState:
     pending_sealed: bool = False
     pending_attributes: dict[bytes, int] = field(default_factory=dict)
     pending_event_count: int = 0
+    pending_start_offset: int = 0
+    pending_deleted: bool = False
     unflushed_since: float | None = None
     # (offset, log sequence) of each durable append not yet in Tier-2, oldest first: the log
     # may be truncated only below the oldest sequence over all segments.
@@ -139,6 +151,8 @@ class SegmentContainer:
         self._closed = False
         # Checkpoints and truncation of the durable log.
         self._checkpoint_sequences: list[int] = []
+        # Tier-2 chunks no longer referenced (truncated, deleted): the storage writer deletes them.
+        self._dead_chunks: list[str] = []
         self._truncated_upto = 0
         self._log_bytes_since_checkpoint = 0
         self._last_checkpoint_time = monotonic()
@@ -171,6 +185,7 @@ class SegmentContainer:
             state.pending_sealed = state.sealed
             state.pending_attributes = dict(state.attributes)
             state.pending_event_count = state.event_count
+            state.pending_start_offset = state.start_offset
             state.traffic = RateTracker(TRAFFIC_TIME_CONSTANT_S, now)
             # Paired check: every byte is in memory or in Tier-2 after replay.
             first_unflushed = self._read_index.first_unflushed_offset(state.name)
@@ -295,9 +310,97 @@ class SegmentContainer:
         state.pending_event_count += event_count
         _wake_all(state.attribute_waiters)
         await self._submit(
-            ops.Append(segment, offset, bytes(data), writer_id, last_event_number, event_count)
+            ops.Append(segment, offset, bytes(data), ((writer_id, last_event_number),), event_count)
         )
         return AppendResult(offset, offset + len(data))
+
+    async def append_conditional(
+        self,
+        segment: str,
+        data: bytes,
+        attribute_updates: tuple[AttributeUpdate, ...] = (),
+        expected_offset: int | None = None,
+        event_count: int = 0,
+    ) -> AppendResult:
+        """Durably append ``data`` and apply ``attribute_updates``, atomically.
+
+        Fails alone, changing nothing, with ConditionalUpdateError if an
+        attribute condition does not hold or the segment's length is not
+        ``expected_offset`` (when given). Used by table segments and
+        state synchronizers; event writers use :meth:`append`.
+        """
+        self._ensure_running()
+        if len(data) > APPEND_BLOCK_BYTES_MAX or event_count < 0:
+            raise InvalidArgumentError("append block too large or negative event count")
+        state = self._segment(segment)
+        if state.pending_sealed:
+            raise SegmentSealedError(f"segment {segment} is sealed")
+        if expected_offset is not None and expected_offset != state.pending_length:
+            raise ConditionalUpdateError(
+                f"{segment}: expected offset {expected_offset}, length is {state.pending_length}",
+                expected=expected_offset,
+                actual=state.pending_length,
+            )
+        changed = apply_updates(state.pending_attributes, attribute_updates)
+        offset = state.pending_length
+        state.pending_length += len(data)
+        state.pending_attributes.update(changed)
+        state.pending_event_count += event_count
+        _wake_all(state.attribute_waiters)
+        await self._submit(
+            ops.Append(segment, offset, bytes(data), tuple(changed.items()), event_count)
+        )
+        return AppendResult(offset, offset + len(data))
+
+    async def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
+        """Durably apply attribute updates, atomically (ConditionalUpdateError changes nothing)."""
+        self._ensure_running()
+        state = self._segment(segment)
+        changed = apply_updates(state.pending_attributes, updates)
+        if not changed:
+            return
+        state.pending_attributes.update(changed)
+        _wake_all(state.attribute_waiters)
+        await self._submit(ops.UpdateAttributes(segment, tuple(changed.items())))
+
+    async def get_attributes(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
+        """Durable values of ``keys`` (absent ones are left out); core keys included."""
+        self._ensure_running()
+        state = self._segment(segment)
+        core = {EVENT_COUNT: state.event_count, CREATION_TIME: state.creation_time_ms}
+        result = {}
+        for key in keys:
+            check_key(key, allow_core=True)
+            value = core.get(key, state.attributes.get(key))
+            if value is not None:
+                result[key] = value
+        return result
+
+    async def truncate(self, segment: str, offset: int) -> None:
+        """Durably drop the bytes below ``offset``; reads below it then raise SegmentTruncatedError.
+
+        Idempotent for an offset at or below the current start. Raises
+        InvalidArgumentError for an offset beyond the segment's length.
+        """
+        self._ensure_running()
+        state = self._segment(segment)
+        if offset > state.pending_length or offset < 0:
+            raise InvalidArgumentError(
+                f"cannot truncate {segment} at {offset}: its length is {state.pending_length}"
+            )
+        if offset <= state.pending_start_offset:
+            await self._submit(_BARRIER)
+            return
+        state.pending_start_offset = offset
+        await self._submit(ops.TruncateSegment(segment, offset))
+
+    async def delete_segment(self, segment: str) -> None:
+        """Durably delete the segment and, in the background, its Tier-2 chunks."""
+        self._ensure_running()
+        state = self._segment(segment)
+        state.pending_deleted = True  # later operations find it gone; _apply removes it
+        _wake_all(state.attribute_waiters)
+        await self._submit(ops.DeleteSegment(segment))
 
     async def seal(self, segment: str) -> int:
         """Durably seal ``segment``; returns its final length. Idempotent."""
@@ -329,6 +432,11 @@ class SegmentContainer:
             raise InvalidArgumentError(
                 f"read of {segment} at {offset} is past its length {state.length}"
             )
+        if offset < state.start_offset:
+            raise SegmentTruncatedError(
+                f"{segment} is truncated at {state.start_offset}; cannot read at {offset}",
+                start_offset=state.start_offset,
+            )
         if offset == state.length and not state.sealed and wait_s > 0:
             waiter = asyncio.get_running_loop().create_future()
             state.data_waiters.append(waiter)
@@ -344,7 +452,13 @@ class SegmentContainer:
         self._ensure_running()
         s = self._segment(segment)
         return SegmentInfo(
-            s.name, s.length, 0, s.sealed, s.event_count, s.storage_length, s.creation_time_ms
+            s.name,
+            s.length,
+            s.start_offset,
+            s.sealed,
+            s.event_count,
+            s.storage_length,
+            s.creation_time_ms,
         )
 
     async def list_segments(self) -> list[str]:
@@ -359,7 +473,7 @@ class SegmentContainer:
     # --- internals ---------------------------------------------------------------------------
     def _segment(self, segment: str) -> SegmentState:
         state = self._segments.get(segment)
-        if state is None:
+        if state is None or state.pending_deleted:
             validate_segment_name(segment)
             raise SegmentNotFoundError(f"segment {segment} does not exist")
         return state
@@ -468,13 +582,14 @@ class SegmentContainer:
                 op.offset == state.length,
                 f"append to {op.segment} at {op.offset} but its length is {state.length}",
             )
-            self._read_index.append(op.segment, op.offset, op.data)
+            if op.data:
+                self._read_index.append(op.segment, op.offset, op.data)
             state.length += len(op.data)
             state.event_count += op.event_count
-            if op.writer_id is not None:
-                state.attributes[op.writer_id] = op.last_event_number
-            state.unflushed_appends.append((op.offset, sequence))
-            if state.unflushed_since is None:
+            state.attributes.update(op.attributes)
+            if op.data:
+                state.unflushed_appends.append((op.offset, sequence))
+            if op.data and state.unflushed_since is None:
                 state.unflushed_since = self._monotonic()
             if state.traffic is not None:
                 state.traffic.record(op.event_count, len(op.data), self._monotonic())
@@ -502,6 +617,19 @@ class SegmentContainer:
             )
         elif isinstance(op, ops.MetadataCheckpoint):
             self._apply_checkpoint(op, sequence)
+        elif isinstance(op, ops.UpdateAttributes):
+            self._segments[op.segment].attributes.update(op.attributes)
+        elif isinstance(op, ops.TruncateSegment):
+            state = self._segments[op.segment]
+            invariant(op.offset <= state.length, f"truncation of {op.segment} past its end")
+            state.start_offset = max(state.start_offset, op.offset)
+            self._dead_chunks += self._read_index.truncate(op.segment, state.start_offset)
+            _wake_all(state.data_waiters)
+        elif isinstance(op, ops.DeleteSegment):
+            state = self._segments.pop(op.segment)
+            self._dead_chunks += self._read_index.remove_segment(op.segment)
+            _wake_all(state.data_waiters)
+            _wake_all(state.attribute_waiters)
         else:  # pragma: no cover
             raise TypeError(f"unknown operation {op!r}")
 
@@ -516,6 +644,7 @@ class SegmentContainer:
             {
                 "n": s.name,
                 "t": s.creation_time_ms,
+                "so": s.pending_start_offset,
                 "l": s.pending_length,
                 "s": s.pending_sealed,
                 "e": s.pending_event_count,
@@ -524,6 +653,7 @@ class SegmentContainer:
                 "c": [[c.offset, c.length, c.name] for c in self._read_index.chunks(s.name)],
             }
             for s in self._segments.values()
+            if not s.pending_deleted
         )
 
     def _apply_checkpoint(self, op: ops.MetadataCheckpoint, sequence: int) -> None:
@@ -533,6 +663,7 @@ class SegmentContainer:
                 state = SegmentState(
                     entry["n"],
                     entry["t"],
+                    start_offset=entry["so"],
                     length=entry["l"],
                     sealed=entry["s"],
                     event_count=entry["e"],

@@ -2,9 +2,9 @@
 
 *format* A log record (one group commit) is a sequence of operations, each
 ``[type u8][body length u32][body]``. Append bodies are binary (hot path):
-``[offset u64][event_count u32][writer_id 16 bytes][last_event_number i64]
-[has_writer u8][name length u16][name utf-8][data]``. Other bodies are compact
-JSON (rare, readable in a hex dump).
+``[offset u64][event_count u32][attribute count u16][name length u16]
+[(key 16 bytes, value i64) * count][name utf-8][data]``. Other bodies are
+compact JSON (rare, readable in a hex dump).
 
 Every operation carries what recovery needs to re-apply it exactly as it was
 applied first: an append carries the offset it was assigned, so replay checks
@@ -29,12 +29,33 @@ class CreateSegment:
 
 @dataclass(frozen=True, slots=True)
 class Append:
+    """Data at ``offset``, with the attribute values it sets atomically (e.g. writer id ->
+    last event number) and the number of events it holds (accumulated into EVENT_COUNT)."""
+
     segment: str
     offset: int
     data: bytes
-    writer_id: bytes | None
-    last_event_number: int
+    attributes: tuple[tuple[bytes, int], ...]
     event_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateAttributes:
+    segment: str
+    attributes: tuple[tuple[bytes, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateSegment:
+    """Bytes below ``offset`` are gone; their Tier-2 chunks may be deleted."""
+
+    segment: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSegment:
+    segment: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +88,34 @@ class MetadataCheckpoint:
     segments: tuple[dict, ...]  # type: ignore[type-arg]
 
 
-Operation = CreateSegment | Append | Seal | ChunkAdded | MetadataCheckpoint
+Operation = (
+    CreateSegment
+    | Append
+    | Seal
+    | ChunkAdded
+    | MetadataCheckpoint
+    | UpdateAttributes
+    | TruncateSegment
+    | DeleteSegment
+)
 
 _TYPE_CREATE, _TYPE_APPEND, _TYPE_SEAL, _TYPE_CHUNK, _TYPE_CHECKPOINT = 1, 2, 3, 4, 5
+_TYPE_ATTRIBUTES, _TYPE_TRUNCATE, _TYPE_DELETE = 6, 7, 8
 _OP_HEADER = struct.Struct(">BI")
-_APPEND_HEADER = struct.Struct(">QI16sqBH")
-_NO_WRITER = bytes(16)
+_APPEND_HEADER = struct.Struct(">QIHH")
+_ATTRIBUTE = struct.Struct(">16sq")
 
 
 def encoded_size(op: Operation) -> int:
     """Approximate encoded size, for group commit limits."""
     if isinstance(op, Append):
-        return _OP_HEADER.size + _APPEND_HEADER.size + len(op.segment) + len(op.data)
+        return (
+            _OP_HEADER.size
+            + _APPEND_HEADER.size
+            + len(op.segment)
+            + len(op.data)
+            + _ATTRIBUTE.size * len(op.attributes)
+        )
     if isinstance(op, MetadataCheckpoint):
         return 256 * (1 + len(op.segments))
     return 256
@@ -89,16 +126,10 @@ def encode(ops: list[Operation]) -> bytes:
     for op in ops:
         if isinstance(op, Append):
             name = op.segment.encode("utf-8")
-            header = _APPEND_HEADER.pack(
-                op.offset,
-                op.event_count,
-                op.writer_id or _NO_WRITER,
-                op.last_event_number,
-                1 if op.writer_id is not None else 0,
-                len(name),
-            )
-            body_len = len(header) + len(name) + len(op.data)
-            parts += (_OP_HEADER.pack(_TYPE_APPEND, body_len), header, name, op.data)
+            header = _APPEND_HEADER.pack(op.offset, op.event_count, len(op.attributes), len(name))
+            attributes = b"".join(_ATTRIBUTE.pack(k, v) for k, v in op.attributes)
+            body_len = len(header) + len(attributes) + len(name) + len(op.data)
+            parts += (_OP_HEADER.pack(_TYPE_APPEND, body_len), header, attributes, name, op.data)
             continue
         if isinstance(op, CreateSegment):
             kind, body = _TYPE_CREATE, {"s": op.segment, "t": op.creation_time_ms}
@@ -106,6 +137,15 @@ def encode(ops: list[Operation]) -> bytes:
             kind, body = _TYPE_SEAL, {"s": op.segment, "l": op.length}
         elif isinstance(op, MetadataCheckpoint):
             kind, body = _TYPE_CHECKPOINT, {"segments": list(op.segments)}
+        elif isinstance(op, UpdateAttributes):
+            kind, body = (
+                _TYPE_ATTRIBUTES,
+                {"s": op.segment, "a": [[k.hex(), v] for k, v in op.attributes]},
+            )
+        elif isinstance(op, TruncateSegment):
+            kind, body = _TYPE_TRUNCATE, {"s": op.segment, "o": op.offset}
+        elif isinstance(op, DeleteSegment):
+            kind, body = _TYPE_DELETE, {"s": op.segment}
         elif isinstance(op, ChunkAdded):
             kind, body = (
                 _TYPE_CHUNK,
@@ -132,14 +172,18 @@ def decode(payload: bytes) -> Iterator[Operation]:
         body = view[start:end]
         position = end
         if kind == _TYPE_APPEND:
-            offset, count, writer, last, has_writer, name_len = _APPEND_HEADER.unpack_from(body)
-            name_end = _APPEND_HEADER.size + name_len
+            offset, count, attribute_count, name_len = _APPEND_HEADER.unpack_from(body)
+            at = _APPEND_HEADER.size
+            attributes = tuple(
+                _ATTRIBUTE.unpack_from(body, at + i * _ATTRIBUTE.size)
+                for i in range(attribute_count)
+            )
+            at += attribute_count * _ATTRIBUTE.size
             yield Append(
-                segment=bytes(body[_APPEND_HEADER.size : name_end]).decode("utf-8"),
+                segment=bytes(body[at : at + name_len]).decode("utf-8"),
                 offset=offset,
-                data=bytes(body[name_end:]),
-                writer_id=writer if has_writer else None,
-                last_event_number=last,
+                data=bytes(body[at + name_len :]),
+                attributes=attributes,
                 event_count=count,
             )
             continue
@@ -152,5 +196,13 @@ def decode(payload: bytes) -> Iterator[Operation]:
             yield ChunkAdded(fields["s"], fields["c"], fields["o"], fields["l"])
         elif kind == _TYPE_CHECKPOINT:
             yield MetadataCheckpoint(tuple(fields["segments"]))
+        elif kind == _TYPE_ATTRIBUTES:
+            yield UpdateAttributes(
+                fields["s"], tuple((bytes.fromhex(k), v) for k, v in fields["a"])
+            )
+        elif kind == _TYPE_TRUNCATE:
+            yield TruncateSegment(fields["s"], fields["o"])
+        elif kind == _TYPE_DELETE:
+            yield DeleteSegment(fields["s"])
         else:
             raise DataCorruptionError(f"unknown operation type {kind} in log record")

@@ -84,6 +84,29 @@ class ReadIndex:
         if data is not None:
             self.put_chunk(chunk.name, data)
 
+    def truncate(self, segment: str, offset: int) -> list[str]:
+        """Forget Tier-2 chunks wholly below ``offset``; returns their names (to delete)."""
+        index = self._segments[segment]
+        dead = []
+        while index.chunks and index.chunks[0].end <= offset:
+            chunk = index.chunks.pop(0)
+            index.chunk_offsets.pop(0)
+            self._evict(chunk.name)
+            dead.append(chunk.name)
+        return dead
+
+    def remove_segment(self, segment: str) -> list[str]:
+        """Forget a deleted segment; returns the names of its chunks (to delete)."""
+        index = self._segments.pop(segment)
+        for chunk in index.chunks:
+            self._evict(chunk.name)
+        return [c.name for c in index.chunks]
+
+    def _evict(self, name: str) -> None:
+        data = self._cache.pop(name, None)
+        if data is not None:
+            self._cache_bytes -= len(data)
+
     # --- flush support ----------------------------------------------------------------------
     def unflushed(self, segment: str, bytes_max: int) -> tuple[int, list[bytes]]:
         """Leading unflushed entries totalling at most ``bytes_max`` (at least one if any)."""

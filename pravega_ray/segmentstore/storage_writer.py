@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 def chunk_name(segment: str, offset: int) -> str:
     return f"segments/{segment}/{offset:020d}"
 
@@ -63,19 +64,26 @@ class StorageWriter:
                 log.exception("storage writer of container %d", self._container.config.container_id)
 
     async def flush_all(self, checkpoint: bool = False) -> None:
-        """Flush until nothing durable is missing from Tier-2; optionally checkpoint too."""
+        """Flush all durable data to Tier-2, delete dead chunks, and checkpoint if asked."""
         while self._container._flush_candidates(force=True):
             await self._flush(force=True)
-        if checkpoint:
-            await self._flush(force=True, checkpoint=True)
+        # One more pass, always: deletes dead chunks and, if asked, checkpoints.
+        await self._flush(force=True, checkpoint=checkpoint)
 
     async def _flush(self, force: bool, checkpoint: bool = False) -> None:
         assert self._lock is not None
         async with self._lock:
             for state in self._container._flush_candidates(force):
                 await self._flush_segment(state)
+            await self._delete_dead_chunks()
             # Under the lock: no ChunkAdded is queued, so the checkpoint's snapshot is exact.
             await self._container._checkpoint_and_truncate(force=checkpoint)
+
+    async def _delete_dead_chunks(self) -> None:
+        """Delete Tier-2 chunks of truncated or deleted segments (idempotent)."""
+        dead, self._container._dead_chunks = self._container._dead_chunks, []
+        for name in dead:
+            await asyncio.to_thread(self._container._storage.delete, name)
 
     async def _flush_segment(self, state: SegmentState) -> None:
         container = self._container

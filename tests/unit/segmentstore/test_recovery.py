@@ -11,7 +11,7 @@ import pytest
 
 from pravega_ray.client.event_framing import frame_events, parse_events
 from pravega_ray.constants import NO_EVENT_NUMBER
-from pravega_ray.errors import FencedError
+from pravega_ray.errors import ContainerNotReadyError, FencedError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
 from pravega_ray.segmentstore.config import ContainerConfig
@@ -164,7 +164,7 @@ def test_a_second_owner_fences_the_first_which_stops_and_loses_nothing(tmp_path:
         await first.create_segment(seg)
         await first.append(seg, writer, NO_EVENT_NUMBER, 0, 1, frame_events([b"by-first"]))
         second = make()  # takes over the same log while the first still runs
-        with pytest.raises(Exception):
+        with pytest.raises(ContainerNotReadyError):  # fenced: the first stops
             await first.append(seg, writer, 0, 1, 1, frame_events([b"zombie"]))
         assert fatal and isinstance(fatal[0], FencedError)
         await second.append(seg, writer, 0, 1, 1, frame_events([b"by-second"]))
