@@ -23,6 +23,8 @@ _SEGMENT_RE = re.compile(
     r"(?P<scope>[A-Za-z0-9_.\-]+)/(?P<stream>[A-Za-z0-9_.\-]+)/"
     r"(?P<number>\d+)\.#epoch\.(?P<epoch>\d+)"
 )
+# Derived segments: a transaction or transient segment of a stream segment.
+_DERIVED_RE = re.compile(r"#(?P<kind>transaction|transient)\.(?P<id>[0-9a-f]{32})")
 
 
 def validate_name(kind: str, name: object, *, allow_system: bool = False) -> str:
@@ -99,11 +101,29 @@ def parse_segment_name(name: str) -> SegmentName:
 def validate_segment_name(name: object) -> str:
     """Validate any segment name a container is asked to host.
 
-    Today that is a qualified stream-segment name; later issues add transaction,
-    transient and attribute segments (suffixes after ``#``), each derived from one.
+    A qualified stream-segment name, optionally followed by a derived-segment
+    suffix ``#transaction.<32 hex>`` or ``#transient.<32 hex>``.
     """
-    parse_segment_name(name)  # type: ignore[arg-type]
-    return name  # type: ignore[return-value]
+    if not isinstance(name, str):
+        raise InvalidNameError(f"segment name must be a str, got {type(name).__name__}")
+    m = _SEGMENT_RE.match(name)
+    rest = name[m.end() :] if m else None
+    if m is None or (rest and not _DERIVED_RE.fullmatch(rest)):
+        raise InvalidNameError(f"not a segment name: {name!r}")
+    parse_segment_name(m.group(0))
+    return name
+
+
+def transaction_segment_name(parent: str, transaction_id: bytes) -> str:
+    """The segment of transaction ``transaction_id`` (16 bytes) on stream segment ``parent``."""
+    parse_segment_name(parent)
+    return f"{parent}#transaction.{transaction_id.hex()}"
+
+
+def transient_segment_name(parent: str, writer_id: bytes) -> str:
+    """A transient segment (large events, seed 003) of ``writer_id`` on ``parent``."""
+    parse_segment_name(parent)
+    return f"{parent}#transient.{writer_id.hex()}"
 
 
 def parent_segment_name(name: str) -> str:

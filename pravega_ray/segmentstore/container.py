@@ -37,6 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from pravega_ray.constants import (
@@ -51,6 +52,7 @@ from pravega_ray.errors import (
     ConditionalUpdateError,
     ContainerNotReadyError,
     DataCorruptionError,
+    IllegalStateError,
     InvalidArgumentError,
     SegmentExistsError,
     SegmentNotFoundError,
@@ -86,6 +88,7 @@ class SegmentState:
 
     name: str
     creation_time_ms: int
+    role: str = "normal"
     start_offset: int = 0
     length: int = 0
     sealed: bool = False
@@ -118,6 +121,16 @@ class RecoveryStats:
 
 
 _BARRIER = object()
+
+
+class SegmentRole(str, Enum):
+    """What a segment is for; stored with it (table and transient behaviour build on it)."""
+
+    NORMAL = "normal"
+    TABLE = "table"
+    TRANSACTION = "transaction"
+    TRANSIENT = "transient"
+    ATTRIBUTE = "attribute"
 
 
 class SegmentContainer:
@@ -236,18 +249,22 @@ class SegmentContainer:
         self._log.close()
 
     # --- public operations -------------------------------------------------------------------
-    async def create_segment(self, segment: str) -> None:
+    async def create_segment(self, segment: str, role: SegmentRole = SegmentRole.NORMAL) -> None:
         """Durably create an empty segment. Raises SegmentExistsError if it exists."""
         self._ensure_running()
         validate_segment_name(segment)
+        role = SegmentRole(role)
         if segment in self._segments:
             raise SegmentExistsError(f"segment {segment} exists")
         now = self._wall_clock_ms()
         self._segments[segment] = SegmentState(
-            segment, now, traffic=RateTracker(TRAFFIC_TIME_CONSTANT_S, self._monotonic())
+            segment,
+            now,
+            role=role.value,
+            traffic=RateTracker(TRAFFIC_TIME_CONSTANT_S, self._monotonic()),
         )
         self._read_index.add_segment(segment)
-        await self._submit(ops.CreateSegment(segment, now))
+        await self._submit(ops.CreateSegment(segment, now, role.value))
 
     async def setup_append(self, segment: str, writer_id: bytes) -> int:
         """The writer's last durable event number on ``segment`` (NO_EVENT_NUMBER if none).
@@ -393,6 +410,58 @@ class SegmentContainer:
             return
         state.pending_start_offset = offset
         await self._submit(ops.TruncateSegment(segment, offset))
+
+    async def merge(self, target: str, source: str) -> int:
+        """Atomically move sealed ``source``'s bytes to the end of ``target``; returns its length.
+
+        Metadata only (the source's Tier-2 chunks join the target's) when both
+        are wholly in Tier-2 after a flush; otherwise the source's bytes are
+        logged with the merge. Raises IllegalStateError if the source is not
+        sealed or is truncated, SegmentSealedError if the target is sealed,
+        SegmentNotFoundError, InvalidArgumentError for merging a segment into itself.
+        """
+        self._ensure_running()
+        if target == source:
+            raise InvalidArgumentError("a segment cannot be merged into itself")
+        self._merge_states(target, source)
+        try:
+            await self._storage_writer.flush_all()  # most merges then need no copying
+        except Exception as e:  # Tier-2 trouble must not block a merge: copy instead
+            log.warning("flush before merging %s failed (%r); merging by copy", source, e)
+        t, s = self._merge_states(target, source)
+        data: bytes | None = None
+        if not (
+            s.storage_length == s.length == s.pending_length
+            and t.storage_length == t.length == t.pending_length
+        ):
+            data = await self._read_range(s, 0, s.pending_length)
+            t, s = self._merge_states(target, source)  # re-check after the await
+        offset, length = t.pending_length, s.pending_length
+        t.pending_length += length
+        t.pending_event_count += s.pending_event_count
+        s.pending_deleted = True
+        _wake_all(s.attribute_waiters)
+        await self._submit(ops.MergeSegment(target, source, offset, length, data))
+        return offset + length
+
+    def _merge_states(self, target: str, source: str) -> tuple[SegmentState, SegmentState]:
+        t, s = self._segment(target), self._segment(source)
+        if not s.pending_sealed:
+            raise IllegalStateError(f"cannot merge {source}: it is not sealed")
+        if s.pending_start_offset > 0:
+            raise IllegalStateError(f"cannot merge {source}: it is truncated")
+        if t.pending_sealed:
+            raise SegmentSealedError(f"cannot merge into {target}: it is sealed")
+        return t, s
+
+    async def _read_range(self, state: SegmentState, offset: int, end: int) -> bytes:
+        parts = []
+        while offset < end:
+            piece = await self._read_available(state, offset, end - offset)
+            invariant(piece, f"no bytes readable at {offset} of {state.name}")
+            parts.append(piece)
+            offset += len(piece)
+        return b"".join(parts)
 
     async def delete_segment(self, segment: str) -> None:
         """Durably delete the segment and, in the background, its Tier-2 chunks."""
@@ -596,8 +665,12 @@ class SegmentContainer:
             _wake_all(state.data_waiters)
         elif isinstance(op, ops.CreateSegment):
             if op.segment not in self._segments:  # live creates made the state already
-                self._segments[op.segment] = SegmentState(op.segment, op.creation_time_ms)
+                self._segments[op.segment] = SegmentState(
+                    op.segment, op.creation_time_ms, role=op.role
+                )
                 self._read_index.add_segment(op.segment)
+        elif isinstance(op, ops.MergeSegment):
+            self._apply_merge(op, sequence)
         elif isinstance(op, ops.Seal):
             state = self._segments[op.segment]
             invariant(op.length == state.length, f"seal of {op.segment} at a wrong length")
@@ -633,6 +706,35 @@ class SegmentContainer:
         else:  # pragma: no cover
             raise TypeError(f"unknown operation {op!r}")
 
+    def _apply_merge(self, op: ops.MergeSegment, sequence: int) -> None:
+        target = self._segments[op.target]
+        source = self._segments.pop(op.source)
+        invariant(op.offset == target.length, f"merge into {op.target} at a wrong offset")
+        invariant(op.length == source.length, f"merge of {op.source} with a wrong length")
+        if op.data is None:
+            invariant(
+                target.storage_length == target.length and source.storage_length == source.length,
+                f"metadata-only merge of {op.source} with data outside Tier-2",
+            )
+            for chunk in self._read_index.chunks(op.source):
+                moved = ChunkRef(op.offset + chunk.offset, chunk.length, chunk.name)
+                self._read_index.chunk_added(op.target, moved, None)
+            self._read_index.remove_segment(op.source)  # its chunks now belong to the target
+            target.storage_length += op.length
+        else:
+            invariant(len(op.data) == op.length, "merge data of a wrong length")
+            if op.data:
+                self._read_index.append(op.target, op.offset, op.data)
+                target.unflushed_appends.append((op.offset, sequence))
+                if target.unflushed_since is None:
+                    target.unflushed_since = self._monotonic()
+            self._dead_chunks += self._read_index.remove_segment(op.source)
+        target.length += op.length
+        target.event_count += source.event_count
+        _wake_all(target.data_waiters)
+        _wake_all(source.data_waiters)
+        _wake_all(source.attribute_waiters)
+
     # --- checkpoints and log truncation ------------------------------------------------------
     def _snapshot(self) -> tuple[dict[str, Any], ...]:
         """The metadata as it will be once everything queued so far is applied.
@@ -645,6 +747,7 @@ class SegmentContainer:
                 "n": s.name,
                 "t": s.creation_time_ms,
                 "so": s.pending_start_offset,
+                "r": s.role,
                 "l": s.pending_length,
                 "s": s.pending_sealed,
                 "e": s.pending_event_count,
@@ -663,6 +766,7 @@ class SegmentContainer:
                 state = SegmentState(
                     entry["n"],
                     entry["t"],
+                    role=entry["r"],
                     start_offset=entry["so"],
                     length=entry["l"],
                     sealed=entry["s"],

@@ -25,6 +25,7 @@ from pravega_ray.errors import DataCorruptionError
 class CreateSegment:
     segment: str
     creation_time_ms: int
+    role: str = "normal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,22 @@ class TruncateSegment:
 @dataclass(frozen=True, slots=True)
 class DeleteSegment:
     segment: str
+
+
+@dataclass(frozen=True, slots=True)
+class MergeSegment:
+    """Sealed ``source`` becomes bytes ``[offset, offset + length)`` of ``target``; source is gone.
+
+    ``data`` is None for a metadata-only merge (both segments wholly in Tier-2:
+    the source's chunks join the target's chunk list); otherwise it carries
+    the source's bytes, which the target then holds like an append.
+    """
+
+    target: str
+    source: str
+    offset: int
+    length: int
+    data: bytes | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +114,12 @@ Operation = (
     | UpdateAttributes
     | TruncateSegment
     | DeleteSegment
+    | MergeSegment
 )
 
 _TYPE_CREATE, _TYPE_APPEND, _TYPE_SEAL, _TYPE_CHUNK, _TYPE_CHECKPOINT = 1, 2, 3, 4, 5
-_TYPE_ATTRIBUTES, _TYPE_TRUNCATE, _TYPE_DELETE = 6, 7, 8
+_TYPE_ATTRIBUTES, _TYPE_TRUNCATE, _TYPE_DELETE, _TYPE_MERGE = 6, 7, 8, 9
+_JSON_LENGTH = struct.Struct(">I")
 _OP_HEADER = struct.Struct(">BI")
 _APPEND_HEADER = struct.Struct(">QIHH")
 _ATTRIBUTE = struct.Struct(">16sq")
@@ -118,6 +137,8 @@ def encoded_size(op: Operation) -> int:
         )
     if isinstance(op, MetadataCheckpoint):
         return 256 * (1 + len(op.segments))
+    if isinstance(op, MergeSegment) and op.data is not None:
+        return 256 + len(op.data)
     return 256
 
 
@@ -131,8 +152,26 @@ def encode(ops: list[Operation]) -> bytes:
             body_len = len(header) + len(attributes) + len(name) + len(op.data)
             parts += (_OP_HEADER.pack(_TYPE_APPEND, body_len), header, attributes, name, op.data)
             continue
+        if isinstance(op, MergeSegment):
+            head = {
+                "t": op.target,
+                "s": op.source,
+                "o": op.offset,
+                "l": op.length,
+                "d": op.data is not None,
+            }
+            raw = json.dumps(head, separators=(",", ":")).encode("utf-8")
+            data = op.data or b""
+            body_len = _JSON_LENGTH.size + len(raw) + len(data)
+            parts += (
+                _OP_HEADER.pack(_TYPE_MERGE, body_len),
+                _JSON_LENGTH.pack(len(raw)),
+                raw,
+                data,
+            )
+            continue
         if isinstance(op, CreateSegment):
-            kind, body = _TYPE_CREATE, {"s": op.segment, "t": op.creation_time_ms}
+            kind, body = _TYPE_CREATE, {"s": op.segment, "t": op.creation_time_ms, "r": op.role}
         elif isinstance(op, Seal):
             kind, body = _TYPE_SEAL, {"s": op.segment, "l": op.length}
         elif isinstance(op, MetadataCheckpoint):
@@ -187,9 +226,15 @@ def decode(payload: bytes) -> Iterator[Operation]:
                 event_count=count,
             )
             continue
+        if kind == _TYPE_MERGE:
+            (json_len,) = _JSON_LENGTH.unpack_from(body)
+            head = json.loads(bytes(body[_JSON_LENGTH.size : _JSON_LENGTH.size + json_len]))
+            data = bytes(body[_JSON_LENGTH.size + json_len :]) if head["d"] else None
+            yield MergeSegment(head["t"], head["s"], head["o"], head["l"], data)
+            continue
         fields = json.loads(bytes(body))
         if kind == _TYPE_CREATE:
-            yield CreateSegment(fields["s"], fields["t"])
+            yield CreateSegment(fields["s"], fields["t"], fields.get("r", "normal"))
         elif kind == _TYPE_SEAL:
             yield Seal(fields["s"], fields["l"])
         elif kind == _TYPE_CHUNK:

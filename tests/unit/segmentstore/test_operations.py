@@ -19,6 +19,9 @@ def test_operations_round_trip_through_a_log_record() -> None:
         ops.ChunkAdded("s/t/0.#epoch.0", "segments/s/t/0.#epoch.0/0", 0, 11),
         ops.Seal("s/t/0.#epoch.0", 11),
         ops.DeleteSegment("s/t/0.#epoch.0"),
+        ops.CreateSegment("s/t/0.#epoch.0#transient." + "a" * 32, 5, "transient"),
+        ops.MergeSegment("s/t/0.#epoch.0", "s/t/0.#epoch.0#transient." + "a" * 32, 11, 3, b"abc"),
+        ops.MergeSegment("s/t/0.#epoch.0", "s/t/0.#epoch.0#transaction." + "b" * 32, 14, 9, None),
     ]
     assert list(ops.decode(ops.encode(batch))) == batch
 

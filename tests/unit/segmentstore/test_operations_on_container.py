@@ -28,8 +28,12 @@ from pravega_ray.storage.memory import InMemoryChunkStorage
 pytestmark = pytest.mark.timeout(30)
 SEG = "s/t/0.#epoch.0"
 K1, K2 = uuid.uuid4().bytes, uuid.uuid4().bytes
-R, G, EQ, ACC = (AttributeUpdateType.REPLACE, AttributeUpdateType.REPLACE_IF_GREATER,
-                 AttributeUpdateType.REPLACE_IF_EQUALS, AttributeUpdateType.ACCUMULATE)
+R, G, EQ, ACC = (
+    AttributeUpdateType.REPLACE,
+    AttributeUpdateType.REPLACE_IF_GREATER,
+    AttributeUpdateType.REPLACE_IF_EQUALS,
+    AttributeUpdateType.ACCUMULATE,
+)
 
 
 def make(store, storage, **kw):
@@ -51,7 +55,8 @@ def test_attribute_verbs() -> None:
     with pytest.raises(ConditionalUpdateError):
         apply_updates({K1: 0}, [AttributeUpdate(K1, EQ, 1, NULL_VALUE)])
     assert apply_updates({K1: 5}, [AttributeUpdate(K1, ACC, 3), AttributeUpdate(K1, ACC, 2)]) == {
-        K1: 10}
+        K1: 10
+    }
     with pytest.raises(InvalidArgumentError):
         AttributeUpdate(b"short", R, 1)
     with pytest.raises(InvalidArgumentError):
@@ -68,10 +73,12 @@ def test_updates_and_conditional_appends_are_atomic_and_survive_recovery() -> No
         await c.create_segment(SEG)
         await c.update_attributes(SEG, (AttributeUpdate(K1, R, 10), AttributeUpdate(K2, ACC, 1)))
         with pytest.raises(ConditionalUpdateError):  # second fails -> first not applied either
-            await c.update_attributes(SEG, (AttributeUpdate(K1, R, 99),
-                                            AttributeUpdate(K2, EQ, 5, 4)))
-        r = await c.append_conditional(SEG, b"abc", (AttributeUpdate(K1, EQ, 11, 10),),
-                                       expected_offset=0, event_count=1)
+            await c.update_attributes(
+                SEG, (AttributeUpdate(K1, R, 99), AttributeUpdate(K2, EQ, 5, 4))
+            )
+        r = await c.append_conditional(
+            SEG, b"abc", (AttributeUpdate(K1, EQ, 11, 10),), expected_offset=0, event_count=1
+        )
         assert (r.offset, r.length) == (0, 3)
         with pytest.raises(ConditionalUpdateError):  # stale offset: nothing appended
             await c.append_conditional(SEG, b"zzz", (), expected_offset=0)
@@ -93,7 +100,9 @@ def test_updates_and_conditional_appends_are_atomic_and_survive_recovery() -> No
 
 def test_truncation_makes_old_reads_fail_typed_and_deletes_chunks_after_recovery() -> None:
     store, storage = InMemoryLogStore(), InMemoryChunkStorage()
-    small = dict(storage_flush_bytes=100, storage_flush_interval_s=0.01, storage_writer_tick_s=0.005)
+    small = dict(
+        storage_flush_bytes=100, storage_flush_interval_s=0.01, storage_writer_tick_s=0.005
+    )
 
     async def first():
         c = make(store, storage, **small)

@@ -21,8 +21,14 @@ from pravega_ray.storage.memory import InMemoryChunkStorage
 
 pytestmark = pytest.mark.timeout(60)
 
-SMALL = dict(storage_flush_bytes=2000, storage_flush_interval_s=0.01, checkpoint_interval_s=0.01,
-             checkpoint_log_bytes=4000, read_cache_bytes_max=3000, storage_writer_tick_s=0.005)
+SMALL = dict(
+    storage_flush_bytes=2000,
+    storage_flush_interval_s=0.01,
+    checkpoint_interval_s=0.01,
+    checkpoint_log_bytes=4000,
+    read_cache_bytes_max=3000,
+    storage_writer_tick_s=0.005,
+)
 
 
 def container(store: InMemoryLogStore, storage: InMemoryChunkStorage, **kw) -> SegmentContainer:
@@ -59,7 +65,7 @@ def test_sustained_writes_keep_the_log_bounded_and_recover_from_a_checkpoint() -
                 sizes.append(store.size_bytes())
         assert c.truncated_upto > 0, "the log was never truncated while writing"
         # Tier-1 holds only the recent tail: bounded by the thresholds, not by the data.
-        assert max(sizes[len(sizes) // 2:]) < 20 * SMALL["checkpoint_log_bytes"]
+        assert max(sizes[len(sizes) // 2 :]) < 20 * SMALL["checkpoint_log_bytes"]
         assert sizes[-1] < sum(len(f"event-{i}".encode() * 5) + 8 for i in range(400))
         await c.checkpoint()
         await c.close()
@@ -131,8 +137,13 @@ def test_random_crashes_never_lose_or_duplicate_acknowledged_appends(seed: int) 
             for w in writers:
                 persisted = await c.setup_append(seg, w)
                 assert persisted >= max(
-                    [int(e.split(b":")[2]) for e in acked_events if e.split(b":")[1].decode()
-                     == w.hex()[:4]], default=NO_EVENT_NUMBER)
+                    [
+                        int(e.split(b":")[2])
+                        for e in acked_events
+                        if e.split(b":")[1].decode() == w.hex()[:4]
+                    ],
+                    default=NO_EVENT_NUMBER,
+                )
                 last[(seg, w)] = persisted  # the writer resumes from the durable truth
 
     async def scenario() -> None:
@@ -154,8 +165,12 @@ def test_a_second_owner_fences_the_first_which_stops_and_loses_nothing(tmp_path:
     fatal: list[BaseException] = []
 
     def make(on_fatal=None) -> SegmentContainer:
-        c = SegmentContainer(ContainerConfig(0), FileSystemDurableLog(tmp_path / "log"),
-                             FileSystemChunkStorage(tmp_path / "tier2"), on_fatal=on_fatal)
+        c = SegmentContainer(
+            ContainerConfig(0),
+            FileSystemDurableLog(tmp_path / "log"),
+            FileSystemChunkStorage(tmp_path / "tier2"),
+            on_fatal=on_fatal,
+        )
         c.recover()
         return c
 
@@ -182,8 +197,9 @@ def test_a_second_owner_fences_the_first_which_stops_and_loses_nothing(tmp_path:
 def test_traffic_rates_follow_the_appends() -> None:
     now = [0.0]
     store, storage = InMemoryLogStore(), InMemoryChunkStorage()
-    c = SegmentContainer(ContainerConfig(0), InMemoryDurableLog(store), storage,
-                         monotonic=lambda: now[0])
+    c = SegmentContainer(
+        ContainerConfig(0), InMemoryDurableLog(store), storage, monotonic=lambda: now[0]
+    )
     c.recover()
     seg = "s/t/0.#epoch.0"
     writer = uuid.uuid4().bytes

@@ -1,0 +1,171 @@
+"""Merges, and the pipeline under injected storage faults."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.errors import (
+    ContainerNotReadyError,
+    IllegalStateError,
+    InvalidArgumentError,
+    SegmentNotFoundError,
+    SegmentSealedError,
+)
+from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
+from pravega_ray.naming import transaction_segment_name
+from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
+from pravega_ray.storage.memory import InMemoryChunkStorage
+from tests.faults.storage import FaultPlan, FaultyChunkStorage, FaultyDurableLog
+
+pytestmark = pytest.mark.timeout(30)
+PARENT = "s/t/0.#epoch.0"
+
+
+def make(store, storage, log_plan=None, on_fatal=None, **kw) -> SegmentContainer:
+    log = InMemoryDurableLog(store)
+    c = SegmentContainer(
+        ContainerConfig(0, **kw),
+        FaultyDurableLog(log, log_plan) if log_plan else log,
+        storage,
+        on_fatal=on_fatal,
+    )
+    c.recover()
+    return c
+
+
+async def read_all(c: SegmentContainer, segment: str) -> bytes:
+    info = await c.get_info(segment)
+    data, offset = b"", info.start_offset
+    while offset < info.length:
+        piece = (await c.read(segment, offset, 1 << 20, 0)).data
+        data, offset = data + piece, offset + len(piece)
+    return data
+
+
+@pytest.mark.parametrize("tier2_fails", [False, True], ids=["metadata-only", "copying"])
+def test_merge_appends_a_sealed_transaction_to_its_parent_atomically(tier2_fails: bool) -> None:
+    store, plain = InMemoryLogStore(), InMemoryChunkStorage()
+    plan = FaultPlan()
+    storage = FaultyChunkStorage(plain, plan)
+    txn = transaction_segment_name(PARENT, uuid.uuid4().bytes)
+
+    async def go():
+        c = make(store, storage)
+        await c.create_segment(PARENT)
+        await c.create_segment(txn, SegmentRole.TRANSACTION)
+        await c.append_conditional(PARENT, b"parent-", event_count=1)
+        await c.append_conditional(txn, b"txn-data", event_count=2)
+        with pytest.raises(IllegalStateError):
+            await c.merge(PARENT, txn)  # not sealed yet
+        await c.seal(txn)
+        if tier2_fails:
+            plan.fail_before.add("create")
+        assert await c.merge(PARENT, txn) == len(b"parent-txn-data")
+        assert await read_all(c, PARENT) == b"parent-txn-data"
+        assert (await c.get_info(PARENT)).event_count == 3
+        with pytest.raises(SegmentNotFoundError):
+            await c.get_info(txn)
+        chunk_names = [n for n in plain.list("segments/") if "#transaction" in n]
+        assert bool(chunk_names) != tier2_fails  # metadata-only keeps the txn's chunk
+        plan.fail_before.clear()
+        await c.checkpoint()
+        await c.close()
+        again = make(store, plain)
+        assert await read_all(again, PARENT) == b"parent-txn-data"
+        with pytest.raises(SegmentNotFoundError):
+            await again.get_info(txn)
+        await again.close()
+
+    asyncio.run(go())
+
+
+def test_merge_rejects_bad_requests() -> None:
+    async def go():
+        c = make(InMemoryLogStore(), InMemoryChunkStorage())
+        txn = transaction_segment_name(PARENT, uuid.uuid4().bytes)
+        await c.create_segment(PARENT)
+        await c.create_segment(txn)
+        with pytest.raises(InvalidArgumentError):
+            await c.merge(PARENT, PARENT)
+        await c.seal(txn)
+        await c.seal(PARENT)
+        with pytest.raises(SegmentSealedError):
+            await c.merge(PARENT, txn)
+        with pytest.raises(SegmentNotFoundError):
+            await c.merge(PARENT, transaction_segment_name(PARENT, uuid.uuid4().bytes))
+        assert (await c.get_info(txn)).sealed  # nothing changed
+        await c.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("when", ["fail_before", "fail_after"])
+def test_a_failed_log_write_is_never_acknowledged_and_acknowledged_ones_survive(when: str) -> None:
+    """'before': the record was not written; 'after': it was, but the write reported failure.
+
+    Either way the caller is not told 'done'; the container stops; recovery
+    returns every acknowledged append, and the unacknowledged one at most
+    once (present exactly when it reached the log).
+    """
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+    plan = FaultPlan()
+    fatal: list[BaseException] = []
+    writer = uuid.uuid4().bytes
+
+    async def go():
+        c = make(store, storage, log_plan=plan, on_fatal=fatal.append)
+        await c.create_segment(PARENT)
+        for i in range(5):
+            await c.append(PARENT, writer, i - 1 if i else NO_EVENT_NUMBER, i, 1, b"ok%d" % i)
+        getattr(plan, when).add("append")
+        with pytest.raises(ContainerNotReadyError):
+            await c.append(PARENT, writer, 4, 5, 1, b"lost?")
+        assert fatal, "a failed log write must stop the container"
+        with pytest.raises(ContainerNotReadyError):
+            await c.read(PARENT, 0, 10, 0)
+        again = make(store, storage)
+        data = await read_all(again, PARENT)
+        acked = b"".join(b"ok%d" % i for i in range(5))
+        if when == "fail_before":
+            assert data == acked and await again.setup_append(PARENT, writer) == 4
+        else:
+            assert data == acked + b"lost?" and await again.setup_append(PARENT, writer) == 5
+        await again.close()
+
+    asyncio.run(go())
+
+
+def test_tier2_failures_and_slowness_delay_flushes_but_lose_nothing() -> None:
+    store, plain = InMemoryLogStore(), InMemoryChunkStorage()
+    plan = FaultPlan(fail_after={"create"}, delay_s=0.01)
+    storage = FaultyChunkStorage(plain, plan)
+    small = dict(
+        storage_flush_bytes=50,
+        storage_flush_interval_s=0.01,
+        storage_writer_tick_s=0.01,
+        checkpoint_interval_s=0.01,
+        checkpoint_log_bytes=100,
+    )
+
+    async def go():
+        c = make(store, storage, **small)
+        await c.create_segment(PARENT)
+        for i in range(30):
+            await c.append_conditional(PARENT, b"%02d" % i * 10)
+        await asyncio.sleep(0.2)  # the storage writer keeps failing after each write
+        assert (await c.get_info(PARENT)).storage_length == 0
+        assert c.truncated_upto == 0, "the log must not be truncated past unflushed data"
+        plan.fail_after.clear()
+        await c.checkpoint()
+        assert (await c.get_info(PARENT)).storage_length == 600
+        await c.close()
+        again = make(store, plain)
+        assert await read_all(again, PARENT) == b"".join(b"%02d" % i * 10 for i in range(30))
+        await again.close()
+
+    asyncio.run(go())
