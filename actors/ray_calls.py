@@ -42,8 +42,14 @@ def call_with_unwrap(ref: ray.ObjectRef, timeout: float | None = None) -> Any:
 
 
 def future_with_unwrap(ref: ray.ObjectRef) -> Future[Any]:
-    """A ``concurrent.futures.Future`` for ``ref`` that fails with typed errors."""
+    """A ``concurrent.futures.Future`` for ``ref`` that fails with typed errors.
+
+    The returned future holds ``ref`` until it completes: a dropped ObjectRef
+    may be released before its completion callback runs, and the future would
+    then never complete (seen as a hung writer flush in the benchmark).
+    """
     result: Future[Any] = Future()
+    result._pravega_ref = ref  # type: ignore[attr-defined]
 
     def done(source: Future[Any]) -> None:
         error = source.exception()
@@ -51,6 +57,7 @@ def future_with_unwrap(ref: ray.ObjectRef) -> Future[Any]:
             result.set_result(source.result())
         else:
             result.set_exception(unwrap_ray_error(error))
+        result._pravega_ref = None  # type: ignore[attr-defined]
 
     ref.future().add_done_callback(done)
     return result

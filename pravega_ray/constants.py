@@ -35,6 +35,9 @@ WRITER_RECONNECT_ATTEMPTS_MAX = 60
 """How often a writer retries setup_append on a dead container before failing its events."""
 
 WRITER_RECONNECT_BACKOFF_S = 0.25
+APPEND_CALL_TIMEOUT_S = 60.0
+"""An append call unanswered this long is treated as outcome-unknown and resolved by
+setup_append (safe: appends are conditional). Far above any legitimate append time."""
 ROUTING_KEY_CACHE_ENTRIES_MAX = 65_536
 
 NO_EVENT_NUMBER = -(2**63)

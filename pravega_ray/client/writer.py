@@ -70,6 +70,7 @@ class WriterConfig:
     linger_s: float = constants.WRITER_LINGER_S
     reconnect_attempts_max: int = constants.WRITER_RECONNECT_ATTEMPTS_MAX
     reconnect_backoff_s: float = constants.WRITER_RECONNECT_BACKOFF_S
+    append_call_timeout_s: float = constants.APPEND_CALL_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if self.block_bytes_target <= 0 or self.blocks_in_flight_max <= 0:
@@ -81,7 +82,7 @@ class WriterConfig:
 class _Block:
     """Events bound for one segment, sent and acknowledged together."""
 
-    __slots__ = ("created", "data", "first", "future", "last", "parts", "size")
+    __slots__ = ("created", "data", "first", "future", "last", "parts", "sent_at", "size")
 
     def __init__(self, first_event_number: int) -> None:
         self.parts: list[bytes] = []
@@ -90,6 +91,7 @@ class _Block:
         self.last = first_event_number - 1
         self.future: Future[None] = Future()
         self.created = time.monotonic()
+        self.sent_at = 0.0
         self.data: bytes | None = None
 
     @property
@@ -290,6 +292,7 @@ class EventStreamWriter(Generic[T]):
                     if self._closed:
                         return
                     sends = self._collect_sends()
+                    self._give_up_on_stuck_calls()
                     reconnects = [
                         s
                         for s in self._writers
@@ -326,10 +329,41 @@ class EventStreamWriter(Generic[T]):
                     break
                 expected = segment.sent_last
                 segment.sent_last = block.last
+                block.sent_at = now
                 future: Future[Any] = Future()  # replaced by the connection's future in _send
                 segment.inflight.append((block, future))
                 sends.append((segment, block, expected))
         return sends
+
+    def _give_up_on_stuck_calls(self) -> None:
+        """Under the lock: treat calls unanswered for ``append_call_timeout_s`` as outcome-unknown.
+
+        Defense in depth against a lost completion: the reconnect's
+        setup_append finds out what was persisted, and resends are conditional,
+        so a late answer can neither duplicate nor lose anything.
+        """
+        now = time.monotonic()
+        for segment in self._writers:
+            if segment.reconnecting:
+                continue
+            stuck = [
+                i
+                for i, (block, call) in enumerate(segment.inflight)
+                if not call.done() and now - block.sent_at > self._config.append_call_timeout_s
+            ]
+            if not stuck:
+                continue
+            log.warning(
+                "append to %s unanswered for %.1fs; reconnecting",
+                segment.name,
+                self._config.append_call_timeout_s,
+            )
+            for i, (block, call) in enumerate(segment.inflight):
+                if not call.done():
+                    given_up: Future[Any] = Future()
+                    given_up.set_exception(RetriableError("append call unanswered"))
+                    segment.inflight[i] = (block, given_up)
+            segment.reconnecting = True
 
     def _send(self, segment: _SegmentWriter, block: _Block, expected: int) -> None:
         data = block.seal()
@@ -348,8 +382,6 @@ class EventStreamWriter(Generic[T]):
         with self._lock:
             if error is None:
                 self._complete_acked(segment, upto=block.last)
-                if segment.inflight:
-                    return
             elif isinstance(error, (RetriableError, ConditionalAppendFailedError)):
                 segment.reconnecting = True
             elif isinstance(error, SegmentSealedError):

@@ -197,3 +197,36 @@ def test_per_key_order_holds_with_many_writers(cluster) -> None:
         per_key[e.event["k"]].append(e.event["n"])
     assert all(v == sorted(v) for v in per_key.values())
     assert len(events) == 3000
+
+
+def test_a_lost_completion_is_resolved_by_the_watchdog_without_duplicates(cluster) -> None:
+    """The container applies the append, but its answer never reaches the writer."""
+    from concurrent.futures import Future
+
+    make_stream(cluster, 1)
+    connection = cluster._segments
+    real_append = connection.append
+    swallowed = []
+
+    def lossy_append(*args):
+        real = real_append(*args)
+        if not swallowed:
+            swallowed.append(real)
+            return Future()  # never completes
+        return real
+
+    connection.append = lossy_append
+    try:
+        config = pr.WriterConfig(append_call_timeout_s=0.3)
+        with cluster.create_writer("sc", "st", pr.JsonSerializer(), config=config) as w:
+            for i in range(200):
+                w.write_event({"k": "a", "n": i}, routing_key="a")
+            w.flush(timeout=20)
+    finally:
+        connection.append = real_append
+    assert swallowed and swallowed[0].result(5) is not None  # the first call did succeed
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    with cluster.create_reader("r", "sc", "rg", pr.JsonSerializer()) as r:
+        events = read_all(cluster, [r], 200, timeout_s=10)
+        assert r.read_next_event(0.2) is None
+    assert [e.event["n"] for e in events] == list(range(200))
