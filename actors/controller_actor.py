@@ -14,8 +14,7 @@ from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.metadata_store import MetadataStore
 from pravega_ray.errors import RetriableError
 from pravega_ray.naming import container_for_segment
-from pravega_ray.segmentstore.builder import tier2_directory
-from pravega_ray.storage.filesystem import FileSystemChunkStorage
+from pravega_ray.segmentstore.builder import build_chunk_storage
 
 _ATTEMPTS = 120
 
@@ -49,16 +48,18 @@ class _RaySegmentStoreAdmin:
 
 
 class ControllerActor:
-    def __init__(self, data_dir: str, container_count: int, namespace: str = NAMESPACE) -> None:
+    def __init__(
+        self, tier1: str, tier2: str, container_count: int, namespace: str = NAMESPACE
+    ) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-        self._data_dir = data_dir
-        store = MetadataStore(FileSystemChunkStorage(tier2_directory(data_dir)))
+        self._tiers = {"tier1": tier1, "tier2": tier2}
+        store = MetadataStore(build_chunk_storage(tier2))
         self._controller = Controller(
             store, _RaySegmentStoreAdmin(container_count, namespace), container_count
         )
 
     def describe(self) -> dict[str, object]:
-        return {"data_dir": self._data_dir, "container_count": self._controller.container_count}
+        return {**self._tiers, "container_count": self._controller.container_count}
 
     def call(self, method: str, *args: Any) -> Any:
         """Invoke a public ``Controller`` method by name (the client's ControllerConnection)."""

@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import os
 
+import ray
+
 from pravega_ray.segmentstore.attributes import AttributeUpdate
-from pravega_ray.segmentstore.builder import build_filesystem_container
+from pravega_ray.segmentstore.builder import build_container
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
 from pravega_ray.segmentstore.traffic import SegmentTraffic
@@ -26,18 +28,23 @@ def _exit_for_restart(error: BaseException) -> None:
 
 
 class SegmentContainerActor:
-    def __init__(self, data_dir: str, container_id: int) -> None:
+    def __init__(self, tier1: str, tier2: str, container_id: int) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-        self._data_dir = data_dir
+        self._tiers = {"tier1": tier1, "tier2": tier2}
         self._container_id = container_id
-        self._container = build_filesystem_container(
-            data_dir, ContainerConfig(container_id), on_fatal=_exit_for_restart
+        self._container = build_container(
+            tier1, tier2, ContainerConfig(container_id), on_fatal=_exit_for_restart
         )
         self._container.recover()
 
     async def describe(self) -> dict[str, object]:
-        """Identity, used by ``start_local`` to refuse joining a cluster on another data dir."""
-        return {"data_dir": self._data_dir, "container_id": self._container_id, "pid": os.getpid()}
+        """Identity, used by ``start_local`` to refuse joining a cluster on other storage."""
+        return {
+            **self._tiers,
+            "container_id": self._container_id,
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+        }
 
     async def create_segment(self, segment: str) -> None:
         await self._container.create_segment(segment)

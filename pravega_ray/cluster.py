@@ -9,9 +9,9 @@ Both return a :class:`Cluster`, whose client methods come from
 
 Data directory layout::
 
-    <data_dir>/cluster.json      {"format": 1, "container_count": N}
-    <data_dir>/tier1/container-<i>/   durable logs
-    <data_dir>/tier2/            Tier-2 chunks and controller records
+    <data_dir>/cluster.json      {"format": 1, "container_count": N, "tier1": URL, "tier2": URL}
+    <data_dir>/tier1/container-<i>/   durable logs (default Tier-1)
+    <data_dir>/tier2/            Tier-2 chunks and controller records (default Tier-2)
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.constants import CONTROLLER_CALL_TIMEOUT_S, DEFAULT_CONTAINER_COUNT
 from pravega_ray.errors import ConfigurationError, IllegalStateError, InvalidArgumentError
 from pravega_ray.naming import container_for_segment
+from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
 
 __all__ = ["Cluster", "connect", "start_local"]
@@ -176,21 +177,43 @@ class Cluster(ClientFactory):
         self.shutdown()
 
 
-def _check_data_dir(data_dir: Path, container_count: int) -> None:
+def _check_data_dir(
+    data_dir: Path, container_count: int, tier1: str | None, tier2: str | None
+) -> tuple[str, str]:
+    """Create or check ``cluster.json``; returns the cluster's (tier1, tier2) URLs."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / _CLUSTER_FILE
+    default1, default2 = default_tier_urls(data_dir)
+    asked = {
+        "tier1": str(parse_storage_url(tier1)) if tier1 else None,
+        "tier2": str(parse_storage_url(tier2)) if tier2 else None,
+    }
     if path.exists():
         stored = json.loads(path.read_text())
+        stored.setdefault("tier1", default1)
+        stored.setdefault("tier2", default2)
         if stored.get("container_count") != container_count:
             raise ConfigurationError(
                 f"{data_dir} holds a cluster of {stored.get('container_count')} containers; "
                 f"it cannot be opened with container_count={container_count} (segments are "
                 f"placed by container count)"
             )
-        return
+        for tier, url in asked.items():
+            if url is not None and url != stored[tier]:
+                raise ConfigurationError(
+                    f"{data_dir} keeps its {tier} at {stored[tier]}, not {url}"
+                )
+        return stored["tier1"], stored["tier2"]
+    record = {
+        "format": _FORMAT,
+        "container_count": container_count,
+        "tier1": asked["tier1"] or default1,
+        "tier2": asked["tier2"] or default2,
+    }
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"format": _FORMAT, "container_count": container_count}))
+    tmp.write_text(json.dumps(record))
     os.replace(tmp, path)
+    return record["tier1"], record["tier2"]
 
 
 def _init_ray(address: str | None, namespace: str) -> bool:
@@ -208,49 +231,57 @@ def start_local(
     data_dir: str | os.PathLike[str] | None = None,
     container_count: int = DEFAULT_CONTAINER_COUNT,
     *,
+    tier1: str | None = None,
+    tier2: str | None = None,
     namespace: str = NAMESPACE,
 ) -> Cluster:
     """Start (or rejoin) an embedded cluster on a local Ray.
 
     Creates the detached actors ``controller`` and ``segment-container-<i>``
     in ``namespace`` unless they run already (then they are joined, after
-    checking they serve the same ``data_dir``). Every scope, stream and event
-    stored under ``data_dir`` (default ``./.pravega-data``) is recovered.
-    Raises ConfigurationError if ``data_dir`` was created with another
-    container count or the running actors serve another directory.
+    checking they serve the same storage). Every scope, stream and event is
+    recovered from storage. ``tier1`` (durable logs) and ``tier2`` (chunks,
+    controller records) are ``file:///path`` or ``s3://bucket/prefix`` URLs;
+    both default to directories under ``data_dir`` (default
+    ``./.pravega-data``), which also keeps ``cluster.json``. Raises
+    ConfigurationError if ``data_dir`` was created with another container
+    count or other tiers, or the running actors serve other storage.
     """
     if not isinstance(container_count, int) or not 1 <= container_count <= 1024:
         raise InvalidArgumentError("container_count must be an int in [1, 1024]")
     path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
-    _check_data_dir(path, container_count)
+    tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
     owns_ray = _init_ray(None, namespace)
     started = time.monotonic()
     container_actor = ray.remote(SegmentContainerActor)
     containers = [
-        container_actor.options(**segment_container_options(i, namespace)).remote(str(path), i)
+        container_actor.options(**segment_container_options(i, namespace)).remote(
+            tier1_url, tier2_url, i
+        )
         for i in range(container_count)
     ]
     controller = (
         ray.remote(ControllerActor)
         .options(**controller_options(namespace))
-        .remote(str(path), container_count, namespace)
+        .remote(tier1_url, tier2_url, container_count, namespace)
     )
     descriptions = ray.get(
         [h.describe.remote() for h in containers] + [controller.describe.remote()]
     )
     for description in descriptions:
-        if description["data_dir"] != str(path):
+        if (description["tier1"], description["tier2"]) != (tier1_url, tier2_url):
             raise ConfigurationError(
-                f"a pravega-ray cluster serving {description['data_dir']} already runs in "
-                f"namespace {namespace!r}; shut it down or use another namespace"
+                f"a pravega-ray cluster on {description['tier1']} / {description['tier2']} "
+                f"already runs in namespace {namespace!r}; shut it down or use another namespace"
             )
     if descriptions[-1]["container_count"] != container_count:
         raise ConfigurationError("the running controller has a different container count")
     log.info(
-        "pravega-ray: %d containers ready in %.1fs (data in %s)",
+        "pravega-ray: %d containers ready in %.1fs (tier1 %s, tier2 %s)",
         container_count,
         time.monotonic() - started,
-        path,
+        tier1_url,
+        tier2_url,
     )
     return Cluster(namespace, controller, containers, path, owns_ray)
 
@@ -274,5 +305,4 @@ def connect(address: str = "auto", *, namespace: str = NAMESPACE) -> Cluster:
         ray.get_actor(container_name(i), namespace=namespace)
         for i in range(description["container_count"])
     ]
-    data_dir = Path(str(description["data_dir"]))
-    return Cluster(namespace, controller, containers, data_dir, owns_ray)
+    return Cluster(namespace, controller, containers, None, owns_ray)

@@ -1,44 +1,107 @@
 """The one place a segment container is wired from a config: actors, tests, simulation.
 
-Pravega's ``ServiceBuilder`` with presets. Data directory layout used by the
-filesystem preset::
+Pravega's ``ServiceBuilder`` with presets. Tier locations are URLs:
 
-    <data_dir>/tier1/container-<id>/     the container's durable log
-    <data_dir>/tier2/                    Tier-2 chunks (shared by all containers)
+* ``file:///abs/path`` — Tier-1: ``<path>/container-<id>/`` holds each container's
+  log; Tier-2: ``<path>/`` holds chunks and controller records.
+* ``s3://bucket/prefix`` — Tier-1: objects ``<prefix>/log/<id>/...``; Tier-2:
+  objects under ``<prefix>/``. Endpoint and credentials come from boto3's
+  standard chain (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...).
+
+``start_local`` defaults both to directories under its data dir.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
+from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
+from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 
-def tier1_directory(data_dir: str | Path, container_id: int) -> Path:
-    return Path(data_dir) / "tier1" / f"container-{container_id}"
+@dataclass(frozen=True, slots=True)
+class StorageUrl:
+    scheme: str  # "file" or "s3"
+    location: str  # absolute path, or bucket
+    prefix: str = ""  # s3 only
+
+    def __str__(self) -> str:
+        if self.scheme == "file":
+            return f"file://{self.location}"
+        return f"s3://{self.location}/{self.prefix}" if self.prefix else f"s3://{self.location}"
 
 
-def tier2_directory(data_dir: str | Path) -> Path:
-    return Path(data_dir) / "tier2"
+def parse_storage_url(url: str) -> StorageUrl:
+    """Parse ``file:///abs/path`` or ``s3://bucket[/prefix]``; InvalidArgumentError otherwise."""
+    if not isinstance(url, str):
+        raise InvalidArgumentError(f"storage URL must be a str, got {url!r}")
+    parts = urlparse(url)
+    if parts.scheme == "file":
+        if parts.netloc or not parts.path.startswith("/"):
+            raise InvalidArgumentError(f"file URLs must be absolute (file:///path): {url!r}")
+        return StorageUrl("file", str(Path(parts.path).resolve()))
+    if parts.scheme == "s3":
+        if not parts.netloc:
+            raise InvalidArgumentError(f"s3 URLs need a bucket (s3://bucket/prefix): {url!r}")
+        prefix = parts.path.strip("/")
+        if prefix:
+            validate_chunk_name(prefix)
+        return StorageUrl("s3", parts.netloc, prefix)
+    raise InvalidArgumentError(f"unsupported storage URL {url!r}: use file:// or s3://")
 
 
-def build_filesystem_container(
-    data_dir: str | Path,
+def _join(prefix: str, *parts: str) -> str:
+    return "/".join(p for p in (prefix, *parts) if p)
+
+
+def build_durable_log(tier1: str | StorageUrl, container_id: int) -> DurableDataLog:
+    url = tier1 if isinstance(tier1, StorageUrl) else parse_storage_url(tier1)
+    if url.scheme == "file":
+        return FileSystemDurableLog(Path(url.location) / f"container-{container_id}")
+    from pravega_ray.logs.s3 import S3DurableLog  # boto3 only when asked for
+
+    return S3DurableLog(url.location, _join(url.prefix, "log", str(container_id)))
+
+
+def build_chunk_storage(tier2: str | StorageUrl) -> ChunkStorage:
+    url = tier2 if isinstance(tier2, StorageUrl) else parse_storage_url(tier2)
+    if url.scheme == "file":
+        return FileSystemChunkStorage(url.location)
+    from pravega_ray.storage.s3 import S3ChunkStorage
+
+    return S3ChunkStorage(url.location, url.prefix)
+
+
+def default_tier_urls(data_dir: str | Path) -> tuple[str, str]:
+    root = Path(data_dir).resolve()
+    return f"file://{root / 'tier1'}", f"file://{root / 'tier2'}"
+
+
+def build_container(
+    tier1: str,
+    tier2: str,
     config: ContainerConfig,
     on_fatal: Callable[[BaseException], None] | None = None,
+    **container_options: Any,
 ) -> SegmentContainer:
-    """A container with a filesystem durable log and filesystem Tier-2, not yet recovered."""
+    """A container on the tiers the URLs name, not yet recovered."""
     return SegmentContainer(
         config,
-        FileSystemDurableLog(tier1_directory(data_dir, config.container_id)),
-        FileSystemChunkStorage(tier2_directory(data_dir)),
+        build_durable_log(tier1, config.container_id),
+        build_chunk_storage(tier2),
         on_fatal=on_fatal,
+        **container_options,
     )
 
 
