@@ -27,8 +27,21 @@ def container_name(container_id: int) -> str:
     return f"segment-container-{container_id}"
 
 
-def segment_container_options(container_id: int, namespace: str = NAMESPACE) -> dict[str, Any]:
+def segment_container_options(
+    container_id: int, namespace: str = NAMESPACE, node_id: str | None = None
+) -> dict[str, Any]:
+    """Options of container ``container_id``; ``node_id`` places it (softly) on a node.
+
+    Soft affinity: if that node is gone when the actor (re)starts, Ray places
+    it on another node, so a container survives the loss of its node.
+    """
+    placement: dict[str, Any] = {}
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        placement["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
     return {
+        **placement,
         "name": container_name(container_id),
         "namespace": namespace,
         "lifetime": "detached",

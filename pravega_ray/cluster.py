@@ -216,6 +216,11 @@ def _check_data_dir(
     return record["tier1"], record["tier2"]
 
 
+def _alive_node_ids() -> list[str]:
+    """Alive Ray nodes, in a stable order; containers are spread over them round robin."""
+    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+
+
 def _init_ray(address: str | None, namespace: str) -> bool:
     """Start or join Ray; True if this call initialized it."""
     if ray.is_initialized():
@@ -254,10 +259,11 @@ def start_local(
     owns_ray = _init_ray(None, namespace)
     started = time.monotonic()
     container_actor = ray.remote(SegmentContainerActor)
+    nodes = _alive_node_ids()
     containers = [
-        container_actor.options(**segment_container_options(i, namespace)).remote(
-            tier1_url, tier2_url, i
-        )
+        container_actor.options(
+            **segment_container_options(i, namespace, nodes[i % len(nodes)] if nodes else None)
+        ).remote(tier1_url, tier2_url, i)
         for i in range(container_count)
     ]
     controller = (
