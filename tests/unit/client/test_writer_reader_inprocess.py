@@ -230,3 +230,19 @@ def test_a_lost_completion_is_resolved_by_the_watchdog_without_duplicates(cluste
         events = read_all(cluster, [r], 200, timeout_s=10)
         assert r.read_next_event(0.2) is None
     assert [e.event["n"] for e in events] == list(range(200))
+
+
+def test_write_events_stores_a_batch_in_order_with_one_future(cluster) -> None:
+    make_stream(cluster, 2)
+    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as w:
+        w.write_event({"k": "a", "n": -1}, routing_key="a")
+        future = w.write_events(({"k": "a", "n": i} for i in range(1000)), routing_key="a")
+        future.result(10)
+        with pytest.raises(pr.InvalidArgumentError):
+            w.write_events([], routing_key="a")
+        with pytest.raises(pr.EventTooLargeError):
+            w.write_events(["x" * (MAX_EVENT_SIZE_BYTES + 1)], routing_key="a")
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    with cluster.create_reader("r", "sc", "rg", pr.JsonSerializer()) as r:
+        events = read_all(cluster, [r], 1001)
+    assert [e.event["n"] for e in events] == list(range(-1, 1000))
