@@ -67,6 +67,9 @@ STORAGE_FLUSH_BYTES = 4 * MIB
 STORAGE_FLUSH_INTERVAL_S = 1.0
 """...or once its oldest unflushed byte is this old."""
 
+ATTRIBUTE_CACHE_ENTRIES_MAX = 200_000
+"""Per container: extended attribute values kept in memory; clean ones beyond are evicted."""
+
 STORAGE_WRITER_TICK_S = 0.1
 """How often the storage writer looks for segments due for a flush."""
 

@@ -20,6 +20,7 @@ class ContainerConfig:
     checkpoint_interval_s: float = constants.CHECKPOINT_INTERVAL_S
     checkpoint_log_bytes: int = constants.CHECKPOINT_LOG_BYTES
     storage_writer_tick_s: float = constants.STORAGE_WRITER_TICK_S
+    attribute_cache_entries_max: int = constants.ATTRIBUTE_CACHE_ENTRIES_MAX
 
     def __post_init__(self) -> None:
         if self.container_id < 0:

@@ -63,9 +63,11 @@ from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.naming import validate_segment_name
 from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.attribute_index import AttributeIndex, ChunkAttributeIndex
 from pravega_ray.segmentstore.attributes import (
     CREATION_TIME,
     EVENT_COUNT,
+    NULL_VALUE,
     AttributeUpdate,
     apply_updates,
     check_key,
@@ -98,6 +100,10 @@ class SegmentState:
     pending_length: int = 0
     pending_sealed: bool = False
     pending_attributes: dict[bytes, int] = field(default_factory=dict)
+    # Extended attributes are a cache over the attribute index: values applied but not yet
+    # flushed to it are "dirty" (never evicted); "complete" means nothing is only in the index.
+    dirty_attributes: dict[bytes, int] = field(default_factory=dict)
+    attributes_complete: bool = True
     pending_event_count: int = 0
     pending_start_offset: int = 0
     pending_deleted: bool = False
@@ -143,10 +149,15 @@ class SegmentContainer:
         monotonic: Callable[[], float] = time.monotonic,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         on_fatal: Callable[[BaseException], None] | None = None,
+        attribute_index: AttributeIndex | None = None,
     ) -> None:
         self.config = config
         self._log = durable_log
         self._storage = storage
+        self._attribute_index = (
+            attribute_index if attribute_index is not None else ChunkAttributeIndex(storage)
+        )
+        self._attribute_index_lock = asyncio.Lock()
         self._monotonic = monotonic
         self._wall_clock_ms = wall_clock_ms
         self._on_fatal = on_fatal
@@ -166,6 +177,7 @@ class SegmentContainer:
         self._checkpoint_sequences: list[int] = []
         # Tier-2 chunks no longer referenced (truncated, deleted): the storage writer deletes them.
         self._dead_chunks: list[str] = []
+        self._dead_attribute_segments: list[str] = []
         self._truncated_upto = 0
         self._log_bytes_since_checkpoint = 0
         self._last_checkpoint_time = monotonic()
@@ -197,6 +209,7 @@ class SegmentContainer:
             state.pending_length = state.length
             state.pending_sealed = state.sealed
             state.pending_attributes = dict(state.attributes)
+            state.attributes_complete = False  # the attribute index may hold more
             state.pending_event_count = state.event_count
             state.pending_start_offset = state.start_offset
             state.traffic = RateTracker(TRAFFIC_TIME_CONSTANT_S, now)
@@ -274,7 +287,7 @@ class SegmentContainer:
         """
         self._ensure_running()
         _check_attribute_key(writer_id)
-        self._segment(segment)
+        await self._prefetch(self._segment(segment), [writer_id])
         await self._submit(_BARRIER)
         return self._segment(segment).attributes.get(writer_id, NO_EVENT_NUMBER)
 
@@ -299,9 +312,10 @@ class SegmentContainer:
             raise InvalidArgumentError(f"append block of {len(data)} bytes is empty or too large")
         if event_count <= 0 or last_event_number <= expected_last_event_number:
             raise InvalidArgumentError("an append block needs event_count > 0 and last > expected")
-        state = self._segment(segment)
         deadline = self._monotonic() + self.config.append_reorder_wait_s
         while True:
+            await self._prefetch(self._segment(segment), [writer_id])
+            state = self._segment(segment)
             if state.pending_sealed:
                 raise SegmentSealedError(f"segment {segment} is sealed")
             current = state.pending_attributes.get(writer_id, NO_EVENT_NUMBER)
@@ -349,6 +363,7 @@ class SegmentContainer:
         self._ensure_running()
         if len(data) > APPEND_BLOCK_BYTES_MAX or event_count < 0:
             raise InvalidArgumentError("append block too large or negative event count")
+        await self._prefetch(self._segment(segment), [u.key for u in attribute_updates])
         state = self._segment(segment)
         if state.pending_sealed:
             raise SegmentSealedError(f"segment {segment} is sealed")
@@ -372,6 +387,7 @@ class SegmentContainer:
     async def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
         """Durably apply attribute updates, atomically (ConditionalUpdateError changes nothing)."""
         self._ensure_running()
+        await self._prefetch(self._segment(segment), [u.key for u in updates])
         state = self._segment(segment)
         changed = apply_updates(state.pending_attributes, updates)
         if not changed:
@@ -383,15 +399,37 @@ class SegmentContainer:
     async def get_attributes(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
         """Durable values of ``keys`` (absent ones are left out); core keys included."""
         self._ensure_running()
+        for key in keys:
+            check_key(key, allow_core=True)
+        core_keys = (EVENT_COUNT, CREATION_TIME)
+        await self._prefetch(self._segment(segment), [k for k in keys if k not in core_keys])
         state = self._segment(segment)
         core = {EVENT_COUNT: state.event_count, CREATION_TIME: state.creation_time_ms}
         result = {}
         for key in keys:
-            check_key(key, allow_core=True)
             value = core.get(key, state.attributes.get(key))
-            if value is not None:
+            if value is not None and value != NULL_VALUE:
                 result[key] = value
         return result
+
+    async def _prefetch(self, state: SegmentState, keys: list[bytes]) -> None:
+        """Load the durable values of ``keys`` missing from memory from the attribute index.
+
+        Runs before validation (seed 000: the pipeline never waits on Tier-2). A
+        value loaded concurrently by an operation of the pipeline wins: it is newer.
+        """
+        if state.attributes_complete:
+            return
+        missing = [k for k in keys if k not in state.pending_attributes]
+        if not missing:
+            return
+        async with self._attribute_index_lock:
+            found = await asyncio.to_thread(self._attribute_index.get, state.name, missing)
+        for key in missing:
+            if key not in state.pending_attributes:
+                value = found.get(key, NULL_VALUE)
+                state.pending_attributes[key] = value
+                state.attributes.setdefault(key, value)
 
     async def truncate(self, segment: str, offset: int) -> None:
         """Durably drop the bytes below ``offset``; reads below it then raise SegmentTruncatedError.
@@ -656,6 +694,7 @@ class SegmentContainer:
             state.length += len(op.data)
             state.event_count += op.event_count
             state.attributes.update(op.attributes)
+            state.dirty_attributes.update(op.attributes)
             if op.data:
                 state.unflushed_appends.append((op.offset, sequence))
             if op.data and state.unflushed_since is None:
@@ -691,7 +730,9 @@ class SegmentContainer:
         elif isinstance(op, ops.MetadataCheckpoint):
             self._apply_checkpoint(op, sequence)
         elif isinstance(op, ops.UpdateAttributes):
-            self._segments[op.segment].attributes.update(op.attributes)
+            state = self._segments[op.segment]
+            state.attributes.update(op.attributes)
+            state.dirty_attributes.update(op.attributes)
         elif isinstance(op, ops.TruncateSegment):
             state = self._segments[op.segment]
             invariant(op.offset <= state.length, f"truncation of {op.segment} past its end")
@@ -701,6 +742,7 @@ class SegmentContainer:
         elif isinstance(op, ops.DeleteSegment):
             state = self._segments.pop(op.segment)
             self._dead_chunks += self._read_index.remove_segment(op.segment)
+            self._dead_attribute_segments.append(op.segment)
             _wake_all(state.data_waiters)
             _wake_all(state.attribute_waiters)
         else:  # pragma: no cover
@@ -709,6 +751,7 @@ class SegmentContainer:
     def _apply_merge(self, op: ops.MergeSegment, sequence: int) -> None:
         target = self._segments[op.target]
         source = self._segments.pop(op.source)
+        self._dead_attribute_segments.append(op.source)
         invariant(op.offset == target.length, f"merge into {op.target} at a wrong offset")
         invariant(op.length == source.length, f"merge of {op.source} with a wrong length")
         if op.data is None:
@@ -751,7 +794,12 @@ class SegmentContainer:
                 "l": s.pending_length,
                 "s": s.pending_sealed,
                 "e": s.pending_event_count,
-                "a": {k.hex(): v for k, v in s.pending_attributes.items()},
+                # Only values the attribute index may lack; the rest it serves after recovery.
+                "a": {
+                    k.hex(): v
+                    for k, v in s.pending_attributes.items()
+                    if k in s.dirty_attributes or s.attributes.get(k) != v
+                },
                 "sl": s.storage_length,
                 "c": [[c.offset, c.length, c.name] for c in self._read_index.chunks(s.name)],
             }
@@ -774,6 +822,7 @@ class SegmentContainer:
                     storage_length=entry["sl"],
                 )
                 state.attributes = {bytes.fromhex(k): v for k, v in entry["a"].items()}
+                state.dirty_attributes = dict(state.attributes)
                 self._segments[state.name] = state
                 self._read_index.add_segment(state.name)
                 for offset, length, name in entry["c"]:
@@ -846,6 +895,42 @@ class SegmentContainer:
         return self._truncated_upto
 
     # --- hooks for the storage writer --------------------------------------------------------
+    async def _flush_attributes(self) -> None:
+        """Persist dirty attribute values (coalesced: latest wins), then evict clean ones."""
+        for state in list(self._segments.values()):
+            if not state.dirty_attributes or state.pending_deleted:
+                continue
+            values = dict(state.dirty_attributes)
+            async with self._attribute_index_lock:
+                await asyncio.to_thread(self._attribute_index.update, state.name, values)
+            for key, value in values.items():
+                if state.dirty_attributes.get(key) == value:
+                    del state.dirty_attributes[key]
+        dead, self._dead_attribute_segments = self._dead_attribute_segments, []
+        for segment in dead:
+            async with self._attribute_index_lock:
+                await asyncio.to_thread(self._attribute_index.delete, segment)
+        self._evict_attributes()
+
+    def _evict_attributes(self) -> None:
+        """Drop clean cached attributes once the container holds more than the bound."""
+        cached = sum(len(s.pending_attributes) for s in self._segments.values())
+        excess = cached - self.config.attribute_cache_entries_max
+        for state in self._segments.values():
+            if excess <= 0:
+                return
+            clean = [
+                k
+                for k, v in state.pending_attributes.items()
+                if k not in state.dirty_attributes and state.attributes.get(k) == v
+            ][:excess]
+            for key in clean:
+                del state.pending_attributes[key]
+                state.attributes.pop(key, None)
+            if clean:
+                state.attributes_complete = False
+            excess -= len(clean)
+
     def _flush_candidates(self, force: bool) -> list[SegmentState]:
         now = self._monotonic()
         due = []

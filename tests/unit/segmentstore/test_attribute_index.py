@@ -1,0 +1,84 @@
+"""Extended attributes: evicted from memory, prefetched from the attribute index, durable."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from pravega_ray.client.event_framing import frame_events
+from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
+from pravega_ray.segmentstore.attribute_index import ChunkAttributeIndex
+from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate, AttributeUpdateType
+from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.segmentstore.container import SegmentContainer
+from pravega_ray.storage.memory import InMemoryChunkStorage
+
+pytestmark = pytest.mark.timeout(60)
+SEG = "s/t/0.#epoch.0"
+TIGHT = dict(
+    attribute_cache_entries_max=10,
+    storage_writer_tick_s=0.005,
+    checkpoint_interval_s=0.01,
+    checkpoint_log_bytes=2000,
+    storage_flush_interval_s=0.01,
+)
+
+
+def test_index_keeps_the_latest_values_across_compactions() -> None:
+    storage = InMemoryChunkStorage()
+    index = ChunkAttributeIndex(storage, chunks_max=3)
+    keys = [uuid.uuid4().bytes for _ in range(20)]
+    for round_ in range(10):
+        index.update(
+            SEG, {k: round_ * 100 + i for i, k in enumerate(keys) if i % (round_ + 1) == 0}
+        )
+    index.update(SEG, {keys[1]: NULL_VALUE})
+    assert len(storage.list(f"attributes/{SEG}/")) <= 3
+    fresh = ChunkAttributeIndex(storage)
+    got = fresh.get(SEG, keys)
+    assert keys[1] not in got
+    assert got[keys[0]] == 900  # updated in every round
+    index.delete(SEG)
+    assert storage.list("attributes/") == []
+
+
+def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers() -> None:
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+    writers = [uuid.uuid4().bytes for _ in range(60)]
+
+    def make() -> SegmentContainer:
+        c = SegmentContainer(ContainerConfig(0, **TIGHT), InMemoryDurableLog(store), storage)
+        c.recover()
+        return c
+
+    async def write() -> None:
+        c = make()
+        await c.create_segment(SEG)
+        for rnd in range(3):
+            for i, w in enumerate(writers):
+                expected = NO_EVENT_NUMBER if rnd == 0 else (rnd - 1) * 1000 + i
+                await c.append(SEG, w, expected, rnd * 1000 + i, 1, frame_events([b"e"]))
+            await asyncio.sleep(0.05)  # storage writer: flush attributes, evict, checkpoint
+        cached = len(c._segments[SEG].pending_attributes)
+        assert cached <= 10 + 1, f"{cached} attributes still cached"
+        for i, w in enumerate(writers):  # evicted ones come back through the index
+            assert await c.setup_append(SEG, w) == 2000 + i
+        await c.update_attributes(
+            SEG, (AttributeUpdate(writers[0], AttributeUpdateType.ACCUMULATE, 5),)
+        )
+        await c.checkpoint()
+        await c.close()
+
+    async def recover() -> None:
+        c = make()
+        assert min(store.records) > 0, "log was never truncated: the test proves nothing"
+        for i, w in enumerate(writers):
+            assert await c.setup_append(SEG, w) == 2000 + i + (5 if i == 0 else 0)
+        assert await c.get_attributes(SEG, [uuid.uuid4().bytes]) == {}
+        await c.close()
+
+    asyncio.run(write())
+    asyncio.run(recover())
