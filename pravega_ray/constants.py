@@ -31,6 +31,9 @@ WRITER_LINGER_S = 0.002
 WRITER_BLOCKS_IN_FLIGHT_MAX = 16
 """Append blocks a writer keeps in flight per segment (STACK.md: no gain beyond ~16)."""
 
+WRITER_BLOCKS_QUEUED_MAX = 64
+"""Full blocks a writer holds per segment beyond those in flight; write_event then blocks."""
+
 WRITER_RECONNECT_ATTEMPTS_MAX = 60
 """How often a writer retries setup_append on a dead container before failing its events."""
 

@@ -28,6 +28,7 @@ thread. Futures' callbacks run on the pump or a connection thread.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import random
 import threading
@@ -35,7 +36,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -59,6 +60,7 @@ from pravega_ray.naming import routing_key_hash
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_in_callback = threading.local()  # set while a writer completes futures (runs user callbacks)
 _EVENT_PREFIX = constants.EVENT_TYPE_PLAIN.to_bytes(4, "big")
 _HEADER_CACHE_SIZE_MAX = 64 * 1024
 _HEADERS: dict[int, bytes] = {}
@@ -87,6 +89,7 @@ class WriterConfig:
     reconnect_attempts_max: int = constants.WRITER_RECONNECT_ATTEMPTS_MAX
     reconnect_backoff_s: float = constants.WRITER_RECONNECT_BACKOFF_S
     append_call_timeout_s: float = constants.APPEND_CALL_TIMEOUT_S
+    blocks_queued_max: int = constants.WRITER_BLOCKS_QUEUED_MAX
 
     def __post_init__(self) -> None:
         if self.block_bytes_target <= 0 or self.blocks_in_flight_max <= 0:
@@ -206,6 +209,8 @@ class EventStreamWriter(Generic[T]):
         self._block_bytes_target = self._config.block_bytes_target
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        self._space = threading.Condition(self._lock)  # queued blocks fell below the bound
+        self._to_settle: list[tuple[_Block, BaseException | None]] = []
         self._closed = False
         self._failure: PravegaError | None = None
         self._pump = threading.Thread(
@@ -253,7 +258,25 @@ class EventStreamWriter(Generic[T]):
                 segment.queued.append(block)
                 segment.open = None
                 self._wake.notify()
+                if len(segment.queued) >= self._config.blocks_queued_max:
+                    self._wait_for_space(segment)
             return WriteFuture(block)
+
+    def _wait_for_space(self, segment: _SegmentWriter) -> None:
+        """Under the lock: block the caller while too many blocks wait to be sent (backpressure).
+
+        Not from inside a future's callback: that thread may be the one that
+        delivers the acknowledgements which would make room.
+        """
+        if getattr(_in_callback, "active", False) or threading.current_thread() is self._pump:
+            return
+        while (
+            len(segment.queued) >= self._config.blocks_queued_max
+            and not self._closed
+            and self._failure is None
+            and not segment.sealed
+        ):
+            self._space.wait(1.0)
 
     def write_events(self, events: Iterable[T], routing_key: str | None = None) -> WriteFuture:
         """Queue several events for one routing key; one future for all of them.
@@ -330,6 +353,7 @@ class EventStreamWriter(Generic[T]):
             with self._lock:
                 self._closed = True
                 self._wake.notify()
+                self._space.notify_all()
             self._pump.join(timeout=10)
 
     def __enter__(self) -> EventStreamWriter[T]:
@@ -390,6 +414,7 @@ class EventStreamWriter(Generic[T]):
             while len(segment.inflight) < window:
                 if segment.queued:
                     block = segment.queued.popleft()
+                    self._space.notify_all()
                 elif segment.open is not None and (
                     not segment.inflight or now - segment.open.created >= self._config.linger_s
                 ):
@@ -446,8 +471,41 @@ class EventStreamWriter(Generic[T]):
                     break
         call.add_done_callback(lambda f, s=segment, b=block: self._on_append_done(s, b, f))
 
+    def _settle(self, block: _Block, error: BaseException | None = None) -> None:
+        """Under the lock: note that ``block`` is done; its future completes in :meth:`_drain`.
+
+        Futures are completed only after the lock is released, because their
+        callbacks run user code, which may call this writer again.
+        """
+        self._to_settle.append((block, error))
+
+    def _drain(self) -> None:
+        """Not under the lock: complete the futures of settled blocks."""
+        with self._lock:
+            items, self._to_settle = self._to_settle, []
+        if not items:
+            return
+        _in_callback.active = True
+        try:
+            for block, error in items:
+                with contextlib.suppress(InvalidStateError):  # settled twice: first wins
+                    if error is None:
+                        block.future.set_result(None)
+                    else:
+                        block.future.set_exception(error)
+        finally:
+            _in_callback.active = False
+
     def _on_append_done(self, segment: _SegmentWriter, block: _Block, call: Future[Any]) -> None:
         error = call.exception()
+        try:
+            self._on_append_done_locked(segment, block, error)
+        finally:
+            self._drain()
+
+    def _on_append_done_locked(
+        self, segment: _SegmentWriter, block: _Block, error: BaseException | None
+    ) -> None:
         with self._lock:
             if error is None:
                 self._complete_acked(segment, upto=block.last)
@@ -462,17 +520,21 @@ class EventStreamWriter(Generic[T]):
 
     def _complete_acked(self, segment: _SegmentWriter, upto: int) -> None:
         """Under the lock: complete in-flight blocks whose events are all at or below ``upto``."""
-        done = []
         while segment.inflight and segment.inflight[0][0].last <= upto:
-            done.append(segment.inflight.popleft()[0])
-        for block in done:
-            block.future.set_result(None)
+            self._settle(segment.inflight.popleft()[0])
+        self._space.notify_all()
 
     def _reconnect(self, segment: _SegmentWriter) -> None:
         """Re-establish the segment after a failed call; resend only what was not persisted.
 
         Called by the pump once every in-flight call of the segment has finished.
         """
+        try:
+            self._reconnect_locked(segment)
+        finally:
+            self._drain()
+
+    def _reconnect_locked(self, segment: _SegmentWriter) -> None:
         last: int | None = None
         error: BaseException | None = None
         for attempt in range(self._config.reconnect_attempts_max):
@@ -498,7 +560,7 @@ class EventStreamWriter(Generic[T]):
             resend = []
             for block in blocks:
                 if block.last <= last:
-                    block.future.set_result(None)  # persisted before the failure
+                    self._settle(block)  # persisted before the failure
                 else:
                     invariant(block.first > last, "a block was partly persisted")
                     resend.append(block)
@@ -539,11 +601,12 @@ class EventStreamWriter(Generic[T]):
         segment.queued.clear()
         segment.open = None
         for block in pending:
-            if not block.future.done():
-                block.future.set_exception(error)
+            self._settle(block, error)
+        self._space.notify_all()
 
     def _fail_all(self, error: PravegaError) -> None:
         with self._lock:
             self._failure = error
             for segment in self._writers:
                 self._fail_segment(segment, segment.pending_blocks(), error)
+        self._drain()

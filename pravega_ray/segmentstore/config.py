@@ -13,6 +13,8 @@ class ContainerConfig:
     container_id: int
     group_commit_bytes_max: int = constants.GROUP_COMMIT_BYTES_MAX
     group_commit_operations_max: int = constants.GROUP_COMMIT_OPERATIONS_MAX
+    group_commit_delay_s: float = 0.0
+    """Wait this long before writing a group commit that is not full, to gather more."""
     read_cache_bytes_max: int = constants.READ_CACHE_BYTES_MAX
     storage_flush_bytes: int = constants.STORAGE_FLUSH_BYTES
     storage_flush_interval_s: float = constants.STORAGE_FLUSH_INTERVAL_S
@@ -33,5 +35,7 @@ class ContainerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise InvalidArgumentError(f"{name} must be positive")
+        if self.group_commit_delay_s < 0 or self.group_commit_delay_s > 1:
+            raise InvalidArgumentError("group_commit_delay_s must be in [0, 1]")
         if self.storage_flush_interval_s <= 0 or self.append_reorder_wait_s < 0:
             raise InvalidArgumentError("intervals must be positive")

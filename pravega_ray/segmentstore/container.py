@@ -616,6 +616,8 @@ class SegmentContainer:
                 await self._wake.wait()
                 self._wake.clear()
                 while self._queue:
+                    if self.config.group_commit_delay_s and not self._group_commit_full():
+                        await asyncio.sleep(self.config.group_commit_delay_s)
                     await self._commit(self._take_batch())
         except asyncio.CancelledError:
             raise
@@ -639,6 +641,13 @@ class SegmentContainer:
             if not future.done():
                 future.set_result(None)
         self._batch = []
+
+    def _group_commit_full(self) -> bool:
+        total = sum(0 if op is _BARRIER else ops.encoded_size(op) for op, _ in self._queue)
+        return (
+            total >= self.config.group_commit_bytes_max
+            or len(self._queue) >= self.config.group_commit_operations_max
+        )
 
     def _take_batch(self) -> list[tuple[Any, asyncio.Future[Any]]]:
         total = 0

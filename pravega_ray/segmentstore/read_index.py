@@ -74,9 +74,12 @@ class ReadIndex:
             invariant(index.chunks[-1].end == chunk.offset, f"chunk gap in {segment}")
         index.chunk_offsets.append(chunk.offset)
         index.chunks.append(chunk)
-        while index.entries and index.entry_offsets[0] + len(index.entries[0]) <= chunk.end:
-            index.entry_offsets.pop(0)
-            index.entries.pop(0)
+        # Entries wholly inside the chunk: find how many with a bisect, drop them at once.
+        covered = bisect.bisect_right(index.entry_offsets, chunk.end) - 1
+        if covered >= 0 and index.entry_offsets[covered] + len(index.entries[covered]) > chunk.end:
+            covered -= 1
+        del index.entry_offsets[: covered + 1]
+        del index.entries[: covered + 1]
         if index.entries:
             # Equal in steady state; above only while recovery from a checkpoint replays the
             # chunks of data whose appends were truncated from the log.
@@ -88,11 +91,13 @@ class ReadIndex:
         """Forget Tier-2 chunks wholly below ``offset``; returns their names (to delete)."""
         index = self._segments[segment]
         dead = []
-        while index.chunks and index.chunks[0].end <= offset:
-            chunk = index.chunks.pop(0)
-            index.chunk_offsets.pop(0)
-            self._evict(chunk.name)
-            dead.append(chunk.name)
+        count = 0
+        while count < len(index.chunks) and index.chunks[count].end <= offset:
+            self._evict(index.chunks[count].name)
+            dead.append(index.chunks[count].name)
+            count += 1
+        del index.chunks[:count]
+        del index.chunk_offsets[:count]
         return dead
 
     def remove_segment(self, segment: str) -> list[str]:

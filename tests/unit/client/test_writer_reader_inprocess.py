@@ -246,3 +246,51 @@ def test_write_events_stores_a_batch_in_order_with_one_future(cluster) -> None:
     with cluster.create_reader("r", "sc", "rg", pr.JsonSerializer()) as r:
         events = read_all(cluster, [r], 1001)
     assert [e.event["n"] for e in events] == list(range(-1, 1000))
+
+
+def test_a_done_callback_may_write_again_without_deadlock(cluster) -> None:
+    make_stream(cluster, 1)
+    chained = threading.Event()
+    with cluster.create_writer("sc", "st", pr.Utf8Serializer()) as w:
+
+        def again(_future) -> None:
+            w.write_event("from-callback", routing_key="a")
+            chained.set()
+
+        w.write_event("first", routing_key="a").add_done_callback(again)
+        assert chained.wait(10), "writing from a done callback deadlocked the writer"
+        w.write_event("after", routing_key="a").result(10)
+
+
+def test_write_event_blocks_when_too_much_is_queued(cluster) -> None:
+    """Backpressure: with the container stalled, a writer holds a bounded number of blocks."""
+    make_stream(cluster, 1)
+    config = pr.WriterConfig(block_bytes_target=1000, blocks_in_flight_max=1, blocks_queued_max=3)
+    stall = threading.Event()
+    connection = cluster._segments
+    real_append = connection.append
+
+    def stalled_append(*args):
+        stall.wait(10)
+        return real_append(*args)
+
+    connection.append = stalled_append
+    written = []
+    try:
+        w = cluster.create_writer("sc", "st", config=config)
+
+        def produce() -> None:
+            for i in range(50):
+                w.write_event(b"x" * 500, routing_key="a")
+                written.append(i)
+
+        t = threading.Thread(target=produce)
+        t.start()
+        time.sleep(0.5)
+        assert len(written) < 20, f"{len(written)} events buffered while the store was stalled"
+        stall.set()
+        t.join(20)
+        assert len(written) == 50
+        w.close()
+    finally:
+        connection.append = real_append

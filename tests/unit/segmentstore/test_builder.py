@@ -45,3 +45,13 @@ def test_file_urls_build_filesystem_backends(tmp_path: Path) -> None:
     log.initialize()
     assert (tmp_path / "tier1" / "container-3" / "epoch").exists()
     assert isinstance(build_chunk_storage(tier2), FileSystemChunkStorage)
+
+
+def test_s3_tier1_batches_longer_than_files() -> None:
+    from pravega_ray.segmentstore.builder import tuned_for_tier1
+    from pravega_ray.segmentstore.config import ContainerConfig
+
+    base = ContainerConfig(0)
+    assert tuned_for_tier1("file:///x", base) == base
+    s3 = tuned_for_tier1("s3://b/p", base)
+    assert s3.group_commit_delay_s > 0 and s3.group_commit_bytes_max > base.group_commit_bytes_max

@@ -229,3 +229,21 @@ def test_storage_writer_flushes_to_tier2_and_reads_come_back_after_eviction() ->
         await c.close()
 
     run(check())
+
+
+def test_group_commit_delay_gathers_more_operations_per_record() -> None:
+    async def go(delay: float) -> int:
+        store = InMemoryLogStore()
+        c = make(store, group_commit_delay_s=delay)
+        await c.create_segment(SEG)
+        writers = [uuid.uuid4().bytes for _ in range(20)]
+
+        async def one(w):
+            await asyncio.sleep(0.001 * writers.index(w) / 5)
+            await c.append(SEG, w, NO_EVENT_NUMBER, 0, 1, block(0, 1))
+
+        await asyncio.gather(*(one(w) for w in writers))
+        await c.close()
+        return len(store.records)
+
+    assert run(go(0.05)) < run(go(0.0))
