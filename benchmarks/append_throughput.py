@@ -58,8 +58,8 @@ DISTINCT_PAYLOADS = 256
 
 LARGE_CALL_BYTES = 1024 * 1024
 LARGE_CALLS_IN_FLIGHT = 16
-ACK_WAIT_S = 60.0
-"""Longest wait for outstanding acks after a phase before giving up."""
+ACK_WAIT_S = 120.0
+"""Longest wait for outstanding acks (a flush, or the last callbacks) before a phase fails."""
 
 MB = 1_000_000
 _T0 = time.perf_counter()
@@ -332,7 +332,7 @@ def pravega_throughput(writer: Any, events: int) -> Throughput:
 
     Futures are not kept per event (that alone would cost more than the write); every 4096th
     one and the last are checked with ``result()`` after the flush, and ``flush()`` itself fails
-    if any event failed.
+    if any event failed. Raises TimeoutError if the flush takes longer than ACK_WAIT_S.
     """
     payloads = make_payloads()
     mask = len(payloads) - 1
@@ -344,7 +344,7 @@ def pravega_throughput(writer: Any, events: int) -> Throughput:
         future = write(payloads[i & mask], routing_key="k")
         if i & 4095 == 0:
             sampled.append(future)
-    writer.flush()
+    writer.flush(timeout=ACK_WAIT_S)
     elapsed = time.perf_counter() - start
     sampled.append(future)
     for f in sampled:
@@ -383,7 +383,7 @@ def pravega_latency(
             )
 
     achieved = run_paced(submit_burst, rate_events_per_s, seconds)
-    writer.flush()
+    writer.flush(timeout=ACK_WAIT_S)
     deadline = time.monotonic() + ACK_WAIT_S
     while len(done_at) < len(sent_at):
         if time.monotonic() > deadline:
@@ -394,7 +394,11 @@ def pravega_latency(
 
 
 def run_pravega(data_dir: Path, events: int, latency_seconds: float) -> Row:
-    """Start a one-container pravega-ray cluster in ``data_dir`` and measure it (Ray is up)."""
+    """Start a one-container pravega-ray cluster in ``data_dir`` and measure it (Ray is up).
+
+    The cluster is shut down afterwards. If a phase fails (e.g. a flush times out), the writer is
+    abandoned rather than closed, since ``close()`` would wait for the same acks again.
+    """
     import pravega_ray as pr
 
     log(f"pravega-ray: starting a local cluster (1 container) in {data_dir}")
@@ -404,8 +408,9 @@ def run_pravega(data_dir: Path, events: int, latency_seconds: float) -> Row:
         mgr.create_scope("bench")
         mgr.create_stream("bench", "s1", pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(1)))
         writer = cluster.create_writer("bench", "s1", serializer=pr.BytesSerializer())
+        healthy = False
         try:
-            pravega_throughput(writer, min(events, 10_000))  # warm up: connection, actors, JIT
+            pravega_throughput(writer, min(events, 10_000))  # warm up: connection, actor, caches
             log(f"pravega-ray: max throughput, {events:,} events then flush()")
             bulk = pravega_throughput(writer, events)
             log(
@@ -420,8 +425,10 @@ def run_pravega(data_dir: Path, events: int, latency_seconds: float) -> Row:
             )
             if paced.failed:
                 raise RuntimeError(f"pravega-ray: {paced.failed} events failed")
+            healthy = True
         finally:
-            writer.close()
+            if healthy:
+                writer.close()
     finally:
         log("pravega-ray: shutting down the cluster")
         cluster.shutdown()
@@ -501,6 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw_path = data_dir / "raw-fsync-baseline.log"
     rows: list[Row] = []
     ray_started = False
+    exit_code = 0
     try:
         log(f"raw append+fsync: {args.events:,} events in groups of {GROUP_COMMIT_BYTES:,} bytes")
         bulk = raw_fsync_throughput(raw_path, args.events)
@@ -546,7 +554,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.skip_pravega:
             pravega_row = Row("pravega-ray (skipped)")
         else:
-            pravega_row = run_pravega(data_dir / "pravega", args.events, args.latency_seconds)
+            try:
+                pravega_row = run_pravega(data_dir / "pravega", args.events, args.latency_seconds)
+            except Exception as e:  # report the baselines anyway, and fail the run
+                log(f"pravega-ray: FAILED: {e!r}")
+                pravega_row = Row("pravega-ray (FAILED)")
+                exit_code = 1
         rows = [pravega_row, raw_row, actor_row]
     finally:
         if ray_started:
@@ -573,7 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(rows))
     print()
     print(format_ratio(rows[0], rows[1]))
-    return 0
+    return exit_code
 
 
 if __name__ == "__main__":
