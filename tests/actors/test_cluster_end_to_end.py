@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import ray
 import pravega_ray as pr
 from actors.options import container_name
 from pravega_ray.naming import container_for_segment
+from tests.checks import assert_exactly_once_in_key_order, read_with_threads
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -29,44 +29,15 @@ def read_group(
     cluster, scope: str, group: str, readers: int, expected: int, timeout_s: float = 120.0
 ) -> list[pr.EventRead]:
     """Read with ``readers`` readers of one group, each in its own thread, until ``expected``."""
-    got: list[pr.EventRead] = []
-    lock = threading.Lock()
-    deadline = time.monotonic() + timeout_s
     instances = [
         cluster.create_reader(f"r{i}", scope, group, pr.JsonSerializer()) for i in range(readers)
     ]
-
-    def run(reader) -> None:
-        while time.monotonic() < deadline:
-            with lock:
-                if len(got) >= expected:
-                    return
-            event = reader.read_next_event(timeout_s=0.2)
-            if event is not None:
-                with lock:
-                    got.append(event)
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in instances]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = read_with_threads(instances, expected, timeout_s)
     # Nothing beyond what was written: each reader now times out.
     for reader in instances:
         assert reader.read_next_event(timeout_s=0.3) is None
         reader.close()
     return got
-
-
-def assert_exactly_once_in_key_order(events: list[pr.EventRead], n: int) -> None:
-    numbers = [e.event["n"] for e in events]
-    assert len(numbers) == n, f"read {len(numbers)} events, wrote {n}"
-    assert sorted(numbers) == list(range(n)), "lost or duplicated events"
-    per_key: dict[str, list[int]] = defaultdict(list)
-    for e in events:
-        per_key[e.event["k"]].append(e.event["n"])
-    for key, seq in per_key.items():
-        assert seq == sorted(seq), f"routing key {key} out of order"
 
 
 def test_write_then_read_with_a_two_reader_group(cluster, unique_name) -> None:

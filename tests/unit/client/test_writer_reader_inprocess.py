@@ -11,6 +11,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.constants import MAX_EVENT_SIZE_BYTES
 from pravega_ray.inprocess import InProcessCluster
+from tests.checks import read_with_threads
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,27 +30,7 @@ def make_stream(cluster: InProcessCluster, segments: int = 3) -> None:
 
 
 def read_all(cluster, readers, expected: int, timeout_s: float = 20.0):
-    """Each reader in its own thread (as applications do) until ``expected`` events arrive."""
-    got = []
-    lock = threading.Lock()
-    deadline = time.monotonic() + timeout_s
-
-    def run(reader):
-        while time.monotonic() < deadline:
-            with lock:
-                if len(got) >= expected:
-                    return
-            ev = reader.read_next_event(timeout_s=0.1)
-            if ev is not None:
-                with lock:
-                    got.append(ev)
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in readers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return got
+    return read_with_threads(readers, expected, timeout_s)
 
 
 def check_order(events) -> None:
