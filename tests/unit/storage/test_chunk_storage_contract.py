@@ -1,4 +1,8 @@
-"""The ChunkStorage contract, run against every backend."""
+"""The ChunkStorage contract, run against every backend; plus filesystem and S3 specifics.
+
+The S3 runs (marker ``s3``) use a real SeaweedFS server (tests/s3_server.py) and a fresh bucket
+per test; faults are injected through botocore's own event hooks on a real client.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +11,27 @@ from pathlib import Path
 
 import pytest
 
-from pravega_ray.errors import AlreadyExistsError, InvalidNameError, NotFoundError
+from pravega_ray.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    InvalidNameError,
+    NotFoundError,
+)
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.storage.s3 import S3ChunkStorage
 
 pytestmark = pytest.mark.timeout(30)
 
 
-@pytest.fixture(params=["memory", "filesystem"])
+@pytest.fixture(params=["memory", "filesystem", pytest.param("s3", marks=pytest.mark.s3)])
 def storage(request, tmp_path: Path):
     if request.param == "memory":
         return InMemoryChunkStorage()
-    return FileSystemChunkStorage(tmp_path / "tier2")
+    if request.param == "filesystem":
+        return FileSystemChunkStorage(tmp_path / "tier2")
+    client, bucket = request.getfixturevalue("s3_bucket")
+    return S3ChunkStorage(bucket, "tier2", client=client)
 
 
 def test_create_then_read_ranges(storage) -> None:
@@ -28,6 +41,21 @@ def test_create_then_read_ranges(storage) -> None:
     assert storage.read("a/b/c", 8, 100) == b"89"
     assert storage.length("a/b/c") == 10
     assert storage.exists("a/b/c")
+
+
+def test_read_at_or_after_the_end_returns_nothing(storage) -> None:
+    storage.create("ten", b"0123456789")
+    storage.create("empty", b"")
+    assert storage.read("ten", 10, 5) == b""
+    assert storage.read("ten", 50, 5) == b""
+    assert storage.read("ten", 4, 0) == b""
+    assert storage.read("empty", 0, 10) == b""
+    assert storage.length("empty") == 0
+    assert storage.exists("empty")
+    with pytest.raises(NotFoundError):
+        storage.read("nope", 0, 0)
+    with pytest.raises(InvalidArgumentError):
+        storage.read("ten", -1, 2)
 
 
 def test_create_existing_fails_and_keeps_the_original(storage) -> None:
@@ -91,3 +119,113 @@ def test_filesystem_never_writes_outside_its_root(tmp_path: Path) -> None:
     assert not (tmp_path / "escaped").exists()
     storage.create("inside", b"x")
     assert [p.name for p in (tmp_path / "root").iterdir()] == ["inside"]
+
+
+# --- S3 specifics -------------------------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_s3_list_pages_through_many_keys_relative_to_the_prefix(s3_bucket) -> None:
+    client, bucket = s3_bucket
+    storage = S3ChunkStorage(bucket, "root/tier2/", client=client, list_page_size=3)
+    names = [f"seg/{i:03d}" for i in range(10)]
+    for name in reversed(names):
+        storage.create(name, name.encode())
+    client.put_object(Bucket=bucket, Key="root/other/seg/x", Body=b"outside the prefix")
+    assert storage.list("") == names
+    assert storage.list("seg/00") == names[:10]
+    assert storage.list("seg/005") == ["seg/005"]
+    assert client.get_object(Bucket=bucket, Key="root/tier2/seg/004")["Body"].read() == b"seg/004"
+
+
+@pytest.mark.s3
+def test_s3_list_leaves_out_keys_no_chunk_name_can_address(s3_bucket) -> None:
+    client, bucket = s3_bucket
+    storage = S3ChunkStorage(bucket, "p", client=client)
+    storage.create("good", b"x")
+    # A console's "folder" marker. (SeaweedFS normalizes "a//b" to "a/b" and refuses "./..",
+    # so this is the foreign key it lets us plant.)
+    client.put_object(Bucket=bucket, Key="p/folder/", Body=b"")
+    assert storage.list("") == ["good"]
+
+
+@pytest.mark.s3
+def test_s3_empty_prefix_is_the_bucket_root(s3_bucket) -> None:
+    client, bucket = s3_bucket
+    storage = S3ChunkStorage(bucket, client=client)
+    storage.create("a/b", b"x")
+    assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]] == ["a/b"]
+    assert storage.list("a/") == ["a/b"]
+
+
+@pytest.mark.parametrize("bad", ["/abs", "../up", "a//b", "a/./b", "a\\b"])
+def test_s3_unsafe_prefix_is_rejected(bad: str) -> None:
+    with pytest.raises(InvalidNameError):
+        S3ChunkStorage("bucket", bad, client=object())
+
+
+def test_s3_bad_arguments_are_rejected() -> None:
+    with pytest.raises(InvalidArgumentError):
+        S3ChunkStorage("", client=object())
+    with pytest.raises(InvalidArgumentError):
+        S3ChunkStorage("bucket", client=object(), list_page_size=0)
+
+
+@pytest.mark.s3
+def test_s3_missing_bucket_raises_not_found(s3_server) -> None:
+    storage = S3ChunkStorage("no-such-bucket-here", client=s3_server.client())
+    with pytest.raises(NotFoundError, match="bucket"):
+        storage.list("")
+    with pytest.raises(NotFoundError, match="bucket"):
+        storage.read("x", 0, 1)
+    with pytest.raises(NotFoundError, match="bucket"):
+        storage.create("x", b"x")  # SeaweedFS runs with -s3.autoCreateBucket=false, like AWS
+
+
+def _force_one_retry_of_put_object(client) -> None:
+    """Make botocore retry the next PutObject once whatever its outcome: a lost response."""
+    state = {"forced": False}
+
+    def needs_retry(attempts: int, **_kwargs) -> float | None:
+        if not state["forced"] and attempts == 1:
+            state["forced"] = True
+            return 0.0  # retry now
+        return None
+
+    client.meta.events.register_first("needs-retry.s3.PutObject", needs_retry)
+
+
+@pytest.mark.s3
+def test_s3_create_whose_response_was_lost_still_succeeds(s3_bucket) -> None:
+    client, bucket = s3_bucket
+    storage = S3ChunkStorage(bucket, "p", client=client)
+    _force_one_retry_of_put_object(client)
+    storage.create("c", b"ours")  # attempt 1 stores it; the retry gets 412; read back: ours
+    assert storage.read("c", 0, 10) == b"ours"
+
+
+@pytest.mark.s3
+def test_s3_create_retried_onto_someone_elses_chunk_fails(s3_bucket) -> None:
+    client, bucket = s3_bucket
+    storage = S3ChunkStorage(bucket, "p", client=client)
+    storage.create("c", b"theirs")
+    _force_one_retry_of_put_object(client)
+    with pytest.raises(AlreadyExistsError):
+        storage.create("c", b"ours")
+    assert storage.read("c", 0, 10) == b"theirs"
+
+
+@pytest.mark.s3
+def test_s3_default_client_comes_from_the_environment(
+    s3_bucket, s3_server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _client, bucket = s3_bucket
+    for name, value in s3_server.environment().items():
+        monkeypatch.setenv(name, value)
+    # Keep the developer's own ~/.aws out of it.
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    storage = S3ChunkStorage(bucket, "env")
+    storage.create("x", b"via the standard chain")
+    assert storage.read("x", 4, 3) == b"the"
