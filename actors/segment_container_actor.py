@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import ray
 
+from pravega_ray.errors import ContainerNotReadyError, RetriableError
 from pravega_ray.segmentstore.attributes import AttributeUpdate
 from pravega_ray.segmentstore.builder import build_container
 from pravega_ray.segmentstore.config import ContainerConfig
@@ -20,6 +22,9 @@ from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, Segment
 from pravega_ray.segmentstore.traffic import SegmentTraffic
 
 log = logging.getLogger(__name__)
+
+
+_RECOVERY_ATTEMPTS = 20
 
 
 def _exit_for_restart(error: BaseException) -> None:
@@ -32,10 +37,18 @@ class SegmentContainerActor:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         self._tiers = {"tier1": tier1, "tier2": tier2}
         self._container_id = container_id
-        self._container = build_container(
-            tier1, tier2, ContainerConfig(container_id), on_fatal=_exit_for_restart
-        )
-        self._container.recover()
+        for attempt in range(_RECOVERY_ATTEMPTS):
+            self._container = build_container(
+                tier1, tier2, ContainerConfig(container_id), on_fatal=_exit_for_restart
+            )
+            try:
+                self._container.recover()
+                break
+            except RetriableError as e:  # e.g. an S3 listing raced a writer: replay again
+                log.warning("container %d recovery attempt %d: %r", container_id, attempt, e)
+                time.sleep(min(5.0, 0.2 * (attempt + 1)))
+        else:
+            raise ContainerNotReadyError(f"container {container_id} could not recover")
 
     async def describe(self) -> dict[str, object]:
         """Identity, used by ``start_local`` to refuse joining a cluster on other storage."""

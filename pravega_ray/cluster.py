@@ -216,6 +216,19 @@ def _check_data_dir(
     return record["tier1"], record["tier2"]
 
 
+def _storage_environment(tier1: str, tier2: str) -> dict[str, Any]:
+    """Actor options that hand this process's ``AWS_*`` settings to the actors, for S3 tiers.
+
+    boto3's standard chain reads them (endpoint, credentials, region). Nothing is
+    passed for directory tiers. On a ``ray up`` cluster, instance roles usually
+    make this unnecessary; variables set here are visible in Ray's actor metadata.
+    """
+    if not any(parse_storage_url(t).scheme == "s3" for t in (tier1, tier2)):
+        return {}
+    env_vars = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    return {"runtime_env": {"env_vars": env_vars}} if env_vars else {}
+
+
 def _alive_node_ids() -> list[str]:
     """Alive Ray nodes, in a stable order; containers are spread over them round robin."""
     return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
@@ -260,15 +273,17 @@ def start_local(
     started = time.monotonic()
     container_actor = ray.remote(SegmentContainerActor)
     nodes = _alive_node_ids()
+    env = _storage_environment(tier1_url, tier2_url)
     containers = [
         container_actor.options(
-            **segment_container_options(i, namespace, nodes[i % len(nodes)] if nodes else None)
+            **segment_container_options(i, namespace, nodes[i % len(nodes)] if nodes else None),
+            **env,
         ).remote(tier1_url, tier2_url, i)
         for i in range(container_count)
     ]
     controller = (
         ray.remote(ControllerActor)
-        .options(**controller_options(namespace))
+        .options(**controller_options(namespace), **env)
         .remote(tier1_url, tier2_url, container_count, namespace)
     )
     descriptions = ray.get(

@@ -9,7 +9,10 @@ Contracts (tests/unit/logs/test_durable_data_log_contract.py):
 * ``initialize()`` makes this instance the log's only writer: it takes a new
   epoch higher than every earlier owner's, after which an older owner's
   ``append`` raises :class:`FencedError`. It returns nothing; call
-  ``read_all()`` next to replay.
+  ``read_all()`` next to replay. It may itself raise :class:`FencedError` when
+  a newer initializer is running (this instance must then give up).
+* ``read_all()`` may raise :class:`RetriableError` (e.g. S3 listing raced a
+  writer): recover again from ``initialize``.
 * ``read_all()`` yields ``(sequence_number, payload)`` for every record ever
   acknowledged, in order. A record torn by a crash (never acknowledged) is not
   returned.
@@ -21,7 +24,9 @@ Contracts (tests/unit/logs/test_durable_data_log_contract.py):
   too). Sequence numbers are not reused. Truncating beyond the end raises
   :class:`IllegalStateError`.
 * Backends are synchronous; the ingestion pipeline calls ``append`` from a
-  worker thread, one call at a time.
+  worker thread, one call at a time. ``truncate`` may run in another thread
+  beside an ``append`` (the container truncates while it keeps logging); it
+  touches only records below the point it is given.
 """
 
 from __future__ import annotations
