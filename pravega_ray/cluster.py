@@ -153,12 +153,7 @@ class Cluster(ClientFactory):
             ray.kill(handle, no_restart=True)
         deadline = time.monotonic() + 30
         for name, _ in handles:
-            while time.monotonic() < deadline:
-                try:
-                    ray.get_actor(name, namespace=self.namespace)
-                except ValueError:
-                    break
-                time.sleep(0.05)
+            _wait_actor_gone(name, self.namespace, deadline)
         log.info("pravega-ray cluster in namespace %r stopped", self.namespace)
         self.close()
 
@@ -229,6 +224,46 @@ def _storage_environment(tier1: str, tier2: str) -> dict[str, Any]:
     return {"runtime_env": {"env_vars": env_vars}} if env_vars else {}
 
 
+_PLACEMENT_ATTEMPTS = 10
+
+
+def _start_container(
+    container_id: int, namespace: str, node_id: str, tier1: str, tier2: str, env: dict[str, Any]
+) -> Any:
+    """Join container ``container_id`` if it runs, else create it, preferably on ``node_id``.
+
+    Soft node affinity lets a restart after a node loss go elsewhere, but Ray
+    2.60 does not always honour it on first placement (seen on a 3-node
+    ``cluster_utils`` cluster), so a new container found on another node is
+    re-created, a bounded number of times; after that it stays where it is.
+    """
+    name = container_name(container_id)
+    try:
+        return ray.get_actor(name, namespace=namespace)
+    except ValueError:
+        pass
+    actor = ray.remote(SegmentContainerActor)
+    options = {**segment_container_options(container_id, namespace, node_id), **env}
+    for attempt in range(_PLACEMENT_ATTEMPTS):
+        handle = actor.options(**options).remote(tier1, tier2, container_id)
+        if attempt == _PLACEMENT_ATTEMPTS - 1:
+            return handle
+        if ray.get(handle.describe.remote())["node_id"] == node_id:
+            return handle
+        ray.kill(handle, no_restart=True)
+        _wait_actor_gone(name, namespace, time.monotonic() + 30)
+    raise AssertionError("unreachable")
+
+
+def _wait_actor_gone(name: str, namespace: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            return
+        time.sleep(0.05)
+
+
 def _alive_node_ids() -> list[str]:
     """Alive Ray nodes, in a stable order; containers are spread over them round robin."""
     return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
@@ -271,14 +306,10 @@ def start_local(
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
     owns_ray = _init_ray(None, namespace)
     started = time.monotonic()
-    container_actor = ray.remote(SegmentContainerActor)
     nodes = _alive_node_ids()
     env = _storage_environment(tier1_url, tier2_url)
     containers = [
-        container_actor.options(
-            **segment_container_options(i, namespace, nodes[i % len(nodes)] if nodes else None),
-            **env,
-        ).remote(tier1_url, tier2_url, i)
+        _start_container(i, namespace, nodes[i % len(nodes)], tier1_url, tier2_url, env)
         for i in range(container_count)
     ]
     controller = (

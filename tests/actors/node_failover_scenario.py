@@ -26,7 +26,16 @@ def main() -> None:
     tier2 = sys.argv[3] if len(sys.argv) > 3 else None
     nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     workers = [nodes.add_node(num_cpus=1) for _ in range(2)]
+    nodes.wait_for_nodes()
     ray.init(address=nodes.address, namespace="pravega", logging_level="WARNING")
+    deadline = time.monotonic() + 60
+    # Under load nodes register late, and the scheduler's resource view lags behind the node
+    # table; soft node affinity falls back to another node when the target is not schedulable.
+    while time.monotonic() < deadline and (
+        sum(1 for n in ray.nodes() if n.get("Alive")) < 3
+        or ray.available_resources().get("CPU", 0) < 3
+    ):
+        time.sleep(0.2)
     cluster = pr.start_local(data_dir=data_dir, container_count=3, tier1=tier1, tier2=tier2)
     placed = ray.get([h.describe.remote() for h in cluster.container_handles()])
     nodes_used = {d["node_id"] for d in placed}
@@ -51,7 +60,12 @@ def main() -> None:
     writer = threading.Thread(target=write)
     writer.start()
     half.wait(60)
-    victim_node = next(w for w in workers if w.node_id in nodes_used)
+    victims = [w for w in workers if w.node_id in nodes_used]
+    if not victims:
+        alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        raise SystemExit(f"no container on a worker: placed={placed} alive={alive} "
+                         f"workers={[w.node_id for w in workers]}")
+    victim_node = victims[0]
     moved = [d["container_id"] for d in placed if d["node_id"] == victim_node.node_id]
     nodes.remove_node(victim_node)
     writer.join(240)
