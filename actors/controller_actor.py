@@ -10,13 +10,12 @@ import ray
 
 from actors.options import NAMESPACE, container_name
 from actors.ray_calls import call_with_unwrap
+from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.metadata_store import MetadataStore
 from pravega_ray.errors import RetriableError
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import build_chunk_storage
-
-_ATTEMPTS = 120
 
 
 class _RaySegmentStoreAdmin:
@@ -31,11 +30,11 @@ class _RaySegmentStoreAdmin:
 
     def _call(self, segment: str, method: str) -> Any:
         # Containers restart on their own; wait for them rather than leave a workflow half done.
-        for attempt in range(_ATTEMPTS):
+        for attempt in range(CONTAINER_CALL_ATTEMPTS_MAX):
             try:
                 return call_with_unwrap(getattr(self._handle(segment), method).remote(segment))
             except RetriableError:
-                if attempt == _ATTEMPTS - 1:
+                if attempt == CONTAINER_CALL_ATTEMPTS_MAX - 1:
                     raise
                 time.sleep(0.5)
         raise AssertionError("unreachable")

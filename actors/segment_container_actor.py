@@ -14,6 +14,7 @@ import time
 
 import ray
 
+from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
 from pravega_ray.errors import ContainerNotReadyError, RetriableError
 from pravega_ray.segmentstore.attributes import AttributeUpdate
 from pravega_ray.segmentstore.builder import build_container
@@ -22,9 +23,6 @@ from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, Segment
 from pravega_ray.segmentstore.traffic import SegmentTraffic
 
 log = logging.getLogger(__name__)
-
-
-_RECOVERY_ATTEMPTS = 20
 
 
 def _exit_for_restart(error: BaseException) -> None:
@@ -37,7 +35,7 @@ class SegmentContainerActor:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         self._tiers = {"tier1": tier1, "tier2": tier2}
         self._container_id = container_id
-        for attempt in range(_RECOVERY_ATTEMPTS):
+        for attempt in range(CONTAINER_RECOVERY_ATTEMPTS_MAX):
             self._container = build_container(
                 tier1, tier2, ContainerConfig(container_id), on_fatal=_exit_for_restart
             )

@@ -38,7 +38,12 @@ from actors.options import (
 from actors.ray_calls import call_with_unwrap, future_with_unwrap
 from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.client.client_factory import ClientFactory
-from pravega_ray.constants import CONTROLLER_CALL_TIMEOUT_S, DEFAULT_CONTAINER_COUNT
+from pravega_ray.constants import (
+    CONTAINER_PLACEMENT_ATTEMPTS_MAX,
+    CONTROLLER_CALL_ATTEMPTS_MAX,
+    CONTROLLER_CALL_TIMEOUT_S,
+    DEFAULT_CONTAINER_COUNT,
+)
 from pravega_ray.errors import ConfigurationError, IllegalStateError, InvalidArgumentError
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
@@ -51,7 +56,6 @@ log = logging.getLogger(__name__)
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
 _FORMAT = 1
-_CONTROLLER_RETRIES = 60
 
 
 class RayControllerConnection:
@@ -65,13 +69,13 @@ class RayControllerConnection:
             raise AttributeError(method)
 
         def call(*args: Any) -> Any:
-            for attempt in range(_CONTROLLER_RETRIES):
+            for attempt in range(CONTROLLER_CALL_ATTEMPTS_MAX):
                 try:
                     return call_with_unwrap(
                         self._handle.call.remote(method, *args), CONTROLLER_CALL_TIMEOUT_S
                     )
                 except (RayActorError, ActorUnavailableError):
-                    if attempt == _CONTROLLER_RETRIES - 1:
+                    if attempt == CONTROLLER_CALL_ATTEMPTS_MAX - 1:
                         raise
                     time.sleep(0.5)
             raise AssertionError("unreachable")
@@ -224,9 +228,6 @@ def _storage_environment(tier1: str, tier2: str) -> dict[str, Any]:
     return {"runtime_env": {"env_vars": env_vars}} if env_vars else {}
 
 
-_PLACEMENT_ATTEMPTS = 10
-
-
 def _start_container(
     container_id: int, namespace: str, node_id: str, tier1: str, tier2: str, env: dict[str, Any]
 ) -> Any:
@@ -244,9 +245,9 @@ def _start_container(
         pass
     actor = ray.remote(SegmentContainerActor)
     options = {**segment_container_options(container_id, namespace, node_id), **env}
-    for attempt in range(_PLACEMENT_ATTEMPTS):
+    for attempt in range(CONTAINER_PLACEMENT_ATTEMPTS_MAX):
         handle = actor.options(**options).remote(tier1, tier2, container_id)
-        if attempt == _PLACEMENT_ATTEMPTS - 1:
+        if attempt == CONTAINER_PLACEMENT_ATTEMPTS_MAX - 1:
             return handle
         if ray.get(handle.describe.remote())["node_id"] == node_id:
             return handle

@@ -106,3 +106,14 @@ READER_GROUP_SYNC_INTERVAL_S = 0.2
 
 # --- Controller ---------------------------------------------------------------------------
 CONTROLLER_CALL_TIMEOUT_S = 120.0
+CONTROLLER_CALL_ATTEMPTS_MAX = 60
+"""Client calls retried (0.5 s apart) while the controller actor restarts."""
+
+CONTAINER_CALL_ATTEMPTS_MAX = 120
+"""Controller calls to a container retried (0.5 s apart) while it restarts."""
+
+CONTAINER_RECOVERY_ATTEMPTS_MAX = 20
+"""A container actor re-runs recovery this often on a RetriableError before giving up."""
+
+CONTAINER_PLACEMENT_ATTEMPTS_MAX = 10
+"""start_local re-creates a new container found off its node at most this often."""
