@@ -1,0 +1,24 @@
+"""Append-only B+tree with progressive compaction (seed 000's attribute index).
+
+See :mod:`pravega_ray.btree.tree` for the page layout, footer and consistency rules.
+"""
+
+from __future__ import annotations
+
+from pravega_ray.btree.tree import (
+    CACHE_PAGES_MAX,
+    KEY_BYTES,
+    PAGE_BYTES_MAX,
+    PAGE_BYTES_MIN,
+    BTree,
+    TreeStats,
+)
+
+__all__ = [
+    "CACHE_PAGES_MAX",
+    "KEY_BYTES",
+    "PAGE_BYTES_MAX",
+    "PAGE_BYTES_MIN",
+    "BTree",
+    "TreeStats",
+]
