@@ -1,0 +1,284 @@
+"""B+tree attribute index: seed 000's "Attribute Index" behind the AttributeIndex Protocol.
+
+Each segment's attributes live in an append-only :class:`~pravega_ray.btree.BTree`
+(see ``docs/btree.md``) whose backing store is the segment's *attribute segment*.
+
+Layout
+------
+
+The attribute segment of ``<segment>`` is a sequence of Tier-2 chunks::
+
+    attributes-btree/<segment>/<start offset, 20 digits>
+
+Every ``append`` the tree makes becomes one new chunk created at the attribute
+segment's current length, and the tree appends exactly once per update batch (all
+new pages followed by the footer), so one chunk is one batch and always ends with
+that batch's footer. ``length()`` is the end of the last chunk. ``read(offset,
+length)`` finds the covering chunk(s) by bisecting a sorted list of chunk start
+offsets (loaded once per open tree with ``list``) and does ranged reads, spanning
+chunks if it has to (a page never does: it is written by one append). Chunks are
+contiguous: chunk ``i`` ends where chunk ``i + 1`` starts. A read that comes back
+short inside the attribute segment raises :class:`DataCorruptionError`; bytes below
+the first remaining chunk (truncated away) read as zeros, which no page or footer
+parses as, so a page there also ends in :class:`DataCorruptionError`.
+
+Head truncation
+---------------
+
+The tree reports :attr:`BTree.lowest_live_offset`: no live page lies below it.
+After every update (and when a tree is opened) every chunk lying wholly below it is
+deleted, lowest first, so a crash in the middle leaves a contiguous suffix. With
+progressive compaction the lowest live offset keeps moving, so the bytes kept in
+Tier-2 (:meth:`BTreeAttributeIndex.stored_bytes`) track the live tree instead of
+everything ever appended. Truncation is per chunk (= per batch): the chunk holding
+the lowest live page is kept whole.
+
+Crash consistency
+-----------------
+
+``ChunkStorage.create`` is atomic, so a batch's chunk is either absent or complete
+with its footer; ``update`` is durable when it returns. A crash before the create
+loses the batch (the caller has no acknowledgement and retries it); a crash after it
+but before ``update`` returns leaves a complete batch that the next ``open`` takes
+as the latest state (re-applying the retried batch is harmless: latest value wins).
+If a backend ever left a partial chunk, ``BTree.open`` reads the last 48 bytes, sees
+no valid footer there and scans back to the last valid footer, so the partial batch
+is invisible; its bytes are never referenced, the next batch is appended after them
+and head truncation deletes them once the lowest live offset passes them.
+
+A create that raises but did store its object (a timeout, say) leaves a chunk at
+the offset this instance still believes is the end. The tree in memory is unchanged
+when its append raises, so the next batch is appended at the same offset, meets
+:class:`AlreadyExistsError`, and replaces the leftover (delete, create), as
+:class:`~pravega_ray.segmentstore.attribute_index.ChunkAttributeIndex` does. The
+leftover is referenced by nothing this instance will write: its batch is the one the
+caller saw fail. A crash between that delete and create leaves the previous state.
+
+Caching
+-------
+
+At most ``cached_trees_max`` open trees are kept (LRU over segments); each keeps
+its own page cache (``cache_pages_max`` decoded index pages and as many leaves), so
+upper levels stay warm and a warm lookup costs at most one Tier-2 read (the leaf).
+Opening a tree costs one ``list`` and one read of its footer.
+
+Contracts (the :class:`~pravega_ray.segmentstore.attribute_index.AttributeIndex`
+Protocol): ``update`` is durable when it returns and a value equal to
+:data:`~pravega_ray.segmentstore.attributes.NULL_VALUE` removes its key; ``get``
+returns the latest durable value of each present key (absent keys are left out);
+``delete`` removes every chunk of the segment (idempotent). Keys must be 16 bytes
+and values signed 64-bit ints, else :class:`InvalidArgumentError` and nothing
+changes. One writer per segment across processes (the container that owns it);
+within a process the methods are serialized by a lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from pravega_ray.btree import CACHE_PAGES_MAX, PAGE_BYTES_MAX, BTree
+from pravega_ray.errors import AlreadyExistsError, DataCorruptionError, InvalidArgumentError
+from pravega_ray.segmentstore.attributes import NULL_VALUE
+from pravega_ray.storage.chunk_storage import ChunkStorage
+
+__all__ = ["CHUNK_PREFIX", "BTreeAttributeIndex"]
+
+CHUNK_PREFIX = "attributes-btree/"
+"""*format* Every attribute-segment chunk is ``attributes-btree/<segment>/<start:020d>``."""
+
+_OFFSET_DIGITS = 20
+
+
+class _AttributeSegment:
+    """One segment's attribute segment (a run of contiguous chunks) and its open tree."""
+
+    def __init__(self, owner: BTreeAttributeIndex, segment: str) -> None:
+        self._owner = owner
+        self._storage = owner._storage
+        self.prefix = f"{CHUNK_PREFIX}{segment}/"
+        self.starts: list[int] = []
+        self.end = 0
+        self._load_chunks()
+        self.tree = BTree.open(
+            self._read,
+            self._append,
+            self._length,
+            page_bytes_max=owner.page_bytes_max,
+            compaction=owner.compaction,
+            cache_pages_max=owner.cache_pages_max,
+        )
+        self.truncate()
+
+    def name(self, start: int) -> str:
+        return f"{self.prefix}{start:0{_OFFSET_DIGITS}d}"
+
+    def _load_chunks(self) -> None:
+        """Find this segment's chunks; only ``<prefix><20 digits>`` names are ours."""
+        starts = []
+        for name in self._storage.list(self.prefix):
+            rest = name[len(self.prefix) :]
+            if len(rest) == _OFFSET_DIGITS and rest.isdigit():
+                starts.append(int(rest))
+        self.starts = sorted(starts)
+        if self.starts:
+            last = self.starts[-1]
+            self.end = last + self._storage.length(self.name(last))
+
+    def chunk_end(self, i: int) -> int:
+        return self.starts[i + 1] if i + 1 < len(self.starts) else self.end
+
+    # --- the tree's three functions ---------------------------------------------------------
+
+    def _length(self) -> int:
+        return self.end
+
+    def _read(self, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0:
+            raise InvalidArgumentError("offset and length must be non-negative")
+        stop = min(offset + length, self.end)
+        first = self.starts[0] if self.starts else self.end
+        out = bytearray(max(0, min(stop, first) - offset))  # truncated bytes read as zeros
+        position = max(offset, first)
+        i = bisect.bisect_right(self.starts, position) - 1
+        while position < stop:
+            start, chunk_end = self.starts[i], self.chunk_end(i)
+            want = min(stop, chunk_end) - position
+            data = self._storage.read(self.name(start), position - start, want)
+            self._owner.reads += 1
+            if len(data) != want:
+                raise DataCorruptionError(
+                    f"attribute chunk {self.name(start)!r}: read {len(data)} bytes at "
+                    f"{position - start}, expected {want} (chunks not contiguous)",
+                    offset=position,
+                )
+            out += data
+            position += want
+            i += 1
+        return bytes(out)
+
+    def _append(self, data: bytes) -> int:
+        offset = self.end
+        name = self.name(offset)
+        try:
+            self._storage.create(name, data)
+        except AlreadyExistsError:
+            # A create that raised but stored its object: unreferenced, replace it.
+            self._storage.delete(name)
+            self._storage.create(name, data)
+        self.starts.append(offset)
+        self.end = offset + len(data)
+        return offset
+
+    # --- truncation -------------------------------------------------------------------------
+
+    def truncate(self) -> None:
+        """Delete, lowest first, every chunk lying wholly below the lowest live offset."""
+        lowest = self.tree.lowest_live_offset
+        while len(self.starts) > 1 and self.starts[1] <= lowest:
+            self._storage.delete(self.name(self.starts[0]))
+            del self.starts[0]
+
+    def stored_bytes(self) -> int:
+        return self.end - self.starts[0] if self.starts else 0
+
+
+class BTreeAttributeIndex:
+    """The attribute index as one append-only B+tree per segment, stored as Tier-2 chunks.
+
+    ``page_bytes_max``, ``compaction`` and ``cache_pages_max`` are passed to every
+    :class:`BTree`; ``cached_trees_max`` bounds the open trees (LRU). ``reads``
+    counts Tier-2 chunk reads (``ChunkStorage.read`` calls), for tests and benchmarks.
+    """
+
+    def __init__(
+        self,
+        storage: ChunkStorage,
+        *,
+        page_bytes_max: int = PAGE_BYTES_MAX,
+        compaction: bool = True,
+        cached_trees_max: int = 64,
+        cache_pages_max: int = CACHE_PAGES_MAX // 16,
+    ) -> None:
+        """Raises InvalidArgumentError if ``cached_trees_max < 1`` (page bounds: see BTree)."""
+        if cached_trees_max < 1:
+            raise InvalidArgumentError("cached_trees_max must be >= 1")
+        self._storage = storage
+        self.page_bytes_max = page_bytes_max
+        self.compaction = compaction
+        self.cached_trees_max = cached_trees_max
+        self.cache_pages_max = cache_pages_max
+        self._trees: OrderedDict[str, _AttributeSegment] = OrderedDict()
+        self._lock = threading.RLock()
+        self.reads = 0
+        # Fail fast on bad tree options instead of on the first segment.
+        BTree.open(
+            lambda o, n: b"",
+            lambda d: 0,
+            lambda: 0,
+            page_bytes_max=page_bytes_max,
+            cache_pages_max=cache_pages_max,
+        )
+
+    def _open(self, segment: str) -> _AttributeSegment:
+        found = self._trees.get(segment)
+        if found is not None:
+            self._trees.move_to_end(segment)
+            return found
+        opened = _AttributeSegment(self, segment)
+        self._trees[segment] = opened
+        while len(self._trees) > self.cached_trees_max:
+            self._trees.popitem(last=False)
+        return opened
+
+    def get(self, segment: str, keys: Iterable[bytes]) -> dict[bytes, int]:
+        """The latest durable value of each of ``keys`` that is present (others left out)."""
+        with self._lock:
+            return self._open(segment).tree.get_many(keys)
+
+    def update(self, segment: str, values: dict[bytes, int]) -> None:
+        """Apply ``values`` (``NULL_VALUE`` removes) in one batch; durable when it returns.
+
+        Then deletes the chunks wholly below the tree's lowest live offset. If the
+        Tier-2 create raises, nothing changed in memory and the caller retries; if a
+        truncation delete raises, the update is already durable (a retry is harmless).
+        """
+        with self._lock:
+            if not values:
+                return
+            batch = {k: (None if v == NULL_VALUE else v) for k, v in values.items()}
+            attribute_segment = self._open(segment)
+            attribute_segment.tree.update(batch)
+            attribute_segment.truncate()
+
+    def delete(self, segment: str) -> None:
+        """Delete every chunk of the segment's attribute segment (idempotent)."""
+        with self._lock:
+            self._trees.pop(segment, None)
+            prefix = f"{CHUNK_PREFIX}{segment}/"
+            for name in self._storage.list(prefix):
+                rest = name[len(prefix) :]
+                if len(rest) == _OFFSET_DIGITS and rest.isdigit():
+                    self._storage.delete(name)
+
+    def stored_bytes(self, segment: str) -> int:
+        """Bytes of the segment's remaining attribute chunks in Tier-2 (opens the tree)."""
+        with self._lock:
+            return self._open(segment).stored_bytes()
+
+    def live_bytes(self, segment: str) -> int:
+        """Bytes of the segment's live B+tree pages (no IO once the tree is open)."""
+        with self._lock:
+            return self._open(segment).tree.live_bytes()
+
+    def verify(self, segment: str) -> None:
+        """Walk and check the segment's whole tree (``BTree.verify``); for tests."""
+        with self._lock:
+            self._open(segment).tree.verify()
+
+    def clear_cache(self) -> None:
+        """Forget every open tree and its pages (the next calls go to Tier-2)."""
+        with self._lock:
+            self._trees.clear()
