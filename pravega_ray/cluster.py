@@ -9,7 +9,7 @@ Both return a :class:`Cluster`, whose client methods come from
 
 Data directory layout::
 
-    <data_dir>/cluster.json      {"format": 1, "container_count": N, "tier1": URL, "tier2": URL}
+    <data_dir>/cluster.json      {"format": 2, "container_count": N, "tier1": URL, "tier2": URL}
     <data_dir>/tier1/container-<i>/   durable logs (default Tier-1)
     <data_dir>/tier2/            Tier-2 chunks and controller records (default Tier-2)
 """
@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
-_FORMAT = 1
+_FORMAT = 2
+"""Version of the stored formats (log records, chunks, records). 2: appends carry attributes."""
 
 
 class RayControllerConnection:
@@ -189,6 +190,11 @@ def _check_data_dir(
     }
     if path.exists():
         stored = json.loads(path.read_text())
+        if stored.get("format") != _FORMAT:
+            raise ConfigurationError(
+                f"{data_dir} holds data in format {stored.get('format')}; this pravega-ray reads "
+                f"format {_FORMAT}. Use the version that wrote it, or delete the directory."
+            )
         stored.setdefault("tier1", default1)
         stored.setdefault("tier2", default2)
         if stored.get("container_count") != container_count:

@@ -198,6 +198,14 @@ def encode(ops: list[Operation]) -> bytes:
 
 
 def decode(payload: bytes) -> Iterator[Operation]:
+    """The operations of one log record; DataCorruptionError if it is not well formed."""
+    try:
+        yield from _decode(payload)
+    except (struct.error, ValueError, KeyError, UnicodeDecodeError) as e:
+        raise DataCorruptionError(f"malformed log record: {e}") from e
+
+
+def _decode(payload: bytes) -> Iterator[Operation]:
     view = memoryview(payload)
     position = 0
     while position < len(view):

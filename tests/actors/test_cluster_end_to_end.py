@@ -151,3 +151,9 @@ def test_bad_input_through_actors_gets_typed_errors(cluster, unique_name) -> Non
         cluster.create_writer(unique_name, "st")
     assert mgr.get_stream_info(unique_name, "st").state is pr.StreamState.SEALED
     assert not any(p.name.startswith("outside") for p in Path(cluster.data_dir).parent.iterdir())
+
+
+def test_data_of_an_older_format_is_refused_clearly(ray_session, tmp_path: Path) -> None:
+    (tmp_path / "cluster.json").write_text('{"format": 1, "container_count": 2}')
+    with pytest.raises(pr.ConfigurationError, match="format"):
+        pr.start_local(data_dir=tmp_path, container_count=2, namespace="old-format")

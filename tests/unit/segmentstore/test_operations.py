@@ -30,3 +30,10 @@ def test_truncated_record_is_detected() -> None:
     raw = ops.encode([ops.Append("s/t/0.#epoch.0", 0, b"x" * 100, (), 1)])
     with pytest.raises(DataCorruptionError):
         list(ops.decode(raw[:-1]))
+
+
+def test_a_malformed_record_is_data_corruption_not_a_crash() -> None:
+    raw = ops.encode([ops.Append("s/t/0.#epoch.0", 0, b"x" * 10, ((b"k" * 16, 1),), 1)])
+    broken = raw[:17] + b"\x00\x09" + raw[19:]  # an attribute count the body cannot hold
+    with pytest.raises(DataCorruptionError):
+        list(ops.decode(broken))
