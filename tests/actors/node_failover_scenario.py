@@ -63,8 +63,10 @@ def main() -> None:
     victims = [w for w in workers if w.node_id in nodes_used]
     if not victims:
         alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
-        raise SystemExit(f"no container on a worker: placed={placed} alive={alive} "
-                         f"workers={[w.node_id for w in workers]}")
+        raise SystemExit(
+            f"no container on a worker: placed={placed} alive={alive} "
+            f"workers={[w.node_id for w in workers]}"
+        )
     victim_node = victims[0]
     moved = [d["container_id"] for d in placed if d["node_id"] == victim_node.node_id]
     nodes.remove_node(victim_node)
