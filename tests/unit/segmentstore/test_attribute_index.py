@@ -12,6 +12,7 @@ from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
 from pravega_ray.segmentstore.attribute_index import ChunkAttributeIndex
 from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate, AttributeUpdateType
+from pravega_ray.segmentstore.btree_attribute_index import BTreeAttributeIndex
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
@@ -45,12 +46,20 @@ def test_index_keeps_the_latest_values_across_compactions() -> None:
     assert storage.list("attributes/") == []
 
 
-def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers() -> None:
+@pytest.mark.parametrize("index_kind", ["chunks", "btree"])
+def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers(index_kind: str) -> None:
     store, storage = InMemoryLogStore(), InMemoryChunkStorage()
     writers = [uuid.uuid4().bytes for _ in range(60)]
 
     def make() -> SegmentContainer:
-        c = SegmentContainer(ContainerConfig(0, **TIGHT), InMemoryDurableLog(store), storage)
+        index = (
+            BTreeAttributeIndex(storage, page_bytes_max=512)
+            if index_kind == "btree"
+            else ChunkAttributeIndex(storage)
+        )
+        c = SegmentContainer(
+            ContainerConfig(0, **TIGHT), InMemoryDurableLog(store), storage, attribute_index=index
+        )
         c.recover()
         return c
 
@@ -82,3 +91,5 @@ def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers() -> None:
 
     asyncio.run(write())
     asyncio.run(recover())
+    prefix = "attributes-btree/" if index_kind == "btree" else "attributes/"
+    assert storage.list(prefix), "the attributes never reached the index under test"

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
-import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pravega_ray.client.event_framing import frame_events
-from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, RetriableError
-from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
-from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate, AttributeUpdateType
+from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.segmentstore.btree_attribute_index import CHUNK_PREFIX, BTreeAttributeIndex
-from pravega_ray.segmentstore.config import ContainerConfig
-from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 SEG = "s/t/0.#epoch.0"
@@ -283,52 +276,6 @@ TIGHT = dict(
     checkpoint_log_bytes=2000,
     storage_flush_interval_s=0.01,
 )
-
-
-@pytest.mark.timeout(60)
-def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers_with_the_btree() -> None:
-    """Same checks as test_attribute_index.py's test of that name, on BTreeAttributeIndex."""
-    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
-    writers = [uuid.uuid4().bytes for _ in range(60)]
-
-    def make() -> SegmentContainer:
-        index = BTreeAttributeIndex(storage, page_bytes_max=SMALL_PAGES)
-        c = SegmentContainer(
-            ContainerConfig(0, **TIGHT), InMemoryDurableLog(store), storage, attribute_index=index
-        )
-        c.recover()
-        return c
-
-    async def write() -> None:
-        c = make()
-        await c.create_segment(SEG)
-        for rnd in range(3):
-            for i, w in enumerate(writers):
-                expected = NO_EVENT_NUMBER if rnd == 0 else (rnd - 1) * 1000 + i
-                await c.append(SEG, w, expected, rnd * 1000 + i, 1, frame_events([b"e"]))
-            await asyncio.sleep(0.05)  # storage writer: flush attributes, evict, checkpoint
-        cached = len(c._segments[SEG].pending_attributes)
-        assert cached <= 10 + 1, f"{cached} attributes still cached"
-        for i, w in enumerate(writers):  # evicted ones come back through the index
-            assert await c.setup_append(SEG, w) == 2000 + i
-        await c.update_attributes(
-            SEG, (AttributeUpdate(writers[0], AttributeUpdateType.ACCUMULATE, 5),)
-        )
-        await c.checkpoint()
-        await c.close()
-
-    async def recover() -> None:
-        c = make()
-        assert min(store.records) > 0, "log was never truncated: the test proves nothing"
-        for i, w in enumerate(writers):
-            assert await c.setup_append(SEG, w) == 2000 + i + (5 if i == 0 else 0)
-        assert await c.get_attributes(SEG, [uuid.uuid4().bytes]) == {}
-        await c.close()
-
-    asyncio.run(write())
-    asyncio.run(recover())
-    assert chunks(storage), "the attributes never reached the B+tree index"
-    assert storage.list("attributes/") == []  # nothing went to the default index
 
 
 @pytest.mark.timeout(30)
