@@ -61,6 +61,23 @@ def _read_int(path: Path) -> int:
         return 0
 
 
+def _frames(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The valid records of one log file, in order, up to its first torn frame."""
+    data = path.read_bytes()
+    position = 0
+    while len(data) - position >= _HEADER.size:
+        magic, _epoch, sequence, length, crc = _HEADER.unpack_from(data, position)
+        start = position + _HEADER.size
+        end = start + length
+        if magic != _MAGIC or end > len(data):
+            return  # torn tail
+        payload = data[start:end]
+        if zlib.crc32(payload) != crc:
+            return  # torn tail
+        position = end
+        yield sequence, payload
+
+
 class FileSystemDurableLog:
     def __init__(
         self, directory: str | os.PathLike[str], *, file_bytes_max: int = LOG_FILE_BYTES_MAX
@@ -81,9 +98,14 @@ class FileSystemDurableLog:
         new_epoch = _read_int(self._dir / _EPOCH_FILE) + 1
         _write_atomically(self._dir / _EPOCH_FILE, str(new_epoch))
         self._epoch = new_epoch
+        # Sequence numbers run on across files, so the newest file holding a record tells
+        # the next one; recovery's read_all is the only full pass over the log.
         last = -1
-        for sequence, _payload in self.read_all():
-            last = sequence
+        for path in reversed(self._files()):
+            for sequence, _payload in _frames(path):
+                last = sequence
+            if last >= 0:
+                break
         self._next_sequence = max(last + 1, _read_int(self._dir / _TRUNCATION_FILE))
         self._open_file()
 
@@ -102,18 +124,7 @@ class FileSystemDurableLog:
         truncation = _read_int(self._dir / _TRUNCATION_FILE)
         expected = None
         for path in self._files():
-            data = path.read_bytes()
-            position = 0
-            while len(data) - position >= _HEADER.size:
-                magic, _epoch, sequence, length, crc = _HEADER.unpack_from(data, position)
-                start = position + _HEADER.size
-                end = start + length
-                if magic != _MAGIC or end > len(data):
-                    break  # torn tail
-                payload = data[start:end]
-                if zlib.crc32(payload) != crc:
-                    break  # torn tail
-                position = end
+            for sequence, payload in _frames(path):
                 if sequence < truncation:
                     continue
                 if expected is not None and sequence != expected:

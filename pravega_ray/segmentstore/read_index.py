@@ -41,10 +41,6 @@ class _SegmentIndex:
     chunk_offsets: list[int] = field(default_factory=list)
     chunks: list[ChunkRef] = field(default_factory=list)
 
-    @property
-    def unflushed_bytes(self) -> int:
-        return sum(len(e) for e in self.entries)
-
 
 class ReadIndex:
     def __init__(self, cache_bytes_max: int) -> None:
@@ -126,9 +122,6 @@ class ReadIndex:
             taken.append(entry)
             total += len(entry)
         return index.entry_offsets[0], taken
-
-    def unflushed_bytes(self, segment: str) -> int:
-        return self._segments[segment].unflushed_bytes
 
     def first_unflushed_offset(self, segment: str) -> int | None:
         index = self._segments[segment]
