@@ -9,7 +9,7 @@ Both return a :class:`Cluster`, whose client methods come from
 
 Data directory layout::
 
-    <data_dir>/cluster.json      {"format": 2, "container_count": N, "tier1": URL, "tier2": URL}
+    <data_dir>/cluster.json      {"format": 3, "container_count": N, "tier1": URL, "tier2": URL}
     <data_dir>/tier1/container-<i>/   durable logs (default Tier-1)
     <data_dir>/tier2/            Tier-2 chunks and controller records (default Tier-2)
 """
@@ -55,8 +55,12 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
-_FORMAT = 2
-"""Version of the stored formats (log records, chunks, records). 2: appends carry attributes."""
+_FORMAT = 3
+"""Version of the stored formats (log records, chunks, records).
+
+2: appends carry attributes. 3: extended attributes persist in the B+tree attribute
+index (``attributes-btree/`` chunks) instead of sorted batches (``attributes/``).
+"""
 
 
 class RayControllerConnection:

@@ -117,3 +117,15 @@ CONTAINER_RECOVERY_ATTEMPTS_MAX = 20
 
 CONTAINER_PLACEMENT_ATTEMPTS_MAX = 10
 """start_local re-creates a new container found off its node at most this often."""
+
+# --- Table segments and key-value tables -----------------------------------------------------
+TABLE_KEY_BYTES_MAX = 8 * KIB
+"""Longest table key (Pravega's ``TableSegment.MAXIMUM_KEY_LENGTH``)."""
+TABLE_VALUE_BYTES_MAX = 1 * MIB
+"""Longest table value (Pravega allows 1,040,384 bytes)."""
+TABLE_BATCH_BYTES_MAX = 8 * MIB
+"""Largest serialized update batch on one table segment (one append)."""
+TABLE_ITERATE_LIMIT = 1000
+"""Entries per page when a key-value table is iterated."""
+KVT_PARTITIONS_MAX = 1024
+"""Most partitions (table segments) one key-value table may have."""

@@ -15,7 +15,8 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── ScopeNotFoundError
     │   ├── StreamNotFoundError
     │   ├── SegmentNotFoundError
-    │   └── ReaderGroupNotFoundError
+    │   ├── ReaderGroupNotFoundError
+    │   └── KeyValueTableNotFoundError
     ├── AlreadyExistsError
     │   └── SegmentExistsError
     ├── IllegalStateError               operation not allowed in the current state
@@ -27,7 +28,9 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   └── ClientClosedError           the writer or reader was closed
     ├── ConditionalUpdateError          a condition of the update did not hold
     │   ├── ConditionalAppendFailedError  writer event number mismatch
-    │   └── ConflictingUpdateError      concurrent update of a metadata record
+    │   ├── ConflictingUpdateError      concurrent update of a metadata record
+    │   ├── BadKeyVersionError          table key exists / has another version
+    │   └── NoSuchKeyError              conditional table update of an absent key
     ├── ConfigurationError              the cluster's stored config disagrees
     ├── DataCorruptionError             checksum or frame error in stored data
     ├── FencedError                     a newer owner took over a durable log
@@ -42,6 +45,7 @@ from typing import Any
 
 __all__ = [
     "AlreadyExistsError",
+    "BadKeyVersionError",
     "ClientClosedError",
     "ConditionalAppendFailedError",
     "ConditionalUpdateError",
@@ -55,6 +59,8 @@ __all__ = [
     "IllegalStateTransitionError",
     "InvalidArgumentError",
     "InvalidNameError",
+    "KeyValueTableNotFoundError",
+    "NoSuchKeyError",
     "NotFoundError",
     "PravegaError",
     "ReaderGroupNotFoundError",
@@ -121,6 +127,10 @@ class ReaderGroupNotFoundError(NotFoundError):
     pass
 
 
+class KeyValueTableNotFoundError(NotFoundError):
+    pass
+
+
 class AlreadyExistsError(PravegaError):
     """The thing to create exists already."""
 
@@ -170,6 +180,18 @@ class ConditionalAppendFailedError(ConditionalUpdateError):
 
 class ConflictingUpdateError(ConditionalUpdateError):
     """Another update of the same record won; re-read and retry."""
+
+
+class BadKeyVersionError(ConditionalUpdateError):
+    """A table key's version is not the expected one (or it exists where absence was asked).
+
+    Attributes ``key`` (the table key, bytes), ``expected`` and ``actual`` (versions;
+    ``-1`` means absent).
+    """
+
+
+class NoSuchKeyError(ConditionalUpdateError):
+    """A conditional table update or removal named a key that is absent. Attribute ``key``."""
 
 
 class ConfigurationError(PravegaError):

@@ -67,6 +67,11 @@ def check_key(key: object, *, allow_core: bool = False) -> bytes:
     return key
 
 
+def is_core_key(key: bytes) -> bool:
+    """Whether ``key`` is in the range reserved for core attributes."""
+    return key.startswith(_CORE_PREFIX)
+
+
 def apply_updates(
     current: Mapping[bytes, int], updates: Iterable[AttributeUpdate]
 ) -> dict[bytes, int]:

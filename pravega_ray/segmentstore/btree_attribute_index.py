@@ -49,8 +49,7 @@ and head truncation deletes them once the lowest live offset passes them.
 A create that raises but did store its object (a timeout, say) leaves a chunk at
 the offset this instance still believes is the end. The tree in memory is unchanged
 when its append raises, so the next batch is appended at the same offset, meets
-:class:`AlreadyExistsError`, and replaces the leftover (delete, create), as
-:class:`~pravega_ray.segmentstore.attribute_index.ChunkAttributeIndex` does. The
+:class:`AlreadyExistsError`, and replaces the leftover (delete, create). The
 leftover is referenced by nothing this instance will write: its batch is the one the
 caller saw fail. A crash between that delete and create leaves the previous state.
 
@@ -66,6 +65,7 @@ Contracts (the :class:`~pravega_ray.segmentstore.attribute_index.AttributeIndex`
 Protocol): ``update`` is durable when it returns and a value equal to
 :data:`~pravega_ray.segmentstore.attributes.NULL_VALUE` removes its key; ``get``
 returns the latest durable value of each present key (absent keys are left out);
+``iterate`` pages through the keys in order (one tree snapshot per call);
 ``delete`` removes every chunk of the segment (idempotent). Keys must be 16 bytes
 and values signed 64-bit ints, else :class:`InvalidArgumentError` and nothing
 changes. One writer per segment across processes (the container that owns it);
@@ -75,11 +75,12 @@ within a process the methods are serialized by a lock.
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from pravega_ray.btree import CACHE_PAGES_MAX, PAGE_BYTES_MAX, BTree
+from pravega_ray.btree import CACHE_PAGES_MAX, KEY_BYTES, PAGE_BYTES_MAX, BTree
 from pravega_ray.errors import AlreadyExistsError, DataCorruptionError, InvalidArgumentError
 from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.storage.chunk_storage import ChunkStorage
@@ -90,6 +91,7 @@ CHUNK_PREFIX = "attributes-btree/"
 """*format* Every attribute-segment chunk is ``attributes-btree/<segment>/<start:020d>``."""
 
 _OFFSET_DIGITS = 20
+_KEY_LAST = b"\xff" * KEY_BYTES
 
 
 class _AttributeSegment:
@@ -252,6 +254,24 @@ class BTreeAttributeIndex:
             attribute_segment = self._open(segment)
             attribute_segment.tree.update(batch)
             attribute_segment.truncate()
+
+    def iterate(self, segment: str, after: bytes | None, limit: int) -> list[tuple[bytes, int]]:
+        """Up to ``limit`` ``(key, value)`` pairs with ``after < key``, in key order.
+
+        ``after=None`` starts at the first key. InvalidArgumentError for a bad
+        ``after`` or a ``limit`` below 1.
+        """
+        if limit < 1:
+            raise InvalidArgumentError("limit must be >= 1")
+        start = None
+        if after is not None:
+            if not isinstance(after, bytes) or len(after) != KEY_BYTES:
+                raise InvalidArgumentError(f"after must be {KEY_BYTES} bytes")
+            if after == _KEY_LAST:
+                return []
+            start = (int.from_bytes(after, "big") + 1).to_bytes(KEY_BYTES, "big")
+        with self._lock:
+            return list(itertools.islice(self._open(segment).tree.iterate(start), limit))
 
     def delete(self, segment: str) -> None:
         """Delete every chunk of the segment's attribute segment (idempotent)."""

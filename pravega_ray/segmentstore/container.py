@@ -36,9 +36,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from pravega_ray.constants import (
     APPEND_BLOCK_BYTES_MAX,
@@ -63,7 +64,7 @@ from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.naming import validate_segment_name
 from pravega_ray.segmentstore import operations as ops
-from pravega_ray.segmentstore.attribute_index import AttributeIndex, ChunkAttributeIndex
+from pravega_ray.segmentstore.attribute_index import AttributeIndex
 from pravega_ray.segmentstore.attributes import (
     CREATION_TIME,
     EVENT_COUNT,
@@ -71,7 +72,9 @@ from pravega_ray.segmentstore.attributes import (
     AttributeUpdate,
     apply_updates,
     check_key,
+    is_core_key,
 )
+from pravega_ray.segmentstore.btree_attribute_index import BTreeAttributeIndex
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
 from pravega_ray.segmentstore.read_index import ChunkRef, ReadIndex
@@ -80,6 +83,7 @@ from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
 from pravega_ray.storage.chunk_storage import ChunkStorage
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 ATTRIBUTE_KEY_BYTES = 16
 
@@ -155,9 +159,12 @@ class SegmentContainer:
         self._log = durable_log
         self._storage = storage
         self._attribute_index = (
-            attribute_index if attribute_index is not None else ChunkAttributeIndex(storage)
+            attribute_index if attribute_index is not None else BTreeAttributeIndex(storage)
         )
         self._attribute_index_lock = asyncio.Lock()
+        # One thread for attribute-index IO, drained by close(): a cancelled caller must not
+        # leave a write running when a successor container opens the same attribute segments.
+        self._index_executor = ThreadPoolExecutor(1, thread_name_prefix="attribute-index")
         self._monotonic = monotonic
         self._wall_clock_ms = wall_clock_ms
         self._on_fatal = on_fatal
@@ -259,6 +266,7 @@ class SegmentContainer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pump_task
         self._fail_queue(ContainerNotReadyError("container closed"))
+        await asyncio.to_thread(self._index_executor.shutdown, wait=True)
         self._log.close()
 
     # --- public operations -------------------------------------------------------------------
@@ -384,6 +392,83 @@ class SegmentContainer:
         )
         return AppendResult(offset, offset + len(data))
 
+    async def append_composed(
+        self,
+        segment: str,
+        keys: list[bytes],
+        compose: Callable[[int, Callable[[bytes], int]], tuple[bytes, dict[bytes, int]]],
+    ) -> AppendResult:
+        """Append bytes and set attributes that ``compose`` derives from the current state.
+
+        The atomic read-modify-append that table segments build on. ``keys`` are
+        prefetched; then, with nothing else running in between, ``compose(offset,
+        current)`` is called with the offset the append will land at and a function
+        giving an attribute's current (pending) value (``NULL_VALUE`` if absent; only
+        ``keys`` may be asked for). It returns the data to append and the new
+        attribute values (``NULL_VALUE`` removes); or raises, and then nothing
+        changes and the error reaches the caller. Empty data with no attributes
+        appends nothing and returns at once. Durable when it returns.
+        In-process only (``compose`` is a callable).
+        """
+        self._ensure_running()
+        for key in keys:
+            check_key(key)
+        await self._prefetch(self._segment(segment), keys)
+        state = self._segment(segment)
+        if state.pending_sealed:
+            raise SegmentSealedError(f"segment {segment} is sealed")
+        allowed = set(keys)
+
+        def current(key: bytes) -> int:
+            invariant(key in allowed, "compose asked for an attribute it did not name")
+            return state.pending_attributes.get(key, NULL_VALUE)
+
+        offset = state.pending_length
+        data, changed = compose(offset, current)
+        if len(data) > APPEND_BLOCK_BYTES_MAX:
+            raise InvalidArgumentError(f"composed append of {len(data)} bytes is too large")
+        for key, value in changed.items():
+            check_key(key)
+            invariant(isinstance(value, int), "composed attribute values are ints")
+        if not data and not changed:
+            return AppendResult(offset, offset)
+        state.pending_length += len(data)
+        state.pending_attributes.update(changed)
+        _wake_all(state.attribute_waiters)
+        await self._submit(ops.Append(segment, offset, bytes(data), tuple(changed.items()), 0))
+        return AppendResult(offset, offset + len(data))
+
+    async def iterate_attributes(
+        self, segment: str, after: bytes | None, limit: int
+    ) -> tuple[list[tuple[bytes, int]], bytes | None]:
+        """A page of the segment's durable extended attributes in key order.
+
+        Returns ``(items, cursor)``: up to ``limit`` ``(key, value)`` pairs with
+        ``after < key`` (from the first key if ``after`` is None), and the cursor to
+        pass as ``after`` for the next page, or None when the iteration is done. A
+        page may hold fewer than ``limit`` items (even none) before the end.
+        Values not yet flushed to the attribute index come from memory, so the
+        result is what :meth:`get_attributes` would return for those keys.
+        """
+        self._ensure_running()
+        if after is not None:
+            check_key(after, allow_core=True)
+        if limit < 1:
+            raise InvalidArgumentError("limit must be >= 1")
+        state = self._segment(segment)
+        async with self._attribute_index_lock:
+            stored = await self._index_call(self._attribute_index.iterate, segment, after, limit)
+        state = self._segment(segment)
+        high = stored[-1][0] if len(stored) == limit else None  # memory may not go past it
+        merged = dict(stored)
+        for key, value in state.attributes.items():
+            if (after is None or key > after) and (high is None or key <= high):
+                merged[key] = value
+        items = sorted((k, v) for k, v in merged.items() if v != NULL_VALUE and not is_core_key(k))
+        if high is None:
+            return items[:limit], (items[limit - 1][0] if len(items) > limit else None)
+        return items[:limit], (items[limit - 1][0] if len(items) >= limit else high)
+
     async def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
         """Durably apply attribute updates, atomically (ConditionalUpdateError changes nothing)."""
         self._ensure_running()
@@ -412,24 +497,31 @@ class SegmentContainer:
                 result[key] = value
         return result
 
+    async def _index_call(self, function: Callable[..., R], *args: Any) -> R:
+        """Run an attribute-index call on the index thread (callers hold the index lock)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._index_executor, function, *args)
+
     async def _prefetch(self, state: SegmentState, keys: list[bytes]) -> None:
         """Load the durable values of ``keys`` missing from memory from the attribute index.
 
         Runs before validation (seed 000: the pipeline never waits on Tier-2). A
         value loaded concurrently by an operation of the pipeline wins: it is newer.
+        On return every key is in ``pending_attributes`` (callers must not await
+        before using them): the storage writer may evict clean values while this
+        waits for the index, so it loops until none is missing.
         """
-        if state.attributes_complete:
-            return
-        missing = [k for k in keys if k not in state.pending_attributes]
-        if not missing:
-            return
-        async with self._attribute_index_lock:
-            found = await asyncio.to_thread(self._attribute_index.get, state.name, missing)
-        for key in missing:
-            if key not in state.pending_attributes:
-                value = found.get(key, NULL_VALUE)
-                state.pending_attributes[key] = value
-                state.attributes.setdefault(key, value)
+        while not state.attributes_complete:
+            missing = [k for k in keys if k not in state.pending_attributes]
+            if not missing:
+                return
+            async with self._attribute_index_lock:
+                found = await self._index_call(self._attribute_index.get, state.name, missing)
+            for key in missing:
+                if key not in state.pending_attributes:
+                    value = found.get(key, NULL_VALUE)
+                    state.pending_attributes[key] = value
+                    state.attributes.setdefault(key, value)
 
     async def truncate(self, segment: str, offset: int) -> None:
         """Durably drop the bytes below ``offset``; reads below it then raise SegmentTruncatedError.
@@ -491,6 +583,29 @@ class SegmentContainer:
         if t.pending_sealed:
             raise SegmentSealedError(f"cannot merge into {target}: it is sealed")
         return t, s
+
+    async def read_range(self, segment: str, offset: int, length: int) -> bytes:
+        """Exactly the durable bytes ``[offset, offset + length)`` of ``segment``.
+
+        Raises SegmentTruncatedError below the start offset and InvalidArgumentError
+        for a range past the durable length.
+        """
+        self._ensure_running()
+        state = self._segment(segment)
+        if offset < 0 or length < 0 or offset + length > state.length:
+            raise InvalidArgumentError(
+                f"range [{offset}, {offset + length}) is outside {segment} (length {state.length})"
+            )
+        if offset < state.start_offset:
+            raise SegmentTruncatedError(
+                f"{segment} is truncated at {state.start_offset}; cannot read at {offset}",
+                start_offset=state.start_offset,
+            )
+        return await self._read_range(state, offset, offset + length)
+
+    def segment_role(self, segment: str) -> str:
+        """The role ``segment`` was created with (a SegmentRole value)."""
+        return self._segment(segment).role
 
     async def _read_range(self, state: SegmentState, offset: int, end: int) -> bytes:
         parts = []
@@ -911,14 +1026,14 @@ class SegmentContainer:
                 continue
             values = dict(state.dirty_attributes)
             async with self._attribute_index_lock:
-                await asyncio.to_thread(self._attribute_index.update, state.name, values)
+                await self._index_call(self._attribute_index.update, state.name, values)
             for key, value in values.items():
                 if state.dirty_attributes.get(key) == value:
                     del state.dirty_attributes[key]
         dead, self._dead_attribute_segments = self._dead_attribute_segments, []
         for segment in dead:
             async with self._attribute_index_lock:
-                await asyncio.to_thread(self._attribute_index.delete, segment)
+                await self._index_call(self._attribute_index.delete, segment)
         self._evict_attributes()
 
     def _evict_attributes(self) -> None:

@@ -44,3 +44,41 @@ class SegmentInfo:
     event_count: int
     storage_length: int
     creation_time_ms: int
+
+
+NOT_EXISTS = -1
+"""A table key's version when it is absent, and the condition "must be absent"."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableUpdate:
+    """One change in a table update batch: ``value=None`` removes the key.
+
+    ``expected_version``: None (unconditional), ``NOT_EXISTS`` (must be absent),
+    or the version the key must have.
+    """
+
+    key: bytes
+    value: bytes | None
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableEntry:
+    """A key, its value (None in :meth:`TableSegments.read_changes` for a removal), its version."""
+
+    key: bytes
+    value: bytes | None
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableUpdateResult:
+    """Versions of a batch's updates, in order (``NOT_EXISTS`` for removals).
+
+    ``offset`` is where the batch was appended (None if it appended nothing): a
+    client passes it as ``client_last`` with its next batch.
+    """
+
+    versions: tuple[int, ...]
+    offset: int | None

@@ -10,8 +10,7 @@ import pytest
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
-from pravega_ray.segmentstore.attribute_index import ChunkAttributeIndex
-from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate, AttributeUpdateType
+from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.segmentstore.btree_attribute_index import BTreeAttributeIndex
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
@@ -28,35 +27,13 @@ TIGHT = dict(
 )
 
 
-def test_index_keeps_the_latest_values_across_compactions() -> None:
-    storage = InMemoryChunkStorage()
-    index = ChunkAttributeIndex(storage, chunks_max=3)
-    keys = [uuid.uuid4().bytes for _ in range(20)]
-    for round_ in range(10):
-        index.update(
-            SEG, {k: round_ * 100 + i for i, k in enumerate(keys) if i % (round_ + 1) == 0}
-        )
-    index.update(SEG, {keys[1]: NULL_VALUE})
-    assert len(storage.list(f"attributes/{SEG}/")) <= 3
-    fresh = ChunkAttributeIndex(storage)
-    got = fresh.get(SEG, keys)
-    assert keys[1] not in got
-    assert got[keys[0]] == 900  # updated in every round
-    index.delete(SEG)
-    assert storage.list("attributes/") == []
-
-
-@pytest.mark.parametrize("index_kind", ["chunks", "btree"])
-def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers(index_kind: str) -> None:
+@pytest.mark.parametrize("page_bytes_max", [512, 32 * 1024])
+def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers(page_bytes_max: int) -> None:
     store, storage = InMemoryLogStore(), InMemoryChunkStorage()
     writers = [uuid.uuid4().bytes for _ in range(60)]
 
     def make() -> SegmentContainer:
-        index = (
-            BTreeAttributeIndex(storage, page_bytes_max=512)
-            if index_kind == "btree"
-            else ChunkAttributeIndex(storage)
-        )
+        index = BTreeAttributeIndex(storage, page_bytes_max=page_bytes_max)
         c = SegmentContainer(
             ContainerConfig(0, **TIGHT), InMemoryDurableLog(store), storage, attribute_index=index
         )
@@ -91,5 +68,4 @@ def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers(index_kind
 
     asyncio.run(write())
     asyncio.run(recover())
-    prefix = "attributes-btree/" if index_kind == "btree" else "attributes/"
-    assert storage.list(prefix), "the attributes never reached the index under test"
+    assert storage.list("attributes-btree/"), "the attributes never reached the index"
