@@ -42,8 +42,14 @@ class _RaySegmentStoreAdmin:
     def create_segment(self, segment: str) -> None:
         self._call(segment, "create_segment")
 
+    def create_table_segment(self, segment: str) -> None:
+        self._call(segment, "table_create")
+
     def seal_segment(self, segment: str) -> int:
         return self._call(segment, "seal")
+
+    def delete_segment(self, segment: str) -> None:
+        self._call(segment, "delete_segment")
 
 
 class ControllerActor:

@@ -16,10 +16,18 @@ import ray
 
 from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
 from pravega_ray.errors import ContainerNotReadyError, RetriableError
-from pravega_ray.segmentstore.attributes import AttributeUpdate
+from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate
 from pravega_ray.segmentstore.builder import build_container
 from pravega_ray.segmentstore.config import ContainerConfig
-from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+from pravega_ray.segmentstore.contracts import (
+    AppendResult,
+    ReadResult,
+    SegmentInfo,
+    TableEntry,
+    TableUpdate,
+    TableUpdateResult,
+)
+from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.segmentstore.traffic import SegmentTraffic
 
 log = logging.getLogger(__name__)
@@ -47,6 +55,7 @@ class SegmentContainerActor:
                 time.sleep(min(5.0, 0.2 * (attempt + 1)))
         else:
             raise ContainerNotReadyError(f"container {container_id} could not recover")
+        self._tables = TableSegments(self._container)
 
     async def describe(self) -> dict[str, object]:
         """Identity, used by ``start_local`` to refuse joining a cluster on other storage."""
@@ -112,3 +121,29 @@ class SegmentContainerActor:
 
     async def get_traffic(self) -> list[SegmentTraffic]:
         return self._container.get_traffic()
+
+    # --- table segments (the container's TableSegments extension) -----------------------------
+    async def table_create(self, segment: str) -> None:
+        await self._tables.create(segment)
+
+    async def table_update(
+        self,
+        segment: str,
+        updates: list[TableUpdate],
+        client_id: bytes | None = None,
+        client_last: int = NULL_VALUE,
+    ) -> TableUpdateResult:
+        return await self._tables.update(segment, updates, client_id, client_last)
+
+    async def table_get(self, segment: str, keys: list[bytes]) -> list[TableEntry | None]:
+        return await self._tables.get(segment, keys)
+
+    async def table_iterate(
+        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
+    ) -> tuple[list[TableEntry], bytes | None]:
+        return await self._tables.iterate(segment, cursor, limit, with_values)
+
+    async def table_read_changes(
+        self, segment: str, from_offset: int, max_bytes: int
+    ) -> tuple[list[TableEntry], int]:
+        return await self._tables.read_changes(segment, from_offset, max_bytes)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pravega_ray import errors
 from pravega_ray.client.events import EventRead, Position
+from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.serializers import (
     BytesSerializer,
@@ -22,7 +23,13 @@ from pravega_ray.client.serializers import (
 )
 from pravega_ray.client.stream_manager import StreamManager
 from pravega_ray.client.writer import EventStreamWriter, WriteFuture, WriterConfig
-from pravega_ray.controller.records import SegmentRange, StreamInfo, StreamState
+from pravega_ray.controller.records import (
+    KeyValueTableInfo,
+    KeyValueTableState,
+    SegmentRange,
+    StreamInfo,
+    StreamState,
+)
 from pravega_ray.errors import *
 from pravega_ray.stream_configuration import (
     ReaderGroupConfig,
@@ -64,6 +71,9 @@ __all__ = sorted(
         "EventStreamReader",
         "EventStreamWriter",
         "JsonSerializer",
+        "KeyValueTable",
+        "KeyValueTableInfo",
+        "KeyValueTableState",
         "Position",
         "ReaderGroupConfig",
         "RetentionPolicy",
@@ -74,6 +84,8 @@ __all__ = sorted(
         "StreamInfo",
         "StreamManager",
         "StreamState",
+        "TableEntry",
+        "TableKey",
         "Utf8Serializer",
         "WriteFuture",
         "WriterConfig",

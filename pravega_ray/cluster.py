@@ -112,6 +112,12 @@ class RaySegmentStoreConnection:
             self.handle(segment).read.remote(segment, offset, max_bytes, wait_s)
         )
 
+    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
+        """Call ``table_<method>`` of the container owning the table segment."""
+        return future_with_unwrap(
+            getattr(self.handle(segment), f"table_{method}").remote(segment, *args)
+        )
+
     def get_info(self, segment: str) -> Future[SegmentInfo]:
         return future_with_unwrap(self.handle(segment).get_info.remote(segment))
 

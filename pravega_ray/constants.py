@@ -127,5 +127,7 @@ TABLE_BATCH_BYTES_MAX = 8 * MIB
 """Largest serialized update batch on one table segment (one append)."""
 TABLE_ITERATE_LIMIT = 1000
 """Entries per page when a key-value table is iterated."""
+KVT_PARTITIONS_DEFAULT = 4
+"""Partitions of a key-value table when ``create_key_value_table`` is not told."""
 KVT_PARTITIONS_MAX = 1024
 """Most partitions (table segments) one key-value table may have."""

@@ -27,6 +27,7 @@ from pravega_ray.segmentstore.builder import build_in_memory_container
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 R = TypeVar("R")
@@ -82,14 +83,22 @@ class InProcessCluster(ClientFactory):
         return container
 
     def call(self, segment: str, method: str, *args: Any) -> Future[Any]:
-        """Run ``container.<method>(segment, *args)`` on the loop; a concurrent Future."""
+        """Run ``container.<method>(segment, *args)`` on the loop; a concurrent Future.
+
+        ``table_<name>`` runs ``TableSegments(container).<name>`` (it is stateless).
+        """
         container_id = container_for_segment(segment, self.container_count)
         container = self._containers[container_id]
         if container is None:
             failed: Future[Any] = Future()
             failed.set_exception(SegmentStoreUnavailableError(f"container {container_id} is down"))
             return failed
-        return self.run(_translate(getattr(container, method)(segment, *args)))
+        if method.startswith("table_"):  # the container's table-segment extension
+            target: Any = TableSegments(container)
+            method = method.removeprefix("table_")
+        else:
+            target = container
+        return self.run(_translate(getattr(target, method)(segment, *args)))
 
     def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -136,6 +145,9 @@ class _Connection:
     def get_info(self, segment: str) -> Future[SegmentInfo]:
         return self._cluster.call(segment, "get_info")
 
+    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
+        return self._cluster.call(segment, f"table_{method}", *args)
+
 
 class _Admin:
     def __init__(self, cluster: InProcessCluster) -> None:
@@ -144,5 +156,11 @@ class _Admin:
     def create_segment(self, segment: str) -> None:
         self._cluster.call(segment, "create_segment").result(30)
 
+    def create_table_segment(self, segment: str) -> None:
+        self._cluster.call(segment, "table_create").result(30)
+
     def seal_segment(self, segment: str) -> int:
         return self._cluster.call(segment, "seal").result(30)
+
+    def delete_segment(self, segment: str) -> None:
+        self._cluster.call(segment, "delete_segment").result(30)

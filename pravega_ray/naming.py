@@ -88,6 +88,28 @@ class SegmentName:
         return stream_segment_name(self.scope, self.stream, self.segment_id)
 
 
+KVT_STREAM_PREFIX = "_kvt."
+"""A key-value table's segments live in the system stream ``<scope>/_kvt.<table>``."""
+
+KVT_NAME_LENGTH_MAX = NAME_LENGTH_MAX - len(KVT_STREAM_PREFIX)
+
+
+def validate_kvt_name(name: object) -> str:
+    """Return ``name`` if it is a valid key-value table name (a stream name, 250 chars max)."""
+    validate_name("key-value table", name)
+    assert isinstance(name, str)
+    if len(name) > KVT_NAME_LENGTH_MAX:
+        raise InvalidNameError(f"key-value table name longer than {KVT_NAME_LENGTH_MAX} characters")
+    return name
+
+
+def kvt_segment_name(scope: str, table: str, partition: int) -> str:
+    """The table segment of partition ``partition`` of key-value table ``scope/table``."""
+    validate_name("scope", scope)
+    validate_kvt_name(table)
+    return stream_segment_name(scope, KVT_STREAM_PREFIX + table, segment_id(0, partition))
+
+
 def parse_segment_name(name: str) -> SegmentName:
     """Parse a qualified stream-segment name; raise InvalidNameError if it is not one."""
     m = _SEGMENT_RE.fullmatch(name) if isinstance(name, str) else None

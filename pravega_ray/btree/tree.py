@@ -106,7 +106,7 @@ import struct
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pravega_ray.constants import KIB
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
@@ -144,13 +144,16 @@ _FOOTER_BODY = struct.Struct(">4sQQIQQ4x")
 _FOOTER_BYTES = _FOOTER_BODY.size + 4
 _SCAN_WINDOW_BYTES = 64 * KIB
 _NO_KEY = bytes(KEY_BYTES)
+_LEAF_EDITS_IN_PLACE_MAX = 64
+"""A leaf batch up to this size is applied by binary search and list inserts (each O(page));
+a larger one rebuilds the page from a dict and a sort (O(page log page), once)."""
 
 ReadFunction = Callable[[int, int], bytes]
 AppendFunction = Callable[[bytes], int]
 LengthFunction = Callable[[], int]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Child:
     """An index entry; ``node`` is set while a batch rewrites the child (it is dirty)."""
 
@@ -169,13 +172,22 @@ class _Node:
     keys: list[bytes]  # leaf keys; empty for index pages
     values: list[int]  # leaf values; empty for index pages
     children: list[_Child]  # index entries; empty for leaves
+    # A leaf's encoded body (its entries, without the header) while it matches keys and
+    # values, else None: a few edits splice it instead of re-encoding the whole page.
+    leaf_body: bytes | None = None
+    # An index page's child keys, kept only on clean (cached, never mutated) pages.
+    index_keys: list[bytes] | None = None
 
     def count(self) -> int:
         return len(self.keys) if self.leaf else len(self.children)
 
     def copy(self) -> _Node:
         return _Node(
-            self.leaf, list(self.keys), list(self.values), [replace(c) for c in self.children]
+            self.leaf,
+            list(self.keys),
+            list(self.values),
+            [_Child(c.key, c.offset, c.length, c.lowest_offset, c.node) for c in self.children],
+            self.leaf_body,
         )
 
 
@@ -203,7 +215,10 @@ class TreeStats:
 
 def _encode_page(node: _Node) -> bytes:
     if node.leaf:
-        body = b"".join(map(_LEAF_ENTRY.pack, node.keys, node.values))
+        body = node.leaf_body
+        if body is None:
+            body = b"".join(map(_LEAF_ENTRY.pack, node.keys, node.values))
+        invariant(len(body) == len(node.keys) * _LEAF_ENTRY.size, "stale leaf body")
         kind = _KIND_LEAF
     else:
         invariant(all(c.node is None for c in node.children), "encoding a page with dirty children")
@@ -230,9 +245,9 @@ def _decode_page(data: bytes, offset: int, length: int) -> _Node:
         raise DataCorruptionError(f"B+tree page at {offset}: checksum mismatch", offset=offset)
     if kind == _KIND_LEAF:
         pairs = list(_LEAF_ENTRY.iter_unpack(body))
-        return _Node(True, [k for k, _ in pairs], [v for _, v in pairs], [])
+        return _Node(True, [k for k, _ in pairs], [v for _, v in pairs], [], body)
     children = [_Child(k, o, n, low) for k, o, n, low in _INDEX_ENTRY.iter_unpack(body)]
-    return _Node(False, [], [], children)
+    return _Node(False, [], [], children, None, [c.key for c in children])
 
 
 def _encode_footer(footer: _Footer) -> bytes:
@@ -308,6 +323,7 @@ class BTree:
         self._index_cache: OrderedDict[int, _Node] = OrderedDict()
         self._leaf_cache: OrderedDict[int, _Node] = OrderedDict()
         self._freed_bytes = 0  # bytes of live pages the current batch replaces or drops
+        self._freed_offsets: set[int] = set()  # their offsets: dropped from the cache once written
         self._footer = self._find_footer()
 
     @classmethod
@@ -426,8 +442,10 @@ class BTree:
 
     @staticmethod
     def _child_index(node: _Node, key: bytes) -> int:
-        i = bisect.bisect_right([c.key for c in node.children], key) - 1
-        return max(i, 0)
+        keys = node.index_keys
+        if keys is None:
+            keys = [c.key for c in node.children]
+        return max(bisect.bisect_right(keys, key) - 1, 0)
 
     # --- Updates --------------------------------------------------------------------------
 
@@ -446,6 +464,7 @@ class BTree:
         if not changes:
             return
         self._freed_bytes = 0
+        self._freed_offsets.clear()
         root, changed = self._apply_to_root(changes)
         if self._compaction and root is not None:
             self._compact(root)
@@ -507,6 +526,8 @@ class BTree:
     def _apply(self, node: _Node, changes: list[tuple[bytes, int | None]]) -> bool:
         """Apply sorted ``changes`` to the dirty ``node``; return whether anything changed."""
         if node.leaf:
+            if len(changes) <= _LEAF_EDITS_IN_PLACE_MAX:
+                return self._apply_to_leaf_in_place(node, changes)
             values = dict(zip(node.keys, node.values, strict=True))
             changed = False
             for key, value in changes:
@@ -521,10 +542,13 @@ class BTree:
                 items = sorted(values.items())
                 node.keys = [k for k, _ in items]
                 node.values = [v for _, v in items]
+                node.leaf_body = None
             return changed
         groups: dict[int, list[tuple[bytes, int | None]]] = {}
+        child_keys = [c.key for c in node.children]
         for key, value in changes:
-            groups.setdefault(self._child_index(node, key), []).append((key, value))
+            index = max(bisect.bisect_right(child_keys, key) - 1, 0)
+            groups.setdefault(index, []).append((key, value))
         changed = False
         for index, group in groups.items():
             child = node.children[index]
@@ -534,6 +558,57 @@ class BTree:
                 self._revert(child)
         if changed:
             self._rebalance(node)
+        return changed
+
+    @staticmethod
+    def _apply_to_leaf_in_place(node: _Node, changes: list[tuple[bytes, int | None]]) -> bool:
+        """Apply a few sorted ``changes`` to the dirty leaf ``node`` by binary search.
+
+        The leaf's encoded body, if known, is spliced along: ``pieces`` collects the old
+        body's unchanged runs and the new entries; ``shift`` is inserts minus removals so
+        far, so position ``i`` in the edited lists is entry ``i - shift`` of the old body.
+        """
+        keys, values = node.keys, node.values
+        body = node.leaf_body
+        size = _LEAF_ENTRY.size
+        pieces: list[bytes | memoryview] = []
+        view = memoryview(body) if body is not None else None
+        done = 0  # old body entries already copied to pieces (or dropped)
+        shift = 0
+        changed = False
+        low = 0  # changes are sorted, so each one lies at or after the previous position
+        for key, value in changes:
+            i = bisect.bisect_left(keys, key, low)
+            old = i - shift
+            if i < len(keys) and keys[i] == key:
+                if value is None:
+                    del keys[i]
+                    del values[i]
+                    if view is not None:
+                        pieces.append(view[done * size : old * size])
+                        done = old + 1
+                    shift -= 1
+                    changed = True
+                elif values[i] != value:
+                    values[i] = value
+                    if view is not None:
+                        pieces.append(view[done * size : old * size])
+                        pieces.append(_LEAF_ENTRY.pack(key, value))
+                        done = old + 1
+                    changed = True
+            elif value is not None:
+                keys.insert(i, key)
+                values.insert(i, value)
+                if view is not None:
+                    pieces.append(view[done * size : old * size])
+                    pieces.append(_LEAF_ENTRY.pack(key, value))
+                    done = old
+                shift += 1
+                changed = True
+            low = i
+        if changed and view is not None:
+            pieces.append(view[done * size :])
+            node.leaf_body = b"".join(pieces)
         return changed
 
     def _rebalance(self, node: _Node) -> None:
@@ -572,6 +647,7 @@ class BTree:
         if left_node.leaf:
             left_node.keys += right_node.keys
             left_node.values += right_node.values
+            left_node.leaf_body = None
         else:
             # The right page's first entry had the parent's separator as its lower bound.
             right_node.children[0].key = right_child.key
@@ -604,6 +680,7 @@ class BTree:
         if child.node is None:
             child.node = self._page(child.offset, child.length).copy()
             self._freed_bytes += child.length
+            self._freed_offsets.add(child.offset)
         return child.node
 
     def _revert(self, child: _Child) -> None:
@@ -611,6 +688,7 @@ class BTree:
         invariant(child.node is not None, "reverting a clean child")
         child.node = None
         self._freed_bytes -= child.length
+        self._freed_offsets.discard(child.offset)
 
     # --- Progressive compaction -----------------------------------------------------------
 
@@ -659,6 +737,10 @@ class BTree:
                         emit(grandchild)
             data = _encode_page(node)
             invariant(len(data) <= self._page_bytes_max, "page over page_bytes_max")
+            if node.leaf and node.leaf_body is None:
+                node.leaf_body = data[_HEADER.size :]
+            elif not node.leaf:
+                node.index_keys = [c.key for c in node.children]
             offset = base + len(buffer)
             buffer.extend(data)
             lowest = offset
@@ -688,6 +770,12 @@ class BTree:
         offset = self._append(bytes(buffer))
         invariant(offset == base, "append did not start at the store's length")
         self._footer = footer
+        # The replaced versions are no longer live: keep the cache for pages that are (a
+        # reader of an older snapshot still finds them in the store, until it is truncated).
+        for page_offset in self._freed_offsets:
+            self._index_cache.pop(page_offset, None)
+            self._leaf_cache.pop(page_offset, None)
+        self._freed_offsets.clear()
         for page_offset, node in written:
             self._cache_put(page_offset, node)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.client.key_value_table import KeyValueTable
 from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.serializers import BytesSerializer, Serializer
 from pravega_ray.client.stream_manager import StreamManager
@@ -18,6 +19,8 @@ from pravega_ray.naming import validate_name
 from pravega_ray.stream_configuration import ReaderGroupConfig
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class ClientFactory:
@@ -61,3 +64,19 @@ class ClientFactory:
             self._controller,
             self._segments,
         )
+
+    def key_value_table(
+        self,
+        scope: str,
+        table: str,
+        key_serializer: Serializer[K] | None = None,
+        value_serializer: Serializer[V] | None = None,
+    ) -> KeyValueTable[Any, Any]:
+        """A client of key-value table ``scope/table`` (create it with the stream manager).
+
+        Keys and values are bytes unless serializers say otherwise. Raises
+        KeyValueTableNotFoundError, and IllegalStateError while it is being
+        created or deleted.
+        """
+        info = self._controller.get_active_key_value_table(scope, table)
+        return KeyValueTable(info, self._segments, key_serializer, value_serializer)

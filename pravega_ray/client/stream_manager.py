@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pravega_ray.client.connection import ControllerConnection
-from pravega_ray.controller.records import StreamInfo
+from pravega_ray.constants import KVT_PARTITIONS_DEFAULT
+from pravega_ray.controller.records import KeyValueTableInfo, StreamInfo
 from pravega_ray.stream_configuration import StreamConfiguration
 
 
@@ -38,3 +39,24 @@ class StreamManager:
     def seal_stream(self, scope: str, stream: str) -> bool:
         """Seal the stream: later writes fail with StreamSealedError. Idempotent."""
         return self._controller.seal_stream(scope, stream)
+
+    def create_key_value_table(
+        self, scope: str, table: str, partitions: int = KVT_PARTITIONS_DEFAULT
+    ) -> bool:
+        """Create a key-value table of ``partitions`` table segments; False if it exists.
+
+        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
+        outside [1, 1024]). The partition count is fixed for the table's life.
+        """
+        return self._controller.create_key_value_table(scope, table, partitions)
+
+    def get_key_value_table_info(self, scope: str, table: str) -> KeyValueTableInfo:
+        """Partitions and segments. Raises KeyValueTableNotFoundError."""
+        return self._controller.get_key_value_table(scope, table)
+
+    def list_key_value_tables(self, scope: str) -> list[str]:
+        return self._controller.list_key_value_tables(scope)
+
+    def delete_key_value_table(self, scope: str, table: str) -> bool:
+        """Delete the table and all its data; False if it does not exist."""
+        return self._controller.delete_key_value_table(scope, table)

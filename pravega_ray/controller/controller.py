@@ -23,34 +23,51 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pravega_ray.client.reader_group_state import Assignment, ReaderGroupState
+from pravega_ray.constants import KVT_PARTITIONS_MAX
 from pravega_ray.controller.metadata_store import MetadataStore
 from pravega_ray.controller.records import (
     STATE_TRANSITIONS,
+    KeyValueTableInfo,
+    KeyValueTableState,
     SegmentRange,
     StreamInfo,
     StreamState,
 )
 from pravega_ray.errors import (
+    IllegalStateError,
     IllegalStateTransitionError,
     InvalidArgumentError,
+    KeyValueTableNotFoundError,
     ReaderGroupNotFoundError,
     ScopeNotEmptyError,
     ScopeNotFoundError,
     SegmentExistsError,
+    SegmentNotFoundError,
     StreamNotFoundError,
 )
-from pravega_ray.naming import parse_scoped_stream, segment_id, stream_segment_name, validate_name
+from pravega_ray.naming import (
+    kvt_segment_name,
+    parse_scoped_stream,
+    segment_id,
+    stream_segment_name,
+    validate_kvt_name,
+    validate_name,
+)
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 
 log = logging.getLogger(__name__)
 
 
 class SegmentStoreAdmin(Protocol):
-    """What the controller needs from segment containers (synchronous)."""
+    """What the controller needs from segment containers (synchronous, retrying restarts)."""
 
     def create_segment(self, segment: str) -> None: ...
 
+    def create_table_segment(self, segment: str) -> None: ...
+
     def seal_segment(self, segment: str) -> int: ...
+
+    def delete_segment(self, segment: str) -> None: ...
 
 
 class Controller:
@@ -88,6 +105,18 @@ class Controller:
                 elif state is StreamState.SEALING:
                     self._finish_seal(scope, stream)
                     resumed += 1
+            for key in self._store.list_keys(f"kvtables/{scope}"):
+                record = self._store.get(key)
+                if record is None:
+                    continue
+                table = key.rsplit("/", 1)[1]
+                kvt_state = KeyValueTableState(record.value["state"])
+                if kvt_state is KeyValueTableState.CREATING:
+                    self._finish_create_kvt(scope, table)
+                    resumed += 1
+                elif kvt_state is KeyValueTableState.DELETING:
+                    self._finish_delete_kvt(scope, table)
+                    resumed += 1
         self._resumed = True
         if resumed:
             log.info("controller resumed %d interrupted workflows", resumed)
@@ -115,8 +144,8 @@ class Controller:
         validate_name("scope", scope)
         if self._store.get(f"scopes/{scope}") is None:
             return False
-        if self._store.list_keys(f"streams/{scope}"):
-            raise ScopeNotEmptyError(f"scope {scope} still has streams")
+        if self._store.list_keys(f"streams/{scope}") or self._store.list_keys(f"kvtables/{scope}"):
+            raise ScopeNotEmptyError(f"scope {scope} still has streams or key-value tables")
         self._store.delete(f"scopes/{scope}")
         return True
 
@@ -216,6 +245,108 @@ class Controller:
         for segment in self.get_current_segments(scope, stream):
             self._segments.seal_segment(segment.name)
         self._transition(scope, stream, StreamState.SEALED)
+
+    # --- key-value tables -----------------------------------------------------------------------
+    def create_key_value_table(self, scope: str, table: str, partitions: int) -> bool:
+        """Create a key-value table of ``partitions`` table segments; False if it exists.
+
+        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
+        outside [1, KVT_PARTITIONS_MAX]). A table of that name with another
+        partition count is still "exists" (False): partitions are fixed at creation.
+        """
+        self._ready()
+        self._check_scope(scope)
+        validate_kvt_name(table)
+        if (
+            isinstance(partitions, bool)
+            or not isinstance(partitions, int)
+            or not 1 <= partitions <= KVT_PARTITIONS_MAX
+        ):
+            raise InvalidArgumentError(f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}]")
+        key = f"kvtables/{scope}/{table}"
+        if self._store.get(key) is not None:
+            return False
+        record = {
+            "state": KeyValueTableState.CREATING.value,
+            "partitions": partitions,
+            "created_ms": self._wall_clock_ms(),
+        }
+        self._store.put(key, record, None)
+        self._finish_create_kvt(scope, table)
+        return True
+
+    def _finish_create_kvt(self, scope: str, table: str) -> None:
+        info = self.get_key_value_table(scope, table)
+        for segment in info.segments:
+            with contextlib.suppress(SegmentExistsError):  # idempotent after a crash
+                self._segments.create_table_segment(segment)
+        self._set_kvt_state(scope, table, KeyValueTableState.CREATING, KeyValueTableState.ACTIVE)
+
+    def _set_kvt_state(
+        self, scope: str, table: str, expected: KeyValueTableState, to: KeyValueTableState
+    ) -> None:
+        key = f"kvtables/{scope}/{table}"
+        record = self._store.get(key)
+        if record is None:
+            raise KeyValueTableNotFoundError(f"key-value table {scope}/{table} does not exist")
+        if record.value["state"] != expected.value:
+            raise IllegalStateTransitionError(
+                f"key-value table {scope}/{table} is {record.value['state']}, not {expected.value}"
+            )
+        self._store.put(key, {**record.value, "state": to.value}, record.version)
+
+    def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        """The table's partitions and segments. Raises KeyValueTableNotFoundError."""
+        self._check_scope(scope)
+        validate_kvt_name(table)
+        record = self._store.get(f"kvtables/{scope}/{table}")
+        if record is None:
+            raise KeyValueTableNotFoundError(f"key-value table {scope}/{table} does not exist")
+        partitions = record.value["partitions"]
+        return KeyValueTableInfo(
+            scope=scope,
+            name=table,
+            state=KeyValueTableState(record.value["state"]),
+            partitions=partitions,
+            segments=tuple(kvt_segment_name(scope, table, i) for i in range(partitions)),
+            creation_time_ms=record.value["created_ms"],
+        )
+
+    def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        """As :meth:`get_key_value_table`, but IllegalStateError unless it is ACTIVE."""
+        self._ready()
+        info = self.get_key_value_table(scope, table)
+        if info.state is not KeyValueTableState.ACTIVE:
+            raise IllegalStateError(f"key-value table {scope}/{table} is {info.state.value}")
+        return info
+
+    def list_key_value_tables(self, scope: str) -> list[str]:
+        self._check_scope(scope)
+        return [k.rsplit("/", 1)[1] for k in self._store.list_keys(f"kvtables/{scope}")]
+
+    def delete_key_value_table(self, scope: str, table: str) -> bool:
+        """Delete the table and its segments; False if it does not exist."""
+        self._ready()
+        self._check_scope(scope)
+        validate_kvt_name(table)
+        record = self._store.get(f"kvtables/{scope}/{table}")
+        if record is None:
+            return False
+        if record.value["state"] != KeyValueTableState.DELETING.value:
+            self._set_kvt_state(
+                scope,
+                table,
+                KeyValueTableState(record.value["state"]),
+                KeyValueTableState.DELETING,
+            )
+        self._finish_delete_kvt(scope, table)
+        return True
+
+    def _finish_delete_kvt(self, scope: str, table: str) -> None:
+        for segment in self.get_key_value_table(scope, table).segments:
+            with contextlib.suppress(SegmentNotFoundError):  # idempotent after a crash
+                self._segments.delete_segment(segment)
+        self._store.delete(f"kvtables/{scope}/{table}")
 
     # --- reader groups -------------------------------------------------------------------------
     def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:

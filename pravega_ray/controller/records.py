@@ -63,3 +63,21 @@ class StreamInfo:
     @property
     def sealed(self) -> bool:
         return self.state is StreamState.SEALED
+
+
+class KeyValueTableState(str, Enum):
+    CREATING = "CREATING"
+    ACTIVE = "ACTIVE"
+    DELETING = "DELETING"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValueTableInfo:
+    """A key-value table: its partitions are table segments, one per partition."""
+
+    scope: str
+    name: str
+    state: KeyValueTableState
+    partitions: int
+    segments: tuple[str, ...]
+    creation_time_ms: int

@@ -499,6 +499,7 @@ class SegmentContainer:
 
     async def _index_call(self, function: Callable[..., R], *args: Any) -> R:
         """Run an attribute-index call on the index thread (callers hold the index lock)."""
+        self._ensure_running()  # close() shuts the thread down
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._index_executor, function, *args)
 
@@ -713,6 +714,9 @@ class SegmentContainer:
         return data[start : start + max_bytes]
 
     async def _submit(self, op: Any) -> Any:
+        # A caller may reach here after awaiting something while the container closed or
+        # failed: its operation would never be written, so it fails now instead of hanging.
+        self._ensure_running()
         invariant(self._wake is not None, "pump not started")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((op, future))

@@ -13,6 +13,7 @@ from pravega_ray.errors import (
     IllegalStateTransitionError,
     ScopeNotEmptyError,
     SegmentExistsError,
+    SegmentNotFoundError,
 )
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
@@ -25,6 +26,7 @@ class FakeSegmentStore:
     def __init__(self) -> None:
         self.segments: dict[str, bool] = {}
         self.fail_next_create = False
+        self.fail_next_delete = False
 
     def create_segment(self, segment: str) -> None:
         if self.fail_next_create:
@@ -34,9 +36,20 @@ class FakeSegmentStore:
             raise SegmentExistsError(segment)
         self.segments[segment] = False
 
+    def create_table_segment(self, segment: str) -> None:
+        self.create_segment(segment)
+
     def seal_segment(self, segment: str) -> int:
         self.segments[segment] = True
         return 0
+
+    def delete_segment(self, segment: str) -> None:
+        if self.fail_next_delete:
+            self.fail_next_delete = False
+            raise RuntimeError("crash")
+        if segment not in self.segments:
+            raise SegmentNotFoundError(segment)
+        del self.segments[segment]
 
 
 def make(storage=None, segments=None):
@@ -114,3 +127,31 @@ def test_seal_is_idempotent_and_final() -> None:
         controller._transition("sc", "st", StreamState.ACTIVE)
     with pytest.raises(ScopeNotEmptyError):
         controller.delete_scope("sc")
+
+
+def test_key_value_table_create_and_delete_resume_after_crashes() -> None:
+    controller, storage, segments = make()
+    controller.create_scope("sc")
+    segments.fail_next_create = True
+    with pytest.raises(RuntimeError):
+        controller.create_key_value_table("sc", "t", 3)
+    with pytest.raises(pr.IllegalStateError):  # not usable while CREATING
+        controller.get_active_key_value_table("sc", "t")
+    restarted, _, _ = make(storage, segments)
+    assert restarted.resume_workflows() == 1
+    info = restarted.get_active_key_value_table("sc", "t")
+    assert info.partitions == 3 and set(info.segments) == set(segments.segments)
+    assert [s.rsplit("/", 1)[1] for s in info.segments] == [
+        "0.#epoch.0",
+        "1.#epoch.0",
+        "2.#epoch.0",
+    ]
+    assert not restarted.create_key_value_table("sc", "t", 5)  # exists: partitions stay 3
+    segments.fail_next_delete = True
+    with pytest.raises(RuntimeError):
+        restarted.delete_key_value_table("sc", "t")
+    again, _, _ = make(storage, segments)
+    assert again.resume_workflows() == 1
+    assert segments.segments == {} and again.list_key_value_tables("sc") == []
+    with pytest.raises(pr.KeyValueTableNotFoundError):
+        again.get_key_value_table("sc", "t")
