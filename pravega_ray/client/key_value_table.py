@@ -109,6 +109,8 @@ class KeyValueTable(Generic[K, V]):
         self._retry_attempts_max = retry_attempts_max
         self._retry_backoff_s = retry_backoff_s
         self._closed = False
+        self.retries = 0
+        """Calls repeated because their outcome was unknown (a container died or timed out)."""
 
     # --- updates ------------------------------------------------------------------------------
     def put(self, key: K, value: V) -> int:
@@ -229,6 +231,7 @@ class KeyValueTable(Generic[K, V]):
             except (RetriableError, FutureTimeoutError):
                 if attempt == self._retry_attempts_max - 1:
                     raise
+                self.retries += 1
                 time.sleep(min(2.0, self._retry_backoff_s * (attempt + 1)))
         raise AssertionError("unreachable")
 
