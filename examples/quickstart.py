@@ -8,7 +8,9 @@ Run with ``make demo`` (or ``.venv/bin/python examples/quickstart.py``). It
 4. reads them back with a two-reader group and checks count, no duplicates
    and per-key order,
 5. reads the stream into a Spark DataFrame (RayDP) and prints a per-key
-   aggregate, then a short summary.
+   aggregate,
+6. stores the aggregate in a key-value table and reads it back, then prints
+   a short summary.
 
 Each run uses a fresh stream name, so it can be run again on the same data dir.
 """
@@ -46,7 +48,7 @@ def write(cluster: pr.Cluster, scope: str, stream: str) -> float:
 
 
 def read(cluster: pr.Cluster, scope: str, stream: str) -> tuple[list[pr.EventRead], float]:
-    group = "quickstart-readers"
+    group = f"{stream}-readers"  # a fresh group per run, like the stream
     cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}"))
     events: list[pr.EventRead] = []
     lock = threading.Lock()
@@ -138,6 +140,21 @@ def main() -> None:
         if spark_total != EVENTS:
             raise SystemExit(f"FAILED: Spark saw {spark_total} events, wrote {EVENTS}")
 
+        table = f"aggregates-{stream.removeprefix('readings-')}"
+        manager.create_key_value_table(scope, table, partitions=2)
+        kvt = cluster.key_value_table(
+            scope, table, key_serializer=pr.Utf8Serializer(), value_serializer=pr.JsonSerializer()
+        )
+        for r in rows:
+            kvt.put_if_absent(r["key"], {"events": r["events"], "sum": r["sum_value"]})
+        stored = kvt.get_all([r["key"] for r in rows])
+        if [e.value["events"] if e else None for e in stored] != [r["events"] for r in rows]:
+            raise SystemExit("FAILED: the key-value table does not hold the aggregate")
+        step(
+            f"stored the aggregate in key-value table {scope}/{table}: "
+            f"{sum(1 for _ in kvt.iter_keys())} keys, read back with get_all"
+        )
+
         summary = {
             "stream": f"{scope}/{stream}",
             "segments": SEGMENTS,
@@ -147,6 +164,7 @@ def main() -> None:
             "read_events_per_s": round(len(events) / read_s),
             "spark_rows": spark_total,
             "spark_keys": len(rows),
+            "kvt_keys": len(stored),
             "total_s": round(time.monotonic() - t0, 1),
         }
         step("summary: " + json.dumps(summary))

@@ -187,6 +187,21 @@ class Cluster(ClientFactory):
         self.shutdown()
 
 
+def _upgrade_from_format_2(path: Path, stored: dict[str, Any], default2: str) -> dict[str, Any]:
+    """Move format-2 attribute chunks into the B+tree index, then record format 3."""
+    from pravega_ray.segmentstore.builder import build_chunk_storage
+    from pravega_ray.segmentstore.migrations import migrate_attributes_2_to_3
+
+    log.info("upgrading %s from data format 2 to %d ...", path.parent, _FORMAT)
+    segments = migrate_attributes_2_to_3(build_chunk_storage(stored.get("tier2", default2)))
+    upgraded = {**stored, "format": _FORMAT}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(upgraded))
+    os.replace(tmp, path)
+    log.info("upgraded %s: attributes of %d segments moved", path.parent, segments)
+    return upgraded
+
+
 def _check_data_dir(
     data_dir: Path, container_count: int, tier1: str | None, tier2: str | None
 ) -> tuple[str, str]:
@@ -200,6 +215,8 @@ def _check_data_dir(
     }
     if path.exists():
         stored = json.loads(path.read_text())
+        if stored.get("format") == 2:
+            stored = _upgrade_from_format_2(path, stored, default2)
         if stored.get("format") != _FORMAT:
             raise ConfigurationError(
                 f"{data_dir} holds data in format {stored.get('format')}; this pravega-ray reads "

@@ -154,6 +154,6 @@ def test_bad_input_through_actors_gets_typed_errors(cluster, unique_name) -> Non
 
 
 def test_data_of_an_older_format_is_refused_clearly(ray_session, tmp_path: Path) -> None:
-    (tmp_path / "cluster.json").write_text('{"format": 2, "container_count": 2}')
+    (tmp_path / "cluster.json").write_text('{"format": 1, "container_count": 2}')
     with pytest.raises(pr.ConfigurationError, match="format"):
         pr.start_local(data_dir=tmp_path, container_count=2, namespace="old-format")
