@@ -73,6 +73,9 @@ STORAGE_FLUSH_INTERVAL_S = 1.0
 ATTRIBUTE_CACHE_ENTRIES_MAX = 200_000
 """Per container: extended attribute values kept in memory; clean ones beyond are evicted."""
 
+ATTRIBUTE_FLUSH_ENTRIES = 10_000
+"""A segment's dirty attributes go to the attribute index at this many (or when 1 s old)."""
+
 STORAGE_WRITER_TICK_S = 0.1
 """How often the storage writer looks for segments due for a flush."""
 

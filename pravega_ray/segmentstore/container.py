@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 from pravega_ray.constants import (
     APPEND_BLOCK_BYTES_MAX,
+    ATTRIBUTE_FLUSH_ENTRIES,
     NO_EVENT_NUMBER,
     READ_BYTES_MAX,
     READ_WAIT_S_MAX,
@@ -112,6 +113,7 @@ class SegmentState:
     pending_start_offset: int = 0
     pending_deleted: bool = False
     unflushed_since: float | None = None
+    attributes_dirty_since: float | None = None  # when the storage writer first saw them dirty
     # (offset, log sequence) of each durable append not yet in Tier-2, oldest first: the log
     # may be truncated only below the oldest sequence over all segments.
     unflushed_appends: deque[tuple[int, int]] = field(default_factory=deque)
@@ -1023,10 +1025,28 @@ class SegmentContainer:
         return self._truncated_upto
 
     # --- hooks for the storage writer --------------------------------------------------------
-    async def _flush_attributes(self) -> None:
-        """Persist dirty attribute values (coalesced: latest wins), then evict clean ones."""
+    async def _flush_attributes(self, force: bool = False) -> None:
+        """Persist dirty attribute values (coalesced: latest wins), then evict clean ones.
+
+        A segment's batch goes to the index when ``force``, when it holds
+        ``ATTRIBUTE_FLUSH_ENTRIES`` values, or when its oldest is
+        ``storage_flush_interval_s`` old: a busy writer's event number changes on
+        every append but costs one index update per interval. The log needs no
+        flush to be truncated (checkpoints carry dirty values).
+        """
+        now = self._monotonic()
         for state in list(self._segments.values()):
             if not state.dirty_attributes or state.pending_deleted:
+                state.attributes_dirty_since = None
+                continue
+            if state.attributes_dirty_since is None:
+                state.attributes_dirty_since = now
+            due = (
+                force
+                or len(state.dirty_attributes) >= ATTRIBUTE_FLUSH_ENTRIES
+                or now - state.attributes_dirty_since >= self.config.storage_flush_interval_s
+            )
+            if not due:
                 continue
             values = dict(state.dirty_attributes)
             async with self._attribute_index_lock:
@@ -1034,6 +1054,7 @@ class SegmentContainer:
             for key, value in values.items():
                 if state.dirty_attributes.get(key) == value:
                     del state.dirty_attributes[key]
+            state.attributes_dirty_since = now if state.dirty_attributes else None
         dead, self._dead_attribute_segments = self._dead_attribute_segments, []
         for segment in dead:
             async with self._attribute_index_lock:

@@ -76,7 +76,7 @@ class StorageWriter:
             for state in self._container._flush_candidates(force):
                 await self._flush_segment(state)
             await self._delete_dead_chunks()
-            await self._container._flush_attributes()
+            await self._container._flush_attributes(force)
             # Under the lock: no ChunkAdded is queued, so the checkpoint's snapshot is exact.
             await self._container._checkpoint_and_truncate(force=checkpoint)
 
