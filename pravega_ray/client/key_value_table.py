@@ -10,13 +10,14 @@ each update of the key); ``replace`` and ``remove`` can be made conditional on
 it, ``put_if_absent`` on absence. A failed condition raises
 :class:`BadKeyVersionError` or :class:`NoSuchKeyError` and changes nothing.
 
-Exactly once: each ``KeyValueTable`` has a random client id. When the owning
-container dies mid-call (outcome unknown) the client retries the same update
-with the same client state; the container recognises a batch that landed and
+Exactly once: each ``KeyValueTable`` has a random client id per partition.
+When the owning container dies mid-call (outcome unknown) the client retries
+the same update with the same client state; the container recognises a batch that landed and
 returns its original result instead of applying it twice, so a retried
 ``put_if_absent`` does not fail on the key it created itself. Calls on one
 ``KeyValueTable`` are thread-safe; updates of one partition are sent one at a
-time (that is what makes the retry check sound).
+time (that is what makes the retry check sound). If the retries run out, the
+call raises (outcome unknown) and the partition continues under a new client id.
 
 Iteration (``iter_keys``, ``iter_entries``) walks the partitions one after
 another, a page at a time, in hash order (not key order). Keys present
@@ -77,6 +78,11 @@ class _Partition:
     def __init__(self, segment: str) -> None:
         self.segment = segment
         self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Start afresh under a new client id (after an update whose outcome stayed unknown)."""
+        self.client_id = os.urandom(_CLIENT_ID_BYTES)
         self.last_offset = NULL_VALUE  # where this client's previous batch landed
 
 
@@ -104,7 +110,6 @@ class KeyValueTable(Generic[K, V]):
         self._keys: Serializer[Any] = key_serializer or BytesSerializer()
         self._values: Serializer[Any] = value_serializer or BytesSerializer()
         self._partitions = [_Partition(s) for s in info.segments]
-        self._client_id = os.urandom(_CLIENT_ID_BYTES)
         self._call_timeout_s = call_timeout_s
         self._retry_attempts_max = retry_attempts_max
         self._retry_backoff_s = retry_backoff_s
@@ -153,11 +158,21 @@ class KeyValueTable(Generic[K, V]):
 
     def _update(self, partition: _Partition, updates: list[TableUpdate]) -> TableUpdateResult:
         with partition.lock:
-            result: TableUpdateResult = self._retrying(
-                lambda: self._segments.table_call(
-                    partition.segment, "update", updates, self._client_id, partition.last_offset
+            try:
+                result: TableUpdateResult = self._retrying(
+                    lambda: self._segments.table_call(
+                        partition.segment,
+                        "update",
+                        updates,
+                        partition.client_id,
+                        partition.last_offset,
+                    )
                 )
-            )
+            except (RetriableError, FutureTimeoutError):
+                # Outcome unknown and the caller is told so; the update may still land later,
+                # so this client's state on the partition can no longer tell retries apart.
+                partition.reset()
+                raise
             if result.offset is not None:
                 partition.last_offset = result.offset
             return result

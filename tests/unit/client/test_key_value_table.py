@@ -190,3 +190,33 @@ def test_container_restarts_between_puts_and_acks_lose_and_duplicate_nothing(
     info = cluster.stream_manager().get_key_value_table_info("sc", "t")
     appended = [e for s in info.segments for e in changes(cluster, s)]
     assert len(appended) == 300, "an update was applied twice or lost"
+
+
+class _LoseAcks(_LoseFirstAck):
+    """Every update lands (or is replayed) but its caller is told the outcome is unknown."""
+
+    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
+        real = self._inner.table_call(segment, method, *args)
+        if method != "update" or not self.lost_all:
+            return real
+        real.result(10)
+        self.lost += 1
+        lost: Future[Any] = Future()
+        lost.set_exception(pr.SegmentStoreUnavailableError("ack lost"))
+        return lost
+
+
+def test_after_retries_run_out_the_next_update_is_not_taken_for_a_retry(
+    cluster: InProcessCluster,
+) -> None:
+    cluster.stream_manager().create_key_value_table("sc", "t", partitions=1)
+    info = cluster.stream_manager().get_key_value_table_info("sc", "t")
+    connection = _LoseAcks(cluster._segments)
+    connection.lost_all = True
+    kvt = pr.KeyValueTable(info, connection, retry_attempts_max=2, retry_backoff_s=0.01)
+    with pytest.raises(pr.SegmentStoreUnavailableError):  # landed, but the caller cannot know
+        kvt.put(b"k", b"first")
+    assert connection.lost == 2
+    connection.lost_all = False
+    second = kvt.put(b"k", b"second")  # must be applied, not answered as a replay of "first"
+    assert kvt.get(b"k") == pr.TableEntry(b"k", b"second", second)
