@@ -5,6 +5,7 @@ See :mod:`pravega_ray.btree.tree` for the page layout, footer and consistency ru
 
 from __future__ import annotations
 
+from pravega_ray.btree.page_cache import PageCache
 from pravega_ray.btree.tree import (
     CACHE_PAGES_MAX,
     KEY_BYTES,
@@ -20,5 +21,6 @@ __all__ = [
     "PAGE_BYTES_MAX",
     "PAGE_BYTES_MIN",
     "BTree",
+    "PageCache",
     "TreeStats",
 ]

@@ -104,10 +104,10 @@ import bisect
 import itertools
 import struct
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from pravega_ray.btree.page_cache import PageCache
 from pravega_ray.constants import KIB
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
 from pravega_ray.invariant import invariant
@@ -144,6 +144,7 @@ _FOOTER_BODY = struct.Struct(">4sQQIQQ4x")
 _FOOTER_BYTES = _FOOTER_BODY.size + 4
 _SCAN_WINDOW_BYTES = 64 * KIB
 _NO_KEY = bytes(KEY_BYTES)
+_TREE_TOKENS = itertools.count()
 _LEAF_EDITS_IN_PLACE_MAX = 64
 """A leaf batch up to this size is applied by binary search and list inserts (each O(page));
 a larger one rebuilds the page from a dict and a sort (O(page log page), once)."""
@@ -299,12 +300,15 @@ class BTree:
         page_bytes_max: int = PAGE_BYTES_MAX,
         compaction: bool = True,
         cache_pages_max: int = CACHE_PAGES_MAX,
+        page_cache: PageCache | None = None,
     ) -> None:
         """Open the tree stored behind ``read``/``append``/``length``.
 
-        Raises :class:`InvalidArgumentError` if ``page_bytes_max`` is outside
-        ``[PAGE_BYTES_MIN, PAGE_BYTES_MAX]`` or ``cache_pages_max`` is negative;
-        reading the store may raise whatever ``read`` raises.
+        Decoded pages are kept in ``page_cache`` (shared with other trees), or in
+        a cache of its own holding ``cache_pages_max`` index pages and as many
+        leaves. Raises :class:`InvalidArgumentError` if ``page_bytes_max`` is
+        outside ``[PAGE_BYTES_MIN, PAGE_BYTES_MAX]`` or ``cache_pages_max`` is
+        negative; reading the store may raise whatever ``read`` raises.
         """
         if not PAGE_BYTES_MIN <= page_bytes_max <= PAGE_BYTES_MAX:
             raise InvalidArgumentError(
@@ -320,8 +324,10 @@ class BTree:
         self._cache_pages_max = cache_pages_max
         self._leaf_capacity = (page_bytes_max - _HEADER.size) // _LEAF_ENTRY.size
         self._index_capacity = (page_bytes_max - _HEADER.size) // _INDEX_ENTRY.size
-        self._index_cache: OrderedDict[int, _Node] = OrderedDict()
-        self._leaf_cache: OrderedDict[int, _Node] = OrderedDict()
+        self._cache = (
+            page_cache if page_cache is not None else PageCache(cache_pages_max, cache_pages_max)
+        )
+        self._cache_token = next(_TREE_TOKENS)  # this tree's pages in a shared cache
         self._freed_bytes = 0  # bytes of live pages the current batch replaces or drops
         self._freed_offsets: set[int] = set()  # their offsets: dropped from the cache once written
         self._footer = self._find_footer()
@@ -336,6 +342,7 @@ class BTree:
         page_bytes_max: int = PAGE_BYTES_MAX,
         compaction: bool = True,
         cache_pages_max: int = CACHE_PAGES_MAX,
+        page_cache: PageCache | None = None,
     ) -> BTree:
         """Open the tree in a store (same as the constructor; reads for the common spelling)."""
         return cls(
@@ -345,6 +352,7 @@ class BTree:
             page_bytes_max=page_bytes_max,
             compaction=compaction,
             cache_pages_max=cache_pages_max,
+            page_cache=page_cache,
         )
 
     # --- Properties -----------------------------------------------------------------------
@@ -773,8 +781,7 @@ class BTree:
         # The replaced versions are no longer live: keep the cache for pages that are (a
         # reader of an older snapshot still finds them in the store, until it is truncated).
         for page_offset in self._freed_offsets:
-            self._index_cache.pop(page_offset, None)
-            self._leaf_cache.pop(page_offset, None)
+            self._cache.discard(self._cache_token, page_offset)
         self._freed_offsets.clear()
         for page_offset, node in written:
             self._cache_put(page_offset, node)
@@ -783,26 +790,19 @@ class BTree:
 
     def _page(self, offset: int, length: int) -> _Node:
         """The decoded page at ``offset`` (shared: callers must not mutate it)."""
-        for cache in (self._index_cache, self._leaf_cache):
-            node = cache.get(offset)
-            if node is not None:
-                cache.move_to_end(offset)
-                return node
+        node = self._cache.get(self._cache_token, offset)
+        if node is not None:
+            return node
         node = _decode_page(self._read(offset, length), offset, length)
         self._cache_put(offset, node)
         return node
 
     def _cache_put(self, offset: int, node: _Node) -> None:
-        cache = self._leaf_cache if node.leaf else self._index_cache
-        cache[offset] = node
-        cache.move_to_end(offset)
-        while len(cache) > self._cache_pages_max:
-            cache.popitem(last=False)
+        self._cache.put(self._cache_token, offset, node, leaf=node.leaf)
 
     def clear_cache(self) -> None:
-        """Forget every decoded page (the next reads go to the store)."""
-        self._index_cache.clear()
-        self._leaf_cache.clear()
+        """Forget every decoded page of this tree (the next reads go to the store)."""
+        self._cache.clear(self._cache_token)
 
     def _find_footer(self) -> _Footer | None:
         """The last valid footer in the store, scanning back past a torn tail; None if none."""

@@ -56,8 +56,9 @@ caller saw fail. A crash between that delete and create leaves the previous stat
 Caching
 -------
 
-At most ``cached_trees_max`` open trees are kept (LRU over segments); each keeps
-its own page cache (``cache_pages_max`` decoded index pages and as many leaves), so
+At most ``cached_trees_max`` open trees are kept (LRU over segments). They share
+one :class:`~pravega_ray.btree.PageCache` (``cache_pages_max`` decoded index pages
+and as many leaves, kept apart so leaf traffic never evicts the upper levels), so
 upper levels stay warm and a warm lookup costs at most one Tier-2 read (the leaf).
 Opening a tree costs one ``list`` and one read of its footer.
 
@@ -80,7 +81,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from pravega_ray.btree import CACHE_PAGES_MAX, KEY_BYTES, PAGE_BYTES_MAX, BTree
+from pravega_ray.btree import KEY_BYTES, PAGE_BYTES_MAX, BTree, PageCache
+from pravega_ray.btree.page_cache import LEAF_PAGES_MAX
 from pravega_ray.errors import AlreadyExistsError, DataCorruptionError, InvalidArgumentError
 from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.storage.chunk_storage import ChunkStorage
@@ -110,7 +112,7 @@ class _AttributeSegment:
             self._length,
             page_bytes_max=owner.page_bytes_max,
             compaction=owner.compaction,
-            cache_pages_max=owner.cache_pages_max,
+            page_cache=owner.page_cache,
         )
         self.truncate()
 
@@ -190,9 +192,11 @@ class _AttributeSegment:
 class BTreeAttributeIndex:
     """The attribute index as one append-only B+tree per segment, stored as Tier-2 chunks.
 
-    ``page_bytes_max``, ``compaction`` and ``cache_pages_max`` are passed to every
-    :class:`BTree`; ``cached_trees_max`` bounds the open trees (LRU). ``reads``
-    counts Tier-2 chunk reads (``ChunkStorage.read`` calls), for tests and benchmarks.
+    ``page_bytes_max`` and ``compaction`` are passed to every :class:`BTree`; all
+    trees share one :class:`PageCache` of ``cache_pages_max`` decoded index pages and
+    as many leaves (about 100 KB each), which bounds the memory however many segments
+    there are; ``cached_trees_max`` bounds the open trees (LRU). ``reads`` counts
+    Tier-2 chunk reads (``ChunkStorage.read`` calls), for tests and benchmarks.
     """
 
     def __init__(
@@ -201,12 +205,14 @@ class BTreeAttributeIndex:
         *,
         page_bytes_max: int = PAGE_BYTES_MAX,
         compaction: bool = True,
-        cached_trees_max: int = 64,
-        cache_pages_max: int = CACHE_PAGES_MAX // 16,
+        cached_trees_max: int = 256,
+        cache_pages_max: int = LEAF_PAGES_MAX,
     ) -> None:
-        """Raises InvalidArgumentError if ``cached_trees_max < 1`` (page bounds: see BTree)."""
+        """Raises InvalidArgumentError if ``cached_trees_max < 1`` or ``cache_pages_max < 0``
+        (page bounds: see BTree)."""
         if cached_trees_max < 1:
             raise InvalidArgumentError("cached_trees_max must be >= 1")
+        self.page_cache = PageCache(cache_pages_max, cache_pages_max)
         self._storage = storage
         self.page_bytes_max = page_bytes_max
         self.compaction = compaction
@@ -232,7 +238,8 @@ class BTreeAttributeIndex:
         opened = _AttributeSegment(self, segment)
         self._trees[segment] = opened
         while len(self._trees) > self.cached_trees_max:
-            self._trees.popitem(last=False)
+            _, closed = self._trees.popitem(last=False)
+            closed.tree.clear_cache()
         return opened
 
     def get(self, segment: str, keys: Iterable[bytes]) -> dict[bytes, int]:
@@ -276,7 +283,9 @@ class BTreeAttributeIndex:
     def delete(self, segment: str) -> None:
         """Delete every chunk of the segment's attribute segment (idempotent)."""
         with self._lock:
-            self._trees.pop(segment, None)
+            closed = self._trees.pop(segment, None)
+            if closed is not None:
+                closed.tree.clear_cache()
             prefix = f"{CHUNK_PREFIX}{segment}/"
             for name in self._storage.list(prefix):
                 rest = name[len(prefix) :]
@@ -302,3 +311,4 @@ class BTreeAttributeIndex:
         """Forget every open tree and its pages (the next calls go to Tier-2)."""
         with self._lock:
             self._trees.clear()
+            self.page_cache.clear()

@@ -195,6 +195,31 @@ def test_warm_lookups_cost_at_most_one_tier2_read() -> None:
 
 
 @pytest.mark.timeout(30)
+def test_many_segments_share_one_bounded_page_cache() -> None:
+    """Memory is bounded per index, not per tree; leaf traffic never evicts index pages."""
+    storage = InMemoryChunkStorage()
+    index = BTreeAttributeIndex(storage, page_bytes_max=SMALL_PAGES, cache_pages_max=40)
+    segments = [f"s/t/{i}.#epoch.0" for i in range(12)]
+    for segment in segments:
+        for i in range(0, 3000, 1000):
+            index.update(segment, {key(j): j for j in range(i, i + 1000)})
+    index_pages, leaves = index.page_cache.sizes()
+    assert index_pages <= 40 and leaves <= 40
+    index.clear_cache()
+    rng = random.Random(5)
+    for segment in segments[:2]:  # warm the upper levels of two trees
+        index.get(segment, [key(j) for j in range(0, 3000, 7)])
+    for _ in range(300):  # leaf traffic on another tree
+        index.get(segments[5], [key(rng.randrange(3000))])
+    before = index.reads
+    for _ in range(200):
+        segment = rng.choice(segments[:2])
+        j = rng.randrange(3000)
+        assert index.get(segment, [key(j)]) == {key(j): j}
+    assert index.reads - before <= 200  # at most the leaf: the index pages stayed
+
+
+@pytest.mark.timeout(30)
 def test_a_leftover_chunk_from_a_failed_create_is_replaced() -> None:
     class FlakyStorage(InMemoryChunkStorage):
         fail_next = False
