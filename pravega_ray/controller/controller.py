@@ -93,33 +93,38 @@ class Controller:
         """Finish create/seal workflows a crash interrupted. Returns how many were resumed."""
         resumed = 0
         for scope in self.list_scopes():
-            for key in self._store.list_keys(f"streams/{scope}"):
-                record = self._store.get(key)
-                if record is None:
-                    continue
-                state = StreamState(record.value["state"])
-                stream = key.rsplit("/", 1)[1]
-                if state is StreamState.CREATING:
-                    self._finish_create(scope, stream)
-                    resumed += 1
-                elif state is StreamState.SEALING:
-                    self._finish_seal(scope, stream)
-                    resumed += 1
-            for key in self._store.list_keys(f"kvtables/{scope}"):
-                record = self._store.get(key)
-                if record is None:
-                    continue
-                table = key.rsplit("/", 1)[1]
-                kvt_state = KeyValueTableState(record.value["state"])
-                if kvt_state is KeyValueTableState.CREATING:
-                    self._finish_create_kvt(scope, table)
-                    resumed += 1
-                elif kvt_state is KeyValueTableState.DELETING:
-                    self._finish_delete_kvt(scope, table)
-                    resumed += 1
+            resumed += self._resume(
+                scope,
+                f"streams/{scope}",
+                {
+                    StreamState.CREATING.value: self._finish_create,
+                    StreamState.SEALING.value: self._finish_seal,
+                },
+            )
+            resumed += self._resume(
+                scope,
+                f"kvtables/{scope}",
+                {
+                    KeyValueTableState.CREATING.value: self._finish_create_kvt,
+                    KeyValueTableState.DELETING.value: self._finish_delete_kvt,
+                },
+            )
         self._resumed = True
         if resumed:
             log.info("controller resumed %d interrupted workflows", resumed)
+        return resumed
+
+    def _resume(
+        self, scope: str, prefix: str, finishers: dict[str, Callable[[str, str], None]]
+    ) -> int:
+        """Finish every record under ``prefix`` whose state has a finisher; returns how many."""
+        resumed = 0
+        for key in self._store.list_keys(prefix):
+            record = self._store.get(key)
+            finish = finishers.get(record.value["state"]) if record is not None else None
+            if finish is not None:
+                finish(scope, key.rsplit("/", 1)[1])
+                resumed += 1
         return resumed
 
     def _ready(self) -> None:

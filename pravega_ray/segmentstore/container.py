@@ -599,11 +599,7 @@ class SegmentContainer:
             raise InvalidArgumentError(
                 f"range [{offset}, {offset + length}) is outside {segment} (length {state.length})"
             )
-        if offset < state.start_offset:
-            raise SegmentTruncatedError(
-                f"{segment} is truncated at {state.start_offset}; cannot read at {offset}",
-                start_offset=state.start_offset,
-            )
+        _check_not_truncated(state, offset)
         return await self._read_range(state, offset, offset + length)
 
     def segment_role(self, segment: str) -> str:
@@ -657,11 +653,7 @@ class SegmentContainer:
             raise InvalidArgumentError(
                 f"read of {segment} at {offset} is past its length {state.length}"
             )
-        if offset < state.start_offset:
-            raise SegmentTruncatedError(
-                f"{segment} is truncated at {state.start_offset}; cannot read at {offset}",
-                start_offset=state.start_offset,
-            )
+        _check_not_truncated(state, offset)
         if offset == state.length and not state.sealed and wait_s > 0:
             waiter = asyncio.get_running_loop().create_future()
             state.data_waiters.append(waiter)
@@ -1109,6 +1101,14 @@ def _wake_all(waiters: list[asyncio.Future[None]]) -> None:
         if not waiter.done():
             waiter.set_result(None)
     waiters.clear()
+
+
+def _check_not_truncated(state: SegmentState, offset: int) -> None:
+    if offset < state.start_offset:
+        raise SegmentTruncatedError(
+            f"{state.name} is truncated at {state.start_offset}; cannot read at {offset}",
+            start_offset=state.start_offset,
+        )
 
 
 def _check_attribute_key(key: object) -> None:
