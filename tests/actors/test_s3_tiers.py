@@ -37,9 +37,15 @@ def test_s3_tiers_survive_a_container_kill_and_a_restart(
         mgr = first.stream_manager()
         mgr.create_scope("s3")
         mgr.create_stream("s3", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
+        mgr.create_key_value_table("s3", "kv", partitions=2)
+        kvt = first.key_value_table("s3", "kv")
+        versions = {b"k%d" % i: kvt.put(b"k%d" % i, b"v%d" % i) for i in range(500)}
         write(first, 0, 3000)
         ray.kill(first.container_handles()[0], no_restart=False)  # recovers from S3
         write(first, 3000, 3000)
+        for i in range(0, 500, 2):  # after the kill: the index and entries come from S3
+            key = b"k%d" % i
+            versions[key] = kvt.replace(key, b"w%d" % i, versions[key])
         ray.get([h.checkpoint.remote() for h in first.container_handles()])
     finally:
         first.shutdown()
@@ -52,6 +58,12 @@ def test_s3_tiers_survive_a_container_kill_and_a_restart(
         assert readers[0].read_next_event(timeout_s=0.5) is None
         readers[0].close()
         assert_exactly_once_in_key_order(events, 6000)
+        kvt = second.key_value_table("s3", "kv")
+        entries = {e.key: (e.value, e.version) for e in kvt.iter_entries()}
+        assert {k: v for k, (_, v) in entries.items()} == versions
+        assert all(
+            entries[b"k%d" % i][0] == (b"w%d" if i % 2 == 0 else b"v%d") % i for i in range(500)
+        )
         with pytest.raises(pr.ConfigurationError):  # the directory remembers its tiers
             pr.start_local(
                 data_dir=tmp_path,
