@@ -183,19 +183,26 @@ class KeyValueTable(Generic[K, V]):
         return self.get_all([key])[0]
 
     def get_all(self, keys: Iterable[K]) -> list[TableEntry[K, V] | None]:
-        """Entries of ``keys``, in the same order (None where absent)."""
+        """Entries of ``keys``, in the same order (None where absent); partitions in parallel."""
+        self._check_open()
         keys = list(keys)
         raw_keys = [self._keys.serialize(k) for k in keys]
         by_partition: dict[int, list[int]] = {}
         for i, raw in enumerate(raw_keys):
             by_partition.setdefault(self._partition_index(raw), []).append(i)
         result: list[TableEntry[K, V] | None] = [None] * len(keys)
-        for index, positions in by_partition.items():
-            segment = self._partitions[index].segment
-            wanted = [raw_keys[i] for i in positions]
-            found: list[SegmentEntry | None] = self._retrying(
-                lambda s=segment, w=wanted: self._segments.table_call(s, "get", w)
+        calls = {
+            index: lambda s=self._partitions[index].segment, w=[raw_keys[i] for i in positions]: (
+                self._segments.table_call(s, "get", w)
             )
+            for index, positions in by_partition.items()
+        }
+        first = {index: call() for index, call in calls.items()}  # partitions in parallel
+        for index, positions in by_partition.items():
+            try:
+                found: list[SegmentEntry | None] = first[index].result(self._call_timeout_s)
+            except (RetriableError, FutureTimeoutError):
+                found = self._retrying(calls[index])
             for i, entry in zip(positions, found, strict=True):
                 if entry is not None:
                     value = self._values.deserialize(entry.value or b"")
@@ -238,8 +245,7 @@ class KeyValueTable(Generic[K, V]):
 
     def _retrying(self, call: Callable[[], Future[R]]) -> R:
         """Run ``call`` until its outcome is known; every table call is safe to repeat."""
-        if self._closed:
-            raise ClientClosedError(f"key-value table {self.info.scope}/{self.info.name} is closed")
+        self._check_open()
         for attempt in range(self._retry_attempts_max):
             try:
                 return call().result(self._call_timeout_s)
@@ -249,6 +255,10 @@ class KeyValueTable(Generic[K, V]):
                 self.retries += 1
                 time.sleep(min(2.0, self._retry_backoff_s * (attempt + 1)))
         raise AssertionError("unreachable")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"key-value table {self.info.scope}/{self.info.name} is closed")
 
     def close(self) -> None:
         """Release the client (later calls raise ClientClosedError). The data stays."""
