@@ -301,14 +301,19 @@ class BTree:
         compaction: bool = True,
         cache_pages_max: int = CACHE_PAGES_MAX,
         page_cache: PageCache | None = None,
+        compaction_ratio: float = 0.0,
     ) -> None:
         """Open the tree stored behind ``read``/``append``/``length``.
 
         Decoded pages are kept in ``page_cache`` (shared with other trees), or in
         a cache of its own holding ``cache_pages_max`` index pages and as many
-        leaves. Raises :class:`InvalidArgumentError` if ``page_bytes_max`` is
-        outside ``[PAGE_BYTES_MIN, PAGE_BYTES_MAX]`` or ``cache_pages_max`` is
-        negative; reading the store may raise whatever ``read`` raises.
+        leaves. With compaction, every batch moves the lowest live page, then
+        further lowest pages while the bytes moved are below ``compaction_ratio``
+        times the bytes the batch itself replaces (0: one page, the seed's rule).
+        Raises :class:`InvalidArgumentError` if ``page_bytes_max`` is outside
+        ``[PAGE_BYTES_MIN, PAGE_BYTES_MAX]``, ``cache_pages_max`` or
+        ``compaction_ratio`` is negative; reading the store may raise whatever
+        ``read`` raises.
         """
         if not PAGE_BYTES_MIN <= page_bytes_max <= PAGE_BYTES_MAX:
             raise InvalidArgumentError(
@@ -316,6 +321,9 @@ class BTree:
             )
         if cache_pages_max < 0:
             raise InvalidArgumentError("cache_pages_max must be >= 0")
+        if not compaction_ratio >= 0:
+            raise InvalidArgumentError("compaction_ratio must be >= 0")
+        self._compaction_ratio = float(compaction_ratio)
         self._read = read
         self._append = append
         self._length = length
@@ -343,6 +351,7 @@ class BTree:
         compaction: bool = True,
         cache_pages_max: int = CACHE_PAGES_MAX,
         page_cache: PageCache | None = None,
+        compaction_ratio: float = 0.0,
     ) -> BTree:
         """Open the tree in a store (same as the constructor; reads for the common spelling)."""
         return cls(
@@ -353,6 +362,7 @@ class BTree:
             compaction=compaction,
             cache_pages_max=cache_pages_max,
             page_cache=page_cache,
+            compaction_ratio=compaction_ratio,
         )
 
     # --- Properties -----------------------------------------------------------------------
@@ -475,7 +485,13 @@ class BTree:
         self._freed_offsets.clear()
         root, changed = self._apply_to_root(changes)
         if self._compaction and root is not None:
-            self._compact(root)
+            own = self._freed_bytes  # what the batch itself replaces
+            while True:  # the lowest page, then more while under the compaction ratio
+                before = self._freed_bytes
+                self._compact(root)
+                moved = self._freed_bytes - own
+                if self._freed_bytes == before or moved >= own * self._compaction_ratio:
+                    break
         if not changed and (root is None or root.node is None):
             invariant(self._freed_bytes == 0, "nothing to write after freeing pages")
             return  # nothing changed and nothing to compact

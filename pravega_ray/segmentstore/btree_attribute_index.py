@@ -87,12 +87,16 @@ from pravega_ray.errors import AlreadyExistsError, DataCorruptionError, InvalidA
 from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.storage.chunk_storage import ChunkStorage
 
-__all__ = ["CHUNK_PREFIX", "BTreeAttributeIndex"]
+__all__ = ["CHUNK_PREFIX", "COMPACTION_RATIO", "BTreeAttributeIndex"]
 
 CHUNK_PREFIX = "attributes-btree/"
 """*format* Every attribute-segment chunk is ``attributes-btree/<segment>/<start:020d>``."""
 
 _OFFSET_DIGITS = 20
+
+COMPACTION_RATIO = 0.0
+"""Default extra compaction per batch, as a fraction of the bytes the batch rewrites
+(0: one page per batch, the seed's rule). Measured in ``docs/attribute-index-benchmark.md``."""
 _KEY_LAST = b"\xff" * KEY_BYTES
 
 
@@ -113,6 +117,7 @@ class _AttributeSegment:
             page_bytes_max=owner.page_bytes_max,
             compaction=owner.compaction,
             page_cache=owner.page_cache,
+            compaction_ratio=owner.compaction_ratio,
         )
         self.truncate()
 
@@ -192,7 +197,8 @@ class _AttributeSegment:
 class BTreeAttributeIndex:
     """The attribute index as one append-only B+tree per segment, stored as Tier-2 chunks.
 
-    ``page_bytes_max`` and ``compaction`` are passed to every :class:`BTree`; all
+    ``page_bytes_max``, ``compaction`` and ``compaction_ratio`` are passed to every
+    :class:`BTree` (``COMPACTION_RATIO`` by default, see ``docs/attribute-index.md``); all
     trees share one :class:`PageCache` of ``cache_pages_max`` decoded index pages and
     as many leaves (about 100 KB each), which bounds the memory however many segments
     there are; ``cached_trees_max`` bounds the open trees (LRU). ``reads`` counts
@@ -207,6 +213,7 @@ class BTreeAttributeIndex:
         compaction: bool = True,
         cached_trees_max: int = 256,
         cache_pages_max: int = LEAF_PAGES_MAX,
+        compaction_ratio: float = COMPACTION_RATIO,
     ) -> None:
         """Raises InvalidArgumentError if ``cached_trees_max < 1`` or ``cache_pages_max < 0``
         (page bounds: see BTree)."""
@@ -218,6 +225,7 @@ class BTreeAttributeIndex:
         self.compaction = compaction
         self.cached_trees_max = cached_trees_max
         self.cache_pages_max = cache_pages_max
+        self.compaction_ratio = compaction_ratio
         self._trees: OrderedDict[str, _AttributeSegment] = OrderedDict()
         self._lock = threading.RLock()
         self.reads = 0
@@ -228,6 +236,7 @@ class BTreeAttributeIndex:
             lambda: 0,
             page_bytes_max=page_bytes_max,
             cache_pages_max=cache_pages_max,
+            compaction_ratio=compaction_ratio,
         )
 
     def _open(self, segment: str) -> _AttributeSegment:

@@ -75,13 +75,21 @@ batches = st.dictionaries(
 @given(
     batch_list=st.lists(batches, min_size=1, max_size=25),
     compaction=st.booleans(),
+    ratio=st.sampled_from([0.0, 0.5, 3.0]),
     restarts=st.lists(st.booleans(), min_size=25, max_size=25),
 )
 def test_update_matches_a_dict_model(
-    batch_list: list[dict[bytes, int | None]], compaction: bool, restarts: list[bool]
+    batch_list: list[dict[bytes, int | None]],
+    compaction: bool,
+    ratio: float,
+    restarts: list[bool],
 ) -> None:
     store = MemoryStore()
-    options = {"page_bytes_max": SMALL_PAGE_BYTES, "compaction": compaction}
+    options = {
+        "page_bytes_max": SMALL_PAGE_BYTES,
+        "compaction": compaction,
+        "compaction_ratio": ratio,
+    }
     tree = store.open(**options)
     model: dict[bytes, int] = {}
     for batch, restart in zip(batch_list, restarts, strict=False):
@@ -321,6 +329,9 @@ def test_bad_arguments_raise_invalid_argument() -> None:
         store.open(page_bytes_max=PAGE_BYTES_MIN - 1)
     with pytest.raises(InvalidArgumentError):
         store.open(page_bytes_max=PAGE_BYTES_MAX + 1)
+    for ratio in (-0.5, float("nan")):
+        with pytest.raises(InvalidArgumentError):
+            store.open(compaction_ratio=ratio)
     tree = store.open()
     with pytest.raises(InvalidArgumentError):
         tree.get(b"x")
@@ -334,7 +345,7 @@ def test_bad_arguments_raise_invalid_argument() -> None:
 
 
 def steady_updates(
-    compaction: bool, batches_count: int
+    compaction: bool, batches_count: int, compaction_ratio: float = 0.0
 ) -> tuple[MemoryStore, BTree, list[int], int]:
     """Load 2000 keys, then update 10 random hot keys per batch; return the lowest offsets seen.
 
@@ -343,7 +354,9 @@ def steady_updates(
     """
     rng = random.Random(42)
     store = MemoryStore()
-    tree = store.open(page_bytes_max=SMALL_PAGE_BYTES, compaction=compaction)
+    tree = store.open(
+        page_bytes_max=SMALL_PAGE_BYTES, compaction=compaction, compaction_ratio=compaction_ratio
+    )
     model: dict[bytes, int] = {}
     for start in range(0, 2000, 200):
         batch: dict[bytes, int | None] = {key(i): i for i in range(start, start + 200)}
@@ -386,6 +399,17 @@ def test_compaction_moves_the_lowest_live_offset_forward() -> None:
     plain_retained = plain_store.length() - plain_tree.lowest_live_offset
     assert plain_lowest[-1] == plain_lowest[0] == 0  # cold pages pin the start of the store
     assert retained * 4 < plain_retained, (retained, plain_retained)
+
+
+@pytest.mark.timeout(120)
+def test_a_higher_compaction_ratio_keeps_less_behind_the_tail() -> None:
+    """Moving more pages per batch (checked after every batch by steady_updates) keeps less."""
+    retained = {}
+    for ratio in (0.0, 1.0):
+        store, tree, lowest, _ = steady_updates(True, 300, compaction_ratio=ratio)
+        assert lowest == sorted(lowest)
+        retained[ratio] = store.length() - tree.lowest_live_offset
+    assert retained[1.0] * 1.5 < retained[0.0], retained
 
 
 @pytest.mark.timeout(60)
