@@ -106,6 +106,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pravega_ray.btree.page_cache import PageCache
 from pravega_ray.constants import KIB
@@ -329,7 +330,6 @@ class BTree:
         self._length = length
         self._page_bytes_max = page_bytes_max
         self._compaction = compaction
-        self._cache_pages_max = cache_pages_max
         self._leaf_capacity = (page_bytes_max - _HEADER.size) // _LEAF_ENTRY.size
         self._index_capacity = (page_bytes_max - _HEADER.size) // _INDEX_ENTRY.size
         self._cache = (
@@ -342,28 +342,10 @@ class BTree:
 
     @classmethod
     def open(
-        cls,
-        read: ReadFunction,
-        append: AppendFunction,
-        length: LengthFunction,
-        *,
-        page_bytes_max: int = PAGE_BYTES_MAX,
-        compaction: bool = True,
-        cache_pages_max: int = CACHE_PAGES_MAX,
-        page_cache: PageCache | None = None,
-        compaction_ratio: float = 0.0,
+        cls, read: ReadFunction, append: AppendFunction, length: LengthFunction, **options: Any
     ) -> BTree:
-        """Open the tree in a store (same as the constructor; reads for the common spelling)."""
-        return cls(
-            read,
-            append,
-            length,
-            page_bytes_max=page_bytes_max,
-            compaction=compaction,
-            cache_pages_max=cache_pages_max,
-            page_cache=page_cache,
-            compaction_ratio=compaction_ratio,
-        )
+        """Open the tree in a store: the constructor under the common spelling, same options."""
+        return cls(read, append, length, **options)
 
     # --- Properties -----------------------------------------------------------------------
 

@@ -457,10 +457,10 @@ class SegmentContainer:
             check_key(after, allow_core=True)
         if limit < 1:
             raise InvalidArgumentError("limit must be >= 1")
-        state = self._segment(segment)
+        self._segment(segment)  # SegmentNotFoundError before any index IO
         async with self._attribute_index_lock:
             stored = await self._index_call(self._attribute_index.iterate, segment, after, limit)
-        state = self._segment(segment)
+        state = self._segment(segment)  # again: it may have been deleted meanwhile
         high = stored[-1][0] if len(stored) == limit else None  # memory may not go past it
         merged = dict(stored)
         for key, value in state.attributes.items():

@@ -167,12 +167,16 @@ def decode_entries(data: bytes, offset: int) -> tuple[list[TableEntry], int]:
     return entries, position
 
 
+def _check_key(key: object) -> None:
+    if not isinstance(key, bytes) or not 0 < len(key) <= TABLE_KEY_BYTES_MAX:
+        raise InvalidArgumentError(f"table keys are 1 to {TABLE_KEY_BYTES_MAX} bytes")
+
+
 def _check_update(update: object) -> TableUpdate:
     if not isinstance(update, TableUpdate):
         raise InvalidArgumentError(f"expected a TableUpdate, got {type(update).__name__}")
     key, value, expected = update.key, update.value, update.expected_version
-    if not isinstance(key, bytes) or not 0 < len(key) <= TABLE_KEY_BYTES_MAX:
-        raise InvalidArgumentError(f"table keys are 1 to {TABLE_KEY_BYTES_MAX} bytes")
+    _check_key(key)
     if value is not None and (not isinstance(value, bytes) or len(value) > TABLE_VALUE_BYTES_MAX):
         raise InvalidArgumentError(f"table values are bytes of at most {TABLE_VALUE_BYTES_MAX}")
     if expected is not None and (
@@ -256,8 +260,7 @@ class TableSegments:
         """The latest entry of each key (None where absent), in the order asked."""
         self._check_table(segment)
         for key in keys:
-            if not isinstance(key, bytes) or not 0 < len(key) <= TABLE_KEY_BYTES_MAX:
-                raise InvalidArgumentError(f"table keys are 1 to {TABLE_KEY_BYTES_MAX} bytes")
+            _check_key(key)
         hashes = [key_hash(k) for k in keys]
         versions = await self._container.get_attributes(segment, hashes)
         result: list[TableEntry | None] = []

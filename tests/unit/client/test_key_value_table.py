@@ -125,11 +125,13 @@ def test_bad_input_gets_typed_errors_and_changes_nothing(cluster: InProcessClust
         cluster._segments.get_info(segment).result(10)
 
 
-class _LoseFirstAck:
-    """Connection wrapper: the first update lands, but its caller is told the outcome is unknown."""
+class _LoseAcks:
+    """Connection wrapper: the first ``count`` updates land, but their callers are told the
+    outcome is unknown."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, count: int) -> None:
         self._inner = inner
+        self._count = count
         self.lost = 0
 
     def __getattr__(self, name: str) -> Any:
@@ -137,10 +139,10 @@ class _LoseFirstAck:
 
     def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
         real = self._inner.table_call(segment, method, *args)
-        if method != "update" or self.lost:
+        if method != "update" or self.lost >= self._count:
             return real
         self.lost += 1
-        real.result(10)  # it landed
+        real.result(10)  # it landed (or was answered as a replay)
         lost: Future[Any] = Future()
         lost.set_exception(pr.SegmentStoreUnavailableError("ack lost"))
         return lost
@@ -149,7 +151,7 @@ class _LoseFirstAck:
 def test_a_lost_ack_is_retried_without_applying_twice(cluster: InProcessCluster) -> None:
     cluster.stream_manager().create_key_value_table("sc", "t", partitions=1)
     info = cluster.stream_manager().get_key_value_table_info("sc", "t")
-    connection = _LoseFirstAck(cluster._segments)
+    connection = _LoseAcks(cluster._segments, 1)
     kvt = pr.KeyValueTable(info, connection, retry_backoff_s=0.01)
     version = kvt.put_if_absent(b"k", b"v")  # the retry must not fail on its own insert
     assert connection.lost == 1
@@ -192,31 +194,15 @@ def test_container_restarts_between_puts_and_acks_lose_and_duplicate_nothing(
     assert len(appended) == 300, "an update was applied twice or lost"
 
 
-class _LoseAcks(_LoseFirstAck):
-    """Every update lands (or is replayed) but its caller is told the outcome is unknown."""
-
-    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
-        real = self._inner.table_call(segment, method, *args)
-        if method != "update" or not self.lost_all:
-            return real
-        real.result(10)
-        self.lost += 1
-        lost: Future[Any] = Future()
-        lost.set_exception(pr.SegmentStoreUnavailableError("ack lost"))
-        return lost
-
-
 def test_after_retries_run_out_the_next_update_is_not_taken_for_a_retry(
     cluster: InProcessCluster,
 ) -> None:
     cluster.stream_manager().create_key_value_table("sc", "t", partitions=1)
     info = cluster.stream_manager().get_key_value_table_info("sc", "t")
-    connection = _LoseAcks(cluster._segments)
-    connection.lost_all = True
+    connection = _LoseAcks(cluster._segments, 2)
     kvt = pr.KeyValueTable(info, connection, retry_attempts_max=2, retry_backoff_s=0.01)
     with pytest.raises(pr.SegmentStoreUnavailableError):  # landed, but the caller cannot know
         kvt.put(b"k", b"first")
     assert connection.lost == 2
-    connection.lost_all = False
     second = kvt.put(b"k", b"second")  # must be applied, not answered as a replay of "first"
     assert kvt.get(b"k") == pr.TableEntry(b"k", b"second", second)
