@@ -10,7 +10,8 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     PravegaError
     ├── InvalidArgumentError            bad input, nothing changed
     │   ├── InvalidNameError            scope/stream/segment name not allowed
-    │   └── EventTooLargeError          event over MAX_EVENT_SIZE_BYTES
+    │   ├── EventTooLargeError          event over MAX_EVENT_SIZE_BYTES
+    │   └── SerializationError          a value the serializer cannot encode or decode
     ├── NotFoundError
     │   ├── ScopeNotFoundError
     │   ├── StreamNotFoundError
@@ -18,13 +19,15 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── ReaderGroupNotFoundError
     │   └── KeyValueTableNotFoundError
     ├── AlreadyExistsError
-    │   └── SegmentExistsError
+    │   ├── SegmentExistsError
+    │   └── ReaderAlreadyExistsError    a reader id already online in the group
     ├── IllegalStateError               operation not allowed in the current state
     │   ├── StreamSealedError
     │   ├── SegmentSealedError
     │   ├── SegmentTruncatedError       read below a segment's truncation offset
     │   ├── IllegalStateTransitionError
     │   ├── ScopeNotEmptyError
+    │   ├── ReaderNotInGroupError       the reader was declared offline (or never joined)
     │   └── ClientClosedError           the writer or reader was closed
     ├── ConditionalUpdateError          a condition of the update did not hold
     │   ├── ConditionalAppendFailedError  writer event number mismatch
@@ -36,7 +39,8 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     ├── FencedError                     a newer owner took over a durable log
     └── RetriableError                  outcome unknown; safe to retry the protocol way
         ├── SegmentStoreUnavailableError  container actor died or restarting
-        └── ContainerNotReadyError      container still recovering
+        ├── ContainerNotReadyError      container still recovering
+        └── ControllerUnavailableError  controller actor died or restarting mid-call
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictingUpdateError",
     "ContainerNotReadyError",
+    "ControllerUnavailableError",
     "DataCorruptionError",
     "EventTooLargeError",
     "FencedError",
@@ -63,7 +68,9 @@ __all__ = [
     "NoSuchKeyError",
     "NotFoundError",
     "PravegaError",
+    "ReaderAlreadyExistsError",
     "ReaderGroupNotFoundError",
+    "ReaderNotInGroupError",
     "RetriableError",
     "ScopeNotEmptyError",
     "ScopeNotFoundError",
@@ -72,6 +79,7 @@ __all__ = [
     "SegmentSealedError",
     "SegmentStoreUnavailableError",
     "SegmentTruncatedError",
+    "SerializationError",
     "StreamNotFoundError",
     "StreamSealedError",
 ]
@@ -107,6 +115,16 @@ class EventTooLargeError(InvalidArgumentError):
     """An event larger than ``constants.MAX_EVENT_SIZE_BYTES``."""
 
 
+class SerializationError(InvalidArgumentError):
+    """A serializer could not encode an event/key/value, or could not decode stored bytes.
+
+    On decode the stored bytes are left where they are (nothing is consumed); the
+    error carries them as ``data`` and says where they came from: ``segment`` and
+    ``offset`` for an event (``EventStreamReader.skip_event`` passes over it), ``key``
+    for a key-value table entry. Attributes not known are None.
+    """
+
+
 class NotFoundError(PravegaError, LookupError):
     """The named thing does not exist."""
 
@@ -139,6 +157,10 @@ class SegmentExistsError(AlreadyExistsError):
     pass
 
 
+class ReaderAlreadyExistsError(AlreadyExistsError):
+    """A reader with this id is online in the group; declare it offline first."""
+
+
 class IllegalStateError(PravegaError):
     """The operation is not allowed in the current state; nothing changed."""
 
@@ -161,6 +183,10 @@ class IllegalStateTransitionError(IllegalStateError):
 
 class ScopeNotEmptyError(IllegalStateError):
     pass
+
+
+class ReaderNotInGroupError(IllegalStateError):
+    """The reader is not (or no longer) a member of its group, e.g. it was declared offline."""
 
 
 class ClientClosedError(IllegalStateError):
@@ -216,3 +242,7 @@ class SegmentStoreUnavailableError(RetriableError):
 
 class ContainerNotReadyError(RetriableError):
     """The segment container is still recovering."""
+
+
+class ControllerUnavailableError(RetriableError):
+    """The controller actor died or restarted during the call; its outcome is unknown."""
