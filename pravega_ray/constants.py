@@ -52,6 +52,8 @@ GROUP_COMMIT_BYTES_MAX = 4 * MIB
 """Most bytes of operations one group commit (one fsync) carries, unless one operation is larger."""
 
 GROUP_COMMIT_OPERATIONS_MAX = 4096
+ATTRIBUTE_UPDATES_MAX = 8192
+"""Most attribute values one operation (append or attribute update) may set."""
 APPEND_REORDER_WAIT_S = 5.0
 """How long an append whose predecessor has not arrived yet waits before failing its condition."""
 
@@ -128,6 +130,10 @@ TABLE_VALUE_BYTES_MAX = 1 * MIB
 """Longest table value (Pravega allows 1,040,384 bytes)."""
 TABLE_BATCH_BYTES_MAX = 8 * MIB
 """Largest serialized update batch on one table segment (one append)."""
+TABLE_BATCH_KEYS_MAX = 4096
+"""Most keys in one table update batch (each key is one attribute of the append)."""
+TABLE_GET_KEYS_MAX = 4096
+"""Most keys one table get asks a container for; clients split bigger lookups."""
 TABLE_ITERATE_LIMIT = 1000
 """Entries per page when a key-value table is iterated."""
 KVT_PARTITIONS_DEFAULT = 4

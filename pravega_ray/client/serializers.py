@@ -18,6 +18,16 @@ class Serializer(Protocol, Generic[T]):
     def deserialize(self, data: bytes) -> T: ...
 
 
+def check_serializer(serializer: object, what: str = "serializer") -> None:
+    """Raise InvalidArgumentError unless ``serializer`` has callable ``serialize``/``deserialize``."""
+    for method in ("serialize", "deserialize"):
+        if not callable(getattr(serializer, method, None)):
+            raise InvalidArgumentError(
+                f"{what} must have serialize() and deserialize() methods, "
+                f"got {type(serializer).__name__}"
+            )
+
+
 class BytesSerializer:
     """Events are ``bytes`` (or bytearray/memoryview) passed through unchanged."""
 
