@@ -7,27 +7,44 @@ Layout of a log directory::
     log-<first sequence, 20>-<epoch, 10>.dat   records, in sequence order across files
 
 *format* A record is ``[magic "PRL1"][epoch u64][sequence u64][length u32]
-[crc32 u32 of payload][payload]``, big-endian. Reading a file stops at its
-first frame that is short or fails its checksum: a tail torn by a crash, never
-acknowledged (``append`` returns only after ``fdatasync``).
+[crc32 u32 of payload][payload]``, big-endian.
+
+Torn tails and damage. ``append`` returns only after ``fdatasync``, so a crash can
+leave at most the last frame of the file being written incomplete (short, zero-filled,
+or with a bad checksum): a *torn tail*, never acknowledged, which reading cuts off. A
+frame that fails its checks with a valid frame anywhere after it in the same file is
+not a torn tail: records after it were acknowledged, so reading raises
+:class:`DataCorruptionError` naming the file and byte offset (the S3 log does the
+same). One limit is inherent to a single copy: a damaged *last* frame of a file cannot
+be told from a torn write; it is cut with a warning naming the file and offset.
 
 Rotation: a new file is started by every new owner and whenever the current
-one reaches ``file_bytes_max``. Truncation writes the ``truncation`` file
-(atomic rename) and then deletes files all of whose records are below it; a
-file that holds the truncation point stays, and ``read_all`` skips its records
-below the point.
+one reaches ``file_bytes_max``. A file's records are those with a sequence number
+below the first sequence of the next file (by name): records at or above it in an
+older file were written by an owner after it lost the log (see fencing) or torn, and
+are ignored. Truncation writes the ``truncation`` file (atomic rename) and then deletes
+files all of whose records are below it; a file that holds the truncation point stays,
+and ``read_all`` skips its records below the point.
 
-Fencing: ``initialize`` writes ``epoch + 1`` to the ``epoch`` file (atomic
-rename) and starts a new file. Before each append an owner re-reads the epoch
-file and raises :class:`FencedError` if a newer owner exists. This leaves a
-window of one group commit in flight at the moment of takeover; the S3 log
-(``logs/s3.py``) fences with conditional PUTs instead.
+Fencing: ``initialize`` writes ``epoch + 1`` to the ``epoch`` file (atomic rename),
+then reads the log and starts a new file named with the next sequence number. An
+owner re-reads the epoch file before each append (an early stop) *and after its
+fdatasync, before acknowledging*: an append is acknowledged only if no newer owner
+existed once it was on disk, and then that owner, which wrote the epoch file before
+reading the log, replays it. A record written after a takeover fails with
+:class:`FencedError` (outcome unknown to the caller); the new owner either replayed it
+or starts its file at that sequence number, which hides it for ever. So nothing an
+owner acknowledged is lost and a zombie's late record never reappears.
+
+The ``epoch`` and ``truncation`` files hold one decimal number; anything else in them
+is :class:`DataCorruptionError` naming the file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import struct
 import zlib
@@ -37,6 +54,8 @@ from pathlib import Path
 from pravega_ray.constants import LOG_FILE_BYTES_MAX, LOG_FRAME_BYTES_MAX
 from pravega_ray.errors import DataCorruptionError, FencedError, IllegalStateError
 from pravega_ray.storage.filesystem import fsync_directory
+
+log = logging.getLogger(__name__)
 
 _MAGIC = b"PRL1"
 _HEADER = struct.Struct(">4sQQII")
@@ -55,26 +74,88 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _read_int(path: Path) -> int:
+    """The decimal number in ``path`` (0 if it does not exist); DataCorruptionError if damaged."""
     try:
-        return int(path.read_text().strip() or 0)
+        raw = path.read_bytes()
     except FileNotFoundError:
         return 0
+    text = raw.strip()
+    if not text:
+        return 0
+    if not (text.isdigit() and len(text) <= 20):
+        raise DataCorruptionError(
+            f"{path}: expected a decimal number, found {raw[:40]!r}", path=str(path)
+        )
+    return int(text)
+
+
+def _frame_at(data: bytes, position: int) -> tuple[int, bytes, int] | None:
+    """``(sequence, payload, end)`` of a valid frame at ``position``, else None."""
+    if len(data) - position < _HEADER.size:
+        return None
+    magic, _epoch, sequence, length, crc = _HEADER.unpack_from(data, position)
+    start = position + _HEADER.size
+    end = start + length
+    if magic != _MAGIC or length > LOG_FRAME_BYTES_MAX or end > len(data):
+        return None
+    payload = data[start:end]
+    if zlib.crc32(payload) != crc:
+        return None
+    return sequence, payload, end
+
+
+def _valid_frame_after(data: bytes, position: int) -> int | None:
+    """The offset of the first valid frame starting after ``position``, if any."""
+    at = data.find(_MAGIC, position + 1)
+    while at >= 0:
+        if _frame_at(data, at) is not None:
+            return at
+        at = data.find(_MAGIC, at + 1)
+    return None
 
 
 def _frames(path: Path) -> Iterator[tuple[int, bytes]]:
-    """The valid records of one log file, in order, up to its first torn frame."""
+    """The records of one log file, in order, up to a torn tail.
+
+    Raises DataCorruptionError if a frame fails its checks and a valid frame follows it.
+    """
     data = path.read_bytes()
     position = 0
-    while len(data) - position >= _HEADER.size:
-        magic, _epoch, sequence, length, crc = _HEADER.unpack_from(data, position)
-        start = position + _HEADER.size
-        end = start + length
-        if magic != _MAGIC or end > len(data):
-            return  # torn tail
-        payload = data[start:end]
-        if zlib.crc32(payload) != crc:
-            return  # torn tail
-        position = end
+    while position < len(data):
+        frame = _frame_at(data, position)
+        if frame is None:
+            following = _valid_frame_after(data, position)
+            if following is not None:
+                raise DataCorruptionError(
+                    f"durable log file {path}: damaged record at byte {position} "
+                    f"(a valid record follows at byte {following}; acknowledged data after "
+                    "it cannot be replayed)",
+                    path=str(path),
+                    offset=position,
+                )
+            if any(data[position:]):
+                log.warning(
+                    "durable log file %s: cutting %d bytes of an incomplete last record at "
+                    "byte %d (a write torn by a crash, or a damaged last record)",
+                    path,
+                    len(data) - position,
+                    position,
+                )
+            return
+        sequence, payload, position = frame
+        yield sequence, payload
+
+
+def _first_sequence(path: Path) -> int:
+    return int(path.name.split("-")[1])
+
+
+def _owned_frames(files: list[Path], index: int) -> Iterator[tuple[int, bytes]]:
+    """Records of ``files[index]`` below the first sequence of the next file (see fencing)."""
+    limit = _first_sequence(files[index + 1]) if index + 1 < len(files) else None
+    for sequence, payload in _frames(files[index]):
+        if limit is not None and sequence >= limit:
+            return
         yield sequence, payload
 
 
@@ -96,17 +177,21 @@ class FileSystemDurableLog:
     def initialize(self) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
         new_epoch = _read_int(self._dir / _EPOCH_FILE) + 1
+        truncation = _read_int(self._dir / _TRUNCATION_FILE)
         _write_atomically(self._dir / _EPOCH_FILE, str(new_epoch))
         self._epoch = new_epoch
         # Sequence numbers run on across files, so the newest file holding a record tells
-        # the next one; recovery's read_all is the only full pass over the log.
+        # the next one (no lower than where the newest file starts); recovery's read_all is
+        # the only full pass over the log.
+        files = self._files()
         last = -1
-        for path in reversed(self._files()):
-            for sequence, _payload in _frames(path):
+        for index in reversed(range(len(files))):
+            for sequence, _payload in _owned_frames(files, index):
                 last = sequence
             if last >= 0:
                 break
-        self._next_sequence = max(last + 1, _read_int(self._dir / _TRUNCATION_FILE))
+        start = _first_sequence(files[-1]) if files else 0
+        self._next_sequence = max(last + 1, truncation, start)
         self._open_file()
 
     def _open_file(self) -> None:
@@ -123,8 +208,9 @@ class FileSystemDurableLog:
     def read_all(self) -> Iterator[tuple[int, bytes]]:
         truncation = _read_int(self._dir / _TRUNCATION_FILE)
         expected = None
-        for path in self._files():
-            for sequence, payload in _frames(path):
+        files = self._files()
+        for index, path in enumerate(files):
+            for sequence, payload in _owned_frames(files, index):
                 if sequence < truncation:
                     continue
                 if expected is not None and sequence != expected:
@@ -139,9 +225,7 @@ class FileSystemDurableLog:
             raise IllegalStateError("durable log is not initialized")
         if len(payload) > LOG_FRAME_BYTES_MAX:
             raise IllegalStateError(f"log record of {len(payload)} bytes exceeds the limit")
-        current = _read_int(self._dir / _EPOCH_FILE)
-        if current != self._epoch:
-            raise FencedError(f"log {self._dir} taken over by epoch {current} (ours {self._epoch})")
+        self._check_epoch()
         if self._file_bytes >= self._file_bytes_max:
             self._open_file()
         sequence = self._next_sequence
@@ -155,7 +239,15 @@ class FileSystemDurableLog:
         os.fdatasync(self._fd)  # type: ignore[arg-type]
         self._file_bytes += total
         self._next_sequence = sequence + 1
+        # Acknowledge only if no newer owner existed once the record was on disk: that
+        # owner then reads the log after this point and replays the record (module docstring).
+        self._check_epoch()
         return sequence
+
+    def _check_epoch(self) -> None:
+        current = _read_int(self._dir / _EPOCH_FILE)
+        if current != self._epoch:
+            raise FencedError(f"log {self._dir} taken over by epoch {current} (ours {self._epoch})")
 
     def truncate(self, upto_sequence: int) -> None:
         """Drop every record below ``upto_sequence`` (durably; idempotent; never the tail)."""

@@ -1,0 +1,148 @@
+"""Filesystem durable log: torn tails versus damage, damaged control files, late zombie writes."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from pravega_ray.errors import DataCorruptionError, FencedError
+from pravega_ray.logs.filesystem import FileSystemDurableLog
+
+pytestmark = pytest.mark.timeout(30)
+
+_HEADER_BYTES = struct.calcsize(">4sQQII")
+
+
+def _write(directory: Path, count: int) -> list[bytes]:
+    log = FileSystemDurableLog(directory)
+    log.initialize()
+    payloads = [f"record-{i:03d}".encode() * 4 for i in range(count)]
+    for payload in payloads:
+        log.append(payload)
+    log.close()
+    return payloads
+
+
+def _newest_file(directory: Path) -> Path:
+    return sorted(directory.glob("log-*.dat"))[-1]
+
+
+def _record_start(data: bytes, index: int) -> int:
+    """Byte offset of the ``index``-th frame of a log file (all frames valid)."""
+    position = 0
+    for _ in range(index):
+        (length,) = struct.unpack_from(">I", data, position + 4 + 8 + 8)
+        position += _HEADER_BYTES + length
+    return position
+
+
+@pytest.mark.parametrize("where", ["payload", "length", "magic", "checksum"])
+def test_damaged_record_in_the_middle_of_the_newest_file_is_corruption(
+    tmp_path: Path, where: str
+) -> None:
+    _write(tmp_path, 20)
+    path = _newest_file(tmp_path)
+    data = bytearray(path.read_bytes())
+    start = _record_start(bytes(data), 9)
+    at = {
+        "magic": start,
+        "length": start + 4 + 8 + 8 + 3,
+        "checksum": start + 4 + 8 + 8 + 4 + 1,
+        "payload": start + _HEADER_BYTES + 5,
+    }[where]
+    data[at] ^= 0x20
+    path.write_bytes(bytes(data))
+    for _ in range(2):  # and still so after another attempt
+        log = FileSystemDurableLog(tmp_path)
+        with pytest.raises(DataCorruptionError) as raised:
+            log.initialize()
+            list(log.read_all())
+        assert str(path) in str(raised.value)
+        assert raised.value.offset == start  # type: ignore[attr-defined]
+        log.close()
+
+
+def test_damaged_record_in_an_older_file_is_corruption(tmp_path: Path) -> None:
+    _write(tmp_path, 5)
+    _write(tmp_path, 5)  # a second owner: a second file
+    oldest = sorted(tmp_path.glob("log-*.dat"))[0]
+    data = bytearray(oldest.read_bytes())
+    data[_record_start(bytes(data), 2) + _HEADER_BYTES] ^= 1
+    oldest.write_bytes(bytes(data))
+    log = FileSystemDurableLog(tmp_path)
+    log.initialize()
+    with pytest.raises(DataCorruptionError, match="damaged record"):
+        list(log.read_all())
+
+
+@pytest.mark.parametrize("tail", ["cut", "zeros", "garbage"])
+def test_torn_last_record_is_cut_and_the_rest_replays(tmp_path: Path, tail: str) -> None:
+    payloads = _write(tmp_path, 6)
+    path = _newest_file(tmp_path)
+    data = path.read_bytes()
+    last = _record_start(data, 5)
+    if tail == "cut":
+        path.write_bytes(data[:-3])
+    elif tail == "zeros":  # the file grew but the last record never reached the disk
+        path.write_bytes(data[:last] + bytes(len(data) - last))
+    else:
+        body = last + _HEADER_BYTES
+        path.write_bytes(data[:body] + b"\xee" * (len(data) - body))
+    log = FileSystemDurableLog(tmp_path)
+    log.initialize()
+    assert [p for _, p in log.read_all()] == payloads[:5]
+    assert log.append(b"next") == 5
+    log.close()
+    again = FileSystemDurableLog(tmp_path)
+    again.initialize()
+    assert [p for _, p in again.read_all()] == [*payloads[:5], b"next"]
+
+
+@pytest.mark.parametrize("name", ["epoch", "truncation"])
+@pytest.mark.parametrize("content", [b"not a number\n", b"\xff\xfe", b"12abc"])
+def test_damaged_control_file_is_corruption_naming_it(
+    tmp_path: Path, name: str, content: bytes
+) -> None:
+    _write(tmp_path, 3)
+    (tmp_path / name).write_bytes(content)
+    log = FileSystemDurableLog(tmp_path)
+    with pytest.raises(DataCorruptionError) as raised:
+        log.initialize()
+        list(log.read_all())
+    assert str(tmp_path / name) in str(raised.value)
+
+
+class _TakenOverMidAppend(FileSystemDurableLog):
+    """A log whose owner loses it between the pre-write epoch check and the write."""
+
+    successor: FileSystemDurableLog | None = None
+
+    def _check_epoch(self) -> None:
+        super()._check_epoch()
+        if self.successor is not None and self.successor.epoch == 0:
+            self.successor.initialize()  # the takeover lands right after our check
+
+
+def test_zombie_record_written_after_a_takeover_is_not_acknowledged_nor_replayed(
+    tmp_path: Path,
+) -> None:
+    zombie = _TakenOverMidAppend(tmp_path)
+    zombie.initialize()
+    assert zombie.append(b"acked") == 0
+    successor = FileSystemDurableLog(tmp_path)
+    zombie.successor = successor
+    with pytest.raises(FencedError):  # written after the takeover: never acknowledged
+        zombie.append(b"late")
+    assert [p for _, p in successor.read_all()] == [b"acked"]
+    assert successor.append(b"by-successor") == 1
+    successor.close()
+    expected = [b"acked", b"by-successor"]
+    for round_ in range(2):  # the late record stays hidden through later recoveries
+        again = FileSystemDurableLog(tmp_path)
+        again.initialize()
+        assert [p for _, p in again.read_all()] == expected
+        assert again.append(f"more-{round_}".encode()) == len(expected)
+        expected.append(f"more-{round_}".encode())
+        again.close()
