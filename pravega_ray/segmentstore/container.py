@@ -42,8 +42,8 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from pravega_ray.constants import (
-    APPEND_BLOCK_BYTES_MAX,
     ATTRIBUTE_FLUSH_ENTRIES,
+    ATTRIBUTE_UPDATES_MAX,
     NO_EVENT_NUMBER,
     READ_BYTES_MAX,
     READ_WAIT_S_MAX,
@@ -65,6 +65,17 @@ from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.naming import validate_segment_name
 from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.arguments import (
+    INT64_MAX,
+    UINT32_MAX,
+    check_attribute_updates,
+    check_attribute_values,
+    check_count,
+    check_data,
+    check_int,
+    check_offset,
+    check_wait,
+)
 from pravega_ray.segmentstore.attribute_index import AttributeIndex
 from pravega_ray.segmentstore.attributes import (
     CREATION_TIME,
@@ -276,7 +287,10 @@ class SegmentContainer:
         """Durably create an empty segment. Raises SegmentExistsError if it exists."""
         self._ensure_running()
         validate_segment_name(segment)
-        role = SegmentRole(role)
+        try:
+            role = SegmentRole(role)
+        except ValueError:
+            raise InvalidArgumentError(f"unknown segment role {role!r}") from None
         if segment in self._segments:
             raise SegmentExistsError(f"segment {segment} exists")
         now = self._wall_clock_ms()
@@ -296,7 +310,7 @@ class SegmentContainer:
         covers all appends the writer has in flight to this container.
         """
         self._ensure_running()
-        _check_attribute_key(writer_id)
+        check_key(writer_id)
         await self._prefetch(self._segment(segment), [writer_id])
         await self._submit(_BARRIER)
         return self._segment(segment).attributes.get(writer_id, NO_EVENT_NUMBER)
@@ -317,11 +331,13 @@ class SegmentContainer:
         hold, SegmentSealedError, SegmentNotFoundError, InvalidArgumentError.
         """
         self._ensure_running()
-        _check_attribute_key(writer_id)
-        if not data or len(data) > APPEND_BLOCK_BYTES_MAX:
-            raise InvalidArgumentError(f"append block of {len(data)} bytes is empty or too large")
-        if event_count <= 0 or last_event_number <= expected_last_event_number:
-            raise InvalidArgumentError("an append block needs event_count > 0 and last > expected")
+        check_key(writer_id)
+        data = check_data(data, allow_empty=False)
+        check_int("event_count", event_count, 1, UINT32_MAX)
+        check_int("expected last event number", expected_last_event_number, NULL_VALUE, INT64_MAX)
+        check_int("last event number", last_event_number, NULL_VALUE + 1, INT64_MAX)
+        if last_event_number <= expected_last_event_number:
+            raise InvalidArgumentError("an append block's last event number must exceed expected")
         deadline = self._monotonic() + self.config.append_reorder_wait_s
         while True:
             await self._prefetch(self._segment(segment), [writer_id])
@@ -351,7 +367,7 @@ class SegmentContainer:
         state.pending_event_count += event_count
         _wake_all(state.attribute_waiters)
         await self._submit(
-            ops.Append(segment, offset, bytes(data), ((writer_id, last_event_number),), event_count)
+            ops.Append(segment, offset, data, ((writer_id, last_event_number),), event_count)
         )
         return AppendResult(offset, offset + len(data))
 
@@ -371,8 +387,11 @@ class SegmentContainer:
         state synchronizers; event writers use :meth:`append`.
         """
         self._ensure_running()
-        if len(data) > APPEND_BLOCK_BYTES_MAX or event_count < 0:
-            raise InvalidArgumentError("append block too large or negative event count")
+        data = check_data(data, allow_empty=True)
+        attribute_updates = check_attribute_updates(attribute_updates)
+        check_int("event_count", event_count, 0, UINT32_MAX)
+        if expected_offset is not None:
+            check_offset("expected_offset", expected_offset)
         await self._prefetch(self._segment(segment), [u.key for u in attribute_updates])
         state = self._segment(segment)
         if state.pending_sealed:
@@ -389,9 +408,7 @@ class SegmentContainer:
         state.pending_attributes.update(changed)
         state.pending_event_count += event_count
         _wake_all(state.attribute_waiters)
-        await self._submit(
-            ops.Append(segment, offset, bytes(data), tuple(changed.items()), event_count)
-        )
+        await self._submit(ops.Append(segment, offset, data, tuple(changed.items()), event_count))
         return AppendResult(offset, offset + len(data))
 
     async def append_composed(
@@ -413,6 +430,7 @@ class SegmentContainer:
         In-process only (``compose`` is a callable).
         """
         self._ensure_running()
+        check_count("attribute keys", keys)
         for key in keys:
             check_key(key)
         await self._prefetch(self._segment(segment), keys)
@@ -427,17 +445,16 @@ class SegmentContainer:
 
         offset = state.pending_length
         data, changed = compose(offset, current)
-        if len(data) > APPEND_BLOCK_BYTES_MAX:
-            raise InvalidArgumentError(f"composed append of {len(data)} bytes is too large")
-        for key, value in changed.items():
+        data = check_data(data, allow_empty=True)
+        check_attribute_values(changed)
+        for key in changed:
             check_key(key)
-            invariant(isinstance(value, int), "composed attribute values are ints")
         if not data and not changed:
             return AppendResult(offset, offset)
         state.pending_length += len(data)
         state.pending_attributes.update(changed)
         _wake_all(state.attribute_waiters)
-        await self._submit(ops.Append(segment, offset, bytes(data), tuple(changed.items()), 0))
+        await self._submit(ops.Append(segment, offset, data, tuple(changed.items()), 0))
         return AppendResult(offset, offset + len(data))
 
     async def iterate_attributes(
@@ -455,8 +472,7 @@ class SegmentContainer:
         self._ensure_running()
         if after is not None:
             check_key(after, allow_core=True)
-        if limit < 1:
-            raise InvalidArgumentError("limit must be >= 1")
+        check_int("limit", limit, 1, ATTRIBUTE_UPDATES_MAX)
         self._segment(segment)  # SegmentNotFoundError before any index IO
         async with self._attribute_index_lock:
             stored = await self._index_call(self._attribute_index.iterate, segment, after, limit)
@@ -474,6 +490,7 @@ class SegmentContainer:
     async def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
         """Durably apply attribute updates, atomically (ConditionalUpdateError changes nothing)."""
         self._ensure_running()
+        updates = check_attribute_updates(updates)
         await self._prefetch(self._segment(segment), [u.key for u in updates])
         state = self._segment(segment)
         changed = apply_updates(state.pending_attributes, updates)
@@ -486,6 +503,7 @@ class SegmentContainer:
     async def get_attributes(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
         """Durable values of ``keys`` (absent ones are left out); core keys included."""
         self._ensure_running()
+        check_count("attribute keys", keys)
         for key in keys:
             check_key(key, allow_core=True)
         core_keys = (EVENT_COUNT, CREATION_TIME)
@@ -533,8 +551,9 @@ class SegmentContainer:
         InvalidArgumentError for an offset beyond the segment's length.
         """
         self._ensure_running()
+        check_offset("offset", offset)
         state = self._segment(segment)
-        if offset > state.pending_length or offset < 0:
+        if offset > state.pending_length:
             raise InvalidArgumentError(
                 f"cannot truncate {segment} at {offset}: its length is {state.pending_length}"
             )
@@ -594,8 +613,10 @@ class SegmentContainer:
         for a range past the durable length.
         """
         self._ensure_running()
+        check_offset("offset", offset)
+        check_offset("length", length)
         state = self._segment(segment)
-        if offset < 0 or length < 0 or offset + length > state.length:
+        if offset + length > state.length:
             raise InvalidArgumentError(
                 f"range [{offset}, {offset + length}) is outside {segment} (length {state.length})"
             )
@@ -645,9 +666,10 @@ class SegmentContainer:
         InvalidArgumentError for an offset beyond the segment's length.
         """
         self._ensure_running()
+        check_offset("offset", offset)
+        check_int("max_bytes", max_bytes, 1, INT64_MAX)
+        wait_s = check_wait("wait_s", wait_s)
         state = self._segment(segment)
-        if offset < 0 or max_bytes <= 0:
-            raise InvalidArgumentError("read offset must be >= 0 and max_bytes > 0")
         max_bytes = min(max_bytes, READ_BYTES_MAX)
         if offset > state.length:
             raise InvalidArgumentError(
@@ -1109,8 +1131,3 @@ def _check_not_truncated(state: SegmentState, offset: int) -> None:
             f"{state.name} is truncated at {state.start_offset}; cannot read at {offset}",
             start_offset=state.start_offset,
         )
-
-
-def _check_attribute_key(key: object) -> None:
-    if not isinstance(key, bytes) or len(key) != ATTRIBUTE_KEY_BYTES:
-        raise InvalidArgumentError(f"attribute keys (writer ids) are {ATTRIBUTE_KEY_BYTES} bytes")

@@ -69,7 +69,11 @@ import zlib
 from collections.abc import Callable, Sequence
 
 from pravega_ray.constants import (
+    READ_BYTES_MAX,
     TABLE_BATCH_BYTES_MAX,
+    TABLE_BATCH_KEYS_MAX,
+    TABLE_GET_KEYS_MAX,
+    TABLE_ITERATE_LIMIT,
     TABLE_KEY_BYTES_MAX,
     TABLE_VALUE_BYTES_MAX,
 )
@@ -79,6 +83,7 @@ from pravega_ray.errors import (
     InvalidArgumentError,
     NoSuchKeyError,
 )
+from pravega_ray.segmentstore.arguments import check_int, check_offset
 from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
 from pravega_ray.segmentstore.contracts import (
@@ -167,6 +172,14 @@ def decode_entries(data: bytes, offset: int) -> tuple[list[TableEntry], int]:
     return entries, position
 
 
+def _check_list(name: str, items: object, high: int) -> list:  # type: ignore[type-arg]
+    if not isinstance(items, (list, tuple)):
+        raise InvalidArgumentError(f"{name} must be a list or tuple, got {type(items).__name__}")
+    if len(items) > high:
+        raise InvalidArgumentError(f"{name}: {len(items)} items, at most {high} per call")
+    return list(items)
+
+
 def _check_key(key: object) -> None:
     if not isinstance(key, bytes) or not 0 < len(key) <= TABLE_KEY_BYTES_MAX:
         raise InvalidArgumentError(f"table keys are 1 to {TABLE_KEY_BYTES_MAX} bytes")
@@ -220,7 +233,7 @@ class TableSegments:
         returns the first attempt's result instead of applying it again.
         """
         self._check_table(segment)
-        updates = [_check_update(u) for u in updates]
+        updates = [_check_update(u) for u in _check_list("updates", updates, TABLE_BATCH_KEYS_MAX)]
         if len({u.key for u in updates}) != len(updates):
             raise InvalidArgumentError("a table update batch names a key twice")
         encoded = [encode_entry(u.key, u.value) for u in updates]
@@ -259,6 +272,7 @@ class TableSegments:
     async def get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:
         """The latest entry of each key (None where absent), in the order asked."""
         self._check_table(segment)
+        keys = _check_list("keys", keys, TABLE_GET_KEYS_MAX)
         for key in keys:
             _check_key(key)
         hashes = [key_hash(k) for k in keys]
@@ -290,6 +304,7 @@ class TableSegments:
         seen exactly once. With ``with_values=False`` values come back as None.
         """
         self._check_table(segment)
+        check_int("limit", limit, 1, TABLE_ITERATE_LIMIT)
         after = _HASH_RANGE_BEFORE if cursor is None else cursor
         if not isinstance(after, bytes) or not after.startswith((b"\x00", _HASH_PREFIX)):
             raise InvalidArgumentError(f"bad table iteration cursor {cursor!r}")
@@ -314,10 +329,10 @@ class TableSegments:
         SegmentTruncatedError below the segment's start.
         """
         self._check_table(segment)
-        if max_bytes < 1:
-            raise InvalidArgumentError("max_bytes must be >= 1")
+        check_offset("from_offset", from_offset)
+        max_bytes = min(check_int("max_bytes", max_bytes, 1, 2**63 - 1), READ_BYTES_MAX)
         info = await self._container.get_info(segment)
-        if from_offset < 0 or from_offset > info.length:
+        if from_offset > info.length:
             raise InvalidArgumentError(f"offset {from_offset} is outside {segment}")
         end = min(info.length, from_offset + max_bytes)
         data = await self._container.read_range(segment, from_offset, end - from_offset)

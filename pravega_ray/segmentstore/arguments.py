@@ -1,0 +1,79 @@
+"""Checks of what callers hand a segment container, before anything changes.
+
+Every number that ends up in a binary log record (``operations.encode``: offsets u64,
+event counts u32, attribute counts u16, attribute values i64) is bounded here, so no
+input can make the ingestion pipeline fail to encode an operation it has already
+accepted (which would stop the container). Each check raises
+:class:`InvalidArgumentError` naming the argument; none changes anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence, Sized
+from typing import Any
+
+from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX, ATTRIBUTE_UPDATES_MAX
+from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.segmentstore.attributes import AttributeUpdate
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+UINT32_MAX = 2**32 - 1
+
+
+def check_int(name: str, value: object, low: int, high: int) -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgumentError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    return value
+
+
+def check_offset(name: str, value: object) -> int:
+    return check_int(name, value, 0, INT64_MAX)
+
+
+def check_wait(name: str, value: object) -> float:
+    """A finite, non-negative number of seconds."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise InvalidArgumentError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def check_data(value: object, *, allow_empty: bool) -> bytes:
+    """Append data: bytes-like, at most ``APPEND_BLOCK_BYTES_MAX`` bytes."""
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(f"append data must be bytes, got {type(value).__name__}")
+    data = value if isinstance(value, bytes) else bytes(value)
+    if len(data) > APPEND_BLOCK_BYTES_MAX or (not data and not allow_empty):
+        raise InvalidArgumentError(
+            f"append block of {len(data)} bytes: must be 1 to {APPEND_BLOCK_BYTES_MAX} bytes"
+        )
+    return data
+
+
+def check_count(name: str, items: Sized, high: int = ATTRIBUTE_UPDATES_MAX) -> None:
+    if len(items) > high:
+        raise InvalidArgumentError(f"{name}: {len(items)} items, at most {high} per call")
+
+
+def check_attribute_updates(updates: object) -> tuple[AttributeUpdate, ...]:
+    """A sequence of at most ``ATTRIBUTE_UPDATES_MAX`` :class:`AttributeUpdate`."""
+    if not isinstance(updates, Sequence) or isinstance(updates, (str, bytes)):
+        raise InvalidArgumentError("attribute updates must be a list or tuple of AttributeUpdate")
+    check_count("attribute updates", updates)
+    for update in updates:
+        if not isinstance(update, AttributeUpdate):
+            raise InvalidArgumentError(f"expected an AttributeUpdate, got {type(update).__name__}")
+    return tuple(updates)
+
+
+def check_attribute_values(values: dict[bytes, Any]) -> None:
+    """New attribute values: at most ``ATTRIBUTE_UPDATES_MAX``, each a signed 64-bit int."""
+    check_count("attribute values", values)
+    for value in values.values():
+        check_int("attribute value", value, INT64_MIN, INT64_MAX)
