@@ -74,15 +74,13 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _read_int(path: Path) -> int:
-    """The decimal number in ``path`` (0 if it does not exist); DataCorruptionError if damaged."""
+    """The decimal number in ``path`` (0 if it does not exist); DataCorruptionError otherwise."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return 0
     text = raw.strip()
-    if not text:
-        return 0
-    if not (text.isdigit() and len(text) <= 20):
+    if not (text.isdigit() and len(text) <= 20):  # written atomically: never empty
         raise DataCorruptionError(
             f"{path}: expected a decimal number, found {raw[:40]!r}", path=str(path)
         )

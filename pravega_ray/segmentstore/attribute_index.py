@@ -15,7 +15,11 @@ into one chunk) was replaced by it in data format 3.
 Contracts of every implementation:
 
 * ``update(segment, values)`` is durable when it returns; a value equal to
-  :data:`~pravega_ray.segmentstore.attributes.NULL_VALUE` removes its key.
+  :data:`~pravega_ray.segmentstore.attributes.NULL_VALUE` removes its key. It returns
+  the *root* of the state it made durable (an offset that only grows), or None.
+* ``expect_root(segment, root)``: the container recorded (durably, in its log) that the
+  index held a state with this root; opening the segment's index on an older state
+  (lost or cut chunks) raises :class:`DataCorruptionError` instead of serving it.
 * ``get(segment, keys)`` returns the latest durable value of each present key
   (absent keys are left out).
 * ``iterate(segment, after, limit)`` returns up to ``limit`` ``(key, value)``
@@ -34,7 +38,9 @@ __all__ = ["AttributeIndex"]
 class AttributeIndex(Protocol):
     def get(self, segment: str, keys: Iterable[bytes]) -> dict[bytes, int]: ...
 
-    def update(self, segment: str, values: dict[bytes, int]) -> None: ...
+    def update(self, segment: str, values: dict[bytes, int]) -> int | None: ...
+
+    def expect_root(self, segment: str, root: int) -> None: ...
 
     def iterate(self, segment: str, after: bytes | None, limit: int) -> list[tuple[bytes, int]]: ...
 

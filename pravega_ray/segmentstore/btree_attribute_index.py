@@ -76,10 +76,11 @@ within a process the methods are serialized by a lock.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from pravega_ray.btree import KEY_BYTES, PAGE_BYTES_MAX, BTree, PageCache
 from pravega_ray.btree.page_cache import LEAF_PAGES_MAX
@@ -105,7 +106,9 @@ _KEY_LAST = b"\xff" * KEY_BYTES
 class _AttributeSegment:
     """One segment's attribute segment (a run of contiguous chunks) and its open tree."""
 
-    def __init__(self, owner: BTreeAttributeIndex, segment: str) -> None:
+    def __init__(self, owner: BTreeAttributeIndex, segment: str, expected_root: int | None) -> None:
+        """Open the tree; DataCorruptionError if its newest state is older than
+        ``expected_root`` (checked before anything is truncated)."""
         self._owner = owner
         self._storage = owner._storage
         self.prefix = f"{CHUNK_PREFIX}{segment}/"
@@ -121,6 +124,16 @@ class _AttributeSegment:
             page_cache=owner.page_cache,
             compaction_ratio=owner.compaction_ratio,
         )
+        found = self.tree.footer_offset
+        if expected_root is not None and (found is None or found < expected_root):
+            raise DataCorruptionError(
+                f"attribute index of {segment}: its newest state in Tier-2 "
+                f"({'none' if found is None else f'root at {found}'}) is older than the one "
+                f"recorded as durable (root at {expected_root}); chunks under "
+                f"{self.prefix!r} are missing or cut short",
+                segment=segment,
+                chunk=self.prefix,
+            )
         self.truncate()
 
     def name(self, start: int) -> str:
@@ -196,6 +209,23 @@ class _AttributeSegment:
         return self.end - self.starts[0] if self.starts else 0
 
 
+@contextlib.contextmanager
+def _naming(segment: str) -> Iterator[None]:
+    """Make every DataCorruptionError from a segment's tree name the segment and its chunks."""
+    try:
+        yield
+    except DataCorruptionError as e:
+        if segment in str(e):
+            raise
+        details = {k: v for k, v in vars(e).items()}
+        details.setdefault("chunk", f"{CHUNK_PREFIX}{segment}/")
+        raise DataCorruptionError(
+            f"attribute index of {segment} (chunks under {CHUNK_PREFIX}{segment}/): {e}",
+            segment=segment,
+            **{k: v for k, v in details.items() if k != "segment"},
+        ) from e
+
+
 class BTreeAttributeIndex:
     """The attribute index as one append-only B+tree per segment, stored as Tier-2 chunks.
 
@@ -229,6 +259,7 @@ class BTreeAttributeIndex:
         self.cache_pages_max = cache_pages_max
         self.compaction_ratio = compaction_ratio
         self._trees: OrderedDict[str, _AttributeSegment] = OrderedDict()
+        self._expected_roots: dict[str, int] = {}
         self._lock = threading.RLock()
         self.reads = 0
         # Fail fast on bad tree options instead of on the first segment.
@@ -246,7 +277,7 @@ class BTreeAttributeIndex:
         if found is not None:
             self._trees.move_to_end(segment)
             return found
-        opened = _AttributeSegment(self, segment)
+        opened = _AttributeSegment(self, segment, self._expected_roots.get(segment))
         self._trees[segment] = opened
         while len(self._trees) > self.cached_trees_max:
             _, closed = self._trees.popitem(last=False)
@@ -255,23 +286,39 @@ class BTreeAttributeIndex:
 
     def get(self, segment: str, keys: Iterable[bytes]) -> dict[bytes, int]:
         """The latest durable value of each of ``keys`` that is present (others left out)."""
-        with self._lock:
+        with self._lock, _naming(segment):
             return self._open(segment).tree.get_many(keys)
 
-    def update(self, segment: str, values: dict[bytes, int]) -> None:
+    def update(self, segment: str, values: dict[bytes, int]) -> int | None:
         """Apply ``values`` (``NULL_VALUE`` removes) in one batch; durable when it returns.
 
-        Then deletes the chunks wholly below the tree's lowest live offset. If the
-        Tier-2 create raises, nothing changed in memory and the caller retries; if a
-        truncation delete raises, the update is already durable (a retry is harmless).
+        Returns the offset of the tree's new footer (its root, see ``expect_root``), or
+        None if ``values`` is empty. Then deletes the chunks wholly below the tree's
+        lowest live offset. If the Tier-2 create raises, nothing changed in memory and
+        the caller retries; if a truncation delete raises, the update is already durable
+        (a retry is harmless).
         """
-        with self._lock:
+        with self._lock, _naming(segment):
             if not values:
-                return
+                return None
             batch = {k: (None if v == NULL_VALUE else v) for k, v in values.items()}
             attribute_segment = self._open(segment)
             attribute_segment.tree.update(batch)
+            root = attribute_segment.tree.footer_offset
+            self._expected_roots[segment] = max(root or 0, self._expected_roots.get(segment, 0))
             attribute_segment.truncate()
+            return root
+
+    def expect_root(self, segment: str, root: int) -> None:
+        """Opening ``segment``'s tree on a state older than ``root`` is DataCorruptionError.
+
+        The container calls it after recovery with the root its log recorded last. A
+        tree already open was opened before the expectation and is checked now.
+        """
+        with self._lock:
+            self._expected_roots[segment] = max(root, self._expected_roots.get(segment, 0))
+            if segment in self._trees:
+                self._trees.pop(segment).tree.clear_cache()  # reopened, and checked, on use
 
     def iterate(self, segment: str, after: bytes | None, limit: int) -> list[tuple[bytes, int]]:
         """Up to ``limit`` ``(key, value)`` pairs with ``after < key``, in key order.
@@ -288,13 +335,14 @@ class BTreeAttributeIndex:
             if after == _KEY_LAST:
                 return []
             start = (int.from_bytes(after, "big") + 1).to_bytes(KEY_BYTES, "big")
-        with self._lock:
+        with self._lock, _naming(segment):
             return list(itertools.islice(self._open(segment).tree.iterate(start), limit))
 
     def delete(self, segment: str) -> None:
         """Delete every chunk of the segment's attribute segment (idempotent)."""
         with self._lock:
             closed = self._trees.pop(segment, None)
+            self._expected_roots.pop(segment, None)
             if closed is not None:
                 closed.tree.clear_cache()
             prefix = f"{CHUNK_PREFIX}{segment}/"

@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,7 @@ from pravega_ray.errors import (
     DataCorruptionError,
     IllegalStateError,
     InvalidArgumentError,
+    NotFoundError,
     SegmentExistsError,
     SegmentNotFoundError,
     SegmentSealedError,
@@ -125,6 +127,10 @@ class SegmentState:
     pending_deleted: bool = False
     unflushed_since: float | None = None
     attributes_dirty_since: float | None = None  # when the storage writer first saw them dirty
+    # Root of the newest attribute-index state known durable (-1: none recorded); recovery
+    # hands it to the index, which refuses to serve an older state (lost or cut chunks).
+    attribute_root: int = -1
+    attribute_index_damaged: bool = False  # reported once; its flushes are skipped
     # (offset, log sequence) of each durable append not yet in Tier-2, oldest first: the log
     # may be truncated only below the oldest sequence over all segments.
     unflushed_appends: deque[tuple[int, int]] = field(default_factory=deque)
@@ -233,6 +239,8 @@ class SegmentContainer:
             state.pending_event_count = state.event_count
             state.pending_start_offset = state.start_offset
             state.traffic = RateTracker(TRAFFIC_TIME_CONSTANT_S, now)
+            if state.attribute_root >= 0:
+                self._attribute_index.expect_root(state.name, state.attribute_root)
             # Paired check: every byte is in memory or in Tier-2 after replay.
             first_unflushed = self._read_index.first_unflushed_offset(state.name)
             invariant(
@@ -723,8 +731,7 @@ class SegmentContainer:
             return self._read_index.read_unflushed(state.name, offset, max_bytes)
         data = self._read_index.cached_chunk(chunk.name)
         if data is None:
-            data = await asyncio.to_thread(self._storage.read, chunk.name, 0, chunk.length)
-            invariant(len(data) == chunk.length, f"chunk {chunk.name} is short")
+            data = await asyncio.to_thread(_read_chunk, self._storage, state.name, chunk)
             self._read_index.put_chunk(chunk.name, data)
         start = offset - chunk.offset
         return data[start : start + max_bytes]
@@ -863,7 +870,7 @@ class SegmentContainer:
             state = self._segments[op.segment]
             invariant(op.offset == state.storage_length, f"chunk gap in {op.segment}")
             self._read_index.chunk_added(
-                op.segment, ChunkRef(op.offset, op.length, op.chunk), chunk_data
+                op.segment, ChunkRef(op.offset, op.length, op.chunk, op.crc), chunk_data
             )
             state.storage_length = op.offset + op.length
             while state.unflushed_appends and state.unflushed_appends[0][0] < state.storage_length:
@@ -883,6 +890,10 @@ class SegmentContainer:
             state.start_offset = max(state.start_offset, op.offset)
             self._dead_chunks += self._read_index.truncate(op.segment, state.start_offset)
             _wake_all(state.data_waiters)
+        elif isinstance(op, ops.AttributeIndexUpdated):
+            state = self._segments.get(op.segment)  # a delete may have been applied first
+            if state is not None:
+                state.attribute_root = max(state.attribute_root, op.root)
         elif isinstance(op, ops.DeleteSegment):
             state = self._segments.pop(op.segment)
             self._dead_chunks += self._read_index.remove_segment(op.segment)
@@ -904,7 +915,7 @@ class SegmentContainer:
                 f"metadata-only merge of {op.source} with data outside Tier-2",
             )
             for chunk in self._read_index.chunks(op.source):
-                moved = ChunkRef(op.offset + chunk.offset, chunk.length, chunk.name)
+                moved = ChunkRef(op.offset + chunk.offset, chunk.length, chunk.name, chunk.crc)
                 self._read_index.chunk_added(op.target, moved, None)
             self._read_index.remove_segment(op.source)  # its chunks now belong to the target
             target.storage_length += op.length
@@ -945,7 +956,10 @@ class SegmentContainer:
                     if k in s.dirty_attributes or s.attributes.get(k) != v
                 },
                 "sl": s.storage_length,
-                "c": [[c.offset, c.length, c.name] for c in self._read_index.chunks(s.name)],
+                "ar": s.attribute_root,
+                "c": [
+                    [c.offset, c.length, c.name, c.crc] for c in self._read_index.chunks(s.name)
+                ],
             }
             for s in self._segments.values()
             if not s.pending_deleted
@@ -964,13 +978,15 @@ class SegmentContainer:
                     sealed=entry["s"],
                     event_count=entry["e"],
                     storage_length=entry["sl"],
+                    attribute_root=entry.get("ar", -1),
                 )
                 state.attributes = {bytes.fromhex(k): v for k, v in entry["a"].items()}
                 state.dirty_attributes = dict(state.attributes)
                 self._segments[state.name] = state
                 self._read_index.add_segment(state.name)
-                for offset, length, name in entry["c"]:
-                    self._read_index.chunk_added(state.name, ChunkRef(offset, length, name), None)
+                for offset, length, name, *crc in entry["c"]:
+                    chunk = ChunkRef(offset, length, name, crc[0] if crc else None)
+                    self._read_index.chunk_added(state.name, chunk, None)
                 if state.storage_length < state.length:
                     # Flushed by ChunkAdded records after this checkpoint (else no truncation).
                     state.unflushed_appends.append((state.storage_length, sequence))
@@ -1062,9 +1078,18 @@ class SegmentContainer:
             )
             if not due:
                 continue
+            if state.attribute_index_damaged:
+                continue  # reported once; the values stay in memory and in checkpoints
             values = dict(state.dirty_attributes)
-            async with self._attribute_index_lock:
-                await self._index_call(self._attribute_index.update, state.name, values)
+            try:
+                async with self._attribute_index_lock:
+                    root = await self._index_call(self._attribute_index.update, state.name, values)
+            except DataCorruptionError as e:  # that segment only: the others go on
+                state.attribute_index_damaged = True
+                log.error("container %d: %s", self.config.container_id, e)
+                continue
+            if root is not None:
+                await self._submit(ops.AttributeIndexUpdated(state.name, root))
             for key, value in values.items():
                 if state.dirty_attributes.get(key) == value:
                     del state.dirty_attributes[key]
@@ -1116,6 +1141,34 @@ class SegmentContainer:
             await self._submit(op)
         finally:
             self._flushed_chunk_data.pop(op.chunk, None)
+
+
+def _read_chunk(storage: ChunkStorage, segment: str, chunk: ChunkRef) -> bytes:
+    """A whole Tier-2 chunk of ``segment``, checked against its recorded length and CRC.
+
+    Raises DataCorruptionError naming the chunk and the bytes of the segment it holds if
+    the chunk is missing, shorter or longer than recorded, or fails its checksum.
+    """
+    where = f"Tier-2 chunk {chunk.name!r} (bytes [{chunk.offset}, {chunk.end}) of {segment})"
+    try:
+        data = storage.read(chunk.name, 0, chunk.length + 1)
+    except NotFoundError:
+        raise DataCorruptionError(
+            f"{where} is missing", segment=segment, chunk=chunk.name, offset=chunk.offset
+        ) from None
+    if len(data) != chunk.length:
+        raise DataCorruptionError(
+            f"{where} holds {len(data)}{'+' if len(data) > chunk.length else ''} bytes, "
+            f"{chunk.length} were written",
+            segment=segment,
+            chunk=chunk.name,
+            offset=chunk.offset,
+        )
+    if chunk.crc is not None and zlib.crc32(data) != chunk.crc:
+        raise DataCorruptionError(
+            f"{where} fails its checksum", segment=segment, chunk=chunk.name, offset=chunk.offset
+        )
+    return data
 
 
 def _wake_all(waiters: list[asyncio.Future[None]]) -> None:

@@ -83,12 +83,31 @@ class Seal:
 
 @dataclass(frozen=True, slots=True)
 class ChunkAdded:
-    """Bytes ``[offset, offset + length)`` of a segment are in Tier-2 chunk ``chunk``."""
+    """Bytes ``[offset, offset + length)`` of a segment are in Tier-2 chunk ``chunk``.
+
+    ``crc`` is the CRC-32 of the chunk's bytes, checked on every read of it (None for
+    chunks written before data format 4, which are checked by length only).
+    """
 
     segment: str
     chunk: str
     offset: int
     length: int
+    crc: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeIndexUpdated:
+    """The segment's attribute index durably holds a state whose root (footer) is at ``root``.
+
+    Recovery tells the index the highest such root, so an index whose newest state is
+    older (its last chunks lost or cut short) is DataCorruptionError, not a silent
+    rollback of the segment's attributes (Pravega keeps the same pointer as a core
+    attribute, ``ATTRIBUTE_SEGMENT_ROOT_POINTER``).
+    """
+
+    segment: str
+    root: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +118,9 @@ class MetadataCheckpoint:
     every append before it is in Tier-2; recovery of a truncated log starts
     from it. Each segment is a dict: ``n`` name, ``t`` creation time, ``l``
     length, ``s`` sealed, ``e`` event count, ``a`` attributes (hex key ->
-    value), ``sl`` storage length, ``c`` chunks ``[[offset, length, name]]``.
+    value), ``sl`` storage length, ``c`` chunks ``[[offset, length, name, crc]]``
+    (``crc`` null or absent for chunks written before data format 4), ``ar`` the
+    attribute index's recorded root (absent or -1: none recorded).
     """
 
     segments: tuple[dict, ...]  # type: ignore[type-arg]
@@ -115,10 +136,12 @@ Operation = (
     | TruncateSegment
     | DeleteSegment
     | MergeSegment
+    | AttributeIndexUpdated
 )
 
 _TYPE_CREATE, _TYPE_APPEND, _TYPE_SEAL, _TYPE_CHUNK, _TYPE_CHECKPOINT = 1, 2, 3, 4, 5
 _TYPE_ATTRIBUTES, _TYPE_TRUNCATE, _TYPE_DELETE, _TYPE_MERGE = 6, 7, 8, 9
+_TYPE_INDEX_ROOT = 10
 _JSON_LENGTH = struct.Struct(">I")
 _OP_HEADER = struct.Struct(">BI")
 _APPEND_HEADER = struct.Struct(">QIHH")
@@ -185,10 +208,12 @@ def encode(ops: list[Operation]) -> bytes:
             kind, body = _TYPE_TRUNCATE, {"s": op.segment, "o": op.offset}
         elif isinstance(op, DeleteSegment):
             kind, body = _TYPE_DELETE, {"s": op.segment}
+        elif isinstance(op, AttributeIndexUpdated):
+            kind, body = _TYPE_INDEX_ROOT, {"s": op.segment, "r": op.root}
         elif isinstance(op, ChunkAdded):
             kind, body = (
                 _TYPE_CHUNK,
-                {"s": op.segment, "c": op.chunk, "o": op.offset, "l": op.length},
+                {"s": op.segment, "c": op.chunk, "o": op.offset, "l": op.length, "k": op.crc},
             )
         else:  # pragma: no cover - exhaustive over Operation
             raise TypeError(f"unknown operation {op!r}")
@@ -246,7 +271,7 @@ def _decode(payload: bytes) -> Iterator[Operation]:
         elif kind == _TYPE_SEAL:
             yield Seal(fields["s"], fields["l"])
         elif kind == _TYPE_CHUNK:
-            yield ChunkAdded(fields["s"], fields["c"], fields["o"], fields["l"])
+            yield ChunkAdded(fields["s"], fields["c"], fields["o"], fields["l"], fields.get("k"))
         elif kind == _TYPE_CHECKPOINT:
             yield MetadataCheckpoint(tuple(fields["segments"]))
         elif kind == _TYPE_ATTRIBUTES:
@@ -257,5 +282,7 @@ def _decode(payload: bytes) -> Iterator[Operation]:
             yield TruncateSegment(fields["s"], fields["o"])
         elif kind == _TYPE_DELETE:
             yield DeleteSegment(fields["s"])
+        elif kind == _TYPE_INDEX_ROOT:
+            yield AttributeIndexUpdated(fields["s"], fields["r"])
         else:
             raise DataCorruptionError(f"unknown operation type {kind} in log record")

@@ -25,9 +25,15 @@ from pravega_ray.invariant import invariant
 
 @dataclass(frozen=True, slots=True)
 class ChunkRef:
+    """Bytes ``[offset, offset + length)`` of a segment, in Tier-2 chunk ``name``.
+
+    ``crc``: CRC-32 of the chunk's bytes (None for chunks from before data format 4).
+    """
+
     offset: int
     length: int
     name: str
+    crc: int | None = None
 
     @property
     def end(self) -> int:

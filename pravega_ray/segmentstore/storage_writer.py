@@ -15,13 +15,17 @@ After each round it lets the container write a metadata checkpoint (when
 newest checkpoint below the oldest append not yet in Tier-2, so Tier-1 stays
 bounded under sustained load.
 
-Chunk names: ``segments/<segment name>/<start offset, 20 digits>``.
+Chunk names: ``segments/<segment name>/<start offset, 20 digits>``. Each ``ChunkAdded``
+carries the chunk's CRC-32, computed from the bytes written; every read of the chunk
+checks its length and CRC (``container._read_chunk``), so damage in Tier-2 is a
+:class:`DataCorruptionError` naming the chunk, never wrong bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import zlib
 from typing import TYPE_CHECKING
 
 from pravega_ray.errors import AlreadyExistsError
@@ -104,5 +108,5 @@ class StorageWriter:
             await asyncio.to_thread(storage.delete, name)
             await asyncio.to_thread(storage.create, name, data)
         await container._submit_chunk_added(
-            ops.ChunkAdded(state.name, name, offset, len(data)), data
+            ops.ChunkAdded(state.name, name, offset, len(data), zlib.crc32(data)), data
         )

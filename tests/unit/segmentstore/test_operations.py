@@ -17,6 +17,8 @@ def test_operations_round_trip_through_a_log_record() -> None:
         ops.UpdateAttributes("s/t/0.#epoch.0", ((b"k" * 16, 7),)),
         ops.TruncateSegment("s/t/0.#epoch.0", 4),
         ops.ChunkAdded("s/t/0.#epoch.0", "segments/s/t/0.#epoch.0/0", 0, 11),
+        ops.ChunkAdded("s/t/0.#epoch.0", "segments/s/t/0.#epoch.0/11", 11, 4, 0xFFFFFFFF),
+        ops.AttributeIndexUpdated("s/t/0.#epoch.0", 123_456),
         ops.Seal("s/t/0.#epoch.0", 11),
         ops.DeleteSegment("s/t/0.#epoch.0"),
         ops.CreateSegment("s/t/0.#epoch.0#transient." + "a" * 32, 5, "transient"),
