@@ -55,6 +55,7 @@ from pravega_ray.errors import (
     ConditionalUpdateError,
     ContainerNotReadyError,
     DataCorruptionError,
+    FencedError,
     IllegalStateError,
     InvalidArgumentError,
     NotFoundError,
@@ -95,6 +96,7 @@ from pravega_ray.segmentstore.read_index import ChunkRef, ReadIndex
 from pravega_ray.segmentstore.storage_writer import StorageWriter
 from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
 from pravega_ray.storage.chunk_storage import ChunkStorage
+from pravega_ray.storage.fenced import FencedChunkStorage
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -176,9 +178,10 @@ class SegmentContainer:
     ) -> None:
         self.config = config
         self._log = durable_log
-        self._storage = storage
+        # Tier-2 creates and deletes stop once a successor claimed Tier-2 (storage/fenced.py).
+        self._storage = FencedChunkStorage(storage, f"container-{config.container_id}")
         self._attribute_index = (
-            attribute_index if attribute_index is not None else BTreeAttributeIndex(storage)
+            attribute_index if attribute_index is not None else BTreeAttributeIndex(self._storage)
         )
         self._attribute_index_lock = asyncio.Lock()
         # One thread for attribute-index IO, drained by close(): a cancelled caller must not
@@ -214,6 +217,7 @@ class SegmentContainer:
         invariant(not self._recovered, "recover() called twice")
         started = time.monotonic()
         self._log.initialize()
+        self._storage.claim(self._log.epoch)  # before any Tier-2 write of this owner
         records = operations = 0
         for sequence, payload in self._log.read_all():
             decoded = list(ops.decode(payload))
@@ -529,7 +533,10 @@ class SegmentContainer:
         """Run an attribute-index call on the index thread (callers hold the index lock)."""
         self._ensure_running()  # close() shuts the thread down
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._index_executor, function, *args)
+        try:
+            return await loop.run_in_executor(self._index_executor, function, *args)
+        except FencedError as e:
+            raise self.fenced(e) from e
 
     async def _prefetch(self, state: SegmentState, keys: list[bytes]) -> None:
         """Load the durable values of ``keys`` missing from memory from the attribute index.
@@ -586,6 +593,8 @@ class SegmentContainer:
         self._merge_states(target, source)
         try:
             await self._storage_writer.flush_all()  # most merges then need no copying
+        except ContainerNotReadyError:
+            raise  # fenced or closed meanwhile
         except Exception as e:  # Tier-2 trouble must not block a merge: copy instead
             log.warning("flush before merging %s failed (%r); merging by copy", source, e)
         t, s = self._merge_states(target, source)
@@ -821,6 +830,15 @@ class SegmentContainer:
         self._storage_writer.stop()
         if self._on_fatal is not None:
             self._on_fatal(error)
+
+    def fenced(self, error: FencedError) -> ContainerNotReadyError:
+        """A newer owner took over (Tier-1 or Tier-2): stop as a failed log does.
+
+        Returns the error to raise to the caller: outcome unknown, retry on the successor.
+        """
+        if self._failure is None:
+            self._fail(error, [])
+        return ContainerNotReadyError(f"container {self.config.container_id} was fenced: {error}")
 
     def _fail_queue(self, error: BaseException) -> None:
         queue, self._queue = self._batch + self._queue, []

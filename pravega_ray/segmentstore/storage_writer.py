@@ -28,7 +28,7 @@ import logging
 import zlib
 from typing import TYPE_CHECKING
 
-from pravega_ray.errors import AlreadyExistsError
+from pravega_ray.errors import AlreadyExistsError, ContainerNotReadyError, FencedError
 from pravega_ray.invariant import invariant
 from pravega_ray.segmentstore import operations as ops
 
@@ -64,6 +64,8 @@ class StorageWriter:
                 await self._flush(force=False)
             except asyncio.CancelledError:
                 raise
+            except ContainerNotReadyError:
+                return  # fenced or failed: the container has stopped
             except Exception:  # keep going; the data is safe in Tier-1
                 log.exception("storage writer of container %d", self._container.config.container_id)
 
@@ -75,6 +77,13 @@ class StorageWriter:
         await self._flush(force=True, checkpoint=checkpoint)
 
     async def _flush(self, force: bool, checkpoint: bool = False) -> None:
+        """One round; a FencedError (a newer owner took Tier-2 over) stops the container."""
+        try:
+            await self._flush_round(force, checkpoint)
+        except FencedError as e:
+            raise self._container.fenced(e) from e
+
+    async def _flush_round(self, force: bool, checkpoint: bool) -> None:
         assert self._lock is not None
         async with self._lock:
             for state in self._container._flush_candidates(force):

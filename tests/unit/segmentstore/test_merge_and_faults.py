@@ -142,7 +142,7 @@ def test_a_failed_log_write_is_never_acknowledged_and_acknowledged_ones_survive(
 
 def test_tier2_failures_and_slowness_delay_flushes_but_lose_nothing() -> None:
     store, plain = InMemoryLogStore(), InMemoryChunkStorage()
-    plan = FaultPlan(fail_after={"create"}, delay_s=0.01)
+    plan = FaultPlan(delay_s=0.01)
     storage = FaultyChunkStorage(plain, plan)
     small = dict(
         storage_flush_bytes=50,
@@ -154,6 +154,7 @@ def test_tier2_failures_and_slowness_delay_flushes_but_lose_nothing() -> None:
 
     async def go():
         c = make(store, storage, **small)
+        plan.fail_after.add("create")  # from now on (recovery's Tier-2 fence went through)
         await c.create_segment(PARENT)
         for i in range(30):
             await c.append_conditional(PARENT, b"%02d" % i * 10)
