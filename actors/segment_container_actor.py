@@ -4,6 +4,10 @@ If the container's durable log fails (I/O error, fenced by a newer owner) the
 process exits at once, so Ray restarts the actor and the constructor recovers
 from the log: in-flight callers see ``RayActorError`` (outcome unknown), which
 the writer resolves with ``setup_append``.
+
+If recovery finds the stored data damaged (DataCorruptionError), restarting cannot help:
+the actor stays up and every call raises that error, naming what is damaged, while the
+other containers serve as usual.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 import ray
 
 from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
-from pravega_ray.errors import ContainerNotReadyError, RetriableError
+from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
 from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate
 from pravega_ray.segmentstore.builder import build_container
 from pravega_ray.segmentstore.config import ContainerConfig
@@ -49,6 +53,9 @@ class SegmentContainerActor:
             )
             try:
                 self._container.recover()
+                break
+            except DataCorruptionError as e:  # kept: each call raises it (see the docstring)
+                log.error("container %d cannot recover: %s", container_id, e)
                 break
             except RetriableError as e:  # e.g. an S3 listing raced a writer: replay again
                 log.warning("container %d recovery attempt %d: %r", container_id, attempt, e)

@@ -6,8 +6,10 @@ Layout of a log directory::
     truncation                             decimal sequence number: records below it are gone
     log-<first sequence, 20>-<epoch, 10>.dat   records, in sequence order across files
 
-*format* A record is ``[magic "PRL1"][epoch u64][sequence u64][length u32]
-[crc32 u32 of payload][payload]``, big-endian.
+*format* A record is ``[magic "PRL2"][epoch u64][sequence u64][length u32]
+[crc32 u32][payload]``, big-endian; the CRC covers the header fields before it and the
+payload. Records of data format 3 (magic ``"PRL1"``, CRC of the payload only) are still
+read. Within a file, sequence numbers run on by one.
 
 Torn tails and damage. ``append`` returns only after ``fdatasync``, so a crash can
 leave at most the last frame of the file being written incomplete (short, zero-filled,
@@ -20,9 +22,10 @@ be told from a torn write; it is cut with a warning naming the file and offset.
 
 Rotation: a new file is started by every new owner and whenever the current
 one reaches ``file_bytes_max``. A file's records are those with a sequence number
-below the first sequence of the next file (by name): records at or above it in an
-older file were written by an owner after it lost the log (see fencing) or torn, and
-are ignored. Truncation writes the ``truncation`` file (atomic rename) and then deletes
+below the first sequence of the next file (by name): a run of records at or above it at
+the end of an older file was written by an owner after it lost the log (see fencing),
+and is ignored; any other break in the numbering is DataCorruptionError. Truncation
+writes the ``truncation`` file (atomic rename) and then deletes
 files all of whose records are below it; a file that holds the truncation point stays,
 and ``read_all`` skips its records below the point.
 
@@ -57,8 +60,11 @@ from pravega_ray.storage.filesystem import fsync_directory
 
 log = logging.getLogger(__name__)
 
-_MAGIC = b"PRL1"
+_MAGIC = b"PRL2"
+_MAGIC_V1 = b"PRL1"  # data format 3: the CRC covers the payload only
+_MAGICS = (_MAGIC, _MAGIC_V1)
 _HEADER = struct.Struct(">4sQQII")
+_CRC_COVERED = struct.Struct(">4sQQI")  # the header up to the CRC
 _EPOCH_FILE = "epoch"
 _TRUNCATION_FILE = "truncation"
 
@@ -94,21 +100,22 @@ def _frame_at(data: bytes, position: int) -> tuple[int, bytes, int] | None:
     magic, _epoch, sequence, length, crc = _HEADER.unpack_from(data, position)
     start = position + _HEADER.size
     end = start + length
-    if magic != _MAGIC or length > LOG_FRAME_BYTES_MAX or end > len(data):
+    if magic not in _MAGICS or length > LOG_FRAME_BYTES_MAX or end > len(data):
         return None
     payload = data[start:end]
-    if zlib.crc32(payload) != crc:
+    seed = 0 if magic == _MAGIC_V1 else zlib.crc32(data[position : position + _CRC_COVERED.size])
+    if zlib.crc32(payload, seed) != crc:
         return None
     return sequence, payload, end
 
 
 def _valid_frame_after(data: bytes, position: int) -> int | None:
     """The offset of the first valid frame starting after ``position``, if any."""
-    at = data.find(_MAGIC, position + 1)
+    at = data.find(b"PRL", position + 1)
     while at >= 0:
         if _frame_at(data, at) is not None:
             return at
-        at = data.find(_MAGIC, at + 1)
+        at = data.find(b"PRL", at + 1)
     return None
 
 
@@ -149,11 +156,22 @@ def _first_sequence(path: Path) -> int:
 
 
 def _owned_frames(files: list[Path], index: int) -> Iterator[tuple[int, bytes]]:
-    """Records of ``files[index]`` below the first sequence of the next file (see fencing)."""
+    """Records of ``files[index]`` below the first sequence of the next file (see fencing).
+
+    Sequence numbers within a file run on by one; a break is DataCorruptionError.
+    """
+    path = files[index]
     limit = _first_sequence(files[index + 1]) if index + 1 < len(files) else None
-    for sequence, payload in _frames(files[index]):
+    expected: int | None = None
+    for sequence, payload in _frames(path):
+        if expected is not None and sequence != expected:
+            raise DataCorruptionError(
+                f"durable log file {path}: record {sequence} follows record {expected - 1}",
+                path=str(path),
+            )
+        expected = sequence + 1
         if limit is not None and sequence >= limit:
-            return
+            continue  # a late write of an owner that had lost the log: never acknowledged
         yield sequence, payload
 
 
@@ -227,7 +245,8 @@ class FileSystemDurableLog:
         if self._file_bytes >= self._file_bytes_max:
             self._open_file()
         sequence = self._next_sequence
-        header = _HEADER.pack(_MAGIC, self._epoch, sequence, len(payload), zlib.crc32(payload))
+        covered = _CRC_COVERED.pack(_MAGIC, self._epoch, sequence, len(payload))
+        header = covered + struct.pack(">I", zlib.crc32(payload, zlib.crc32(covered)))
         total = len(header) + len(payload)
         written = os.writev(self._fd, [header, payload])  # type: ignore[arg-type]
         if written != total:  # a short write: finish it byte-exactly

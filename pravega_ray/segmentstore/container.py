@@ -200,6 +200,7 @@ class SegmentContainer:
         # The group commit being written; failed with the queue if the pump is stopped mid-write.
         self._batch: list[tuple[Any, asyncio.Future[Any]]] = []
         self._recovered = False
+        self._damage: DataCorruptionError | None = None  # why recover() could not finish
         self._failure: BaseException | None = None
         self._closed = False
         # Checkpoints and truncation of the durable log.
@@ -213,8 +214,21 @@ class SegmentContainer:
 
     # --- lifecycle ---------------------------------------------------------------------------
     def recover(self) -> RecoveryStats:
-        """Take over the durable log and rebuild every segment from it. Synchronous."""
+        """Take over the durable log and rebuild every segment from it. Synchronous.
+
+        Raises DataCorruptionError if the log is damaged (a record that fails its checks
+        with acknowledged records after it, a damaged epoch file, a state that disagrees
+        with a checkpoint); the container then stays down and every later call raises
+        that error again, naming the damage, so it is never mistaken for a restart.
+        """
         invariant(not self._recovered, "recover() called twice")
+        try:
+            return self._recover()
+        except DataCorruptionError as e:
+            self._damage = e
+            raise
+
+    def _recover(self) -> RecoveryStats:
         started = time.monotonic()
         self._log.initialize()
         self._storage.claim(self._log.epoch)  # before any Tier-2 write of this owner
@@ -268,6 +282,11 @@ class SegmentContainer:
         return stats
 
     def _ensure_running(self) -> None:
+        if self._damage is not None:
+            raise DataCorruptionError(
+                f"container {self.config.container_id} cannot start: {self._damage}",
+                **{"container_id": self.config.container_id, **vars(self._damage)},
+            )
         if self._failure is not None:
             raise ContainerNotReadyError(
                 f"container {self.config.container_id} has failed: {self._failure!r}"
@@ -642,6 +661,7 @@ class SegmentContainer:
 
     def segment_role(self, segment: str) -> str:
         """The role ``segment`` was created with (a SegmentRole value)."""
+        self._ensure_running()
         return self._segment(segment).role
 
     async def _read_range(self, state: SegmentState, offset: int, end: int) -> bytes:

@@ -38,7 +38,7 @@ def _record_start(data: bytes, index: int) -> int:
     return position
 
 
-@pytest.mark.parametrize("where", ["payload", "length", "magic", "checksum"])
+@pytest.mark.parametrize("where", ["payload", "length", "magic", "checksum", "sequence", "epoch"])
 def test_damaged_record_in_the_middle_of_the_newest_file_is_corruption(
     tmp_path: Path, where: str
 ) -> None:
@@ -48,6 +48,8 @@ def test_damaged_record_in_the_middle_of_the_newest_file_is_corruption(
     start = _record_start(bytes(data), 9)
     at = {
         "magic": start,
+        "epoch": start + 4 + 7,
+        "sequence": start + 4 + 8 + 6,
         "length": start + 4 + 8 + 8 + 3,
         "checksum": start + 4 + 8 + 8 + 4 + 1,
         "payload": start + _HEADER_BYTES + 5,
@@ -146,3 +148,23 @@ def test_zombie_record_written_after_a_takeover_is_not_acknowledged_nor_replayed
         assert again.append(f"more-{round_}".encode()) == len(expected)
         expected.append(f"more-{round_}".encode())
         again.close()
+
+
+def test_records_of_data_format_3_are_still_read(tmp_path: Path) -> None:
+    """Format-3 frames (magic PRL1, CRC of the payload only) replay; new ones follow them."""
+    import zlib
+
+    old = [f"old-{i}".encode() for i in range(3)]
+    frames = b"".join(
+        struct.pack(">4sQQII", b"PRL1", 1, i, len(p), zlib.crc32(p)) + p for i, p in enumerate(old)
+    )
+    (tmp_path / "epoch").write_text("1")
+    (tmp_path / f"log-{0:020d}-{1:010d}.dat").write_bytes(frames)
+    log = FileSystemDurableLog(tmp_path)
+    log.initialize()
+    assert [p for _, p in log.read_all()] == old
+    assert log.append(b"new") == 3
+    log.close()
+    again = FileSystemDurableLog(tmp_path)
+    again.initialize()
+    assert [p for _, p in again.read_all()] == [*old, b"new"]

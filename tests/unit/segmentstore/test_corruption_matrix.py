@@ -309,3 +309,36 @@ def test_damaged_epoch_file_is_named(tmp_path: Path, content: bytes) -> None:
     container = SegmentContainer(ContainerConfig(0), tier.make_log(), tier.storage)
     with pytest.raises(DataCorruptionError, match="epoch"):
         container.recover()
+
+
+def test_container_with_a_damaged_log_keeps_raising_the_damage(tmp_path: Path) -> None:
+    tier = FileTier(tmp_path)
+
+    async def write() -> None:
+        c = _container(tier)
+        await c.create_segment(DAMAGED)
+        for i in range(10):
+            await c.append(DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1,
+                           frame_events([b"e"]))
+        await c.close()
+
+    _run(write())
+    path = sorted((tmp_path / "tier1").glob("log-*.dat"))[-1]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    container = SegmentContainer(ContainerConfig(0), tier.make_log(), tier.storage)
+    with pytest.raises(DataCorruptionError):
+        container.recover()
+
+    async def calls() -> None:
+        for call in (
+            container.get_info(DAMAGED),
+            container.read(DAMAGED, 0, 10, 0),
+            container.setup_append(DAMAGED, WRITER),
+            TableSegments(container).get(TABLE, [b"k"]),
+        ):
+            with pytest.raises(DataCorruptionError, match=f"cannot start.*{path}"):
+                await call
+
+    _run(calls())
