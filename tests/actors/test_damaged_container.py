@@ -1,4 +1,4 @@
-"""A container whose log was damaged while the cluster was down names the damage; the rest serves."""
+"""A container whose log was damaged while the cluster was down names it; the others serve."""
 
 from __future__ import annotations
 
