@@ -9,7 +9,7 @@ Both return a :class:`Cluster`, whose client methods come from
 
 Data directory layout::
 
-    <data_dir>/cluster.json      {"format": 3, "container_count": N, "tier1": URL, "tier2": URL}
+    <data_dir>/cluster.json      {"format": 4, "container_count": N, "tier1": URL, "tier2": URL}
     <data_dir>/tier1/container-<i>/   durable logs (default Tier-1)
     <data_dir>/tier2/            Tier-2 chunks and controller records (default Tier-2)
 """
@@ -44,7 +44,12 @@ from pravega_ray.constants import (
     CONTROLLER_CALL_TIMEOUT_S,
     DEFAULT_CONTAINER_COUNT,
 )
-from pravega_ray.errors import ConfigurationError, IllegalStateError, InvalidArgumentError
+from pravega_ray.errors import (
+    ConfigurationError,
+    DataCorruptionError,
+    IllegalStateError,
+    InvalidArgumentError,
+)
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
 from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
@@ -55,11 +60,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
-_FORMAT = 3
+_FORMAT = 4
 """Version of the stored formats (log records, chunks, records).
 
 2: appends carry attributes. 3: extended attributes persist in the B+tree attribute
 index (``attributes-btree/`` chunks) instead of sorted batches (``attributes/``).
+4: log frames checksum their header too (magic ``PRL2``), chunks carry CRCs in the
+metadata, the attribute index's root is logged, Tier-2 fences (``fences/``). Format-3
+data is read as it is, so upgrading 3 -> 4 only records the number.
 """
 
 
@@ -187,19 +195,23 @@ class Cluster(ClientFactory):
         self.shutdown()
 
 
+def _record_format(path: Path, stored: dict[str, Any], data_format: int) -> dict[str, Any]:
+    upgraded = {**stored, "format": data_format}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(upgraded))
+    os.replace(tmp, path)
+    return upgraded
+
+
 def _upgrade_from_format_2(path: Path, stored: dict[str, Any], default2: str) -> dict[str, Any]:
     """Move format-2 attribute chunks into the B+tree index, then record format 3."""
     from pravega_ray.segmentstore.builder import build_chunk_storage
     from pravega_ray.segmentstore.migrations import migrate_attributes_2_to_3
 
-    log.info("upgrading %s from data format 2 to %d ...", path.parent, _FORMAT)
+    log.info("upgrading %s from data format 2 to 3 ...", path.parent)
     segments = migrate_attributes_2_to_3(build_chunk_storage(stored.get("tier2", default2)))
-    upgraded = {**stored, "format": _FORMAT}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(upgraded))
-    os.replace(tmp, path)
     log.info("upgraded %s: attributes of %d segments moved", path.parent, segments)
-    return upgraded
+    return _record_format(path, stored, 3)
 
 
 def _check_data_dir(
@@ -214,9 +226,17 @@ def _check_data_dir(
         "tier2": str(parse_storage_url(tier2)) if tier2 else None,
     }
     if path.exists():
-        stored = json.loads(path.read_text())
+        try:
+            stored = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise DataCorruptionError(f"{path} is not valid JSON: {e}", path=str(path)) from None
+        if not isinstance(stored, dict):
+            raise DataCorruptionError(f"{path} does not hold a JSON object", path=str(path))
         if stored.get("format") == 2:
             stored = _upgrade_from_format_2(path, stored, default2)
+        if stored.get("format") == 3:
+            log.info("upgrading %s from data format 3 to 4 (nothing to rewrite)", data_dir)
+            stored = _record_format(path, stored, 4)
         if stored.get("format") != _FORMAT:
             raise ConfigurationError(
                 f"{data_dir} holds data in format {stored.get('format')}; this pravega-ray reads "

@@ -57,6 +57,24 @@ def test_start_local_upgrades_a_format_2_data_directory(tmp_path: Path) -> None:
     old_chunk(tier2, SEG, 0, {key(1): 5})
     (tmp_path / "cluster.json").write_text(json.dumps({"format": 2, "container_count": 2}))
     _check_data_dir(tmp_path, 2, None, None)
-    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 3
+    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 4
     assert BTreeAttributeIndex(tier2).get(SEG, [key(1)]) == {key(1): 5}
     assert tier2.list("attributes/") == []
+
+
+def test_start_local_upgrades_a_format_3_directory_by_recording_the_number(tmp_path: Path) -> None:
+    from pravega_ray.cluster import _check_data_dir
+
+    (tmp_path / "cluster.json").write_text(json.dumps({"format": 3, "container_count": 2}))
+    _check_data_dir(tmp_path, 2, None, None)
+    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 4
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", "\udcff"])
+def test_a_damaged_cluster_json_is_named(tmp_path: Path, content: str) -> None:
+    from pravega_ray.cluster import _check_data_dir
+    from pravega_ray.errors import DataCorruptionError as Damaged
+
+    (tmp_path / "cluster.json").write_bytes(content.encode("utf-8", "surrogateescape"))
+    with pytest.raises(Damaged, match=r"cluster\.json"):
+        _check_data_dir(tmp_path, 2, None, None)
