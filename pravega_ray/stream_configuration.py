@@ -1,7 +1,10 @@
 """Stream configuration: scaling and retention policies, reader group configuration.
 
-All are frozen, validated dataclasses that round-trip through ``to_dict`` /
-``from_dict`` (the controller stores them as JSON).
+All are frozen dataclasses that validate every field when built and round-trip
+through ``to_dict`` / ``from_dict`` (the controller stores them as JSON). A bad value
+raises :class:`InvalidArgumentError` naming the field and what it accepts; so does
+``from_dict`` of anything malformed (the controller reports such a stored record as
+damaged). Enum fields take the enum or its string value.
 
 What is enforced today: the scaling policy's ``min_segments`` fixes the number
 of segments a stream is created with. Auto-scaling by event or data rate and
@@ -11,9 +14,10 @@ issues that add them keep these names (see docs/api.md).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.naming import parse_scoped_stream
@@ -27,6 +31,12 @@ __all__ = [
     "StreamConfiguration",
 ]
 
+SEGMENTS_MAX = 10_000
+"""Most segments a stream may be created with."""
+_LIMIT_MAX = 2**63 - 1
+
+E = TypeVar("E", bound=Enum)
+
 
 class ScaleType(str, Enum):
     FIXED_NUM_SEGMENTS = "fixed"
@@ -34,9 +44,38 @@ class ScaleType(str, Enum):
     BY_RATE_IN_KBYTES_PER_SEC = "kbytes_per_sec"
 
 
+class RetentionType(str, Enum):
+    TIME = "time"
+    SIZE = "size"
+
+
+def _enum(cls: type[E], name: str, value: object) -> E:
+    """``value`` as a member of ``cls`` (a member or its string value)."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        for member in cls:
+            if member.value == value:
+                return member
+    allowed = ", ".join(repr(m.value) for m in cls)
+    raise InvalidArgumentError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def _int(name: str, value: object, low: int, high: int = _LIMIT_MAX) -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgumentError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ScalingPolicy:
-    """How many segments a stream has and, later, when it scales."""
+    """How many segments a stream has and, later, when it scales.
+
+    ``FIXED_NUM_SEGMENTS``: ``min_segments`` segments (1 to 10,000); ``target_rate`` and
+    ``scale_factor`` are unused (0). By rate: ``target_rate`` (events/s or KiB/s per
+    segment) at least 1, ``scale_factor`` (segments a hot one splits into) at least 2.
+    """
 
     scale_type: ScaleType = ScaleType.FIXED_NUM_SEGMENTS
     target_rate: int = 0
@@ -44,13 +83,15 @@ class ScalingPolicy:
     min_segments: int = 1
 
     def __post_init__(self) -> None:
-        if not isinstance(self.min_segments, int) or not 1 <= self.min_segments <= 10_000:
-            raise InvalidArgumentError("min_segments must be an int in [1, 10000]")
-        if self.scale_type is not ScaleType.FIXED_NUM_SEGMENTS:
-            if self.target_rate <= 0:
-                raise InvalidArgumentError("target_rate must be positive")
-            if self.scale_factor < 2:
-                raise InvalidArgumentError("scale_factor must be at least 2")
+        scale_type = _enum(ScaleType, "scale_type", self.scale_type)
+        object.__setattr__(self, "scale_type", scale_type)
+        _int("min_segments", self.min_segments, 1, SEGMENTS_MAX)
+        if scale_type is ScaleType.FIXED_NUM_SEGMENTS:
+            _int("target_rate", self.target_rate, 0)
+            _int("scale_factor", self.scale_factor, 0)
+        else:
+            _int("target_rate", self.target_rate, 1)
+            _int("scale_factor", self.scale_factor, 2, SEGMENTS_MAX)
 
     @classmethod
     def fixed(cls, segments: int) -> ScalingPolicy:
@@ -64,23 +105,40 @@ class ScalingPolicy:
     def by_data_rate(cls, target_kbps: int, scale_factor: int, min_segments: int) -> ScalingPolicy:
         return cls(ScaleType.BY_RATE_IN_KBYTES_PER_SEC, target_kbps, scale_factor, min_segments)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scale_type": self.scale_type.value,
+            "target_rate": self.target_rate,
+            "scale_factor": self.scale_factor,
+            "min_segments": self.min_segments,
+        }
 
-class RetentionType(str, Enum):
-    TIME = "time"
-    SIZE = "size"
+    @classmethod
+    def from_dict(cls, data: object) -> ScalingPolicy:
+        fields = _fields(data, "scaling policy", ("scale_type", "target_rate", "scale_factor",
+                                                   "min_segments"))
+        return cls(*fields)
 
 
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
-    """How much of a stream to keep (stored; enforced by a later issue)."""
+    """How much of a stream to keep (stored; enforced by a later issue).
+
+    ``SIZE``: limits in bytes; ``TIME``: limits in milliseconds. ``min_limit`` and
+    ``max_limit`` are non-negative ints; ``max_limit`` 0 means no upper limit, else it
+    must be at least ``min_limit``.
+    """
 
     retention_type: RetentionType
     min_limit: int
     max_limit: int
 
     def __post_init__(self) -> None:
-        if self.min_limit < 0 or self.max_limit < 0:
-            raise InvalidArgumentError("retention limits must be non-negative")
+        object.__setattr__(
+            self, "retention_type", _enum(RetentionType, "retention_type", self.retention_type)
+        )
+        _int("retention min limit", self.min_limit, 0)
+        _int("retention max limit", self.max_limit, 0)
         if self.max_limit and self.max_limit < self.min_limit:
             raise InvalidArgumentError("retention max limit is below its min limit")
 
@@ -92,47 +150,76 @@ class RetentionPolicy:
     def by_time(cls, min_ms: int = 0, max_ms: int = 0) -> RetentionPolicy:
         return cls(RetentionType.TIME, min_ms, max_ms)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "retention_type": self.retention_type.value,
+            "min_limit": self.min_limit,
+            "max_limit": self.max_limit,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> RetentionPolicy:
+        return cls(*_fields(data, "retention policy", ("retention_type", "min_limit",
+                                                        "max_limit")))
+
 
 @dataclass(frozen=True, slots=True)
 class StreamConfiguration:
+    """A stream's scaling policy (default: one fixed segment) and retention policy (or None)."""
+
     scaling: ScalingPolicy = field(default_factory=lambda: ScalingPolicy.fixed(1))
     retention: RetentionPolicy | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.scaling, ScalingPolicy):
+            raise InvalidArgumentError(
+                "scaling must be a ScalingPolicy (e.g. ScalingPolicy.fixed(1)), "
+                f"got {type(self.scaling).__name__}"
+            )
+        if self.retention is not None and not isinstance(self.retention, RetentionPolicy):
+            raise InvalidArgumentError(
+                "retention must be a RetentionPolicy or None, "
+                f"got {type(self.retention).__name__}"
+            )
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "scaling": self.scaling.to_dict(),
+            "retention": None if self.retention is None else self.retention.to_dict(),
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StreamConfiguration:
-        scaling = data["scaling"]
-        retention = data.get("retention")
+    def from_dict(cls, data: object) -> StreamConfiguration:
+        scaling, retention = _fields(data, "stream configuration", ("scaling", "retention"),
+                                     optional=("retention",))
         return cls(
-            scaling=ScalingPolicy(
-                ScaleType(scaling["scale_type"]),
-                scaling["target_rate"],
-                scaling["scale_factor"],
-                scaling["min_segments"],
-            ),
-            retention=None
-            if retention is None
-            else RetentionPolicy(
-                RetentionType(retention["retention_type"]),
-                retention["min_limit"],
-                retention["max_limit"],
-            ),
+            ScalingPolicy.from_dict(scaling),
+            None if retention is None else RetentionPolicy.from_dict(retention),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class ReaderGroupConfig:
-    """Which streams a reader group reads. Readers start at the head of each stream."""
+    """Which streams a reader group reads (``"scope/stream"`` names, no repeats).
+
+    Readers start at the head of each stream.
+    """
 
     streams: tuple[str, ...]
 
     def __post_init__(self) -> None:
+        if isinstance(self.streams, str) or not isinstance(self.streams, (tuple, list)):
+            raise InvalidArgumentError(
+                "streams must be a tuple of 'scope/stream' names "
+                "(use ReaderGroupConfig.for_streams('scope/stream', ...))"
+            )
+        object.__setattr__(self, "streams", tuple(self.streams))
         if not self.streams:
             raise InvalidArgumentError("a reader group needs at least one stream")
         for scoped in self.streams:
             parse_scoped_stream(scoped)
+        if len(set(self.streams)) != len(self.streams):
+            raise InvalidArgumentError(f"a reader group names a stream twice: {self.streams}")
 
     @classmethod
     def for_streams(cls, *scoped_streams: str) -> ReaderGroupConfig:
@@ -143,5 +230,20 @@ class ReaderGroupConfig:
         return {"streams": list(self.streams)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReaderGroupConfig:
-        return cls(tuple(data["streams"]))
+    def from_dict(cls, data: object) -> ReaderGroupConfig:
+        (streams,) = _fields(data, "reader group configuration", ("streams",))
+        if not isinstance(streams, list):
+            raise InvalidArgumentError("reader group configuration: streams must be a list")
+        return cls(tuple(streams))
+
+
+def _fields(
+    data: object, what: str, names: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> list[Any]:
+    """The values of ``names`` in mapping ``data``; InvalidArgumentError if it is malformed."""
+    if not isinstance(data, Mapping):
+        raise InvalidArgumentError(f"{what} must be a mapping, got {type(data).__name__}")
+    missing = [n for n in names if n not in data and n not in optional]
+    if missing:
+        raise InvalidArgumentError(f"{what} lacks {', '.join(missing)}")
+    return [data.get(n) for n in names]
