@@ -34,6 +34,12 @@ WRITER_BLOCKS_IN_FLIGHT_MAX = 16
 WRITER_BLOCKS_QUEUED_MAX = 64
 """Full blocks a writer holds per segment beyond those in flight; write_event then blocks."""
 
+WRITER_BLOCKS_IN_FLIGHT_LIMIT = 1024
+"""Largest ``WriterConfig.blocks_in_flight_max`` a writer accepts."""
+
+WRITER_BLOCKS_QUEUED_LIMIT = 4096
+"""Largest ``WriterConfig.blocks_queued_max`` a writer accepts (queued blocks are in memory)."""
+
 WRITER_RECONNECT_ATTEMPTS_MAX = 60
 """How often a writer retries setup_append on a dead container before failing its events."""
 

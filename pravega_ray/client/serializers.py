@@ -1,11 +1,18 @@
-"""Serializers turn events into bytes and back. Writers and readers take one each."""
+"""Serializers turn events into bytes and back. Writers and readers take one each.
+
+Contract: ``serialize`` raises :class:`SerializationError` (an InvalidArgumentError) for a
+value it cannot encode, having changed nothing; ``deserialize`` raises
+:class:`SerializationError` carrying the raw bytes as ``data`` for bytes it cannot decode.
+Readers and key-value tables add where the bytes came from and never consume an event
+that failed to decode (docs/api.md).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Generic, Protocol, TypeVar
 
-from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.errors import InvalidArgumentError, SerializationError
 
 T = TypeVar("T")
 
@@ -19,7 +26,7 @@ class Serializer(Protocol, Generic[T]):
 
 
 def check_serializer(serializer: object, what: str = "serializer") -> None:
-    """Raise InvalidArgumentError unless ``serializer`` has callable ``serialize``/``deserialize``."""
+    """InvalidArgumentError unless ``serializer`` has callable serialize() and deserialize()."""
     for method in ("serialize", "deserialize"):
         if not callable(getattr(serializer, method, None)):
             raise InvalidArgumentError(
@@ -36,32 +43,46 @@ class BytesSerializer:
             return event
         if isinstance(event, (bytearray, memoryview)):
             return bytes(event)
-        raise InvalidArgumentError(f"BytesSerializer needs bytes, got {type(event).__name__}")
+        raise SerializationError(f"BytesSerializer needs bytes, got {type(event).__name__}")
 
     def deserialize(self, data: bytes) -> bytes:
-        return data
+        return bytes(data)
 
 
 class Utf8Serializer:
-    """Events are ``str``, stored as UTF-8."""
+    """Events are ``str``, stored as UTF-8 (lone surrogates cannot be stored)."""
 
     def serialize(self, event: str) -> bytes:
         if not isinstance(event, str):
-            raise InvalidArgumentError(f"Utf8Serializer needs str, got {type(event).__name__}")
-        return event.encode("utf-8")
+            raise SerializationError(f"Utf8Serializer needs str, got {type(event).__name__}")
+        try:
+            return event.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise SerializationError(f"str is not encodable as UTF-8: {e}") from None
 
     def deserialize(self, data: bytes) -> str:
-        return data.decode("utf-8")
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise SerializationError(f"bytes are not UTF-8: {e}", data=bytes(data)) from None
 
 
 class JsonSerializer:
-    """Events are JSON values, stored as compact UTF-8 JSON."""
+    """Events are JSON values, stored as compact UTF-8 JSON.
+
+    Strict JSON on writing: NaN and infinities are refused (``SerializationError``), as
+    JSON readers such as Spark's reject them; reading accepts what Python's ``json``
+    reads. Values nested deeper than Python's recursion limit are refused both ways.
+    """
 
     def serialize(self, event: Any) -> bytes:
         try:
-            return json.dumps(event, separators=(",", ":")).encode("utf-8")
-        except (TypeError, ValueError) as e:
-            raise InvalidArgumentError(f"event is not JSON serializable: {e}") from e
+            return json.dumps(event, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as e:
+            raise SerializationError(f"event is not JSON serializable: {e}") from None
 
     def deserialize(self, data: bytes) -> Any:
-        return json.loads(data)
+        try:
+            return json.loads(bytes(data))
+        except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
+            raise SerializationError(f"bytes are not JSON: {e}", data=bytes(data)) from None

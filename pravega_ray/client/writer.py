@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import math
 import random
 import threading
 import time
@@ -43,7 +44,7 @@ from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.serializers import BytesSerializer, Serializer
+from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
 from pravega_ray.errors import (
     ClientClosedError,
     ConditionalAppendFailedError,
@@ -81,7 +82,20 @@ def _event_header(size: int) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class WriterConfig:
-    """Tuning of one writer; the defaults come from :mod:`pravega_ray.constants`."""
+    """Tuning of one writer; the defaults come from :mod:`pravega_ray.constants`.
+
+    Every field is checked when the config is built (InvalidArgumentError naming it):
+
+    * ``block_bytes_target``: int, 1 to ``APPEND_BLOCK_BYTES_MAX`` (9 MiB): a block is
+      sent once it holds this many bytes (an event that would overflow the container's
+      limit starts a new block instead);
+    * ``blocks_in_flight_max``: int, 1 to ``WRITER_BLOCKS_IN_FLIGHT_LIMIT``;
+    * ``blocks_queued_max``: int, 1 to ``WRITER_BLOCKS_QUEUED_LIMIT``: full blocks held per
+      segment beyond those in flight before ``write_event`` blocks;
+    * ``linger_s``, ``reconnect_backoff_s``: finite seconds, 0 to 60;
+    * ``reconnect_attempts_max``: int, 1 to 10,000;
+    * ``append_call_timeout_s``: finite seconds, above 0 and at most 3,600.
+    """
 
     block_bytes_target: int = constants.APPEND_BLOCK_BYTES_TARGET
     blocks_in_flight_max: int = constants.WRITER_BLOCKS_IN_FLIGHT_MAX
@@ -92,16 +106,53 @@ class WriterConfig:
     blocks_queued_max: int = constants.WRITER_BLOCKS_QUEUED_MAX
 
     def __post_init__(self) -> None:
-        if self.block_bytes_target <= 0 or self.blocks_in_flight_max <= 0:
-            raise InvalidArgumentError("block size and window must be positive")
-        if self.linger_s < 0 or self.reconnect_attempts_max < 1:
-            raise InvalidArgumentError("linger must be >= 0 and reconnect attempts >= 1")
+        limits = constants
+        _check_int("block_bytes_target", self.block_bytes_target, limits.APPEND_BLOCK_BYTES_MAX)
+        _check_int(
+            "blocks_in_flight_max", self.blocks_in_flight_max, limits.WRITER_BLOCKS_IN_FLIGHT_LIMIT
+        )
+        _check_int("blocks_queued_max", self.blocks_queued_max, limits.WRITER_BLOCKS_QUEUED_LIMIT)
+        _check_int("reconnect_attempts_max", self.reconnect_attempts_max, 10_000)
+        _check_seconds("linger_s", self.linger_s, 0.0, 60.0)
+        _check_seconds("reconnect_backoff_s", self.reconnect_backoff_s, 0.0, 60.0)
+        _check_seconds("append_call_timeout_s", self.append_call_timeout_s, 0.0, 3600.0)
+        if self.append_call_timeout_s == 0:
+            raise InvalidArgumentError("append_call_timeout_s must be above 0")
+
+
+def _check_int(name: str, value: object, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise InvalidArgumentError(
+            f"WriterConfig.{name} must be an int in [1, {high}], got {value!r}"
+        )
+
+
+def _check_seconds(name: str, value: object, low: float, high: float) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise InvalidArgumentError(
+            f"WriterConfig.{name} must be a number of seconds in [{low}, {high}], got {value!r}"
+        )
 
 
 class _Block:
     """Events bound for one segment, sent and acknowledged together."""
 
-    __slots__ = ("created", "data", "first", "future", "last", "parts", "sent_at", "size")
+    __slots__ = (
+        "created",
+        "data",
+        "first",
+        "future",
+        "last",
+        "parts",
+        "rejection",
+        "sent_at",
+        "size",
+    )
 
     def __init__(self, first_event_number: int) -> None:
         self.parts: list[bytes] = []
@@ -112,6 +163,8 @@ class _Block:
         self.created = time.monotonic()
         self.sent_at = 0.0
         self.data: bytes | None = None
+        # The store refused this block itself (not its condition): fail it, never resend it.
+        self.rejection: PravegaError | None = None
 
     @property
     def count(self) -> int:
@@ -191,6 +244,11 @@ class EventStreamWriter(Generic[T]):
         segments: SegmentStoreConnection,
         config: WriterConfig | None = None,
     ) -> None:
+        if config is not None and not isinstance(config, WriterConfig):
+            raise InvalidArgumentError(
+                f"config must be a WriterConfig or None, got {type(config).__name__}"
+            )
+        check_serializer(serializer)
         self.scope = scope
         self.stream = stream
         self.writer_id = uuid.uuid4().bytes
@@ -240,10 +298,13 @@ class EventStreamWriter(Generic[T]):
         with self._lock:
             if self._closed or self._failure is not None:
                 self._raise_unusable()
-            segment = self._key_cache.get(routing_key) if routing_key is not None else None
+            segment = self._key_cache.get(routing_key) if type(routing_key) is str else None
             if segment is None:
                 segment = self._route(routing_key)
             block = segment.open
+            if block is not None and block.size + size + 8 > constants.APPEND_BLOCK_BYTES_MAX:
+                segment.queued.append(block)  # the event would take it past the store's limit
+                block = segment.open = None
             if block is None:
                 block = segment.open = _Block(segment.next_event_number)
                 if not segment.inflight:
@@ -283,8 +344,17 @@ class EventStreamWriter(Generic[T]):
 
         The events are stored in order and, if they fit in one append block
         (``APPEND_BLOCK_BYTES_MAX``), atomically: all or none (Pravega's
-        ``writeEvents``). Raises as :meth:`write_event` does, queuing nothing.
+        ``writeEvents``). Raises as :meth:`write_event` does, queuing nothing, and
+        EventTooLargeError if the framed events (8 bytes each plus the payload) exceed
+        one append block (``APPEND_BLOCK_BYTES_MAX``, 9 MiB): split such a batch (and
+        lose its atomicity) yourself.
         """
+        if isinstance(events, (str, bytes, bytearray, memoryview)) or not isinstance(
+            events, Iterable
+        ):
+            raise InvalidArgumentError(
+                f"write_events needs an iterable of events, got {type(events).__name__}"
+            )
         payloads = []
         for event in events:
             payload = (
@@ -297,6 +367,11 @@ class EventStreamWriter(Generic[T]):
         if not payloads:
             raise InvalidArgumentError("write_events needs at least one event")
         total = sum(len(p) + 8 for _, p in payloads)
+        if total > constants.APPEND_BLOCK_BYTES_MAX:
+            raise EventTooLargeError(
+                f"write_events batch of {len(payloads)} events is {total} bytes framed; one "
+                f"atomic batch holds at most {constants.APPEND_BLOCK_BYTES_MAX}"
+            )
         with self._lock:
             if self._closed or self._failure is not None:
                 self._raise_unusable()
@@ -366,11 +441,19 @@ class EventStreamWriter(Generic[T]):
     def _route(self, routing_key: str | None) -> _SegmentWriter:
         if routing_key is None:
             return random.choice(self._writers)
+        if not isinstance(routing_key, str):
+            raise InvalidArgumentError(
+                f"routing_key must be a str or None, got {type(routing_key).__name__}"
+            )
         segment = self._key_cache.get(routing_key)
         if segment is None:
-            if not isinstance(routing_key, str):
-                raise InvalidArgumentError("routing_key must be a str or None")
-            index = bisect.bisect_right(self._lows, routing_key_hash(routing_key)) - 1
+            try:
+                point = routing_key_hash(routing_key)
+            except UnicodeEncodeError:
+                raise InvalidArgumentError(
+                    f"routing_key {routing_key!r} is not encodable as UTF-8"
+                ) from None
+            index = bisect.bisect_right(self._lows, point) - 1
             segment = self._writers[index]
             if len(self._key_cache) >= constants.ROUTING_KEY_CACHE_ENTRIES_MAX:
                 self._key_cache.clear()
@@ -514,8 +597,14 @@ class EventStreamWriter(Generic[T]):
             elif isinstance(error, SegmentSealedError):
                 segment.reconnecting = True  # the reconnect finds out whether the stream is sealed
             else:
+                # The store refused the block itself (InvalidArgumentError, DataCorruptionError,
+                # ...): resending it cannot help. The reconnect settles what persisted, fails
+                # this block and resends the blocks after it (they were conditional on it).
+                block.rejection = (
+                    error if isinstance(error, PravegaError) else PravegaError(repr(error))
+                )
                 segment.reconnecting = True
-                log.warning("append to %s failed: %r; reconnecting", segment.name, error)
+                log.warning("append to %s refused: %r; failing that block", segment.name, error)
             self._wake.notify()
 
     def _complete_acked(self, segment: _SegmentWriter, upto: int) -> None:
@@ -561,6 +650,8 @@ class EventStreamWriter(Generic[T]):
             for block in blocks:
                 if block.last <= last:
                     self._settle(block)  # persisted before the failure
+                elif block.rejection is not None:
+                    self._settle(block, block.rejection)
                 else:
                     invariant(block.first > last, "a block was partly persisted")
                     resend.append(block)
