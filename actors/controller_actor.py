@@ -66,8 +66,8 @@ class ControllerActor:
     def describe(self) -> dict[str, object]:
         return {**self._tiers, "container_count": self._controller.container_count}
 
-    def call(self, method: str, *args: Any) -> Any:
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Invoke a public ``Controller`` method by name (the client's ControllerConnection)."""
         if method.startswith("_") or not hasattr(self._controller, method):
             raise AttributeError(f"controller has no method {method!r}")
-        return getattr(self._controller, method)(*args)
+        return getattr(self._controller, method)(*args, **kwargs)

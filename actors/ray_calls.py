@@ -13,29 +13,38 @@ from concurrent.futures import Future
 from typing import Any
 
 import ray
-from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
-from pravega_ray.errors import PravegaError, SegmentStoreUnavailableError
+from pravega_ray.errors import PravegaError, RetriableError, SegmentStoreUnavailableError
 
 
-def unwrap_ray_error(error: BaseException) -> BaseException:
+def unwrap_ray_error(
+    error: BaseException, unavailable: type[RetriableError] = SegmentStoreUnavailableError
+) -> BaseException:
+    """The typed error behind a Ray error; a dead or restarting actor is ``unavailable``."""
     if isinstance(error, RayTaskError):
         cause = getattr(error, "cause", None)
         if isinstance(cause, PravegaError):
             return cause
         if isinstance(cause, (RayActorError, ActorUnavailableError)):
-            return SegmentStoreUnavailableError(str(cause))
+            return unavailable(str(cause))
     if isinstance(error, (RayActorError, ActorUnavailableError)):
-        return SegmentStoreUnavailableError(f"actor unavailable, outcome unknown: {error}")
+        return unavailable(f"actor unavailable, outcome unknown: {error}")
+    if isinstance(error, GetTimeoutError):
+        return unavailable(f"actor call unanswered, outcome unknown: {error}")
     return error
 
 
-def call_with_unwrap(ref: ray.ObjectRef, timeout: float | None = None) -> Any:
-    """``ray.get(ref)`` raising pravega-ray's typed errors."""
+def call_with_unwrap(
+    ref: ray.ObjectRef,
+    timeout: float | None = None,
+    unavailable: type[RetriableError] = SegmentStoreUnavailableError,
+) -> Any:
+    """``ray.get(ref)`` raising pravega-ray's typed errors (``unavailable``: outcome unknown)."""
     try:
         return ray.get(ref, timeout=timeout)
     except BaseException as e:
-        unwrapped = unwrap_ray_error(e)
+        unwrapped = unwrap_ray_error(e, unavailable)
         if unwrapped is e:
             raise
         raise unwrapped from None

@@ -15,6 +15,7 @@ from pravega_ray import errors
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
+from pravega_ray.client.reader_group import ReaderGroup
 from pravega_ray.client.serializers import (
     BytesSerializer,
     JsonSerializer,
@@ -75,6 +76,7 @@ __all__ = sorted(
         "KeyValueTableInfo",
         "KeyValueTableState",
         "Position",
+        "ReaderGroup",
         "ReaderGroupConfig",
         "RetentionPolicy",
         "ScalingPolicy",

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import ActorUnavailableError, RayActorError
 
 from actors.controller_actor import ControllerActor
 from actors.options import (
@@ -38,14 +37,15 @@ from actors.options import (
 from actors.ray_calls import call_with_unwrap, future_with_unwrap
 from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.client.client_factory import ClientFactory
+from pravega_ray.client.controller_connection import RetryingControllerConnection
 from pravega_ray.constants import (
     CONTAINER_PLACEMENT_ATTEMPTS_MAX,
-    CONTROLLER_CALL_ATTEMPTS_MAX,
     CONTROLLER_CALL_TIMEOUT_S,
     DEFAULT_CONTAINER_COUNT,
 )
 from pravega_ray.errors import (
     ConfigurationError,
+    ControllerUnavailableError,
     DataCorruptionError,
     IllegalStateError,
     InvalidArgumentError,
@@ -72,7 +72,10 @@ data is read as it is, so upgrading 3 -> 4 only records the number.
 
 
 class RayControllerConnection:
-    """Calls the controller actor; retries while it restarts (its state is durable)."""
+    """Calls the controller actor once per call; outcome unknown is ControllerUnavailableError.
+
+    Wrapped by ``RetryingControllerConnection``, which repeats the calls safe to repeat.
+    """
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
@@ -81,17 +84,12 @@ class RayControllerConnection:
         if method.startswith("_"):
             raise AttributeError(method)
 
-        def call(*args: Any) -> Any:
-            for attempt in range(CONTROLLER_CALL_ATTEMPTS_MAX):
-                try:
-                    return call_with_unwrap(
-                        self._handle.call.remote(method, *args), CONTROLLER_CALL_TIMEOUT_S
-                    )
-                except (RayActorError, ActorUnavailableError):
-                    if attempt == CONTROLLER_CALL_ATTEMPTS_MAX - 1:
-                        raise
-                    time.sleep(0.5)
-            raise AssertionError("unreachable")
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return call_with_unwrap(
+                self._handle.call.remote(method, *args, **kwargs),
+                CONTROLLER_CALL_TIMEOUT_S,
+                ControllerUnavailableError,
+            )
 
         return call
 
@@ -147,7 +145,10 @@ class Cluster(ClientFactory):
         self._container_handles = containers
         self._owns_ray = owns_ray
         self._closed = False
-        super().__init__(RayControllerConnection(controller), RaySegmentStoreConnection(containers))
+        super().__init__(
+            RetryingControllerConnection(RayControllerConnection(controller)),
+            RaySegmentStoreConnection(containers),
+        )
 
     @property
     def container_count(self) -> int:

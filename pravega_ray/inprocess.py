@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from pravega_ray.client.client_factory import ClientFactory
+from pravega_ray.client.controller_connection import RetryingControllerConnection
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.metadata_store import MetadataStore
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
@@ -40,12 +41,18 @@ class _LockedController:
         self._controller = controller
         self._lock = threading.Lock()
 
+    def replace(self, controller: Controller) -> None:
+        """Swap in a new controller (a restart); clients keep their connection."""
+        with self._lock:
+            self._controller = controller
+
     def __getattr__(self, name: str) -> Any:
-        method = getattr(self._controller, name)
+        if name.startswith("_"):
+            raise AttributeError(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             with self._lock:
-                return method(*args, **kwargs)
+                return getattr(self._controller, name)(*args, **kwargs)
 
         return call
 
@@ -64,8 +71,11 @@ class InProcessCluster(ClientFactory):
         self._containers: list[SegmentContainer | None] = [
             self._new_container(i) for i in range(container_count)
         ]
-        controller = Controller(MetadataStore(self.storage), _Admin(self), container_count)
-        super().__init__(_LockedController(controller), _Connection(self))
+        self._locked = _LockedController(self._new_controller())
+        super().__init__(RetryingControllerConnection(self._locked), _Connection(self))
+
+    def _new_controller(self) -> Controller:
+        return Controller(MetadataStore(self.storage), _Admin(self), self.container_count)
 
     def _new_container(self, container_id: int) -> SegmentContainer:
         container = build_in_memory_container(
@@ -110,6 +120,15 @@ class InProcessCluster(ClientFactory):
         if old is not None:
             self.run(old.close()).result(10)
         self._containers[container_id] = self._new_container(container_id)
+
+    def restart(self) -> None:
+        """Restart the whole cluster: every container and the controller recover from storage.
+
+        Clients made before keep working (as after a restart of a Ray cluster's actors).
+        """
+        for container_id in range(self.container_count):
+            self.restart_container(container_id)
+        self._locked.replace(self._new_controller())
 
     def shutdown(self) -> None:
         for container in self._containers:

@@ -103,11 +103,18 @@ def validate_kvt_name(name: object) -> str:
     return name
 
 
-def kvt_segment_name(scope: str, table: str, partition: int) -> str:
-    """The table segment of partition ``partition`` of key-value table ``scope/table``."""
+def kvt_segment_name(scope: str, table: str, partition: int, number_base: int = 0) -> str:
+    """The table segment of partition ``partition`` of key-value table ``scope/table``.
+
+    ``number_base`` is where this incarnation of the table numbers its segments: a table
+    re-created under a deleted one's name starts after the old one's numbers, so no
+    segment name is ever reused (Pravega's safe starting segment number).
+    """
     validate_name("scope", scope)
     validate_kvt_name(table)
-    return stream_segment_name(scope, KVT_STREAM_PREFIX + table, segment_id(0, partition))
+    return stream_segment_name(
+        scope, KVT_STREAM_PREFIX + table, segment_id(0, number_base + partition)
+    )
 
 
 def parse_segment_name(name: str) -> SegmentName:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.key_value_table import KeyValueTable
 from pravega_ray.client.reader import EventStreamReader
+from pravega_ray.client.reader_group import ReaderGroup
 from pravega_ray.client.serializers import BytesSerializer, Serializer
 from pravega_ray.client.stream_manager import StreamManager
 from pravega_ray.client.writer import EventStreamWriter, WriterConfig
@@ -42,25 +43,50 @@ class ClientFactory:
         validate_name("scope", scope)
         validate_name("stream", stream)
         return EventStreamWriter(
-            scope, stream, serializer or BytesSerializer(), self._controller, self._segments, config
+            scope,
+            stream,
+            BytesSerializer() if serializer is None else serializer,
+            self._controller,
+            self._segments,
+            config,
         )
 
     def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:
-        """Create a reader group reading ``config.streams`` from their heads; False if it exists."""
+        """Create a reader group reading ``config.streams`` from their heads; False if it exists.
+
+        Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError,
+        InvalidArgumentError (config not a ReaderGroupConfig).
+        """
         return self._controller.create_reader_group(scope, group, config)
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
+        """Delete the group; False if it does not exist. Its readers then get
+        ReaderNotInGroupError or ReaderGroupNotFoundError."""
         return self._controller.delete_reader_group(scope, group)
+
+    def reader_group(self, scope: str, group: str) -> ReaderGroup:
+        """The reader group ``scope/group`` (online readers, reader_offline).
+
+        Raises ReaderGroupNotFoundError, ScopeNotFoundError, InvalidNameError.
+        """
+        return ReaderGroup(scope, group, self._controller)
 
     def create_reader(
         self, reader_id: str, scope: str, group: str, serializer: Serializer[T] | None = None
     ) -> EventStreamReader[Any]:
-        """A reader joining ``scope/group``. Raises ReaderGroupNotFoundError."""
+        """A reader joining ``scope/group``.
+
+        Raises ReaderGroupNotFoundError, ScopeNotFoundError, ReaderAlreadyExistsError
+        (a reader with that id is a member: declare it offline first), InvalidNameError,
+        InvalidArgumentError (reader id, serializer).
+        """
+        validate_name("scope", scope)
+        validate_name("reader group", group)
         return EventStreamReader(
             reader_id,
             scope,
             group,
-            serializer or BytesSerializer(),
+            BytesSerializer() if serializer is None else serializer,
             self._controller,
             self._segments,
         )

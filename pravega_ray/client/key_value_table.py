@@ -23,6 +23,12 @@ Iteration (``iter_keys``, ``iter_entries``) walks the partitions one after
 another, a page at a time, in hash order (not key order). Keys present
 throughout are seen exactly once; keys added or removed meanwhile may or may
 not be.
+
+Stored bytes the serializers cannot decode raise SerializationError (attributes
+``key``: the raw key, ``data``: the raw value, ``version``) and change nothing; an
+iterator that raised it can be asked for ``next()`` again and goes on with the next
+entry. A client whose table was deleted (or deleted and re-created: the new one has
+new segments) gets KeyValueTableNotFoundError.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import hashlib
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -39,9 +46,16 @@ from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import SegmentStoreConnection
-from pravega_ray.client.serializers import BytesSerializer, Serializer
+from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
 from pravega_ray.controller.records import KeyValueTableInfo
-from pravega_ray.errors import ClientClosedError, InvalidArgumentError, RetriableError
+from pravega_ray.errors import (
+    ClientClosedError,
+    InvalidArgumentError,
+    KeyValueTableNotFoundError,
+    RetriableError,
+    SegmentNotFoundError,
+    SerializationError,
+)
 from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableUpdate, TableUpdateResult
 from pravega_ray.segmentstore.contracts import TableEntry as SegmentEntry
@@ -109,6 +123,8 @@ class KeyValueTable(Generic[K, V]):
         self._segments = segments
         self._keys: Serializer[Any] = key_serializer or BytesSerializer()
         self._values: Serializer[Any] = value_serializer or BytesSerializer()
+        check_serializer(self._keys, "key_serializer")
+        check_serializer(self._values, "value_serializer")
         self._partitions = [_Partition(s) for s in info.segments]
         self._call_timeout_s = call_timeout_s
         self._retry_attempts_max = retry_attempts_max
@@ -148,6 +164,7 @@ class KeyValueTable(Generic[K, V]):
     def _update_one(
         self, key: K, value: V | None, expected: int | None, remove: bool = False
     ) -> int:
+        self._check_open()
         raw_key = self._keys.serialize(key)
         raw_value = None if remove else self._values.serialize(value)
         if not remove and not isinstance(raw_value, bytes):
@@ -185,53 +202,79 @@ class KeyValueTable(Generic[K, V]):
     def get_all(self, keys: Iterable[K]) -> list[TableEntry[K, V] | None]:
         """Entries of ``keys``, in the same order (None where absent); partitions in parallel."""
         self._check_open()
+        if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+            raise InvalidArgumentError(
+                f"keys must be an iterable of keys, got {type(keys).__name__}"
+            )
         keys = list(keys)
         raw_keys = [self._keys.serialize(k) for k in keys]
+        by_request: list[tuple[int, list[int]]] = []  # (partition, positions), bounded requests
         by_partition: dict[int, list[int]] = {}
         for i, raw in enumerate(raw_keys):
             by_partition.setdefault(self._partition_index(raw), []).append(i)
+        for index, positions in by_partition.items():
+            step = constants.TABLE_GET_KEYS_MAX
+            by_request += [(index, positions[j : j + step]) for j in range(0, len(positions), step)]
         result: list[TableEntry[K, V] | None] = [None] * len(keys)
-        calls = {
-            index: lambda s=self._partitions[index].segment, w=[raw_keys[i] for i in positions]: (
+        calls = [
+            lambda s=self._partitions[index].segment, w=[raw_keys[i] for i in positions]: (
                 self._segments.table_call(s, "get", w)
             )
-            for index, positions in by_partition.items()
-        }
-        first = {index: call() for index, call in calls.items()}  # partitions in parallel
-        for index, positions in by_partition.items():
+            for index, positions in by_request
+        ]
+        first = [call() for call in calls]  # partitions in parallel
+        for (_, positions), call, pending in zip(by_request, calls, first, strict=True):
             try:
-                found: list[SegmentEntry | None] = first[index].result(self._call_timeout_s)
+                found: list[SegmentEntry | None] = pending.result(self._call_timeout_s)
             except (RetriableError, FutureTimeoutError):
-                found = self._retrying(calls[index])
+                found = self._retrying(call)
+            except SegmentNotFoundError:
+                raise self._gone() from None
             for i, entry in zip(positions, found, strict=True):
                 if entry is not None:
-                    value = self._values.deserialize(entry.value or b"")
-                    result[i] = TableEntry(keys[i], value, entry.version)
+                    result[i] = TableEntry(keys[i], self._value(entry), entry.version)
         return result
+
+    def _value(self, entry: SegmentEntry) -> Any:
+        try:
+            return self._values.deserialize(entry.value or b"")
+        except Exception as e:
+            raise _undecodable("value", entry, e) from e
+
+    def _key(self, entry: SegmentEntry) -> Any:
+        try:
+            return self._keys.deserialize(entry.key)
+        except Exception as e:
+            raise _undecodable("key", entry, e) from e
+
+    def _gone(self) -> KeyValueTableNotFoundError:
+        return KeyValueTableNotFoundError(
+            f"key-value table {self.info.scope}/{self.info.name} was deleted (a table of "
+            "that name created since is another table: open it again)"
+        )
 
     def iter_keys(self) -> Iterator[TableKey[K]]:
         """Every key with its version (see the module docstring for the guarantees)."""
-        for entry in self._iterate(with_values=False):
-            yield TableKey(self._keys.deserialize(entry.key), entry.version)
+        return _Entries(self, lambda e: TableKey(self._key(e), e.version), with_values=False)
 
     def iter_entries(self) -> Iterator[TableEntry[K, V]]:
-        """Every entry (key, value, version)."""
-        for entry in self._iterate(with_values=True):
-            value = self._values.deserialize(entry.value or b"")
-            yield TableEntry(self._keys.deserialize(entry.key), value, entry.version)
+        """Every entry (key, value, version).
 
-    def _iterate(self, with_values: bool) -> Iterator[SegmentEntry]:
-        for partition in self._partitions:
-            cursor: bytes | None = None
-            while True:
-                page, cursor = self._retrying(
-                    lambda c=cursor, s=partition.segment: self._segments.table_call(
-                        s, "iterate", c, constants.TABLE_ITERATE_LIMIT, with_values
-                    )
-                )
-                yield from page
-                if cursor is None:
-                    break
+        A SerializationError for one entry can be caught and ``next()`` called again to
+        go on with the next entry.
+        """
+        return _Entries(
+            self, lambda e: TableEntry(self._key(e), self._value(e), e.version), with_values=True
+        )
+
+    def _page(
+        self, segment: str, cursor: bytes | None, with_values: bool
+    ) -> tuple[list[SegmentEntry], bytes | None]:
+        return self._retrying(
+            lambda: self._segments.table_call(
+                segment, "iterate", cursor, constants.TABLE_ITERATE_LIMIT, with_values
+            )
+        )
 
     # --- plumbing -----------------------------------------------------------------------------
     def _partition_index(self, raw_key: bytes) -> int:
@@ -249,6 +292,8 @@ class KeyValueTable(Generic[K, V]):
         for attempt in range(self._retry_attempts_max):
             try:
                 return call().result(self._call_timeout_s)
+            except SegmentNotFoundError:
+                raise self._gone() from None
             except (RetriableError, FutureTimeoutError):
                 if attempt == self._retry_attempts_max - 1:
                     raise
@@ -269,6 +314,56 @@ class KeyValueTable(Generic[K, V]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Entries(Iterator[R]):
+    """Iterates a table's partitions a page at a time; survives one undecodable entry.
+
+    An entry whose conversion raises is dropped before the error propagates, so the
+    caller may catch it and call ``next()`` again to go on with the next entry.
+    """
+
+    def __init__(
+        self,
+        table: KeyValueTable[Any, Any],
+        convert: Callable[[SegmentEntry], R],
+        with_values: bool,
+    ) -> None:
+        self._table = table
+        self._convert = convert
+        self._with_values = with_values
+        self._partition = 0
+        self._cursor: bytes | None = None
+        self._page: deque[SegmentEntry] = deque()
+        self._partition_done = False
+
+    def __iter__(self) -> _Entries[R]:
+        return self
+
+    def __next__(self) -> R:
+        while not self._page:
+            if self._partition_done:
+                self._partition += 1
+                self._cursor = None
+                self._partition_done = False
+            if self._partition >= len(self._table._partitions):
+                raise StopIteration
+            segment = self._table._partitions[self._partition].segment
+            page, self._cursor = self._table._page(segment, self._cursor, self._with_values)
+            self._page = deque(page)
+            self._partition_done = self._cursor is None
+        entry = self._page.popleft()
+        return self._convert(entry)
+
+
+def _undecodable(what: str, entry: SegmentEntry, cause: BaseException) -> SerializationError:
+    return SerializationError(
+        f"table entry {entry.key!r} (version {entry.version}): its {what} cannot be "
+        f"deserialized: {cause}",
+        key=entry.key,
+        data=entry.value,
+        version=entry.version,
+    )
 
 
 def _check_version(version: object) -> None:

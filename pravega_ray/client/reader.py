@@ -9,6 +9,16 @@ the last event it returned; that is what it reports to the group and where the
 next owner continues after a release, so no event is skipped or repeated
 within the group.
 
+Each reader has a *session* in its group: another reader with the same id is refused
+(ReaderAlreadyExistsError) while this one is a member, and once this one is declared
+offline its calls raise ReaderNotInGroupError instead of touching segments others own.
+
+An event the serializer cannot decode is not consumed: ``read_next_event`` raises
+SerializationError (with the raw ``data``, ``segment``, ``offset`` and the reader's
+``position``), the reader's position stays before the event, so asking again raises
+again, and ``skip_event(error)`` passes over exactly that event. Other segments' events
+keep coming in between.
+
 Not thread-safe: one thread uses a reader.
 """
 
@@ -16,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -25,8 +36,17 @@ from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.event_framing import parse_events
 from pravega_ray.client.events import EventRead, Position
-from pravega_ray.client.serializers import Serializer
-from pravega_ray.errors import ClientClosedError, InvalidArgumentError, RetriableError
+from pravega_ray.client.serializers import Serializer, check_serializer
+from pravega_ray.errors import (
+    ClientClosedError,
+    IllegalStateError,
+    InvalidArgumentError,
+    ReaderGroupNotFoundError,
+    ReaderNotInGroupError,
+    RetriableError,
+    ScopeNotFoundError,
+    SerializationError,
+)
 from pravega_ray.segmentstore.contracts import ReadResult
 
 log = logging.getLogger(__name__)
@@ -57,9 +77,11 @@ class EventStreamReader(Generic[T]):
         controller: ControllerConnection,
         segments: SegmentStoreConnection,
     ) -> None:
-        if not isinstance(reader_id, str) or not reader_id:
-            raise InvalidArgumentError("reader_id must be a non-empty str")
+        if not isinstance(reader_id, str) or not reader_id or len(reader_id) > 255:
+            raise InvalidArgumentError("reader_id must be a non-empty str of at most 255 chars")
+        check_serializer(serializer)
         self.reader_id = reader_id
+        self._session = uuid.uuid4().hex
         self.scope = scope
         self.group = group
         self._serializer = serializer
@@ -70,18 +92,27 @@ class EventStreamReader(Generic[T]):
         self._last_sync = 0.0
         self._turn = 0
         self._closed = False
-        controller.reader_group_add_reader(scope, group, reader_id)
+        controller.reader_group_add_reader(scope, group, reader_id, self._session)
 
     # --- public API ----------------------------------------------------------------------------
     def read_next_event(self, timeout_s: float = 1.0) -> EventRead | None:
         """The next event, or None if none arrives within ``timeout_s`` seconds.
 
         Returns an :class:`EventRead` with the deserialized event, its segment
-        and offset, and the reader's position after it.
+        and offset, and the reader's position after it. Raises SerializationError for
+        an event the serializer cannot decode (not consumed: see :meth:`skip_event`),
+        ReaderNotInGroupError once the reader was declared offline or its group deleted,
+        DataCorruptionError if stored data is damaged, ClientClosedError after close().
         """
         if self._closed:
             raise ClientClosedError("reader is closed")
-        deadline = time.monotonic() + max(0.0, timeout_s)
+        if (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, (int, float))
+            or not timeout_s >= 0  # NaN too
+        ):
+            raise InvalidArgumentError(f"timeout_s must be a number >= 0, got {timeout_s!r}")
+        deadline = time.monotonic() + min(timeout_s, 1e9)
         while True:
             now = time.monotonic()
             if now - self._last_sync >= constants.READER_GROUP_SYNC_INTERVAL_S or not self._owned:
@@ -107,14 +138,39 @@ class EventStreamReader(Generic[T]):
     def position(self) -> Position:
         return Position(tuple(sorted((s.name, s.next_offset) for s in self._owned.values())))
 
+    def skip_event(self, error: SerializationError) -> None:
+        """Pass over the undecodable event ``error`` (from :meth:`read_next_event`) names.
+
+        Raises IllegalStateError unless that event is still the next one of a segment
+        this reader owns (e.g. it was skipped already, or the segment moved on).
+        """
+        if not isinstance(error, SerializationError):
+            raise InvalidArgumentError("skip_event takes the SerializationError raised")
+        segment = self._owned.get(getattr(error, "segment", None))  # type: ignore[arg-type]
+        offset = getattr(error, "offset", None)
+        if segment is None or not segment.events or segment.events[0][0] != offset:
+            raise IllegalStateError(
+                "that event is not the next event of a segment this reader owns"
+            )
+        offset, payload = segment.events.popleft()
+        segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
+
     def close(self) -> None:
-        """Leave the group, handing owned segments back at the reader's position."""
+        """Leave the group, handing owned segments back at the reader's position.
+
+        Does not raise if the group was deleted or this reader was declared offline.
+        """
         if self._closed:
             return
         self._closed = True
         offsets = {s.name: s.next_offset for s in self._owned.values()}
         self._owned.clear()
-        self._controller.reader_group_remove_reader(self.scope, self.group, self.reader_id, offsets)
+        try:
+            self._controller.reader_group_remove_reader(
+                self.scope, self.group, self.reader_id, self._session, offsets
+            )
+        except (ReaderGroupNotFoundError, ReaderNotInGroupError, ScopeNotFoundError) as e:
+            log.info("reader %s closed; its group had gone: %s", self.reader_id, e)
 
     def __enter__(self) -> EventStreamReader[T]:
         return self
@@ -128,16 +184,25 @@ class EventStreamReader(Generic[T]):
         offsets = {s.name: s.next_offset for s in self._owned.values()}
         completed, self._completed = self._completed, []
         assignment = self._controller.reader_group_sync(
-            self.scope, self.group, self.reader_id, offsets, completed
+            self.scope, self.group, self.reader_id, self._session, offsets, completed
         )
-        for name, offset in assignment.acquired.items():
-            self._owned[name] = _SegmentReader(name, offset, offset)
+        # The answer is the whole owned set: a segment a lost reply assigned shows up here.
+        for name in [n for n in self._owned if n not in assignment.owned]:
+            del self._owned[name]
+        for name, offset in assignment.owned.items():
+            if name not in self._owned:
+                self._owned[name] = _SegmentReader(name, offset, offset)
         for _ in range(assignment.release_count):
             # Prefer giving up a segment with nothing buffered: less read work thrown away.
             victim = min(self._owned.values(), key=lambda s: (len(s.events), s.name))
             del self._owned[victim.name]
             self._controller.reader_group_release(
-                self.scope, self.group, self.reader_id, victim.name, victim.next_offset
+                self.scope,
+                self.group,
+                self.reader_id,
+                self._session,
+                victim.name,
+                victim.next_offset,
             )
 
     def _next_buffered(self) -> EventRead | None:
@@ -146,11 +211,21 @@ class EventStreamReader(Generic[T]):
             segment = readers[(self._turn + i) % len(readers)]
             if segment.events:
                 self._turn = (self._turn + i + 1) % len(readers)
-                offset, payload = segment.events.popleft()
+                offset, payload = segment.events[0]
+                try:
+                    event = self._serializer.deserialize(payload)
+                except Exception as e:  # not consumed: raised again until skipped
+                    raise SerializationError(
+                        f"event at offset {offset} of {segment.name} cannot be deserialized "
+                        f"({e}); reader.skip_event(error) passes over it",
+                        data=payload,
+                        segment=segment.name,
+                        offset=offset,
+                        position=self.position(),
+                    ) from e
+                segment.events.popleft()
                 segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
-                return EventRead(
-                    self._serializer.deserialize(payload), segment.name, offset, self.position()
-                )
+                return EventRead(event, segment.name, offset, self.position())
         for segment in readers:
             if segment.end_of_segment and not segment.events and segment.pending is None:
                 del self._owned[segment.name]

@@ -4,13 +4,24 @@ Readers of a group share the segments of its streams; each segment is owned by
 at most one reader at a time, so each event is delivered to one reader of the
 group. Rebalancing is cooperative (Pravega's ``ReaderGroupStateManager``):
 
+* a reader joins with an id and a *session* (a random token of that reader object); an
+  id online in the group is refused (:class:`ReaderAlreadyExistsError`) unless it is
+  declared offline first (``reader_offline``), and every later call of a reader
+  carries its session: one whose session is gone (declared offline, or the group was
+  deleted and re-created) gets :class:`ReaderNotInGroupError` and can never act on
+  segments another reader now owns;
 * a reader ``sync``\\ s periodically, reporting the offsets it has reached and
-  the segments it read to the end; the answer lists segments it may acquire
-  (with their offsets) and how many it should give up;
+  the segments it read to the end; the answer lists every segment it owns (with the
+  offsets known here) and how many it should give up;
 * a reader gives a segment up with ``release(segment, offset)``, where
   ``offset`` is the offset of the next event it has *not* returned, so the next
   owner continues exactly there: nothing is skipped or read twice;
 * fair share is ``ceil(live segments / readers)``.
+
+Every call can be repeated after a lost reply with the same effect (the controller
+connection retries them): joining again with the same session, releasing a segment
+no longer owned and leaving twice are no-ops, and a sync answers with the whole owned
+set, so a reader never misses a segment a lost reply had assigned to it.
 
 A reader that leaves returns its segments at the offsets it reports. The state
 is a plain value (``to_dict``/``from_dict``) that its host persists after every
@@ -23,15 +34,20 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pravega_ray.errors import IllegalStateError, InvalidArgumentError
+from pravega_ray.errors import (
+    InvalidArgumentError,
+    ReaderAlreadyExistsError,
+    ReaderNotInGroupError,
+)
 from pravega_ray.invariant import invariant
 
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """Answer to a sync: segments newly acquired (with start offsets) and how many to release."""
+    """Answer to a sync: every segment the reader owns (offsets as known to the group)
+    and how many it should release."""
 
-    acquired: dict[str, int]
+    owned: dict[str, int]
     release_count: int
 
 
@@ -43,6 +59,7 @@ class ReaderGroupState:
     unassigned: dict[str, int] = field(default_factory=dict)
     assigned: dict[str, dict[str, int]] = field(default_factory=dict)
     completed: set[str] = field(default_factory=set)
+    sessions: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def new(
@@ -51,17 +68,48 @@ class ReaderGroupState:
         return cls(scope, name, list(streams), {s: 0 for s in segments})
 
     # --- membership --------------------------------------------------------------------------
-    def add_reader(self, reader_id: str) -> None:
-        """Join the group (idempotent: a reader that rejoins keeps what it owns)."""
-        if not reader_id:
-            raise InvalidArgumentError("reader id must not be empty")
-        self.assigned.setdefault(reader_id, {})
+    def add_reader(self, reader_id: str, session: str) -> None:
+        """Join; a no-op for the same session, ReaderAlreadyExistsError for another one."""
+        if not isinstance(reader_id, str) or not reader_id:
+            raise InvalidArgumentError("reader id must be a non-empty str")
+        if reader_id in self.assigned:
+            if self.sessions.get(reader_id) == session:
+                return
+            raise ReaderAlreadyExistsError(
+                f"reader {reader_id!r} is online in group {self.scope}/{self.name}; "
+                "declare it offline first (ReaderGroup.reader_offline)",
+                reader_id=reader_id,
+            )
+        self.assigned[reader_id] = {}
+        self.sessions[reader_id] = session
 
-    def remove_reader(self, reader_id: str, offsets: dict[str, int] | None) -> None:
-        """Leave; owned segments return to the pool at ``offsets`` (else the last synced ones)."""
-        owned = self.assigned.pop(reader_id, None)
-        if owned is None:
-            return
+    def remove_reader(
+        self, reader_id: str, session: str, offsets: dict[str, int] | None
+    ) -> bool:
+        """Leave; owned segments return to the pool at ``offsets`` (else the last synced ones).
+
+        False (nothing changed) if this session is not in the group (it left already, or
+        was declared offline).
+        """
+        if reader_id not in self.assigned or self.sessions.get(reader_id) != session:
+            return False
+        self._drop(reader_id, offsets)
+        return True
+
+    def reader_offline(self, reader_id: str, offsets: dict[str, int] | None) -> bool:
+        """Declare a reader gone (whatever its session); False if it is not in the group.
+
+        Its segments return to the pool at ``offsets`` where given (a position the
+        application saved), else at the offsets it last synced.
+        """
+        if reader_id not in self.assigned:
+            return False
+        self._drop(reader_id, offsets)
+        return True
+
+    def _drop(self, reader_id: str, offsets: dict[str, int] | None) -> None:
+        owned = self.assigned.pop(reader_id)
+        self.sessions.pop(reader_id, None)
         for segment, offset in owned.items():
             self.unassigned[segment] = max(offset, (offsets or {}).get(segment, offset))
 
@@ -70,14 +118,20 @@ class ReaderGroupState:
         return sorted(self.assigned)
 
     # --- reading -----------------------------------------------------------------------------
-    def _owned(self, reader_id: str) -> dict[str, int]:
+    def _owned(self, reader_id: str, session: str) -> dict[str, int]:
         owned = self.assigned.get(reader_id)
-        if owned is None:
-            raise IllegalStateError(f"reader {reader_id} is not in group {self.name}")
+        if owned is None or self.sessions.get(reader_id) != session:
+            raise ReaderNotInGroupError(
+                f"reader {reader_id!r} is not in group {self.scope}/{self.name} (it was "
+                "declared offline, or the group was deleted or re-created)",
+                reader_id=reader_id,
+            )
         return owned
 
-    def sync(self, reader_id: str, offsets: dict[str, int], completed: list[str]) -> Assignment:
-        owned = self._owned(reader_id)
+    def sync(
+        self, reader_id: str, session: str, offsets: dict[str, int], completed: list[str]
+    ) -> Assignment:
+        owned = self._owned(reader_id, session)
         for segment, offset in offsets.items():
             if segment in owned:
                 owned[segment] = max(owned[segment], offset)
@@ -87,21 +141,20 @@ class ReaderGroupState:
                 self.completed.add(segment)
         live = len(self.unassigned) + sum(len(o) for o in self.assigned.values())
         fair = math.ceil(live / len(self.assigned)) if live else 0
-        acquired: dict[str, int] = {}
         while len(owned) < fair and self.unassigned:
             segment = min(self.unassigned)
-            offset = self.unassigned.pop(segment)
-            owned[segment] = offset
-            acquired[segment] = offset
-        return Assignment(acquired, max(0, len(owned) - fair))
+            owned[segment] = self.unassigned.pop(segment)
+        return Assignment(dict(owned), max(0, len(owned) - fair))
 
-    def release(self, reader_id: str, segment: str, offset: int) -> None:
-        owned = self._owned(reader_id)
+    def release(self, reader_id: str, session: str, segment: str, offset: int) -> bool:
+        """Give ``segment`` back at ``offset``; False (a no-op) if the reader does not own it."""
+        owned = self._owned(reader_id, session)
         if segment not in owned:
-            raise IllegalStateError(f"reader {reader_id} does not own {segment}")
+            return False  # released before (a retried call) or never owned
         invariant(offset >= 0, "negative release offset")
         del owned[segment]
         self.unassigned[segment] = offset
+        return True
 
     # --- persistence -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -112,15 +165,20 @@ class ReaderGroupState:
             "unassigned": self.unassigned,
             "assigned": self.assigned,
             "completed": sorted(self.completed),
+            "sessions": self.sessions,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ReaderGroupState:
+        """Raises KeyError/TypeError/ValueError for a malformed record (the controller
+        reports it as damaged). Records from before sessions have none: their readers
+        must be declared offline before their ids join again."""
         return cls(
-            d["scope"],
-            d["name"],
-            list(d["streams"]),
-            dict(d["unassigned"]),
-            {k: dict(v) for k, v in d["assigned"].items()},
-            set(d["completed"]),
+            str(d["scope"]),
+            str(d["name"]),
+            [str(s) for s in d["streams"]],
+            {str(k): int(v) for k, v in d["unassigned"].items()},
+            {str(r): {str(k): int(v) for k, v in o.items()} for r, o in d["assigned"].items()},
+            {str(s) for s in d["completed"]},
+            {str(k): str(v) for k, v in d.get("sessions", {}).items()},
         )

@@ -20,14 +20,22 @@ class StreamManager:
         return self._controller.list_scopes()
 
     def delete_scope(self, scope: str) -> bool:
-        """Delete an empty scope; False if absent; ScopeNotEmptyError if it has streams."""
+        """Delete an empty scope; False if absent.
+
+        ScopeNotEmptyError while it has streams, key-value tables or reader groups.
+        """
         return self._controller.delete_scope(scope)
 
     def create_stream(
         self, scope: str, stream: str, config: StreamConfiguration | None = None
     ) -> bool:
-        """Create a stream; False if it exists. Raises ScopeNotFoundError, InvalidNameError."""
-        return self._controller.create_stream(scope, stream, config or StreamConfiguration())
+        """Create a stream; False if it exists.
+
+        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (config is not a
+        StreamConfiguration); nothing is created then.
+        """
+        config = StreamConfiguration() if config is None else config
+        return self._controller.create_stream(scope, stream, config)
 
     def list_streams(self, scope: str) -> list[str]:
         return self._controller.list_streams(scope)

@@ -1,4 +1,4 @@
-"""The controller: scopes, streams and reader groups, stored durably.
+"""The controller: scopes, streams, key-value tables and reader groups, stored durably.
 
 Minimal today (walking skeleton): streams have one epoch of a fixed number of
 segments splitting the routing-key space [0, 1) evenly. Workflows follow the
@@ -8,6 +8,23 @@ to ACTIVE; seal moves ACTIVE -> SEALING, seals every segment, -> SEALED. Every
 state change goes through the transition table (``records.STATE_TRANSITIONS``).
 A workflow interrupted by a crash is resumed on the next start, so the
 controller can be killed at any point.
+
+Robustness:
+
+* Every argument is checked before anything is stored (typed errors from
+  ``pravega_ray.errors``); a configuration must survive its own ``from_dict(to_dict())``.
+* A record that cannot be read or parsed is :class:`DataCorruptionError` naming it, for
+  the calls that touch it; it is *quarantined*: logged, listed by
+  :meth:`Controller.damaged_records`, never overwritten, and every other record keeps
+  working (workflows are resumed one record at a time).
+* Calls are safe to repeat after a lost reply where the client retries them
+  (``client/controller_connection.py``): creates carry a ``request_id`` stored in the
+  record, so a repeated create that had landed answers True; reader-group calls carry
+  the reader's session and are idempotent (``client/reader_group_state.py``).
+* Names are never reused: a key-value table re-created under a deleted one's name
+  numbers its segments after the deleted one's (Pravega's safe starting segment
+  number, kept in a ``deleted/`` record), so a client of the old table gets
+  KeyValueTableNotFoundError instead of writing into the new one.
 
 The controller reaches segment containers through :class:`SegmentStoreAdmin`
 (Ray handles in the actor shell, direct calls in-process). Not thread-safe:
@@ -19,12 +36,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 from pravega_ray.client.reader_group_state import Assignment, ReaderGroupState
 from pravega_ray.constants import KVT_PARTITIONS_MAX
-from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.metadata_store import MetadataStore, damaged
 from pravega_ray.controller.records import (
     STATE_TRANSITIONS,
     KeyValueTableInfo,
@@ -34,11 +51,14 @@ from pravega_ray.controller.records import (
     StreamState,
 )
 from pravega_ray.errors import (
+    DataCorruptionError,
     IllegalStateError,
     IllegalStateTransitionError,
     InvalidArgumentError,
     KeyValueTableNotFoundError,
+    PravegaError,
     ReaderGroupNotFoundError,
+    RetriableError,
     ScopeNotEmptyError,
     ScopeNotFoundError,
     SegmentExistsError,
@@ -57,6 +77,11 @@ from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfigurat
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+RESUME_RETRY_INTERVAL_S = 5.0
+"""How soon a workflow whose resumption failed with an outcome-unknown error is tried again."""
+
 
 class SegmentStoreAdmin(Protocol):
     """What the controller needs from segment containers (synchronous, retrying restarts)."""
@@ -70,6 +95,22 @@ class SegmentStoreAdmin(Protocol):
     def delete_segment(self, segment: str) -> None: ...
 
 
+@contextlib.contextmanager
+def _parsing(key: str) -> Iterator[None]:
+    """A stored record whose fields do not parse is DataCorruptionError naming it."""
+    try:
+        yield
+    except DataCorruptionError:
+        raise
+    except (InvalidArgumentError, KeyError, TypeError, ValueError, IndexError) as e:
+        raise damaged(key, f"{type(e).__name__}: {e}") from None
+
+
+def _check_request_id(request_id: object) -> None:
+    if request_id is not None and not (isinstance(request_id, str) and 0 < len(request_id) <= 64):
+        raise InvalidArgumentError("request_id must be None or a str of 1 to 64 characters")
+
+
 class Controller:
     def __init__(
         self,
@@ -78,118 +119,206 @@ class Controller:
         container_count: int,
         *,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._segments = segments
         self.container_count = container_count
         self._wall_clock_ms = wall_clock_ms
+        self._monotonic = monotonic
         self._resumed = False
+        self._damaged: dict[str, str] = {}
+        self._unresumed: dict[str, str] = {}  # key -> state, to retry (outcome unknown)
+        self._last_resume = 0.0
 
     # --- cluster -------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:
         return {"container_count": self.container_count}
 
+    def damaged_records(self) -> dict[str, str]:
+        """Records found damaged (key -> what is wrong): quarantined, never overwritten."""
+        return dict(self._damaged)
+
     def resume_workflows(self) -> int:
-        """Finish create/seal workflows a crash interrupted. Returns how many were resumed."""
+        """Finish create/seal/delete workflows a crash interrupted; returns how many finished.
+
+        Each record is handled on its own: a damaged one is quarantined (logged, in
+        :meth:`damaged_records`), one that fails with an outcome-unknown error is tried
+        again later; neither stops the others or the calls that follow.
+        """
         resumed = 0
         for scope in self.list_scopes():
-            resumed += self._resume(
-                scope,
-                f"streams/{scope}",
-                {
-                    StreamState.CREATING.value: self._finish_create,
-                    StreamState.SEALING.value: self._finish_seal,
-                },
-            )
-            resumed += self._resume(
-                scope,
-                f"kvtables/{scope}",
-                {
-                    KeyValueTableState.CREATING.value: self._finish_create_kvt,
-                    KeyValueTableState.DELETING.value: self._finish_delete_kvt,
-                },
-            )
+            for kind in ("streams", "kvtables"):
+                for key in self._store.list_keys(f"{kind}/{scope}"):
+                    resumed += self._resume(key)
         self._resumed = True
+        self._last_resume = self._monotonic()
         if resumed:
             log.info("controller resumed %d interrupted workflows", resumed)
         return resumed
 
-    def _resume(
-        self, scope: str, prefix: str, finishers: dict[str, Callable[[str, str], None]]
-    ) -> int:
-        """Finish every record under ``prefix`` whose state has a finisher; returns how many."""
-        resumed = 0
-        for key in self._store.list_keys(prefix):
+    def _finisher(self, kind: str, state: object) -> Callable[[str, str], None] | None:
+        """The workflow step that finishes a record of ``kind`` left in ``state``, if any."""
+        finishers: dict[str, dict[str, Callable[[str, str], None]]] = {
+            "streams": {
+                StreamState.CREATING.value: self._finish_create,
+                StreamState.SEALING.value: self._finish_seal,
+            },
+            "kvtables": {
+                KeyValueTableState.CREATING.value: self._finish_create_kvt,
+                KeyValueTableState.DELETING.value: self._finish_delete_kvt,
+            },
+        }
+        return finishers[kind].get(state) if isinstance(state, str) else None
+
+    def _resume(self, key: str) -> int:
+        """Finish the workflow of record ``key`` (``<kind>/<scope>/<name>``); 1 if one ran."""
+        kind, scope, name = key.split("/", 2)
+        try:
             record = self._store.get(key)
-            finish = finishers.get(record.value["state"]) if record is not None else None
-            if finish is not None:
-                finish(scope, key.rsplit("/", 1)[1])
-                resumed += 1
-        return resumed
+            finish = self._finisher(kind, record.value.get("state") if record else None)
+            if finish is None:
+                return 0
+            finish(scope, name)
+        except DataCorruptionError as e:
+            self._quarantine(key, e)
+            return 0
+        except RetriableError as e:
+            log.warning("controller: resuming %s failed (%r); will retry", key, e)
+            self._unresumed[key] = "retry"
+            return 0
+        except PravegaError as e:  # e.g. a container reports damage: leave it, say so
+            self._quarantine(key, e)
+            return 0
+        self._unresumed.pop(key, None)
+        return 1
+
+    def _quarantine(self, key: str, error: BaseException) -> None:
+        if key not in self._damaged:
+            log.error("controller: record %s quarantined: %s", key, error)
+        self._damaged[key] = str(error)
 
     def _ready(self) -> None:
         if not self._resumed:
             self.resume_workflows()
+        elif self._unresumed and (
+            self._monotonic() - self._last_resume >= RESUME_RETRY_INTERVAL_S
+        ):
+            self._last_resume = self._monotonic()
+            for key in list(self._unresumed):
+                self._resume(key)
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        """A record's value (None if absent); damage is remembered and raised."""
+        try:
+            record = self._store.get(key)
+        except DataCorruptionError as e:
+            self._quarantine(key, e)
+            raise
+        return None if record is None else record.value
 
     # --- scopes --------------------------------------------------------------------------------
-    def create_scope(self, scope: str) -> bool:
-        """Create ``scope``; False if it exists already."""
+    def create_scope(self, scope: str, request_id: str | None = None) -> bool:
+        """Create ``scope``; False if it exists already (True again for a retried request)."""
         self._ready()
         validate_name("scope", scope)
-        if self._store.get(f"scopes/{scope}") is not None:
-            return False
-        self._store.put(f"scopes/{scope}", {"created_ms": self._wall_clock_ms()}, None)
+        _check_request_id(request_id)
+        existing = self._read(f"scopes/{scope}")
+        if existing is not None:
+            return request_id is not None and existing.get("request_id") == request_id
+        value = {"created_ms": self._wall_clock_ms(), "request_id": request_id}
+        self._store.put(f"scopes/{scope}", value, None)
         return True
 
     def list_scopes(self) -> list[str]:
         return [k.rsplit("/", 1)[1] for k in self._store.list_keys("scopes")]
 
     def delete_scope(self, scope: str) -> bool:
+        """Delete an empty scope; False if absent.
+
+        ScopeNotEmptyError while it has streams, key-value tables or reader groups.
+        """
         self._ready()
         validate_name("scope", scope)
-        if self._store.get(f"scopes/{scope}") is None:
+        if self._read(f"scopes/{scope}") is None:
             return False
-        if self._store.list_keys(f"streams/{scope}") or self._store.list_keys(f"kvtables/{scope}"):
-            raise ScopeNotEmptyError(f"scope {scope} still has streams or key-value tables")
+        for kind in ("streams", "kvtables", "readergroups"):
+            if self._store.list_keys(f"{kind}/{scope}"):
+                raise ScopeNotEmptyError(
+                    f"scope {scope} still has streams, key-value tables or reader groups"
+                )
         self._store.delete(f"scopes/{scope}")
         return True
 
     def _check_scope(self, scope: str) -> None:
         validate_name("scope", scope)
-        if self._store.get(f"scopes/{scope}") is None:
+        if self._read(f"scopes/{scope}") is None:
             raise ScopeNotFoundError(f"scope {scope} does not exist")
 
+    def _safe_start(self, kind: str, scope: str, name: str) -> int:
+        """The first segment number a new incarnation of ``kind`` ``scope/name`` may use."""
+        record = self._read(f"deleted/{kind}/{scope}/{name}")
+        if record is None:
+            return 0
+        key = f"deleted/{kind}/{scope}/{name}"
+        with _parsing(key):
+            return int(record["next_segment_number"])
+
+    def _remember_deleted(self, kind: str, scope: str, name: str, next_number: int) -> None:
+        key = f"deleted/{kind}/{scope}/{name}"
+        current = self._store.get(key)
+        value = {"next_segment_number": next_number}
+        self._store.put(key, value, None if current is None else current.version)
+
     # --- streams -------------------------------------------------------------------------------
-    def create_stream(self, scope: str, stream: str, config: StreamConfiguration | None) -> bool:
-        """Create a stream with ``config.scaling.min_segments`` segments; False if it exists."""
+    def create_stream(
+        self,
+        scope: str,
+        stream: str,
+        config: StreamConfiguration | None,
+        request_id: str | None = None,
+    ) -> bool:
+        """Create a stream with ``config.scaling.min_segments`` segments; False if it exists.
+
+        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (config not a
+        valid StreamConfiguration); nothing is stored then.
+        """
         self._ready()
         self._check_scope(scope)
         validate_name("stream", stream)
+        _check_request_id(request_id)
         config = config if config is not None else StreamConfiguration()
         if not isinstance(config, StreamConfiguration):
-            raise InvalidArgumentError("config must be a StreamConfiguration")
+            raise InvalidArgumentError(
+                f"config must be a StreamConfiguration, got {type(config).__name__}"
+            )
+        stored_config = config.to_dict()
+        StreamConfiguration.from_dict(stored_config)  # what is stored must load again
         key = f"streams/{scope}/{stream}"
-        if self._store.get(key) is not None:
-            return False
+        existing = self._read(key)
+        if existing is not None:
+            return request_id is not None and existing.get("request_id") == request_id
         count = config.scaling.min_segments
+        base = self._safe_start("streams", scope, stream)
         record = {
             "state": StreamState.CREATING.value,
-            "config": config.to_dict(),
+            "config": stored_config,
             "created_ms": self._wall_clock_ms(),
+            "request_id": request_id,
             # History table, one row per epoch: [[segment_id, key_low, key_high], ...].
-            "epochs": [[[segment_id(0, i), i / count, (i + 1) / count] for i in range(count)]],
+            "epochs": [
+                [[segment_id(0, base + i), i / count, (i + 1) / count] for i in range(count)]
+            ],
         }
         self._store.put(key, record, None)
         self._finish_create(scope, stream)
         return True
 
     def _finish_create(self, scope: str, stream: str) -> None:
-        record = self._store.get(f"streams/{scope}/{stream}")
-        assert record is not None
-        for sid, _, _ in record.value["epochs"][-1]:
+        for segment in self.get_stream_info(scope, stream).segments:
             # A segment created before a crash is fine: the workflow is idempotent.
             with contextlib.suppress(SegmentExistsError):
-                self._segments.create_segment(stream_segment_name(scope, stream, sid))
+                self._segments.create_segment(segment.name)
         self._transition(scope, stream, StreamState.ACTIVE)
 
     def _transition(self, scope: str, stream: str, to: StreamState) -> None:
@@ -197,7 +326,8 @@ class Controller:
         record = self._store.get(key)
         if record is None:
             raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
-        current = StreamState(record.value["state"])
+        with _parsing(key):
+            current = StreamState(record.value["state"])
         if to not in STATE_TRANSITIONS[current]:
             raise IllegalStateTransitionError(
                 f"stream {scope}/{stream} cannot go from {current.value} to {to.value}"
@@ -207,10 +337,10 @@ class Controller:
     def _record(self, scope: str, stream: str) -> dict[str, Any]:
         self._check_scope(scope)
         validate_name("stream", stream, allow_system=True)
-        record = self._store.get(f"streams/{scope}/{stream}")
+        record = self._read(f"streams/{scope}/{stream}")
         if record is None:
             raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
-        return record.value
+        return record
 
     def list_streams(self, scope: str) -> list[str]:
         self._check_scope(scope)
@@ -218,19 +348,32 @@ class Controller:
 
     def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
         record = self._record(scope, stream)
-        epochs = record["epochs"]
-        return StreamInfo(
-            scope=scope,
-            stream=stream,
-            state=StreamState(record["state"]),
-            configuration=StreamConfiguration.from_dict(record["config"]),
-            epoch=len(epochs) - 1,
-            segments=tuple(
-                SegmentRange(scope, stream, sid, stream_segment_name(scope, stream, sid), lo, hi)
-                for sid, lo, hi in epochs[-1]
-            ),
-            creation_time_ms=record["created_ms"],
-        )
+        key = f"streams/{scope}/{stream}"
+        try:
+            with _parsing(key):
+                epochs = record["epochs"]
+                return StreamInfo(
+                    scope=scope,
+                    stream=stream,
+                    state=StreamState(record["state"]),
+                    configuration=StreamConfiguration.from_dict(record["config"]),
+                    epoch=len(epochs) - 1,
+                    segments=tuple(
+                        SegmentRange(
+                            scope,
+                            stream,
+                            int(sid),
+                            stream_segment_name(scope, stream, int(sid)),
+                            float(lo),
+                            float(hi),
+                        )
+                        for sid, lo, hi in epochs[-1]
+                    ),
+                    creation_time_ms=int(record["created_ms"]),
+                )
+        except DataCorruptionError as e:
+            self._quarantine(key, e)
+            raise
 
     def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
         return self.get_stream_info(scope, stream).segments
@@ -238,9 +381,11 @@ class Controller:
     def seal_stream(self, scope: str, stream: str) -> bool:
         """Seal every segment of the stream; True once SEALED (idempotent)."""
         self._ready()
-        state = StreamState(self._record(scope, stream)["state"])
+        state = self.get_stream_info(scope, stream).state
         if state is StreamState.SEALED:
             return True
+        if state is StreamState.CREATING:
+            self._finish_create(scope, stream)  # a create interrupted earlier: finish it first
         if state is not StreamState.SEALING:
             self._transition(scope, stream, StreamState.SEALING)
         self._finish_seal(scope, stream)
@@ -252,7 +397,9 @@ class Controller:
         self._transition(scope, stream, StreamState.SEALED)
 
     # --- key-value tables -----------------------------------------------------------------------
-    def create_key_value_table(self, scope: str, table: str, partitions: int) -> bool:
+    def create_key_value_table(
+        self, scope: str, table: str, partitions: int, request_id: str | None = None
+    ) -> bool:
         """Create a key-value table of ``partitions`` table segments; False if it exists.
 
         Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
@@ -262,6 +409,7 @@ class Controller:
         self._ready()
         self._check_scope(scope)
         validate_kvt_name(table)
+        _check_request_id(request_id)
         if (
             isinstance(partitions, bool)
             or not isinstance(partitions, int)
@@ -269,12 +417,15 @@ class Controller:
         ):
             raise InvalidArgumentError(f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}]")
         key = f"kvtables/{scope}/{table}"
-        if self._store.get(key) is not None:
-            return False
+        existing = self._read(key)
+        if existing is not None:
+            return request_id is not None and existing.get("request_id") == request_id
         record = {
             "state": KeyValueTableState.CREATING.value,
             "partitions": partitions,
+            "segment_base": self._safe_start("kvtables", scope, table),
             "created_ms": self._wall_clock_ms(),
+            "request_id": request_id,
         }
         self._store.put(key, record, None)
         self._finish_create_kvt(scope, table)
@@ -294,9 +445,10 @@ class Controller:
         record = self._store.get(key)
         if record is None:
             raise KeyValueTableNotFoundError(f"key-value table {scope}/{table} does not exist")
-        if record.value["state"] != expected.value:
+        if record.value.get("state") != expected.value:
             raise IllegalStateTransitionError(
-                f"key-value table {scope}/{table} is {record.value['state']}, not {expected.value}"
+                f"key-value table {scope}/{table} is {record.value.get('state')}, "
+                f"not {expected.value}"
             )
         self._store.put(key, {**record.value, "state": to.value}, record.version)
 
@@ -304,18 +456,27 @@ class Controller:
         """The table's partitions and segments. Raises KeyValueTableNotFoundError."""
         self._check_scope(scope)
         validate_kvt_name(table)
-        record = self._store.get(f"kvtables/{scope}/{table}")
+        key = f"kvtables/{scope}/{table}"
+        record = self._read(key)
         if record is None:
             raise KeyValueTableNotFoundError(f"key-value table {scope}/{table} does not exist")
-        partitions = record.value["partitions"]
-        return KeyValueTableInfo(
-            scope=scope,
-            name=table,
-            state=KeyValueTableState(record.value["state"]),
-            partitions=partitions,
-            segments=tuple(kvt_segment_name(scope, table, i) for i in range(partitions)),
-            creation_time_ms=record.value["created_ms"],
-        )
+        try:
+            with _parsing(key):
+                partitions = int(record["partitions"])
+                base = int(record.get("segment_base", 0))
+                return KeyValueTableInfo(
+                    scope=scope,
+                    name=table,
+                    state=KeyValueTableState(record["state"]),
+                    partitions=partitions,
+                    segments=tuple(
+                        kvt_segment_name(scope, table, i, base) for i in range(partitions)
+                    ),
+                    creation_time_ms=int(record["created_ms"]),
+                )
+        except DataCorruptionError as e:
+            self._quarantine(key, e)
+            raise
 
     def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
         """As :meth:`get_key_value_table`, but IllegalStateError unless it is ACTIVE."""
@@ -334,89 +495,150 @@ class Controller:
         self._ready()
         self._check_scope(scope)
         validate_kvt_name(table)
-        record = self._store.get(f"kvtables/{scope}/{table}")
+        record = self._read(f"kvtables/{scope}/{table}")
         if record is None:
             return False
-        if record.value["state"] != KeyValueTableState.DELETING.value:
-            self._set_kvt_state(
-                scope,
-                table,
-                KeyValueTableState(record.value["state"]),
-                KeyValueTableState.DELETING,
-            )
+        state = self.get_key_value_table(scope, table).state
+        if state is not KeyValueTableState.DELETING:
+            self._set_kvt_state(scope, table, state, KeyValueTableState.DELETING)
         self._finish_delete_kvt(scope, table)
         return True
 
     def _finish_delete_kvt(self, scope: str, table: str) -> None:
-        for segment in self.get_key_value_table(scope, table).segments:
+        info = self.get_key_value_table(scope, table)
+        record = self._read(f"kvtables/{scope}/{table}") or {}
+        next_number = int(record.get("segment_base", 0)) + info.partitions
+        # First the safe start for a re-created table, then the segments, then the record.
+        if self._safe_start("kvtables", scope, table) < next_number:
+            self._remember_deleted("kvtables", scope, table, next_number)
+        for segment in info.segments:
             with contextlib.suppress(SegmentNotFoundError):  # idempotent after a crash
                 self._segments.delete_segment(segment)
         self._store.delete(f"kvtables/{scope}/{table}")
 
     # --- reader groups -------------------------------------------------------------------------
-    def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:
+    def create_reader_group(
+        self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
+    ) -> bool:
         """Create a reader group at the head of its streams; False if it exists."""
         self._ready()
         self._check_scope(scope)
         validate_name("reader group", group)
+        _check_request_id(request_id)
         if not isinstance(config, ReaderGroupConfig):
-            raise InvalidArgumentError("config must be a ReaderGroupConfig")
+            raise InvalidArgumentError(
+                f"config must be a ReaderGroupConfig, got {type(config).__name__}"
+            )
         key = f"readergroups/{scope}/{group}"
-        if self._store.get(key) is not None:
-            return False
+        existing = self._read(key)
+        if existing is not None:
+            return request_id is not None and existing.get("request_id") == request_id
         segments: list[str] = []
         for scoped in config.streams:
             s_scope, s_stream = parse_scoped_stream(scoped)
             segments += [s.name for s in self.get_current_segments(s_scope, s_stream)]
         state = ReaderGroupState.new(scope, group, list(config.streams), segments)
-        self._store.put(key, state.to_dict(), None)
+        self._store.put(key, {**state.to_dict(), "request_id": request_id}, None)
         return True
 
     def _group(self, scope: str, group: str) -> tuple[ReaderGroupState, int]:
-        validate_name("scope", scope)
+        self._check_scope(scope)
         validate_name("reader group", group)
-        record = self._store.get(f"readergroups/{scope}/{group}")
+        key = f"readergroups/{scope}/{group}"
+        try:
+            record = self._store.get(key)
+        except DataCorruptionError as e:
+            self._quarantine(key, e)
+            raise
         if record is None:
             raise ReaderGroupNotFoundError(f"reader group {scope}/{group} does not exist")
-        return ReaderGroupState.from_dict(record.value), record.version
+        try:
+            with _parsing(key):
+                return ReaderGroupState.from_dict(record.value), record.version
+        except DataCorruptionError as e:
+            self._quarantine(key, e)
+            raise
 
     def _save_group(self, state: ReaderGroupState, version: int) -> None:
-        self._store.put(f"readergroups/{state.scope}/{state.name}", state.to_dict(), version)
+        key = f"readergroups/{state.scope}/{state.name}"
+        current = self._store.get(key)
+        extra = {"request_id": current.value.get("request_id")} if current is not None else {}
+        self._store.put(key, {**state.to_dict(), **extra}, version)
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
         return self._group(scope, group)[0].to_dict()
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
-        self._group(scope, group)
+        """Delete the group; False if it does not exist. Its readers' next calls fail."""
+        try:
+            self._group(scope, group)
+        except ReaderGroupNotFoundError:
+            return False
         self._store.delete(f"readergroups/{scope}/{group}")
         return True
 
-    def reader_group_add_reader(self, scope: str, group: str, reader_id: str) -> None:
+    def reader_group_online_readers(self, scope: str, group: str) -> list[str]:
+        return self._group(scope, group)[0].readers
+
+    def reader_group_reader_offline(
+        self, scope: str, group: str, reader_id: str, offsets: dict[str, int] | None
+    ) -> bool:
+        """Declare ``reader_id`` gone; its segments return at ``offsets`` (or as last synced)."""
+        _check_offsets(offsets, allow_none=True)
         state, version = self._group(scope, group)
-        state.add_reader(reader_id)
+        if not state.reader_offline(reader_id, offsets):
+            return False
         self._save_group(state, version)
+        return True
+
+    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> None:
+        state, version = self._group(scope, group)
+        joining = reader_id not in state.assigned
+        state.add_reader(reader_id, session)  # a no-op for a repeated join of this session
+        if joining:
+            self._save_group(state, version)
 
     def reader_group_remove_reader(
-        self, scope: str, group: str, reader_id: str, offsets: dict[str, int] | None
-    ) -> None:
+        self, scope: str, group: str, reader_id: str, session: str, offsets: dict[str, int] | None
+    ) -> bool:
+        _check_offsets(offsets, allow_none=True)
         state, version = self._group(scope, group)
-        state.remove_reader(reader_id, offsets)
+        if not state.remove_reader(reader_id, session, offsets):
+            return False
         self._save_group(state, version)
+        return True
 
     def reader_group_sync(
-        self, scope: str, group: str, reader_id: str, offsets: dict[str, int], completed: list[str]
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int],
+        completed: list[str],
     ) -> Assignment:
+        _check_offsets(offsets, allow_none=False)
         state, version = self._group(scope, group)
         owned_before = {r: set(o) for r, o in state.assigned.items()}
-        assignment = state.sync(reader_id, offsets, completed)
+        assignment = state.sync(reader_id, session, offsets, list(completed))
         # Persist ownership changes; offsets alone are re-reported by readers on release/leave.
         if owned_before != {r: set(o) for r, o in state.assigned.items()}:
             self._save_group(state, version)
         return assignment
 
     def reader_group_release(
-        self, scope: str, group: str, reader_id: str, segment: str, offset: int
+        self, scope: str, group: str, reader_id: str, session: str, segment: str, offset: int
     ) -> None:
         state, version = self._group(scope, group)
-        state.release(reader_id, segment, offset)
-        self._save_group(state, version)
+        if state.release(reader_id, session, segment, offset):
+            self._save_group(state, version)
+
+
+def _check_offsets(offsets: object, *, allow_none: bool) -> None:
+    if offsets is None and allow_none:
+        return
+    if not isinstance(offsets, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in offsets.items()
+    ):
+        raise InvalidArgumentError("offsets must be a dict of segment name -> offset >= 0")

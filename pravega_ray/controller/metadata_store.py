@@ -8,6 +8,11 @@ the loser gets :class:`ConflictingUpdateError` (compare-and-set, as Pravega's
 store does with versions). Older versions are deleted after a successful update.
 Deleting a record writes a tombstone version, then removes older ones.
 
+A stored version that is not a JSON object (cut short, overwritten, flipped) is
+:class:`DataCorruptionError` naming the record and its object, from :meth:`get` and
+from every update of that record; it is never overwritten silently. Listing still
+shows the key, so its scope is not empty and the damage stays visible.
+
 A later issue moves these records into table segments of the system scope;
 the :class:`MetadataStore` interface stays.
 """
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pravega_ray.constants import SYSTEM_SCOPE
-from pravega_ray.errors import AlreadyExistsError, ConflictingUpdateError
+from pravega_ray.errors import AlreadyExistsError, ConflictingUpdateError, DataCorruptionError
 from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
 
 _ROOT = f"{SYSTEM_SCOPE}/controller"
@@ -48,7 +53,10 @@ class MetadataStore:
         ]
 
     def get(self, key: str) -> Versioned | None:
-        """The record's latest value and version, or None if absent or deleted."""
+        """The record's latest value and version, or None if absent or deleted.
+
+        Raises DataCorruptionError (attributes ``key``, ``chunk``) if it is damaged.
+        """
         versions = self._versions(key)
         if not versions:
             return None
@@ -56,7 +64,21 @@ class MetadataStore:
         raw = self._storage.read(latest, 0, self._storage.length(latest))
         if raw == _TOMBSTONE:
             return None
-        return Versioned(json.loads(raw), int(latest.rsplit("/", 1)[1]))
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+            raise damaged(key, f"not JSON ({e})", latest) from None
+        if not isinstance(value, dict):
+            raise damaged(key, f"not a JSON object ({type(value).__name__})", latest)
+        return Versioned(value, int(latest.rsplit("/", 1)[1]))
+
+    def exists(self, key: str) -> bool:
+        """Whether the record exists (damaged or not)."""
+        versions = self._versions(key)
+        if not versions:
+            return False
+        latest = versions[-1]
+        return self._storage.read(latest, 0, len(_TOMBSTONE) + 1) != _TOMBSTONE
 
     def _latest_version(self, key: str) -> int:
         versions = self._versions(key)
@@ -97,7 +119,7 @@ class MetadataStore:
                 self._storage.delete(name)
 
     def list_keys(self, prefix: str) -> list[str]:
-        """Keys of live records directly under ``prefix`` (e.g. ``scopes``)."""
+        """Keys of live records directly under ``prefix`` (e.g. ``scopes``), damaged ones too."""
         base = self._prefix(prefix)
         keys = set()
         for name in self._storage.list(base):
@@ -105,4 +127,12 @@ class MetadataStore:
             parts = rest.split("/")
             if len(parts) == 2 and parts[1].isdigit():
                 keys.add(f"{prefix}/{parts[0]}")
-        return sorted(k for k in keys if self.get(k) is not None)
+        return sorted(k for k in keys if self.exists(k))
+
+
+def damaged(key: str, reason: str, chunk: str | None = None) -> DataCorruptionError:
+    """The error for a controller record that cannot be read or parsed."""
+    where = f" (stored object {chunk!r})" if chunk else ""
+    return DataCorruptionError(
+        f"controller record {key!r}{where} is damaged: {reason}", key=key, chunk=chunk
+    )
