@@ -292,11 +292,17 @@ class Controller:
             raise InvalidArgumentError(
                 f"config must be a StreamConfiguration, got {type(config).__name__}"
             )
-        stored_config = config.to_dict()
-        StreamConfiguration.from_dict(stored_config)  # what is stored must load again
+        try:
+            stored_config = config.to_dict()
+            StreamConfiguration.from_dict(stored_config)  # what is stored must load again
+        except InvalidArgumentError:
+            raise
+        except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
+            raise InvalidArgumentError(f"config does not validate: {e!r}") from None
         key = f"streams/{scope}/{stream}"
         existing = self._read(key)
         if existing is not None:
+            self.get_stream_info(scope, stream)  # a damaged record is named, not "exists"
             return request_id is not None and existing.get("request_id") == request_id
         count = config.scaling.min_segments
         base = self._safe_start("streams", scope, stream)
@@ -419,6 +425,7 @@ class Controller:
         key = f"kvtables/{scope}/{table}"
         existing = self._read(key)
         if existing is not None:
+            self.get_key_value_table(scope, table)  # a damaged record is named, not "exists"
             return request_id is not None and existing.get("request_id") == request_id
         record = {
             "state": KeyValueTableState.CREATING.value,
@@ -532,6 +539,7 @@ class Controller:
         key = f"readergroups/{scope}/{group}"
         existing = self._read(key)
         if existing is not None:
+            self._group(scope, group)  # a damaged record is named, not "exists"
             return request_id is not None and existing.get("request_id") == request_id
         segments: list[str] = []
         for scoped in config.streams:
