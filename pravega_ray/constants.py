@@ -47,6 +47,16 @@ WRITER_RECONNECT_BACKOFF_S = 0.25
 APPEND_CALL_TIMEOUT_S = 60.0
 """An append call unanswered this long is treated as outcome-unknown and resolved by
 setup_append (safe: appends are conditional). Far above any legitimate append time."""
+
+WRITER_RECONNECT_ATTEMPTS_LIMIT = 10_000
+"""Largest ``WriterConfig.reconnect_attempts_max`` a writer accepts."""
+
+WRITER_DELAY_S_LIMIT = 60.0
+"""Largest ``WriterConfig.linger_s`` and ``reconnect_backoff_s`` a writer accepts."""
+
+APPEND_CALL_TIMEOUT_S_LIMIT = 3600.0
+"""Largest ``WriterConfig.append_call_timeout_s`` a writer accepts."""
+
 ROUTING_KEY_CACHE_ENTRIES_MAX = 65_536
 
 NO_EVENT_NUMBER = -(2**63)
@@ -105,6 +115,10 @@ TRAFFIC_TIME_CONSTANT_S = 10.0
 NAME_LENGTH_MAX = 255
 SYSTEM_SCOPE = "_system"
 
+# --- Streams ------------------------------------------------------------------------------
+STREAM_SEGMENTS_MAX = 10_000
+"""Most segments a stream may be created with (``ScalingPolicy.min_segments``)."""
+
 # --- Readers ------------------------------------------------------------------------------
 READER_READ_BYTES = 1 * MIB
 """Bytes a reader asks for per segment read."""
@@ -114,6 +128,10 @@ READER_LONG_POLL_S = 1.0
 
 READER_GROUP_SYNC_INTERVAL_S = 0.2
 """How often a reader re-balances its segments with the reader group."""
+
+READER_GROUP_OFFSETS_SAVE_INTERVAL_S = 1.0
+"""Offsets readers report are stored with their group at most this often (ownership changes
+are stored at once); ``reader_offline`` without a position returns segments there."""
 
 # --- Controller ---------------------------------------------------------------------------
 CONTROLLER_CALL_TIMEOUT_S = 120.0

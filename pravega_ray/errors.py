@@ -124,6 +124,11 @@ class SerializationError(InvalidArgumentError):
     for a key-value table entry. Attributes not known are None.
     """
 
+    data: bytes | None = None
+    segment: str | None = None
+    offset: int | None = None
+    key: bytes | None = None
+
 
 class NotFoundError(PravegaError, LookupError):
     """The named thing does not exist."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
+from pravega_ray.constants import STREAM_SEGMENTS_MAX
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.naming import parse_scoped_stream
 
@@ -31,9 +32,8 @@ __all__ = [
     "StreamConfiguration",
 ]
 
-SEGMENTS_MAX = 10_000
-"""Most segments a stream may be created with."""
-_LIMIT_MAX = 2**63 - 1
+SEGMENTS_MAX = STREAM_SEGMENTS_MAX
+_LIMIT_MAX = 2**63 - 1  # every count and limit is stored as a signed 64-bit integer
 
 E = TypeVar("E", bound=Enum)
 
@@ -72,9 +72,13 @@ def _int(name: str, value: object, low: int, high: int = _LIMIT_MAX) -> int:
 class ScalingPolicy:
     """How many segments a stream has and, later, when it scales.
 
-    ``FIXED_NUM_SEGMENTS``: ``min_segments`` segments (1 to 10,000); ``target_rate`` and
-    ``scale_factor`` are unused (0). By rate: ``target_rate`` (events/s or KiB/s per
-    segment) at least 1, ``scale_factor`` (segments a hot one splits into) at least 2.
+    ``FIXED_NUM_SEGMENTS``: ``min_segments`` segments (1 to ``STREAM_SEGMENTS_MAX``,
+    10,000); ``target_rate`` and ``scale_factor`` are unused (0, any int in [0, 2**63)
+    is kept). By rate: ``target_rate`` (events/s or KiB/s per segment) in [1, 2**63),
+    ``scale_factor`` (segments a hot one splits into) in [2, 10,000]. ``scale_type`` is a
+    :class:`ScaleType` or its value (``"fixed"``, ``"events_per_sec"``,
+    ``"kbytes_per_sec"``). Every number must be an int (not a bool, float or str).
+    Anything else raises InvalidArgumentError naming the field.
     """
 
     scale_type: ScaleType = ScaleType.FIXED_NUM_SEGMENTS
@@ -83,15 +87,15 @@ class ScalingPolicy:
     min_segments: int = 1
 
     def __post_init__(self) -> None:
-        scale_type = _enum(ScaleType, "scale_type", self.scale_type)
+        scale_type = _enum(ScaleType, "ScalingPolicy.scale_type", self.scale_type)
         object.__setattr__(self, "scale_type", scale_type)
-        _int("min_segments", self.min_segments, 1, SEGMENTS_MAX)
+        _int("ScalingPolicy.min_segments", self.min_segments, 1, SEGMENTS_MAX)
         if scale_type is ScaleType.FIXED_NUM_SEGMENTS:
-            _int("target_rate", self.target_rate, 0)
-            _int("scale_factor", self.scale_factor, 0)
+            _int("ScalingPolicy.target_rate", self.target_rate, 0)
+            _int("ScalingPolicy.scale_factor", self.scale_factor, 0)
         else:
-            _int("target_rate", self.target_rate, 1)
-            _int("scale_factor", self.scale_factor, 2, SEGMENTS_MAX)
+            _int("ScalingPolicy.target_rate", self.target_rate, 1)
+            _int("ScalingPolicy.scale_factor", self.scale_factor, 2, SEGMENTS_MAX)
 
     @classmethod
     def fixed(cls, segments: int) -> ScalingPolicy:
@@ -115,8 +119,9 @@ class ScalingPolicy:
 
     @classmethod
     def from_dict(cls, data: object) -> ScalingPolicy:
-        fields = _fields(data, "scaling policy", ("scale_type", "target_rate", "scale_factor",
-                                                   "min_segments"))
+        fields = _fields(
+            data, "scaling policy", ("scale_type", "target_rate", "scale_factor", "min_segments")
+        )
         return cls(*fields)
 
 
@@ -124,9 +129,11 @@ class ScalingPolicy:
 class RetentionPolicy:
     """How much of a stream to keep (stored; enforced by a later issue).
 
-    ``SIZE``: limits in bytes; ``TIME``: limits in milliseconds. ``min_limit`` and
-    ``max_limit`` are non-negative ints; ``max_limit`` 0 means no upper limit, else it
-    must be at least ``min_limit``.
+    ``SIZE``: limits in bytes; ``TIME``: limits in milliseconds. ``retention_type`` is a
+    :class:`RetentionType` or its value (``"size"``, ``"time"``). ``min_limit`` and
+    ``max_limit`` are ints (not bools, floats or strs) in [0, 2**63); ``max_limit`` 0
+    means no upper limit, else it must be at least ``min_limit``. Anything else raises
+    InvalidArgumentError naming the field.
     """
 
     retention_type: RetentionType
@@ -134,13 +141,15 @@ class RetentionPolicy:
     max_limit: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "retention_type", _enum(RetentionType, "retention_type", self.retention_type)
-        )
-        _int("retention min limit", self.min_limit, 0)
-        _int("retention max limit", self.max_limit, 0)
+        retention_type = _enum(RetentionType, "RetentionPolicy.retention_type", self.retention_type)
+        object.__setattr__(self, "retention_type", retention_type)
+        _int("RetentionPolicy.min_limit", self.min_limit, 0)
+        _int("RetentionPolicy.max_limit", self.max_limit, 0)
         if self.max_limit and self.max_limit < self.min_limit:
-            raise InvalidArgumentError("retention max limit is below its min limit")
+            raise InvalidArgumentError(
+                f"RetentionPolicy.max_limit {self.max_limit} is below min_limit {self.min_limit} "
+                "(0 means no upper limit)"
+            )
 
     @classmethod
     def by_size(cls, min_bytes: int = 0, max_bytes: int = 0) -> RetentionPolicy:
@@ -159,13 +168,16 @@ class RetentionPolicy:
 
     @classmethod
     def from_dict(cls, data: object) -> RetentionPolicy:
-        return cls(*_fields(data, "retention policy", ("retention_type", "min_limit",
-                                                        "max_limit")))
+        return cls(*_fields(data, "retention policy", ("retention_type", "min_limit", "max_limit")))
 
 
 @dataclass(frozen=True, slots=True)
 class StreamConfiguration:
-    """A stream's scaling policy (default: one fixed segment) and retention policy (or None)."""
+    """A stream's scaling policy (default: one fixed segment) and retention policy (or None).
+
+    InvalidArgumentError if ``scaling`` is not a ScalingPolicy (None included: omit it for
+    the default) or ``retention`` is neither None nor a RetentionPolicy.
+    """
 
     scaling: ScalingPolicy = field(default_factory=lambda: ScalingPolicy.fixed(1))
     retention: RetentionPolicy | None = None
@@ -173,12 +185,12 @@ class StreamConfiguration:
     def __post_init__(self) -> None:
         if not isinstance(self.scaling, ScalingPolicy):
             raise InvalidArgumentError(
-                "scaling must be a ScalingPolicy (e.g. ScalingPolicy.fixed(1)), "
-                f"got {type(self.scaling).__name__}"
+                "StreamConfiguration.scaling must be a ScalingPolicy (e.g. ScalingPolicy.fixed(1),"
+                f" the default), got {type(self.scaling).__name__}"
             )
         if self.retention is not None and not isinstance(self.retention, RetentionPolicy):
             raise InvalidArgumentError(
-                "retention must be a RetentionPolicy or None, "
+                "StreamConfiguration.retention must be a RetentionPolicy or None, "
                 f"got {type(self.retention).__name__}"
             )
 
@@ -190,8 +202,9 @@ class StreamConfiguration:
 
     @classmethod
     def from_dict(cls, data: object) -> StreamConfiguration:
-        scaling, retention = _fields(data, "stream configuration", ("scaling", "retention"),
-                                     optional=("retention",))
+        scaling, retention = _fields(
+            data, "stream configuration", ("scaling", "retention"), optional=("retention",)
+        )
         return cls(
             ScalingPolicy.from_dict(scaling),
             None if retention is None else RetentionPolicy.from_dict(retention),
@@ -202,7 +215,11 @@ class StreamConfiguration:
 class ReaderGroupConfig:
     """Which streams a reader group reads (``"scope/stream"`` names, no repeats).
 
-    Readers start at the head of each stream.
+    ``streams`` is a tuple or list (kept as a tuple) of at least one name; a bare str is
+    refused rather than split into characters. InvalidArgumentError for a wrong type, no
+    streams or a repeated stream; InvalidNameError (an InvalidArgumentError) for a name that
+    is not ``"scope/stream"`` with valid scope and stream names. Readers start at the head
+    of each stream.
     """
 
     streams: tuple[str, ...]
@@ -210,8 +227,9 @@ class ReaderGroupConfig:
     def __post_init__(self) -> None:
         if isinstance(self.streams, str) or not isinstance(self.streams, (tuple, list)):
             raise InvalidArgumentError(
-                "streams must be a tuple of 'scope/stream' names "
-                "(use ReaderGroupConfig.for_streams('scope/stream', ...))"
+                "ReaderGroupConfig.streams must be a tuple or list of 'scope/stream' names "
+                "(use ReaderGroupConfig.for_streams('scope/stream', ...)), "
+                f"got {type(self.streams).__name__}"
             )
         object.__setattr__(self, "streams", tuple(self.streams))
         if not self.streams:

@@ -12,23 +12,37 @@ import struct
 from collections.abc import Iterable
 
 from pravega_ray.constants import EVENT_HEADER_BYTES, EVENT_TYPE_PLAIN, MAX_EVENT_SIZE_BYTES
-from pravega_ray.errors import DataCorruptionError
+from pravega_ray.errors import DataCorruptionError, EventTooLargeError, InvalidArgumentError
 
 _HEADER = struct.Struct(">II")
 _PLAIN_HEADER_PREFIX = struct.pack(">I", EVENT_TYPE_PLAIN)
 
 
+def _header(payload: object) -> bytes:
+    """The frame header of ``payload``; typed errors for what a reader could not parse back."""
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(f"an event payload must be bytes, got {type(payload).__name__}")
+    size = memoryview(payload).nbytes
+    if size > MAX_EVENT_SIZE_BYTES:
+        raise EventTooLargeError(f"event of {size} bytes exceeds {MAX_EVENT_SIZE_BYTES} bytes")
+    return _PLAIN_HEADER_PREFIX + size.to_bytes(4, "big")
+
+
 def frame_event(payload: bytes) -> bytes:
-    """Frame one event payload."""
-    return _PLAIN_HEADER_PREFIX + len(payload).to_bytes(4, "big") + payload
+    """Frame one event payload.
+
+    Raises EventTooLargeError for a payload over ``MAX_EVENT_SIZE_BYTES`` (readers would
+    take its frame for corruption) and InvalidArgumentError for one that is not bytes-like.
+    """
+    return _header(payload) + bytes(payload)
 
 
 def frame_events(payloads: Iterable[bytes]) -> bytes:
-    """Frame many payloads into one contiguous block."""
+    """Frame many payloads into one contiguous block; raises as :func:`frame_event` does."""
     parts: list[bytes] = []
     for p in payloads:
-        parts.append(_PLAIN_HEADER_PREFIX + len(p).to_bytes(4, "big"))
-        parts.append(p)
+        parts.append(_header(p))
+        parts.append(bytes(p))
     return b"".join(parts)
 
 

@@ -20,6 +20,15 @@ How a write travels (ARCHITECTURE.md §3, seed 000 "Preventing Duplication or Lo
    rest. So nothing acknowledged is lost and nothing is written twice; order
    per routing key is kept because a key always maps to one segment and
    blocks of a segment are applied in event-number order.
+4. A block the store *refuses* (any other error, e.g. InvalidArgumentError: the
+   request itself is bad) is never resent. After the segment's other calls finish,
+   the reconnect completes what persisted, fails the refused block with the store's
+   error and every later block of the segment (in flight, queued or open: each was
+   conditional on its predecessor) with an error of the same type saying an
+   earlier event was refused, and the segment goes on: later writes succeed. The
+   writer itself never builds such a block (``write_event`` closes a block before
+   it would outgrow ``APPEND_BLOCK_BYTES_MAX``; ``write_events`` refuses a batch
+   that does not fit one), so this is defense in depth.
 
 Thread-safety: ``write_event``, ``flush`` and ``close`` may be called from any
 thread. Futures' callbacks run on the pump or a connection thread.
@@ -53,10 +62,11 @@ from pravega_ray.errors import (
     PravegaError,
     RetriableError,
     SegmentSealedError,
+    SerializationError,
     StreamSealedError,
 )
 from pravega_ray.invariant import invariant
-from pravega_ray.naming import routing_key_hash
+from pravega_ray.naming import routing_key_hash, validate_name
 
 log = logging.getLogger(__name__)
 
@@ -80,21 +90,43 @@ def _event_header(size: int) -> bytes:
     return header
 
 
+def _payload_bytes(payload: object) -> bytes:
+    """A serializer's output as bytes; SerializationError if it returned something else.
+
+    Checked at the call, because the pump joins payloads long after and a str there
+    would crash it.
+    """
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    raise SerializationError(
+        f"serializer returned {type(payload).__name__}, not bytes",
+        data=None,
+        segment=None,
+        offset=None,
+        key=None,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class WriterConfig:
     """Tuning of one writer; the defaults come from :mod:`pravega_ray.constants`.
 
-    Every field is checked when the config is built (InvalidArgumentError naming it):
+    Every field is checked when the config is built; a bad one raises
+    InvalidArgumentError naming it (bools, NaN, infinities and strs are refused):
 
-    * ``block_bytes_target``: int, 1 to ``APPEND_BLOCK_BYTES_MAX`` (9 MiB): a block is
-      sent once it holds this many bytes (an event that would overflow the container's
-      limit starts a new block instead);
-    * ``blocks_in_flight_max``: int, 1 to ``WRITER_BLOCKS_IN_FLIGHT_LIMIT``;
-    * ``blocks_queued_max``: int, 1 to ``WRITER_BLOCKS_QUEUED_LIMIT``: full blocks held per
-      segment beyond those in flight before ``write_event`` blocks;
-    * ``linger_s``, ``reconnect_backoff_s``: finite seconds, 0 to 60;
-    * ``reconnect_attempts_max``: int, 1 to 10,000;
-    * ``append_call_timeout_s``: finite seconds, above 0 and at most 3,600.
+    * ``block_bytes_target``: int, 1 to ``APPEND_BLOCK_BYTES_MAX`` (9 MiB + 8 bytes, the
+      largest block a container accepts): a block is sent once it holds this many bytes.
+      An event that would take the open block past ``APPEND_BLOCK_BYTES_MAX`` closes that
+      block and starts the next, so every block fits whatever the target;
+    * ``blocks_in_flight_max``: int, 1 to ``WRITER_BLOCKS_IN_FLIGHT_LIMIT`` (1024): append
+      calls in flight per segment;
+    * ``blocks_queued_max``: int, 1 to ``WRITER_BLOCKS_QUEUED_LIMIT`` (4096): full blocks
+      held per segment beyond those in flight before ``write_event`` blocks;
+    * ``linger_s``, ``reconnect_backoff_s``: finite seconds, 0 to ``WRITER_DELAY_S_LIMIT``
+      (60);
+    * ``reconnect_attempts_max``: int, 1 to ``WRITER_RECONNECT_ATTEMPTS_LIMIT`` (10,000);
+    * ``append_call_timeout_s``: finite seconds, above 0 and at most
+      ``APPEND_CALL_TIMEOUT_S_LIMIT`` (3,600).
     """
 
     block_bytes_target: int = constants.APPEND_BLOCK_BYTES_TARGET
@@ -106,18 +138,23 @@ class WriterConfig:
     blocks_queued_max: int = constants.WRITER_BLOCKS_QUEUED_MAX
 
     def __post_init__(self) -> None:
-        limits = constants
-        _check_int("block_bytes_target", self.block_bytes_target, limits.APPEND_BLOCK_BYTES_MAX)
+        c = constants
+        _check_int("block_bytes_target", self.block_bytes_target, c.APPEND_BLOCK_BYTES_MAX)
         _check_int(
-            "blocks_in_flight_max", self.blocks_in_flight_max, limits.WRITER_BLOCKS_IN_FLIGHT_LIMIT
+            "blocks_in_flight_max", self.blocks_in_flight_max, c.WRITER_BLOCKS_IN_FLIGHT_LIMIT
         )
-        _check_int("blocks_queued_max", self.blocks_queued_max, limits.WRITER_BLOCKS_QUEUED_LIMIT)
-        _check_int("reconnect_attempts_max", self.reconnect_attempts_max, 10_000)
-        _check_seconds("linger_s", self.linger_s, 0.0, 60.0)
-        _check_seconds("reconnect_backoff_s", self.reconnect_backoff_s, 0.0, 60.0)
-        _check_seconds("append_call_timeout_s", self.append_call_timeout_s, 0.0, 3600.0)
-        if self.append_call_timeout_s == 0:
-            raise InvalidArgumentError("append_call_timeout_s must be above 0")
+        _check_int("blocks_queued_max", self.blocks_queued_max, c.WRITER_BLOCKS_QUEUED_LIMIT)
+        _check_int(
+            "reconnect_attempts_max", self.reconnect_attempts_max, c.WRITER_RECONNECT_ATTEMPTS_LIMIT
+        )
+        _check_seconds("linger_s", self.linger_s, c.WRITER_DELAY_S_LIMIT)
+        _check_seconds("reconnect_backoff_s", self.reconnect_backoff_s, c.WRITER_DELAY_S_LIMIT)
+        _check_seconds(
+            "append_call_timeout_s",
+            self.append_call_timeout_s,
+            c.APPEND_CALL_TIMEOUT_S_LIMIT,
+            positive=True,
+        )
 
 
 def _check_int(name: str, value: object, high: int) -> None:
@@ -127,16 +164,31 @@ def _check_int(name: str, value: object, high: int) -> None:
         )
 
 
-def _check_seconds(name: str, value: object, low: float, high: float) -> None:
+def _check_seconds(name: str, value: object, high: float, *, positive: bool = False) -> None:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
         or not math.isfinite(value)
-        or not low <= value <= high
+        or value < 0
+        or (positive and value == 0)
+        or value > high
     ):
+        low = "above 0" if positive else "at least 0"
         raise InvalidArgumentError(
-            f"WriterConfig.{name} must be a number of seconds in [{low}, {high}], got {value!r}"
+            f"WriterConfig.{name} must be a finite number of seconds, {low} and at most "
+            f"{high}, got {value!r}"
         )
+
+
+def _refused_earlier(rejection: PravegaError, segment: str) -> PravegaError:
+    """The error of a block behind one the store refused: same type, saying so."""
+    message = f"not written: an earlier event on segment {segment} was refused: {rejection}"
+    try:
+        error = type(rejection)(message)
+    except TypeError:  # a subclass with another constructor
+        error = PravegaError(message)
+    error.__cause__ = rejection
+    return error
 
 
 class _Block:
@@ -233,7 +285,15 @@ class _SegmentWriter:
 
 
 class EventStreamWriter(Generic[T]):
-    """Writes events to one stream; from ``cluster.create_writer``, used as a context manager."""
+    """Writes events to one stream; from ``cluster.create_writer``, used as a context manager.
+
+    The constructor checks its arguments before it starts anything (no thread, no
+    call): InvalidArgumentError if ``config`` is neither a WriterConfig nor None or
+    ``serializer`` has no callable ``serialize``/``deserialize`` (or is a class, not
+    an instance); InvalidNameError for a bad scope or stream name. It then asks the
+    controller for the stream's segments: StreamNotFoundError / ScopeNotFoundError,
+    and StreamSealedError for a sealed stream.
+    """
 
     def __init__(
         self,
@@ -249,6 +309,8 @@ class EventStreamWriter(Generic[T]):
                 f"config must be a WriterConfig or None, got {type(config).__name__}"
             )
         check_serializer(serializer)
+        validate_name("scope", scope)
+        validate_name("stream", stream)
         self.scope = scope
         self.stream = stream
         self.writer_id = uuid.uuid4().bytes
@@ -281,9 +343,20 @@ class EventStreamWriter(Generic[T]):
         """Queue ``event`` for ``routing_key`` and return its :class:`WriteFuture`.
 
         Events with the same routing key are stored and read in the order they
-        were written. Raises EventTooLargeError for events over 8 MiB,
-        StreamSealedError once the stream is known to be sealed,
-        ClientClosedError after close(). None of these queue anything.
+        were written; without a key the event goes to a random segment. Raises,
+        queuing nothing:
+
+        * SerializationError if the serializer cannot encode ``event`` or returns
+          something other than bytes (errors a custom serializer raises propagate);
+        * EventTooLargeError for a serialized event over ``MAX_EVENT_SIZE_BYTES`` (8 MiB);
+        * InvalidArgumentError for a routing key that is not a str (or None) or not
+          encodable as UTF-8 (e.g. a lone surrogate);
+        * StreamSealedError once the writer knows the stream is sealed;
+        * ClientClosedError after close().
+
+        Blocks (backpressure) while the segment has ``blocks_queued_max`` blocks waiting
+        to be sent, except inside a future's callback. The future fails with the error
+        that failed the event (see the module docstring).
         """
         # The hot path of the client: kept flat on purpose (STACK.md: per-event Python
         # work on the writer is the throughput budget on a 2-core machine).
@@ -291,6 +364,8 @@ class EventStreamWriter(Generic[T]):
             payload: bytes = event
         else:
             payload = self._serializer.serialize(event)
+            if type(payload) is not bytes:
+                payload = _payload_bytes(payload)
         size = len(payload)
         header = _HEADERS.get(size)
         if header is None:
@@ -303,8 +378,10 @@ class EventStreamWriter(Generic[T]):
                 segment = self._route(routing_key)
             block = segment.open
             if block is not None and block.size + size + 8 > constants.APPEND_BLOCK_BYTES_MAX:
-                segment.queued.append(block)  # the event would take it past the store's limit
+                # The event would take the block past what the store accepts: send it as is.
+                segment.queued.append(block)
                 block = segment.open = None
+                self._wake.notify()
             if block is None:
                 block = segment.open = _Block(segment.next_event_number)
                 if not segment.inflight:
@@ -319,8 +396,8 @@ class EventStreamWriter(Generic[T]):
                 segment.queued.append(block)
                 segment.open = None
                 self._wake.notify()
-                if len(segment.queued) >= self._config.blocks_queued_max:
-                    self._wait_for_space(segment)
+            if len(segment.queued) >= self._config.blocks_queued_max:
+                self._wait_for_space(segment)
             return WriteFuture(block)
 
     def _wait_for_space(self, segment: _SegmentWriter) -> None:
@@ -340,14 +417,17 @@ class EventStreamWriter(Generic[T]):
             self._space.wait(1.0)
 
     def write_events(self, events: Iterable[T], routing_key: str | None = None) -> WriteFuture:
-        """Queue several events for one routing key; one future for all of them.
+        """Queue several events for one routing key, in order, with one future for all.
 
-        The events are stored in order and, if they fit in one append block
-        (``APPEND_BLOCK_BYTES_MAX``), atomically: all or none (Pravega's
-        ``writeEvents``). Raises as :meth:`write_event` does, queuing nothing, and
-        EventTooLargeError if the framed events (8 bytes each plus the payload) exceed
-        one append block (``APPEND_BLOCK_BYTES_MAX``, 9 MiB): split such a batch (and
-        lose its atomicity) yourself.
+        The batch is one append block, so it is stored atomically: all or none
+        (Pravega's ``writeEvents``). Hence its framed size (each payload plus an
+        8-byte header) must fit in one block, ``APPEND_BLOCK_BYTES_MAX`` (9 MiB + 8
+        bytes): a larger batch raises EventTooLargeError as soon as the events read
+        so far exceed it; split it (giving up atomicity) yourself. Also raises
+        InvalidArgumentError if ``events`` is not an iterable of events (a str or
+        bytes is refused, not split) or is empty, and whatever :meth:`write_event`
+        raises for one of its events or the routing key. Nothing is queued when it
+        raises. Blocks for backpressure as :meth:`write_event` does.
         """
         if isinstance(events, (str, bytes, bytearray, memoryview)) or not isinstance(
             events, Iterable
@@ -355,29 +435,31 @@ class EventStreamWriter(Generic[T]):
             raise InvalidArgumentError(
                 f"write_events needs an iterable of events, got {type(events).__name__}"
             )
-        payloads = []
+        payloads: list[tuple[bytes, bytes]] = []
+        total = 0
         for event in events:
-            payload = (
-                event
-                if self._bytes_passthrough and type(event) is bytes
-                else (self._serializer.serialize(event))
-            )
+            if self._bytes_passthrough and type(event) is bytes:
+                payload: bytes = event
+            else:
+                payload = self._serializer.serialize(event)
+                if type(payload) is not bytes:
+                    payload = _payload_bytes(payload)
             header = _HEADERS.get(len(payload)) or _event_header(len(payload))
             payloads.append((header, payload))
+            total += len(payload) + constants.EVENT_HEADER_BYTES
+            if total > constants.APPEND_BLOCK_BYTES_MAX:
+                raise EventTooLargeError(
+                    f"write_events batch is over {constants.APPEND_BLOCK_BYTES_MAX} bytes framed "
+                    f"after {len(payloads)} events: one atomic batch must fit in one append block"
+                )
         if not payloads:
             raise InvalidArgumentError("write_events needs at least one event")
-        total = sum(len(p) + 8 for _, p in payloads)
-        if total > constants.APPEND_BLOCK_BYTES_MAX:
-            raise EventTooLargeError(
-                f"write_events batch of {len(payloads)} events is {total} bytes framed; one "
-                f"atomic batch holds at most {constants.APPEND_BLOCK_BYTES_MAX}"
-            )
         with self._lock:
             if self._closed or self._failure is not None:
                 self._raise_unusable()
             segment = self._route(routing_key)
             block = segment.open
-            if block is not None and block.size + total > constants.APPEND_BLOCK_BYTES_MAX - 8:
+            if block is not None and block.size + total > constants.APPEND_BLOCK_BYTES_MAX:
                 segment.queued.append(block)  # keep the batch whole in the next block
                 block = segment.open = None
             if block is None:
@@ -392,6 +474,8 @@ class EventStreamWriter(Generic[T]):
                 segment.queued.append(block)
                 segment.open = None
             self._wake.notify()
+            if len(segment.queued) >= self._config.blocks_queued_max:
+                self._wait_for_space(segment)
             return WriteFuture(block)
 
     def _raise_unusable(self) -> None:
@@ -401,7 +485,23 @@ class EventStreamWriter(Generic[T]):
         raise self._failure
 
     def flush(self, timeout: float | None = None) -> None:
-        """Block until every event written so far is durable; raise the first failure."""
+        """Block until every event written before the call is durable or failed.
+
+        Sends open blocks at once. Returns None once all are durable; raises the error
+        of the first of them (in segment order) that failed, e.g. StreamSealedError or
+        the InvalidArgumentError of a block the store refused (its future has the same
+        error); TimeoutError if ``timeout`` seconds pass first (the events stay queued).
+        InvalidArgumentError if ``timeout`` is not None or a finite number >= 0.
+        """
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or timeout < 0
+        ):
+            raise InvalidArgumentError(
+                f"flush timeout must be None or a finite number of seconds >= 0, got {timeout!r}"
+            )
         with self._lock:
             blocks: list[_Block] = []
             for segment in self._writers:
@@ -419,7 +519,13 @@ class EventStreamWriter(Generic[T]):
                 raise TimeoutError(f"flush did not complete within {timeout}s") from None
 
     def close(self) -> None:
-        """Flush, then stop the writer. Idempotent."""
+        """Flush, then stop the writer. Idempotent.
+
+        Waits for every pending event (no timeout: the reconnect logic bounds how long a
+        segment can stay unresolved) and stops the pump even if the flush raises; then
+        re-raises that flush error. Later calls return at once; writes raise
+        ClientClosedError.
+        """
         if self._closed:
             return
         try:
@@ -475,8 +581,7 @@ class EventStreamWriter(Generic[T]):
                         if s.reconnecting and all(f.done() for _, f in s.inflight)
                     ]
                     if not sends and not reconnects:
-                        has_open = any(s.open is not None for s in self._writers)
-                        self._wake.wait(self._config.linger_s if has_open else 0.5)
+                        self._wake.wait(self._idle_wait_s())
                         continue
                 for segment, block, expected in sends:
                     self._send(segment, block, expected)
@@ -485,6 +590,28 @@ class EventStreamWriter(Generic[T]):
         except BaseException as e:  # pragma: no cover - a bug; fail loudly, not silently
             log.exception("writer pump crashed")
             self._fail_all(PravegaError(f"writer pump crashed: {e!r}"))
+
+    def _idle_wait_s(self) -> float:
+        """Under the lock: how long the pump may sleep when it has nothing to do now.
+
+        Until the oldest sendable open block's linger runs out; otherwise up to 0.5 s (for
+        the stuck-call watchdog), since acknowledgements, failures and new blocks wake it.
+        An open block that cannot go (its segment reconnects or has a full window) must
+        not shorten the sleep: with ``linger_s`` 0 the pump would spin.
+        """
+        now = time.monotonic()
+        wait = 0.5
+        window = self._config.blocks_in_flight_max
+        for segment in self._writers:
+            block = segment.open
+            if (
+                block is not None
+                and not segment.reconnecting
+                and not segment.sealed
+                and len(segment.inflight) < window
+            ):
+                wait = min(wait, block.created + self._config.linger_s - now)
+        return max(wait, 0.0005)
 
     def _collect_sends(self) -> list[tuple[_SegmentWriter, _Block, int]]:
         """Under the lock: pick blocks to send now and mark them in flight."""
@@ -594,17 +721,17 @@ class EventStreamWriter(Generic[T]):
                 self._complete_acked(segment, upto=block.last)
             elif isinstance(error, (RetriableError, ConditionalAppendFailedError)):
                 segment.reconnecting = True
-            elif isinstance(error, SegmentSealedError):
+            elif isinstance(error, (SegmentSealedError, StreamSealedError)):
                 segment.reconnecting = True  # the reconnect finds out whether the stream is sealed
             else:
                 # The store refused the block itself (InvalidArgumentError, DataCorruptionError,
-                # ...): resending it cannot help. The reconnect settles what persisted, fails
-                # this block and resends the blocks after it (they were conditional on it).
+                # ...): resending it cannot help. The reconnect settles what persisted and
+                # fails this block and every later one of the segment (they were conditional
+                # on it); the warning is logged there, once.
                 block.rejection = (
                     error if isinstance(error, PravegaError) else PravegaError(repr(error))
                 )
                 segment.reconnecting = True
-                log.warning("append to %s refused: %r; failing that block", segment.name, error)
             self._wake.notify()
 
     def _complete_acked(self, segment: _SegmentWriter, upto: int) -> None:
@@ -624,6 +751,15 @@ class EventStreamWriter(Generic[T]):
             self._drain()
 
     def _reconnect_locked(self, segment: _SegmentWriter) -> None:
+        """Ask the store what persisted, then settle, fail or resend every in-flight block.
+
+        In event-number order, each in-flight block is: persisted (at or below the last
+        event number ``setup_append`` reports): completed; refused by the store
+        (``rejection``): failed with that error, never resent; behind a refused block:
+        failed, as is everything queued or open on the segment, because each block's
+        condition chains on its predecessor and the refused events will never be there
+        (``_refused_earlier``); otherwise resent, in order, before anything newer.
+        """
         last: int | None = None
         error: BaseException | None = None
         for attempt in range(self._config.reconnect_attempts_max):
@@ -632,7 +768,7 @@ class EventStreamWriter(Generic[T]):
                     constants.CONTROLLER_CALL_TIMEOUT_S
                 )
                 break
-            except RetriableError as e:
+            except (RetriableError, FutureTimeoutError) as e:
                 error = e
                 time.sleep(min(2.0, self._config.reconnect_backoff_s * (attempt + 1)))
             except PravegaError as e:
@@ -644,19 +780,28 @@ class EventStreamWriter(Generic[T]):
             segment.inflight.clear()
             if last is None:
                 failure = error if isinstance(error, PravegaError) else PravegaError(repr(error))
+                for block in blocks:
+                    if block.rejection is not None:
+                        self._settle(block, block.rejection)  # its own error first wins
                 self._fail_segment(segment, blocks, failure)
                 return
-            resend = []
+            resend: list[_Block] = []
+            behind: list[_Block] = []
+            refused: _Block | None = None
             for block in blocks:
                 if block.last <= last:
                     self._settle(block)  # persisted before the failure
+                elif refused is not None:
+                    behind.append(block)
                 elif block.rejection is not None:
-                    self._settle(block, block.rejection)
+                    refused = block
                 else:
                     invariant(block.first > last, "a block was partly persisted")
                     resend.append(block)
             segment.sent_last = last
             segment.reconnecting = False
+            if refused is not None:
+                self._fail_refused(segment, refused, behind)
             if sealed_error is not None:
                 segment.sealed = True
                 if isinstance(sealed_error, StreamSealedError):
@@ -664,23 +809,53 @@ class EventStreamWriter(Generic[T]):
                 self._fail_segment(segment, resend, sealed_error)
                 return
             segment.queued.extendleft(reversed(resend))
-            log.info(
-                "writer reconnected to %s: last persisted event %d, resending %d blocks",
-                segment.name,
-                last,
-                len(resend),
-            )
+            if refused is None:
+                log.info(
+                    "writer reconnected to %s: last persisted event %d, resending %d blocks",
+                    segment.name,
+                    last,
+                    len(resend),
+                )
             self._wake.notify()
+
+    def _fail_refused(self, segment: _SegmentWriter, refused: _Block, behind: list[_Block]) -> None:
+        """Under the lock: fail a block the store refused and every later block of ``segment``.
+
+        The later ones (in flight behind it, queued, open) get an error of the same type
+        saying an earlier event was refused; the segment then goes on with new writes.
+        """
+        rejection = refused.rejection
+        invariant(rejection is not None, "a refused block has its error")
+        assert rejection is not None
+        later = behind + list(segment.queued)
+        if segment.open is not None:
+            later.append(segment.open)
+        segment.queued.clear()
+        segment.open = None
+        self._settle(refused, rejection)
+        derived = _refused_earlier(rejection, segment.name)
+        for block in later:
+            self._settle(block, derived)
+        self._space.notify_all()
+        log.warning(
+            "append to %s refused: %r; failed events %d to %d and %d later blocks, not resent",
+            segment.name,
+            rejection,
+            refused.first,
+            refused.last,
+            len(later),
+        )
 
     def _sealed_error(self, segment: _SegmentWriter) -> PravegaError | None:
         """A typed error if the segment is sealed (StreamSealedError if its stream is)."""
         try:
             if not self._connection.get_info(segment.name).result(60).sealed:
                 return None
-        except PravegaError:
+        except (PravegaError, FutureTimeoutError):
             return None
-        if self._controller.get_stream_info(self.scope, self.stream).sealed:
-            return StreamSealedError(f"stream {self.scope}/{self.stream} is sealed")
+        with contextlib.suppress(PravegaError):
+            if self._controller.get_stream_info(self.scope, self.stream).sealed:
+                return StreamSealedError(f"stream {self.scope}/{self.stream} is sealed")
         return SegmentSealedError(f"segment {segment.name} is sealed")
 
     def _fail_segment(

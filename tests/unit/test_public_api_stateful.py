@@ -350,10 +350,13 @@ class PublicApi(RuleBasedStateMachine):
             return
         if isinstance(result, pr.EventStreamWriter):
             result.close()
-        allowed = may_succeed or (other is None and index in (4, 9, 15))
+        partitions = isinstance(other, int) and not isinstance(other, bool) and 1 <= other <= 1024
+        allowed = may_succeed or (index == 4 and other is None) or (index == 9 and partitions)
         assert allowed, f"call {index} accepted garbage: name={name!r} other={other!r}"
         if index == 4:  # create_stream(..., None): the default configuration, a real stream
             self.streams.setdefault(("s1", "z"), {"sealed": False, "events": {}})
+        if index == 9:  # create_key_value_table(..., partitions): a valid count, a real table
+            self.tables.setdefault(("s1", "t9"), {})
 
     # --- restarts ---------------------------------------------------------------------------
     @rule()
