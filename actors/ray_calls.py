@@ -3,8 +3,9 @@
 Ray wraps an exception raised in an actor in ``RayTaskError``; a call to an
 actor that died or is restarting fails with ``RayActorError`` (or
 ``ActorUnavailableError``). Callers in pravega-ray want the original typed
-error, and "outcome unknown" as :class:`SegmentStoreUnavailableError`
-(a :class:`RetriableError`).
+error, and "outcome unknown" as a :class:`RetriableError` naming the actor:
+:class:`SegmentStoreUnavailableError` for containers (the default),
+:class:`ControllerUnavailableError` for the controller (``unavailable=``).
 """
 
 from __future__ import annotations

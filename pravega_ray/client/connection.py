@@ -86,15 +86,32 @@ class ControllerConnection(Protocol):
     ) -> bool: ...
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]: ...
     def delete_reader_group(self, scope: str, group: str) -> bool: ...
-    def reader_group_online_readers(self, scope: str, group: str) -> list[str]: ...
+
+    # Reader-group calls of readers and ReaderGroup objects. ``group_id`` is the incarnation
+    # the caller joined (returned by reader_group_add_reader, or in get_reader_group's
+    # answer): ReaderGroupNotFoundError once that group was deleted, even if re-created.
+    def reader_group_online_readers(
+        self, scope: str, group: str, group_id: str | None = None
+    ) -> list[str]: ...
     def reader_group_reader_offline(
-        self, scope: str, group: str, reader_id: str, offsets: dict[str, int] | None
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
     ) -> bool: ...
     def reader_group_add_reader(
         self, scope: str, group: str, reader_id: str, session: str
-    ) -> None: ...
+    ) -> str: ...
     def reader_group_remove_reader(
-        self, scope: str, group: str, reader_id: str, session: str, offsets: dict[str, int] | None
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
     ) -> bool: ...
     def reader_group_sync(
         self,
@@ -104,7 +121,15 @@ class ControllerConnection(Protocol):
         session: str,
         offsets: dict[str, int],
         completed: list[str],
+        group_id: str | None = None,
     ) -> Any: ...
     def reader_group_release(
-        self, scope: str, group: str, reader_id: str, session: str, segment: str, offset: int
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        segment: str,
+        offset: int,
+        group_id: str | None = None,
     ) -> None: ...

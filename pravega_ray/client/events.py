@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pravega_ray.errors import InvalidArgumentError
+
 
 @dataclass(frozen=True, slots=True)
 class Position:
@@ -20,6 +22,12 @@ class Position:
 
     @classmethod
     def from_dict(cls, data: dict[str, int]) -> Position:
+        """The position ``to_dict`` gave; InvalidArgumentError unless segment name -> int >= 0."""
+        if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in data.items()
+        ):
+            raise InvalidArgumentError("a position is a dict of segment name -> offset >= 0")
         return cls(tuple(sorted(data.items())))
 
 

@@ -12,6 +12,12 @@ within the group.
 Each reader has a *session* in its group: another reader with the same id is refused
 (ReaderAlreadyExistsError) while this one is a member, and once this one is declared
 offline its calls raise ReaderNotInGroupError instead of touching segments others own.
+It also carries the id of the group incarnation it joined: once that group is deleted
+(even if one of the same name is created again) its calls raise ReaderGroupNotFoundError.
+Either way the reader *stops*: it drops the segments and events it held, and every later
+``read_next_event`` raises the same error. (Between two syncs, at most
+``READER_GROUP_SYNC_INTERVAL_S`` apart, a reader declared offline while it still runs may
+return events it had buffered: declare offline only readers that are gone.)
 
 An event the serializer cannot decode is not consumed: ``read_next_event`` raises
 SerializationError (with the raw ``data``, ``segment``, ``offset`` and the reader's
@@ -41,6 +47,7 @@ from pravega_ray.errors import (
     ClientClosedError,
     IllegalStateError,
     InvalidArgumentError,
+    PravegaError,
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
     RetriableError,
@@ -92,7 +99,10 @@ class EventStreamReader(Generic[T]):
         self._last_sync = 0.0
         self._turn = 0
         self._closed = False
-        controller.reader_group_add_reader(scope, group, reader_id, self._session)
+        self._stopped: PravegaError | None = None  # why the group no longer has this reader
+        self._group_id: str | None = controller.reader_group_add_reader(
+            scope, group, reader_id, self._session
+        )
 
     # --- public API ----------------------------------------------------------------------------
     def read_next_event(self, timeout_s: float = 1.0) -> EventRead | None:
@@ -101,11 +111,15 @@ class EventStreamReader(Generic[T]):
         Returns an :class:`EventRead` with the deserialized event, its segment
         and offset, and the reader's position after it. Raises SerializationError for
         an event the serializer cannot decode (not consumed: see :meth:`skip_event`),
-        ReaderNotInGroupError once the reader was declared offline or its group deleted,
-        DataCorruptionError if stored data is damaged, ClientClosedError after close().
+        ReaderNotInGroupError once the reader was declared offline, ReaderGroupNotFoundError
+        once its group was deleted (or deleted and re-created), and again on every later
+        call (the reader has stopped); DataCorruptionError if stored data is damaged;
+        ClientClosedError after close(); InvalidArgumentError for a bad ``timeout_s``.
         """
         if self._closed:
             raise ClientClosedError("reader is closed")
+        if self._stopped is not None:
+            raise type(self._stopped)(self._stopped.message, reader_id=self.reader_id)
         if (
             isinstance(timeout_s, bool)
             or not isinstance(timeout_s, (int, float))
@@ -116,7 +130,11 @@ class EventStreamReader(Generic[T]):
         while True:
             now = time.monotonic()
             if now - self._last_sync >= constants.READER_GROUP_SYNC_INTERVAL_S or not self._owned:
-                self._sync()
+                try:
+                    self._sync()
+                except (ReaderNotInGroupError, ReaderGroupNotFoundError, ScopeNotFoundError) as e:
+                    self._stop(e)
+                    raise
             event = self._next_buffered()
             if event is not None:
                 return event
@@ -141,14 +159,26 @@ class EventStreamReader(Generic[T]):
     def skip_event(self, error: SerializationError) -> None:
         """Pass over the undecodable event ``error`` (from :meth:`read_next_event`) names.
 
-        Raises IllegalStateError unless that event is still the next one of a segment
-        this reader owns (e.g. it was skipped already, or the segment moved on).
+        The reader's position then moves past it, as if it had been returned. Raises
+        IllegalStateError unless that event (segment, offset and bytes) is still the next
+        one of a segment this reader owns (e.g. it was skipped already, or the segment was
+        handed to another reader meanwhile), InvalidArgumentError for anything but a
+        SerializationError, ClientClosedError after close().
         """
+        if self._closed:
+            raise ClientClosedError("reader is closed")
         if not isinstance(error, SerializationError):
             raise InvalidArgumentError("skip_event takes the SerializationError raised")
-        segment = self._owned.get(getattr(error, "segment", None))  # type: ignore[arg-type]
+        name = getattr(error, "segment", None)
+        segment = self._owned.get(name) if isinstance(name, str) else None
         offset = getattr(error, "offset", None)
-        if segment is None or not segment.events or segment.events[0][0] != offset:
+        data = getattr(error, "data", None)
+        if (
+            segment is None
+            or not segment.events
+            or segment.events[0][0] != offset
+            or (data is not None and segment.events[0][1] != data)
+        ):
             raise IllegalStateError(
                 "that event is not the next event of a segment this reader owns"
             )
@@ -158,16 +188,26 @@ class EventStreamReader(Generic[T]):
     def close(self) -> None:
         """Leave the group, handing owned segments back at the reader's position.
 
-        Does not raise if the group was deleted or this reader was declared offline.
+        Does not raise if the group was deleted or this reader was declared offline
+        (logged at INFO). ControllerUnavailableError if the controller stayed unreachable
+        (the reader is closed anyway; its segments stay with it until it is declared
+        offline).
         """
         if self._closed:
             return
         self._closed = True
         offsets = {s.name: s.next_offset for s in self._owned.values()}
         self._owned.clear()
+        if self._stopped is not None:
+            return  # not a member any more: nothing to hand back
         try:
             self._controller.reader_group_remove_reader(
-                self.scope, self.group, self.reader_id, self._session, offsets
+                self.scope,
+                self.group,
+                self.reader_id,
+                self._session,
+                offsets,
+                group_id=self._group_id,
             )
         except (ReaderGroupNotFoundError, ReaderNotInGroupError, ScopeNotFoundError) as e:
             log.info("reader %s closed; its group had gone: %s", self.reader_id, e)
@@ -179,13 +219,29 @@ class EventStreamReader(Generic[T]):
         self.close()
 
     # --- internals -----------------------------------------------------------------------------
+    def _stop(self, error: PravegaError) -> None:
+        """The group no longer has this reader: drop everything it held, never touch it."""
+        log.info("reader %s stopped: %s", self.reader_id, error)
+        self._stopped = error
+        self._owned.clear()
+        self._completed.clear()
+
     def _sync(self) -> None:
         self._last_sync = time.monotonic()
         offsets = {s.name: s.next_offset for s in self._owned.values()}
-        completed, self._completed = self._completed, []
+        completed = list(self._completed)
         assignment = self._controller.reader_group_sync(
-            self.scope, self.group, self.reader_id, self._session, offsets, completed
+            self.scope,
+            self.group,
+            self.reader_id,
+            self._session,
+            offsets,
+            completed,
+            group_id=self._group_id,
         )
+        # Reported only now: if the call failed they are reported again next time (else the
+        # group would hand them back to this reader and they would be read again).
+        self._completed = [c for c in self._completed if c not in completed]
         # The answer is the whole owned set: a segment a lost reply assigned shows up here.
         for name in [n for n in self._owned if n not in assignment.owned]:
             del self._owned[name]
@@ -203,6 +259,7 @@ class EventStreamReader(Generic[T]):
                 self._session,
                 victim.name,
                 victim.next_offset,
+                group_id=self._group_id,
             )
 
     def _next_buffered(self) -> EventRead | None:

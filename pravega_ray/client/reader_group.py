@@ -13,7 +13,13 @@ from pravega_ray.naming import validate_name
 
 
 class ReaderGroup:
-    """The reader group ``scope/name``. Raises ReaderGroupNotFoundError if it does not exist."""
+    """The reader group ``scope/name``, as it exists when this object is made.
+
+    Raises ReaderGroupNotFoundError (and ScopeNotFoundError, InvalidNameError) if it does
+    not exist. If the group is deleted later, every method raises ReaderGroupNotFoundError,
+    even once a group of the same name exists again (that is another group: get a new
+    object for it). Outcome-unknown failures raise ControllerUnavailableError.
+    """
 
     def __init__(self, scope: str, name: str, controller: ControllerConnection) -> None:
         validate_name("scope", scope)
@@ -21,20 +27,27 @@ class ReaderGroup:
         self.scope = scope
         self.name = name
         self._controller = controller
-        controller.get_reader_group(scope, name)  # ReaderGroupNotFoundError, ScopeNotFoundError
+        state = controller.get_reader_group(scope, name)  # ReaderGroupNotFoundError, ...
+        self._group_id: str | None = state.get("group_id")
 
     def get_online_readers(self) -> list[str]:
         """Ids of the readers that are members of the group, sorted."""
-        return self._controller.reader_group_online_readers(self.scope, self.name)
+        return self._controller.reader_group_online_readers(
+            self.scope, self.name, group_id=self._group_id
+        )
 
     def reader_offline(self, reader_id: str, position: Position | None = None) -> bool:
         """Declare a reader gone (its process died without ``close()``); False if not a member.
 
-        Its segments return to the group at ``position`` (what the reader last returned,
-        e.g. saved by the application from ``EventRead.position``), else at the offsets it
-        last reported (events after them may be read again). Its id may then join again;
-        the old reader object, if it still runs, gets ReaderNotInGroupError. Not repeated
-        automatically after an outcome-unknown failure (ControllerUnavailableError).
+        Each segment it owns returns to the group at its offset in ``position`` (e.g. the
+        ``EventRead.position`` of the last event the application finished with: later
+        events are read again, by whichever reader gets the segment), else at the offset
+        the reader last reported (events it returned after that are read again). Offsets
+        in ``position`` of segments the reader no longer owns are ignored. Its id may then
+        join again; the old reader object, if it still runs, gets ReaderNotInGroupError
+        and stops. InvalidArgumentError for a bad ``reader_id`` or ``position``. Not
+        repeated automatically after an outcome-unknown failure
+        (ControllerUnavailableError): check ``get_online_readers()`` and call again.
         """
         if not isinstance(reader_id, str) or not reader_id:
             raise InvalidArgumentError("reader_id must be a non-empty str")
@@ -42,7 +55,10 @@ class ReaderGroup:
             raise InvalidArgumentError(
                 f"position must be a Position or None, got {type(position).__name__}"
             )
-        offsets = None if position is None else position.to_dict()
+        try:
+            offsets = None if position is None else Position.from_dict(position.to_dict()).to_dict()
+        except (TypeError, ValueError) as e:  # a tampered-with Position
+            raise InvalidArgumentError(f"position does not validate: {e}") from None
         return self._controller.reader_group_reader_offline(
-            self.scope, self.name, reader_id, offsets
+            self.scope, self.name, reader_id, offsets, group_id=self._group_id
         )

@@ -4,6 +4,10 @@ Readers of a group share the segments of its streams; each segment is owned by
 at most one reader at a time, so each event is delivered to one reader of the
 group. Rebalancing is cooperative (Pravega's ``ReaderGroupStateManager``):
 
+* each incarnation of a group has a random ``group_id``: a reader learns it when it joins
+  and carries it on every call, so a reader of a group that was deleted (and perhaps
+  re-created under the same name) gets :class:`ReaderGroupNotFoundError`, never the new
+  group's segments;
 * a reader joins with an id and a *session* (a random token of that reader object); an
   id online in the group is refused (:class:`ReaderAlreadyExistsError`) unless it is
   declared offline first (``reader_offline``), and every later call of a reader
@@ -23,7 +27,9 @@ connection retries them): joining again with the same session, releasing a segme
 no longer owned and leaving twice are no-ops, and a sync answers with the whole owned
 set, so a reader never misses a segment a lost reply had assigned to it.
 
-A reader that leaves returns its segments at the offsets it reports. The state
+A reader that leaves returns its segments at the offsets it reports; a reader declared
+offline returns them at the position given for it (Pravega's ``readerOffline``), else
+at the offsets it last synced. The state
 is a plain value (``to_dict``/``from_dict``) that its host persists after every
 change of ownership.
 """
@@ -37,6 +43,7 @@ from typing import Any
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderAlreadyExistsError,
+    ReaderGroupNotFoundError,
     ReaderNotInGroupError,
 )
 from pravega_ray.invariant import invariant
@@ -60,12 +67,27 @@ class ReaderGroupState:
     assigned: dict[str, dict[str, int]] = field(default_factory=dict)
     completed: set[str] = field(default_factory=set)
     sessions: dict[str, str] = field(default_factory=dict)
+    group_id: str = ""
+    """This incarnation of the group (records from before group ids have ``""``)."""
 
     @classmethod
     def new(
-        cls, scope: str, name: str, streams: list[str], segments: list[str]
+        cls, scope: str, name: str, streams: list[str], segments: list[str], group_id: str = ""
     ) -> ReaderGroupState:
-        return cls(scope, name, list(streams), {s: 0 for s in segments})
+        return cls(scope, name, list(streams), {s: 0 for s in segments}, group_id=group_id)
+
+    def check_group_id(self, group_id: str | None) -> None:
+        """ReaderGroupNotFoundError unless ``group_id`` is this incarnation's (None: unchecked).
+
+        A reader or ReaderGroup object made for a group that was deleted and re-created
+        under the same name carries the old id.
+        """
+        if group_id is not None and group_id != self.group_id:
+            raise ReaderGroupNotFoundError(
+                f"reader group {self.scope}/{self.name} was deleted; the group of that name "
+                "now is another one (create the reader or ReaderGroup again)",
+                group_id=group_id,
+            )
 
     # --- membership --------------------------------------------------------------------------
     def add_reader(self, reader_id: str, session: str) -> None:
@@ -83,9 +105,7 @@ class ReaderGroupState:
         self.assigned[reader_id] = {}
         self.sessions[reader_id] = session
 
-    def remove_reader(
-        self, reader_id: str, session: str, offsets: dict[str, int] | None
-    ) -> bool:
+    def remove_reader(self, reader_id: str, session: str, offsets: dict[str, int] | None) -> bool:
         """Leave; owned segments return to the pool at ``offsets`` (else the last synced ones).
 
         False (nothing changed) if this session is not in the group (it left already, or
@@ -99,19 +119,27 @@ class ReaderGroupState:
     def reader_offline(self, reader_id: str, offsets: dict[str, int] | None) -> bool:
         """Declare a reader gone (whatever its session); False if it is not in the group.
 
-        Its segments return to the pool at ``offsets`` where given (a position the
-        application saved), else at the offsets it last synced.
+        Each segment it owns returns to the pool at its offset in ``offsets`` where
+        given (a position the application saved: events after it are read again, even
+        ones this reader had returned), else at the offset it last synced. Offsets of
+        segments it does not own are ignored.
         """
         if reader_id not in self.assigned:
             return False
-        self._drop(reader_id, offsets)
+        self._drop(reader_id, offsets, exact=True)
         return True
 
-    def _drop(self, reader_id: str, offsets: dict[str, int] | None) -> None:
+    def _drop(self, reader_id: str, offsets: dict[str, int] | None, exact: bool = False) -> None:
         owned = self.assigned.pop(reader_id)
         self.sessions.pop(reader_id, None)
+        given = offsets or {}
         for segment, offset in owned.items():
-            self.unassigned[segment] = max(offset, (offsets or {}).get(segment, offset))
+            if segment not in given:
+                self.unassigned[segment] = offset
+            elif exact:
+                self.unassigned[segment] = given[segment]
+            else:  # the reader's own report: never behind what it synced already
+                self.unassigned[segment] = max(offset, given[segment])
 
     @property
     def readers(self) -> list[str]:
@@ -166,19 +194,45 @@ class ReaderGroupState:
             "assigned": self.assigned,
             "completed": sorted(self.completed),
             "sessions": self.sessions,
+            "group_id": self.group_id,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ReaderGroupState:
-        """Raises KeyError/TypeError/ValueError for a malformed record (the controller
-        reports it as damaged). Records from before sessions have none: their readers
-        must be declared offline before their ids join again."""
-        return cls(
-            str(d["scope"]),
-            str(d["name"]),
-            [str(s) for s in d["streams"]],
-            {str(k): int(v) for k, v in d["unassigned"].items()},
-            {str(r): {str(k): int(v) for k, v in o.items()} for r, o in d["assigned"].items()},
-            {str(s) for s in d["completed"]},
-            {str(k): str(v) for k, v in d.get("sessions", {}).items()},
+        """The state stored as ``d``; ValueError for a malformed record (the controller
+        reports it as damaged): wrong types, negative offsets, a segment owned twice.
+
+        Records from before sessions have none: their readers must be declared offline
+        before their ids join again. Records from before group ids have the id ``""``.
+        """
+        state = cls(
+            _str(d["scope"]),
+            _str(d["name"]),
+            [_str(s) for s in _typed(d["streams"], list)],
+            _offsets(d["unassigned"]),
+            {_str(r): _offsets(o) for r, o in _typed(d["assigned"], dict).items()},
+            {_str(s) for s in _typed(d["completed"], list)},
+            {_str(r): _str(s) for r, s in _typed(d.get("sessions", {}), dict).items()},
+            _str(d.get("group_id", "")),
         )
+        held = [s for o in state.assigned.values() for s in o] + list(state.unassigned)
+        if len(held) != len(set(held)):
+            raise ValueError("a segment is held twice in the reader group record")
+        return state
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if not isinstance(value, kind):
+        raise ValueError(f"expected a {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any) -> str:
+    return _typed(value, str)  # type: ignore[no-any-return]
+
+
+def _offsets(value: Any) -> dict[str, int]:
+    offsets = {_str(k): v for k, v in _typed(value, dict).items()}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in offsets.values()):
+        raise ValueError("offsets must be ints >= 0")
+    return offsets

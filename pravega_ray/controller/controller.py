@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from pravega_ray.client.reader_group_state import Assignment, ReaderGroupState
-from pravega_ray.constants import KVT_PARTITIONS_MAX
+from pravega_ray.constants import KVT_PARTITIONS_MAX, READER_GROUP_OFFSETS_SAVE_INTERVAL_S
 from pravega_ray.controller.metadata_store import MetadataStore, damaged
 from pravega_ray.controller.records import (
     STATE_TRANSITIONS,
@@ -78,6 +80,9 @@ from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfigurat
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+SEGMENT_NUMBERS = 2**32
+"""Segment numbers are the low 32 bits of a segment id."""
 
 RESUME_RETRY_INTERVAL_S = 5.0
 """How soon a workflow whose resumption failed with an outcome-unknown error is tried again."""
@@ -120,16 +125,19 @@ class Controller:
         *,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         monotonic: Callable[[], float] = time.monotonic,
+        new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:
         self._store = store
         self._segments = segments
         self.container_count = container_count
         self._wall_clock_ms = wall_clock_ms
         self._monotonic = monotonic
+        self._new_id = new_id
         self._resumed = False
         self._damaged: dict[str, str] = {}
         self._unresumed: dict[str, str] = {}  # key -> state, to retry (outcome unknown)
         self._last_resume = 0.0
+        self._offsets_saved: dict[str, float] = {}  # group key -> when its offsets were stored
 
     # --- cluster -------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:
@@ -193,6 +201,15 @@ class Controller:
         self._unresumed.pop(key, None)
         return 1
 
+    def _run_workflow(self, key: str, finish: Callable[[], None]) -> None:
+        """Run a workflow step now; if its outcome is unknown, resume it again later too."""
+        try:
+            finish()
+        except RetriableError:
+            self._unresumed[key] = "retry"
+            raise
+        self._unresumed.pop(key, None)
+
     def _quarantine(self, key: str, error: BaseException) -> None:
         if key not in self._damaged:
             log.error("controller: record %s quarantined: %s", key, error)
@@ -201,9 +218,7 @@ class Controller:
     def _ready(self) -> None:
         if not self._resumed:
             self.resume_workflows()
-        elif self._unresumed and (
-            self._monotonic() - self._last_resume >= RESUME_RETRY_INTERVAL_S
-        ):
+        elif self._unresumed and (self._monotonic() - self._last_resume >= RESUME_RETRY_INTERVAL_S):
             self._last_resume = self._monotonic()
             for key in list(self._unresumed):
                 self._resume(key)
@@ -255,14 +270,26 @@ class Controller:
         if self._read(f"scopes/{scope}") is None:
             raise ScopeNotFoundError(f"scope {scope} does not exist")
 
-    def _safe_start(self, kind: str, scope: str, name: str) -> int:
-        """The first segment number a new incarnation of ``kind`` ``scope/name`` may use."""
-        record = self._read(f"deleted/{kind}/{scope}/{name}")
+    def _safe_start(self, kind: str, scope: str, name: str, count: int) -> int:
+        """The first segment number a new incarnation of ``kind`` ``scope/name`` may use
+        for its ``count`` segments (Pravega's ``getSafeStartingSegmentNumberFor``).
+
+        IllegalStateError once the name has used up the 2**32 segment numbers.
+        """
+        key = f"deleted/{kind}/{scope}/{name}"
+        record = self._read(key)
         if record is None:
             return 0
-        key = f"deleted/{kind}/{scope}/{name}"
         with _parsing(key):
-            return int(record["next_segment_number"])
+            start = record["next_segment_number"]
+            if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+                raise ValueError(f"next_segment_number {start!r} is not an int >= 0")
+        if start + count > SEGMENT_NUMBERS:
+            raise IllegalStateError(
+                f"{kind} {scope}/{name} was re-created so often that its segment numbers "
+                "are used up; use another name"
+            )
+        return start
 
     def _remember_deleted(self, kind: str, scope: str, name: str, next_number: int) -> None:
         key = f"deleted/{kind}/{scope}/{name}"
@@ -302,10 +329,12 @@ class Controller:
         key = f"streams/{scope}/{stream}"
         existing = self._read(key)
         if existing is not None:
-            self.get_stream_info(scope, stream)  # a damaged record is named, not "exists"
+            # A damaged record is named, not "exists"; a create cut short is finished.
+            if self.get_stream_info(scope, stream).state is StreamState.CREATING:
+                self._run_workflow(key, lambda: self._finish_create(scope, stream))
             return request_id is not None and existing.get("request_id") == request_id
         count = config.scaling.min_segments
-        base = self._safe_start("streams", scope, stream)
+        base = self._safe_start("streams", scope, stream, count)
         record = {
             "state": StreamState.CREATING.value,
             "config": stored_config,
@@ -317,7 +346,7 @@ class Controller:
             ],
         }
         self._store.put(key, record, None)
-        self._finish_create(scope, stream)
+        self._run_workflow(key, lambda: self._finish_create(scope, stream))
         return True
 
     def _finish_create(self, scope: str, stream: str) -> None:
@@ -390,11 +419,12 @@ class Controller:
         state = self.get_stream_info(scope, stream).state
         if state is StreamState.SEALED:
             return True
-        if state is StreamState.CREATING:
-            self._finish_create(scope, stream)  # a create interrupted earlier: finish it first
+        key = f"streams/{scope}/{stream}"
+        if state is StreamState.CREATING:  # a create interrupted earlier: finish it first
+            self._run_workflow(key, lambda: self._finish_create(scope, stream))
         if state is not StreamState.SEALING:
             self._transition(scope, stream, StreamState.SEALING)
-        self._finish_seal(scope, stream)
+        self._run_workflow(key, lambda: self._finish_seal(scope, stream))
         return True
 
     def _finish_seal(self, scope: str, stream: str) -> None:
@@ -425,17 +455,19 @@ class Controller:
         key = f"kvtables/{scope}/{table}"
         existing = self._read(key)
         if existing is not None:
-            self.get_key_value_table(scope, table)  # a damaged record is named, not "exists"
+            # A damaged record is named, not "exists"; a create cut short is finished.
+            if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
+                self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
             return request_id is not None and existing.get("request_id") == request_id
         record = {
             "state": KeyValueTableState.CREATING.value,
             "partitions": partitions,
-            "segment_base": self._safe_start("kvtables", scope, table),
+            "segment_base": self._safe_start("kvtables", scope, table, partitions),
             "created_ms": self._wall_clock_ms(),
             "request_id": request_id,
         }
         self._store.put(key, record, None)
-        self._finish_create_kvt(scope, table)
+        self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
         return True
 
     def _finish_create_kvt(self, scope: str, table: str) -> None:
@@ -469,8 +501,12 @@ class Controller:
             raise KeyValueTableNotFoundError(f"key-value table {scope}/{table} does not exist")
         try:
             with _parsing(key):
-                partitions = int(record["partitions"])
-                base = int(record.get("segment_base", 0))
+                partitions = record["partitions"]
+                base = record.get("segment_base", 0)  # records from before it: 0
+                if not (_is_int(partitions) and 1 <= partitions <= KVT_PARTITIONS_MAX):
+                    raise ValueError(f"partitions {partitions!r} out of range")
+                if not (_is_int(base) and base >= 0 and base + partitions <= SEGMENT_NUMBERS):
+                    raise ValueError(f"segment_base {base!r} out of range")
                 return KeyValueTableInfo(
                     scope=scope,
                     name=table,
@@ -508,15 +544,16 @@ class Controller:
         state = self.get_key_value_table(scope, table).state
         if state is not KeyValueTableState.DELETING:
             self._set_kvt_state(scope, table, state, KeyValueTableState.DELETING)
-        self._finish_delete_kvt(scope, table)
+        key = f"kvtables/{scope}/{table}"
+        self._run_workflow(key, lambda: self._finish_delete_kvt(scope, table))
         return True
 
     def _finish_delete_kvt(self, scope: str, table: str) -> None:
-        info = self.get_key_value_table(scope, table)
+        info = self.get_key_value_table(scope, table)  # checks the record's fields
         record = self._read(f"kvtables/{scope}/{table}") or {}
-        next_number = int(record.get("segment_base", 0)) + info.partitions
+        next_number = record.get("segment_base", 0) + info.partitions
         # First the safe start for a re-created table, then the segments, then the record.
-        if self._safe_start("kvtables", scope, table) < next_number:
+        if self._safe_start("kvtables", scope, table, 0) < next_number:
             self._remember_deleted("kvtables", scope, table, next_number)
         for segment in info.segments:
             with contextlib.suppress(SegmentNotFoundError):  # idempotent after a crash
@@ -527,7 +564,13 @@ class Controller:
     def create_reader_group(
         self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
     ) -> bool:
-        """Create a reader group at the head of its streams; False if it exists."""
+        """Create a reader group at the head of its streams; False if it exists.
+
+        Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError,
+        InvalidArgumentError (config not a valid ReaderGroupConfig); nothing is stored then.
+        Each creation is a new incarnation with a new group id, so readers of a group
+        deleted before get ReaderGroupNotFoundError rather than this group's segments.
+        """
         self._ready()
         self._check_scope(scope)
         validate_name("reader group", group)
@@ -536,6 +579,12 @@ class Controller:
             raise InvalidArgumentError(
                 f"config must be a ReaderGroupConfig, got {type(config).__name__}"
             )
+        try:
+            config = ReaderGroupConfig.from_dict(config.to_dict())  # what it says must load
+        except InvalidArgumentError:
+            raise
+        except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
+            raise InvalidArgumentError(f"config does not validate: {e!r}") from None
         key = f"readergroups/{scope}/{group}"
         existing = self._read(key)
         if existing is not None:
@@ -545,7 +594,7 @@ class Controller:
         for scoped in config.streams:
             s_scope, s_stream = parse_scoped_stream(scoped)
             segments += [s.name for s in self.get_current_segments(s_scope, s_stream)]
-        state = ReaderGroupState.new(scope, group, list(config.streams), segments)
+        state = ReaderGroupState.new(scope, group, list(config.streams), segments, self._new_id())
         self._store.put(key, {**state.to_dict(), "request_id": request_id}, None)
         return True
 
@@ -574,43 +623,77 @@ class Controller:
         self._store.put(key, {**state.to_dict(), **extra}, version)
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
+        """The group's state as stored (``group_id``, owners, offsets)."""
         return self._group(scope, group)[0].to_dict()
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
-        """Delete the group; False if it does not exist. Its readers' next calls fail."""
+        """Delete the group; False if it does not exist. Its readers' next calls fail.
+
+        Raises ScopeNotFoundError, InvalidNameError, DataCorruptionError (a damaged
+        record is not deleted blindly).
+        """
         try:
             self._group(scope, group)
         except ReaderGroupNotFoundError:
             return False
         self._store.delete(f"readergroups/{scope}/{group}")
+        self._offsets_saved.pop(f"{scope}/{group}", None)
         return True
 
-    def reader_group_online_readers(self, scope: str, group: str) -> list[str]:
-        return self._group(scope, group)[0].readers
+    # Reader calls. ``group_id`` (from joining, or from ``get_reader_group``) names the
+    # incarnation the caller knows: ReaderGroupNotFoundError if the group was re-created
+    # since. None skips that check (callers that do not know it yet).
+
+    def reader_group_online_readers(
+        self, scope: str, group: str, group_id: str | None = None
+    ) -> list[str]:
+        state = self._group(scope, group)[0]
+        state.check_group_id(group_id)
+        return state.readers
 
     def reader_group_reader_offline(
-        self, scope: str, group: str, reader_id: str, offsets: dict[str, int] | None
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
     ) -> bool:
         """Declare ``reader_id`` gone; its segments return at ``offsets`` (or as last synced)."""
         _check_offsets(offsets, allow_none=True)
         state, version = self._group(scope, group)
+        state.check_group_id(group_id)
         if not state.reader_offline(reader_id, offsets):
             return False
         self._save_group(state, version)
         return True
 
-    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> None:
+    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
+        """Join ``reader_id`` with ``session``; returns the group id the reader must carry.
+
+        A no-op for a repeated join of the same session; ReaderAlreadyExistsError if the
+        id is online with another session.
+        """
+        _check_session(session)
         state, version = self._group(scope, group)
         joining = reader_id not in state.assigned
         state.add_reader(reader_id, session)  # a no-op for a repeated join of this session
         if joining:
             self._save_group(state, version)
+        return state.group_id
 
     def reader_group_remove_reader(
-        self, scope: str, group: str, reader_id: str, session: str, offsets: dict[str, int] | None
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
     ) -> bool:
         _check_offsets(offsets, allow_none=True)
         state, version = self._group(scope, group)
+        state.check_group_id(group_id)
         if not state.remove_reader(reader_id, session, offsets):
             return False
         self._save_group(state, version)
@@ -624,22 +707,56 @@ class Controller:
         session: str,
         offsets: dict[str, int],
         completed: list[str],
+        group_id: str | None = None,
     ) -> Assignment:
         _check_offsets(offsets, allow_none=False)
+        if not isinstance(completed, list) or not all(isinstance(c, str) for c in completed):
+            raise InvalidArgumentError("completed must be a list of segment names")
         state, version = self._group(scope, group)
-        owned_before = {r: set(o) for r, o in state.assigned.items()}
+        state.check_group_id(group_id)
+        before = {r: dict(o) for r, o in state.assigned.items()}
         assignment = state.sync(reader_id, session, offsets, list(completed))
-        # Persist ownership changes; offsets alone are re-reported by readers on release/leave.
-        if owned_before != {r: set(o) for r, o in state.assigned.items()}:
+        # Ownership changes are stored at once; offsets alone at most every
+        # READER_GROUP_OFFSETS_SAVE_INTERVAL_S (readers report their exact offsets again
+        # when they release a segment or leave), so syncs do not write a record each.
+        key = f"{scope}/{group}"
+        now = self._monotonic()
+        owned_changed = {r: set(o) for r, o in before.items()} != {
+            r: set(o) for r, o in state.assigned.items()
+        }
+        offsets_due = before != state.assigned and (
+            now - self._offsets_saved.get(key, -math.inf) >= READER_GROUP_OFFSETS_SAVE_INTERVAL_S
+        )
+        if owned_changed or offsets_due:
             self._save_group(state, version)
+            self._offsets_saved[key] = now
         return assignment
 
     def reader_group_release(
-        self, scope: str, group: str, reader_id: str, session: str, segment: str, offset: int
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        segment: str,
+        offset: int,
+        group_id: str | None = None,
     ) -> None:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidArgumentError("offset must be an int >= 0")
         state, version = self._group(scope, group)
+        state.check_group_id(group_id)
         if state.release(reader_id, session, segment, offset):
             self._save_group(state, version)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_session(session: object) -> None:
+    if not isinstance(session, str) or not 0 < len(session) <= 64:
+        raise InvalidArgumentError("a reader session is a str of 1 to 64 characters")
 
 
 def _check_offsets(offsets: object, *, allow_none: bool) -> None:

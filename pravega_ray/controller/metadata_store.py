@@ -8,10 +8,16 @@ the loser gets :class:`ConflictingUpdateError` (compare-and-set, as Pravega's
 store does with versions). Older versions are deleted after a successful update.
 Deleting a record writes a tombstone version, then removes older ones.
 
-A stored version that is not a JSON object (cut short, overwritten, flipped) is
-:class:`DataCorruptionError` naming the record and its object, from :meth:`get` and
-from every update of that record; it is never overwritten silently. Listing still
-shows the key, so its scope is not empty and the damage stays visible.
+Stored form of a version: ``crc32:<8 hex digits>\n<JSON object>``, the CRC-32 (zlib) of
+the JSON bytes first, so a version cut short anywhere, or changed in any byte, fails
+the check. Versions written before checksums are the bare JSON object (they start with
+``{``) and still load; every update writes the checksummed form.
+
+A stored version that fails its checksum or is not a JSON object (cut short,
+overwritten, flipped) is :class:`DataCorruptionError` naming the record and its object,
+from :meth:`get` and from every update of that record; it is never overwritten
+silently. Listing still shows the key, so its scope is not empty and the damage stays
+visible.
 
 A later issue moves these records into table segments of the system scope;
 the :class:`MetadataStore` interface stays.
@@ -20,6 +26,8 @@ the :class:`MetadataStore` interface stays.
 from __future__ import annotations
 
 import json
+import string
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +37,9 @@ from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
 
 _ROOT = f"{SYSTEM_SCOPE}/controller"
 _TOMBSTONE = b"\x00deleted"
+_CHECKSUM_TAG = b"crc32:"
+_CHECKSUM_HEADER_BYTES = len(_CHECKSUM_TAG) + 8 + 1  # tag, 8 hex digits, newline
+_HEX_DIGITS = frozenset(string.hexdigits.encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +75,7 @@ class MetadataStore:
         raw = self._storage.read(latest, 0, self._storage.length(latest))
         if raw == _TOMBSTONE:
             return None
-        try:
-            value = json.loads(raw)
-        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
-            raise damaged(key, f"not JSON ({e})", latest) from None
-        if not isinstance(value, dict):
-            raise damaged(key, f"not a JSON object ({type(value).__name__})", latest)
-        return Versioned(value, int(latest.rsplit("/", 1)[1]))
+        return Versioned(_decode(key, latest, raw), int(latest.rsplit("/", 1)[1]))
 
     def exists(self, key: str) -> bool:
         """Whether the record exists (damaged or not)."""
@@ -98,7 +103,7 @@ class MetadataStore:
         elif current is None or current.version != expected_version:
             raise ConflictingUpdateError(f"record {key} changed concurrently")
         version = latest + 1
-        data = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        data = _encode(value)
         try:
             self._storage.create(f"{self._prefix(key)}{version:020d}", data)
         except AlreadyExistsError:
@@ -128,6 +133,33 @@ class MetadataStore:
             if len(parts) == 2 and parts[1].isdigit():
                 keys.add(f"{prefix}/{parts[0]}")
         return sorted(k for k in keys if self.exists(k))
+
+
+def _encode(value: dict[str, Any]) -> bytes:
+    body = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    return b"%s%08x\n%s" % (_CHECKSUM_TAG, zlib.crc32(body), body)
+
+
+def _decode(key: str, chunk: str, raw: bytes) -> dict[str, Any]:
+    """The record value stored as ``raw``; DataCorruptionError naming ``key`` and ``chunk``."""
+    if raw.startswith(_CHECKSUM_TAG):
+        header, body = raw[:_CHECKSUM_HEADER_BYTES], raw[_CHECKSUM_HEADER_BYTES:]
+        digits = header[len(_CHECKSUM_TAG) : -1]
+        if not header.endswith(b"\n") or len(digits) != 8 or not set(digits) <= _HEX_DIGITS:
+            raise damaged(key, "malformed checksum header", chunk)
+        if zlib.crc32(body) != int(digits, 16):
+            raise damaged(key, "checksum mismatch (cut short or changed)", chunk)
+    elif raw.startswith(b"{"):
+        body = raw  # written before records carried checksums
+    else:
+        raise damaged(key, "neither a checksummed record nor a JSON object", chunk)
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+        raise damaged(key, f"not JSON ({e})", chunk) from None
+    if not isinstance(value, dict):
+        raise damaged(key, f"not a JSON object ({type(value).__name__})", chunk)
+    return value
 
 
 def damaged(key: str, reason: str, chunk: str | None = None) -> DataCorruptionError:

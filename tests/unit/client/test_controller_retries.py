@@ -1,0 +1,200 @@
+"""RetryingControllerConnection: only calls safe to repeat are repeated after an unknown
+outcome, a bounded number of times with a log line each, and repeating them changes nothing.
+
+The fault: the controller performs the call, then its reply is lost
+(ControllerUnavailableError, as when the actor dies right after answering).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+import pravega_ray as pr
+from pravega_ray.client.client_factory import ClientFactory
+from pravega_ray.client.controller_connection import SAFE_TO_REPEAT, RetryingControllerConnection
+from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
+from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.errors import ControllerUnavailableError
+from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.storage.memory import InMemoryChunkStorage
+from tests.unit.controller.test_controller import FakeSegmentStore
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class ReplyLost:
+    """Performs every call; the replies of the next ``lose[method]`` calls are lost."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.lose: dict[str, int] = {}
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, method: str) -> Any:
+        target = getattr(self._inner, method)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[method] = self.calls.get(method, 0) + 1
+            result = target(*args, **kwargs)
+            if self.lose.get(method, 0) > 0:
+                self.lose[method] -= 1
+                raise ControllerUnavailableError(f"reply of {method} lost")
+            return result
+
+        return call
+
+
+@pytest.fixture
+def lossy():  # type: ignore[no-untyped-def]
+    cluster = InProcessCluster(container_count=2)
+    lost = ReplyLost(cluster._locked)
+    clients = ClientFactory(RetryingControllerConnection(lost, pause_s=0.0), cluster._segments)
+    yield clients, lost
+    cluster.shutdown()
+
+
+def _controller() -> tuple[RetryingControllerConnection, ReplyLost]:
+    lost = ReplyLost(Controller(MetadataStore(InMemoryChunkStorage()), FakeSegmentStore(), 4))
+    return RetryingControllerConnection(lost, pause_s=0.0), lost
+
+
+def test_read_next_event_goes_on_when_a_release_reply_is_lost(lossy) -> None:
+    clients, lost = lossy
+    mgr = clients.stream_manager()
+    mgr.create_scope("sc")
+    mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(4)))
+    clients.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    events = [f"e{i}".encode() for i in range(200)]
+    with clients.create_writer("sc", "st") as writer:
+        for i, event in enumerate(events):
+            writer.write_event(event, routing_key=f"k{i}")
+    first = clients.create_reader("r1", "sc", "rg")
+    got = [first.read_next_event(timeout_s=5).event for _ in range(100)]  # type: ignore[union-attr]
+    second = clients.create_reader("r2", "sc", "rg")
+    lost.lose["reader_group_release"] = 2  # r1 gives two segments up; both replies lost
+    idle = 0
+    while idle < 30:
+        progressed = False
+        for reader in (first, second):
+            event = reader.read_next_event(timeout_s=0.05)
+            if event is not None:
+                got.append(event.event)
+                progressed = True
+        idle = 0 if progressed else idle + 1
+    assert lost.calls["reader_group_release"] == 4  # each repeated once, harmlessly
+    assert sorted(got) == sorted(events)
+    first.close()
+    second.close()
+
+
+def test_reader_group_sync_reply_lost_does_not_strand_segments() -> None:
+    controller, lost = _controller()
+    controller.create_scope("sc")
+    controller.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(3)))
+    controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    lost.lose["reader_group_add_reader"] = 1
+    group_id = controller.reader_group_add_reader("sc", "rg", "r1", "session-1")
+    lost.lose["reader_group_sync"] = 1  # the reply assigning all three segments is lost
+    answer = controller.reader_group_sync(
+        "sc", "rg", "r1", "session-1", {}, [], group_id=group_id
+    )
+    assert len(answer.owned) == 3 and lost.calls["reader_group_sync"] == 2
+    state = controller.get_reader_group("sc", "rg")
+    assert state["assigned"] == {"r1": answer.owned} and state["unassigned"] == {}
+    lost.lose["reader_group_remove_reader"] = 1
+    assert not controller.reader_group_remove_reader(
+        "sc", "rg", "r1", "session-1", {}, group_id=group_id
+    )  # the repeat finds it gone: False, no error
+    assert controller.reader_group_online_readers("sc", "rg") == []
+
+
+def test_create_reply_lost_answers_true_and_seal_reply_lost_answers_true() -> None:
+    controller, lost = _controller()
+    for method in ("create_scope", "create_stream", "create_key_value_table"):
+        lost.lose[method] = 1
+    assert controller.create_scope("sc")
+    assert controller.create_stream("sc", "st", None)
+    assert controller.create_key_value_table("sc", "t", 2)
+    lost.lose["create_reader_group"] = 1
+    assert controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    lost.lose["seal_stream"] = 1
+    assert controller.seal_stream("sc", "st")
+    assert lost.calls == {
+        "create_scope": 2,
+        "create_stream": 2,
+        "create_key_value_table": 2,
+        "create_reader_group": 2,
+        "seal_stream": 2,
+    }
+    assert not controller.create_scope("sc")  # another create of it: exists
+
+
+NOT_REPEATED = [
+    "delete_scope",
+    "delete_key_value_table",
+    "delete_reader_group",
+    "reader_group_reader_offline",
+]
+
+
+@pytest.mark.parametrize("method", NOT_REPEATED)
+def test_delete_outcome_unknown_is_not_repeated(method: str) -> None:
+    controller, lost = _controller()
+    controller.create_scope("sc")
+    controller.create_stream("sc", "st", None)
+    controller.create_key_value_table("sc", "t", 1)
+    controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    controller.reader_group_add_reader("sc", "rg", "r1", "session-1")
+    args = {
+        "delete_scope": ("other",),
+        "delete_key_value_table": ("sc", "t"),
+        "delete_reader_group": ("sc", "rg"),
+        "reader_group_reader_offline": ("sc", "rg", "r1", None),
+    }[method]
+    if method == "delete_scope":
+        controller.create_scope("other")
+    lost.lose[method] = 1
+    with pytest.raises(ControllerUnavailableError):
+        getattr(controller, method)(*args)
+    assert lost.calls[method] == 1
+    assert method not in SAFE_TO_REPEAT
+
+
+class Unreachable:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def list_scopes(self) -> list[str]:
+        self.calls += 1
+        raise ControllerUnavailableError("controller restarting")
+
+
+def test_list_scopes_while_the_controller_stays_down_gives_up_after_the_attempts_max(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    raw = Unreachable()
+    pauses: list[float] = []
+    connection = RetryingControllerConnection(raw, sleep=pauses.append)
+    with (
+        caplog.at_level(logging.INFO, "pravega_ray.client.controller_connection"),
+        pytest.raises(ControllerUnavailableError),
+    ):
+        connection.list_scopes()
+    assert raw.calls == CONTROLLER_CALL_ATTEMPTS_MAX
+    assert len(pauses) == CONTROLLER_CALL_ATTEMPTS_MAX - 1
+    retries = [r for r in caplog.records if "list_scopes" in r.getMessage()]
+    assert len(retries) == CONTROLLER_CALL_ATTEMPTS_MAX - 1
+
+
+def test_unwrap_ray_error_of_a_dead_controller_is_controller_unavailable() -> None:
+    from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+
+    from actors.ray_calls import unwrap_ray_error
+
+    for error in (RayActorError(), ActorUnavailableError("gone", None), GetTimeoutError("slow")):
+        unwrapped = unwrap_ray_error(error, ControllerUnavailableError)
+        assert isinstance(unwrapped, ControllerUnavailableError)
