@@ -342,3 +342,37 @@ def test_container_with_a_damaged_log_keeps_raising_the_damage(tmp_path: Path) -
                 await call
 
     _run(calls())
+
+
+@pytest.mark.parametrize("damage", ["flip", "cut", "delete-newest"])
+def test_damaged_controller_record_is_named_and_the_rest_of_the_controller_works(
+    tier: Tier, damage: str
+) -> None:
+    import pravega_ray as pr
+    from pravega_ray.controller.controller import Controller
+    from pravega_ray.controller.metadata_store import MetadataStore
+    from tests.unit.controller.test_controller import FakeSegmentStore
+
+    segments = FakeSegmentStore()
+    first = Controller(MetadataStore(tier.storage), segments, 4)
+    first.create_scope("sc")
+    first.create_stream("sc", "bad", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
+    first.create_stream("sc", "good", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
+    first.seal_stream("sc", "bad")  # two versions written; the older one is removed
+    victim = tier.names("_system/controller/streams/sc/bad/")[-1]
+    if damage == "flip":
+        tier.flip(victim, -5)
+    elif damage == "cut":
+        tier.cut(victim)
+    else:  # the newest version lost: nothing older is left to fall back to silently
+        tier.delete(victim)
+    restarted = Controller(MetadataStore(tier.storage), segments, 4)
+    assert restarted.get_stream_info("sc", "good").state is pr.StreamState.ACTIVE
+    assert restarted.create_stream("sc", "new", None)
+    if damage == "delete-newest":
+        with pytest.raises(pr.StreamNotFoundError):  # a deleted record reads as absent
+            restarted.get_stream_info("sc", "bad")
+        return
+    with pytest.raises(DataCorruptionError, match="streams/sc/bad") as raised:
+        restarted.get_stream_info("sc", "bad")
+    assert victim in str(raised.value)
