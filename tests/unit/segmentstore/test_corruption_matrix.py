@@ -376,3 +376,39 @@ def test_damaged_controller_record_is_named_and_the_rest_of_the_controller_works
     with pytest.raises(DataCorruptionError, match="streams/sc/bad") as raised:
         restarted.get_stream_info("sc", "bad")
     assert victim in str(raised.value)
+
+
+def test_a_format_3_checkpoint_without_checksums_still_recovers() -> None:
+    """Chunk entries of three fields and no attribute root: read, checked by length only."""
+    from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
+    from pravega_ray.segmentstore import operations as ops
+    from pravega_ray.storage.memory import InMemoryChunkStorage
+
+    data = frame_events([b"old-1", b"old-2"])
+    storage = InMemoryChunkStorage()
+    chunk = f"segments/{DAMAGED}/{0:020d}"
+    storage.create(chunk, data)
+    entry = {"n": DAMAGED, "t": 1, "so": 0, "r": "normal", "l": len(data), "s": False, "e": 2,
+             "a": {}, "sl": len(data), "c": [[0, len(data), chunk]]}
+    store = InMemoryLogStore()
+    store.records[7] = ops.encode([ops.MetadataCheckpoint((entry,))])
+    store.next_sequence = 8
+    container = SegmentContainer(ContainerConfig(0), InMemoryDurableLog(store), storage)
+    container.recover()
+
+    async def read() -> None:
+        assert await _events(container, DAMAGED) == [b"old-1", b"old-2"]
+        await container.close()
+
+    _run(read())
+    storage.delete(chunk)
+    storage.create(chunk, data[:-1])  # still checked by length
+    again = SegmentContainer(ContainerConfig(0), InMemoryDurableLog(store), storage)
+    again.recover()
+
+    async def read_damaged() -> None:
+        with pytest.raises(DataCorruptionError, match="holds"):
+            await _events(again, DAMAGED)
+        await again.close()
+
+    _run(read_damaged())
