@@ -57,6 +57,19 @@ def lossy():  # type: ignore[no-untyped-def]
     cluster.shutdown()
 
 
+def _stream_with_events(clients: ClientFactory, count: int) -> list[bytes]:
+    """Scope sc, stream sc/st of 4 segments with ``count`` events, reader group sc/rg."""
+    mgr = clients.stream_manager()
+    mgr.create_scope("sc")
+    mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(4)))
+    clients.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    events = [f"e{i}".encode() for i in range(count)]
+    with clients.create_writer("sc", "st") as writer:
+        for i, event in enumerate(events):
+            writer.write_event(event, routing_key=f"k{i}")
+    return events
+
+
 def _controller() -> tuple[RetryingControllerConnection, ReplyLost]:
     lost = ReplyLost(Controller(MetadataStore(InMemoryChunkStorage()), FakeSegmentStore(), 4))
     return RetryingControllerConnection(lost, pause_s=0.0), lost
@@ -64,14 +77,7 @@ def _controller() -> tuple[RetryingControllerConnection, ReplyLost]:
 
 def test_read_next_event_goes_on_when_a_release_reply_is_lost(lossy) -> None:
     clients, lost = lossy
-    mgr = clients.stream_manager()
-    mgr.create_scope("sc")
-    mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(4)))
-    clients.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
-    events = [f"e{i}".encode() for i in range(200)]
-    with clients.create_writer("sc", "st") as writer:
-        for i, event in enumerate(events):
-            writer.write_event(event, routing_key=f"k{i}")
+    events = _stream_with_events(clients, 200)
     first = clients.create_reader("r1", "sc", "rg")
     got = [first.read_next_event(timeout_s=5).event for _ in range(100)]  # type: ignore[union-attr]
     second = clients.create_reader("r2", "sc", "rg")
@@ -198,3 +204,58 @@ def test_unwrap_ray_error_of_a_dead_controller_is_controller_unavailable() -> No
     for error in (RayActorError(), ActorUnavailableError("gone", None), GetTimeoutError("slow")):
         unwrapped = unwrap_ray_error(error, ControllerUnavailableError)
         assert isinstance(unwrapped, ControllerUnavailableError)
+
+
+def test_creates_that_landed_answer_true_when_repeated(lossy) -> None:
+    cluster, losing = lossy
+    mgr = cluster.stream_manager()
+    for method in ("create_scope", "create_stream", "create_key_value_table"):
+        losing.lose[method] = 1
+    assert mgr.create_scope("sc")
+    assert mgr.create_stream("sc", "st", None)
+    assert mgr.create_key_value_table("sc", "t", 2)
+    losing.lose["create_reader_group"] = 1
+    assert cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    assert losing.calls["create_scope"] == 2
+    assert not mgr.create_scope("sc")  # a new create of an existing scope is still False
+
+
+
+def test_readers_carry_on_through_lost_replies_of_every_reader_group_call(lossy) -> None:
+    cluster, losing = lossy
+    events = _stream_with_events(cluster, 400)
+    losing.lose.update({"reader_group_add_reader": 1, "reader_group_sync": 3})
+    first = cluster.create_reader("r1", "sc", "rg")
+    got = [first.read_next_event(timeout_s=5).event for _ in range(50)]
+    # A second reader joins: the first must release segments, and those replies are lost.
+    losing.lose.update({"reader_group_release": 2, "reader_group_sync": 2})
+    second = cluster.create_reader("r2", "sc", "rg")
+    readers = [first, second]
+    idle = 0
+    while idle < 50:  # about a second with nothing new for either reader
+        progressed = False
+        for reader in readers:
+            event = reader.read_next_event(timeout_s=0.01)
+            if event is not None:
+                got.append(event.event)
+                progressed = True
+        idle = 0 if progressed else idle + 1
+    losing.lose["reader_group_remove_reader"] = 2
+    first.close()
+    second.close()
+    assert sorted(got) == sorted(events)  # every event once: nothing stranded, nothing twice
+    assert losing.calls["reader_group_release"] >= 2
+
+
+
+def test_deletes_are_not_repeated_after_an_unknown_outcome(lossy) -> None:
+    cluster, losing = lossy
+    mgr = cluster.stream_manager()
+    mgr.create_scope("sc")
+    losing.lose["delete_scope"] = 1
+    with pytest.raises(ControllerUnavailableError):
+        mgr.delete_scope("sc")
+    assert losing.calls["delete_scope"] == 1
+    assert mgr.list_scopes() == []  # it had landed; the caller was told the outcome is unknown
+    assert "delete_scope" not in SAFE_TO_REPEAT and "delete_reader_group" not in SAFE_TO_REPEAT
+

@@ -18,20 +18,9 @@ from pravega_ray.errors import (
     NotFoundError,
 )
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
-from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.storage.s3 import S3ChunkStorage
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture(params=["memory", "filesystem", pytest.param("s3", marks=pytest.mark.s3)])
-def storage(request, tmp_path: Path):
-    if request.param == "memory":
-        return InMemoryChunkStorage()
-    if request.param == "filesystem":
-        return FileSystemChunkStorage(tmp_path / "tier2")
-    client, bucket = request.getfixturevalue("s3_bucket")
-    return S3ChunkStorage(bucket, "tier2", client=client)
 
 
 def test_create_then_read_ranges(storage) -> None:
