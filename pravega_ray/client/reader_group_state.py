@@ -69,12 +69,27 @@ class ReaderGroupState:
     sessions: dict[str, str] = field(default_factory=dict)
     group_id: str = ""
     """This incarnation of the group (records from before group ids have ``""``)."""
+    request_id: str | None = None
+    """The create request that made it (a repeated create that landed answers True)."""
 
     @classmethod
     def new(
-        cls, scope: str, name: str, streams: list[str], segments: list[str], group_id: str = ""
+        cls,
+        scope: str,
+        name: str,
+        streams: list[str],
+        segments: list[str],
+        group_id: str = "",
+        request_id: str | None = None,
     ) -> ReaderGroupState:
-        return cls(scope, name, list(streams), {s: 0 for s in segments}, group_id=group_id)
+        return cls(
+            scope,
+            name,
+            list(streams),
+            {s: 0 for s in segments},
+            group_id=group_id,
+            request_id=request_id,
+        )
 
     def check_group_id(self, group_id: str | None) -> None:
         """ReaderGroupNotFoundError unless ``group_id`` is this incarnation's (None: unchecked).
@@ -195,6 +210,7 @@ class ReaderGroupState:
             "completed": sorted(self.completed),
             "sessions": self.sessions,
             "group_id": self.group_id,
+            "request_id": self.request_id,
         }
 
     @classmethod
@@ -214,6 +230,7 @@ class ReaderGroupState:
             {_str(s) for s in _typed(d["completed"], list)},
             {_str(r): _str(s) for r, s in _typed(d.get("sessions", {}), dict).items()},
             _str(d.get("group_id", "")),
+            None if d.get("request_id") is None else _str(d["request_id"]),
         )
         held = [s for o in state.assigned.values() for s in o] + list(state.unassigned)
         if len(held) != len(set(held)):

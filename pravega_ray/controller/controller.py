@@ -100,17 +100,6 @@ class SegmentStoreAdmin(Protocol):
     def delete_segment(self, segment: str) -> None: ...
 
 
-@contextlib.contextmanager
-def _parsing(key: str) -> Iterator[None]:
-    """A stored record whose fields do not parse is DataCorruptionError naming it."""
-    try:
-        yield
-    except DataCorruptionError:
-        raise
-    except (InvalidArgumentError, KeyError, TypeError, ValueError, IndexError) as e:
-        raise damaged(key, f"{type(e).__name__}: {e}") from None
-
-
 def _check_request_id(request_id: object) -> None:
     if request_id is not None and not (isinstance(request_id, str) and 0 < len(request_id) <= 64):
         raise InvalidArgumentError("request_id must be None or a str of 1 to 64 characters")
@@ -188,14 +177,11 @@ class Controller:
             if finish is None:
                 return 0
             finish(scope, name)
-        except DataCorruptionError as e:
-            self._quarantine(key, e)
-            return 0
         except RetriableError as e:
             log.warning("controller: resuming %s failed (%r); will retry", key, e)
             self._unresumed[key] = "retry"
             return 0
-        except PravegaError as e:  # e.g. a container reports damage: leave it, say so
+        except PravegaError as e:  # damage, here or reported by a container: leave it, say so
             self._quarantine(key, e)
             return 0
         self._unresumed.pop(key, None)
@@ -209,6 +195,21 @@ class Controller:
             self._unresumed[key] = "retry"
             raise
         self._unresumed.pop(key, None)
+
+    @contextlib.contextmanager
+    def _parsing(self, key: str) -> Iterator[None]:
+        """Reading or parsing record ``key``: damage is DataCorruptionError naming it, and
+        the record is quarantined (fields that do not parse count as damage)."""
+        try:
+            try:
+                yield
+            except DataCorruptionError:
+                raise
+            except (InvalidArgumentError, KeyError, TypeError, ValueError, IndexError) as e:
+                raise damaged(key, f"{type(e).__name__}: {e}") from None
+        except DataCorruptionError as e:
+            self._quarantine(key, e)
+            raise
 
     def _quarantine(self, key: str, error: BaseException) -> None:
         if key not in self._damaged:
@@ -225,11 +226,8 @@ class Controller:
 
     def _read(self, key: str) -> dict[str, Any] | None:
         """A record's value (None if absent); damage is remembered and raised."""
-        try:
+        with self._parsing(key):
             record = self._store.get(key)
-        except DataCorruptionError as e:
-            self._quarantine(key, e)
-            raise
         return None if record is None else record.value
 
     # --- scopes --------------------------------------------------------------------------------
@@ -280,7 +278,7 @@ class Controller:
         record = self._read(key)
         if record is None:
             return 0
-        with _parsing(key):
+        with self._parsing(key):
             start = record["next_segment_number"]
             if isinstance(start, bool) or not isinstance(start, int) or start < 0:
                 raise ValueError(f"next_segment_number {start!r} is not an int >= 0")
@@ -361,7 +359,7 @@ class Controller:
         record = self._store.get(key)
         if record is None:
             raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
-        with _parsing(key):
+        with self._parsing(key):
             current = StreamState(record.value["state"])
         if to not in STATE_TRANSITIONS[current]:
             raise IllegalStateTransitionError(
@@ -383,32 +381,27 @@ class Controller:
 
     def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
         record = self._record(scope, stream)
-        key = f"streams/{scope}/{stream}"
-        try:
-            with _parsing(key):
-                epochs = record["epochs"]
-                return StreamInfo(
-                    scope=scope,
-                    stream=stream,
-                    state=StreamState(record["state"]),
-                    configuration=StreamConfiguration.from_dict(record["config"]),
-                    epoch=len(epochs) - 1,
-                    segments=tuple(
-                        SegmentRange(
-                            scope,
-                            stream,
-                            int(sid),
-                            stream_segment_name(scope, stream, int(sid)),
-                            float(lo),
-                            float(hi),
-                        )
-                        for sid, lo, hi in epochs[-1]
-                    ),
-                    creation_time_ms=int(record["created_ms"]),
-                )
-        except DataCorruptionError as e:
-            self._quarantine(key, e)
-            raise
+        with self._parsing(f"streams/{scope}/{stream}"):
+            epochs = record["epochs"]
+            return StreamInfo(
+                scope=scope,
+                stream=stream,
+                state=StreamState(record["state"]),
+                configuration=StreamConfiguration.from_dict(record["config"]),
+                epoch=len(epochs) - 1,
+                segments=tuple(
+                    SegmentRange(
+                        scope,
+                        stream,
+                        int(sid),
+                        stream_segment_name(scope, stream, int(sid)),
+                        float(lo),
+                        float(hi),
+                    )
+                    for sid, lo, hi in epochs[-1]
+                ),
+                creation_time_ms=int(record["created_ms"]),
+            )
 
     def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
         return self.get_stream_info(scope, stream).segments
@@ -499,27 +492,21 @@ class Controller:
         record = self._read(key)
         if record is None:
             raise KeyValueTableNotFoundError(f"key-value table {scope}/{table} does not exist")
-        try:
-            with _parsing(key):
-                partitions = record["partitions"]
-                base = record.get("segment_base", 0)  # records from before it: 0
-                if not (_is_int(partitions) and 1 <= partitions <= KVT_PARTITIONS_MAX):
-                    raise ValueError(f"partitions {partitions!r} out of range")
-                if not (_is_int(base) and base >= 0 and base + partitions <= SEGMENT_NUMBERS):
-                    raise ValueError(f"segment_base {base!r} out of range")
-                return KeyValueTableInfo(
-                    scope=scope,
-                    name=table,
-                    state=KeyValueTableState(record["state"]),
-                    partitions=partitions,
-                    segments=tuple(
-                        kvt_segment_name(scope, table, i, base) for i in range(partitions)
-                    ),
-                    creation_time_ms=int(record["created_ms"]),
-                )
-        except DataCorruptionError as e:
-            self._quarantine(key, e)
-            raise
+        with self._parsing(key):
+            partitions = record["partitions"]
+            base = record.get("segment_base", 0)  # records from before it: 0
+            if not (_is_int(partitions) and 1 <= partitions <= KVT_PARTITIONS_MAX):
+                raise ValueError(f"partitions {partitions!r} out of range")
+            if not (_is_int(base) and base >= 0 and base + partitions <= SEGMENT_NUMBERS):
+                raise ValueError(f"segment_base {base!r} out of range")
+            return KeyValueTableInfo(
+                scope=scope,
+                name=table,
+                state=KeyValueTableState(record["state"]),
+                partitions=partitions,
+                segments=tuple(kvt_segment_name(scope, table, i, base) for i in range(partitions)),
+                creation_time_ms=int(record["created_ms"]),
+            )
 
     def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
         """As :meth:`get_key_value_table`, but IllegalStateError unless it is ACTIVE."""
@@ -594,33 +581,25 @@ class Controller:
         for scoped in config.streams:
             s_scope, s_stream = parse_scoped_stream(scoped)
             segments += [s.name for s in self.get_current_segments(s_scope, s_stream)]
-        state = ReaderGroupState.new(scope, group, list(config.streams), segments, self._new_id())
-        self._store.put(key, {**state.to_dict(), "request_id": request_id}, None)
+        state = ReaderGroupState.new(
+            scope, group, list(config.streams), segments, self._new_id(), request_id
+        )
+        self._store.put(key, state.to_dict(), None)
         return True
 
     def _group(self, scope: str, group: str) -> tuple[ReaderGroupState, int]:
         self._check_scope(scope)
         validate_name("reader group", group)
         key = f"readergroups/{scope}/{group}"
-        try:
+        with self._parsing(key):
             record = self._store.get(key)
-        except DataCorruptionError as e:
-            self._quarantine(key, e)
-            raise
         if record is None:
             raise ReaderGroupNotFoundError(f"reader group {scope}/{group} does not exist")
-        try:
-            with _parsing(key):
-                return ReaderGroupState.from_dict(record.value), record.version
-        except DataCorruptionError as e:
-            self._quarantine(key, e)
-            raise
+        with self._parsing(key):
+            return ReaderGroupState.from_dict(record.value), record.version
 
     def _save_group(self, state: ReaderGroupState, version: int) -> None:
-        key = f"readergroups/{state.scope}/{state.name}"
-        current = self._store.get(key)
-        extra = {"request_id": current.value.get("request_id")} if current is not None else {}
-        self._store.put(key, {**state.to_dict(), **extra}, version)
+        self._store.put(f"readergroups/{state.scope}/{state.name}", state.to_dict(), version)
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
         """The group's state as stored (``group_id``, owners, offsets)."""
@@ -742,7 +721,7 @@ class Controller:
         offset: int,
         group_id: str | None = None,
     ) -> None:
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        if not _is_int(offset) or offset < 0:
             raise InvalidArgumentError("offset must be an int >= 0")
         state, version = self._group(scope, group)
         state.check_group_id(group_id)
@@ -763,7 +742,6 @@ def _check_offsets(offsets: object, *, allow_none: bool) -> None:
     if offsets is None and allow_none:
         return
     if not isinstance(offsets, dict) or not all(
-        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-        for k, v in offsets.items()
+        isinstance(k, str) and _is_int(v) and v >= 0 for k, v in offsets.items()
     ):
         raise InvalidArgumentError("offsets must be a dict of segment name -> offset >= 0")
