@@ -10,7 +10,7 @@ accepted (which would stop the container). Each check raises
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence, Sized
+from collections.abc import Sized
 from typing import Any
 
 from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX, ATTRIBUTE_UPDATES_MAX
@@ -61,11 +61,17 @@ def check_count(name: str, items: Sized, high: int = ATTRIBUTE_UPDATES_MAX) -> N
         raise InvalidArgumentError(f"{name}: {len(items)} items, at most {high} per call")
 
 
+def check_list(name: str, items: object, high: int = ATTRIBUTE_UPDATES_MAX) -> list[Any]:
+    """``items`` as a list if it is a list or tuple of at most ``high`` items."""
+    if not isinstance(items, (list, tuple)):
+        raise InvalidArgumentError(f"{name} must be a list or tuple, got {type(items).__name__}")
+    check_count(name, items, high)
+    return list(items)
+
+
 def check_attribute_updates(updates: object) -> tuple[AttributeUpdate, ...]:
-    """A sequence of at most ``ATTRIBUTE_UPDATES_MAX`` :class:`AttributeUpdate`."""
-    if not isinstance(updates, Sequence) or isinstance(updates, (str, bytes)):
-        raise InvalidArgumentError("attribute updates must be a list or tuple of AttributeUpdate")
-    check_count("attribute updates", updates)
+    """A list or tuple of at most ``ATTRIBUTE_UPDATES_MAX`` :class:`AttributeUpdate`."""
+    updates = check_list("attribute updates", updates)
     for update in updates:
         if not isinstance(update, AttributeUpdate):
             raise InvalidArgumentError(f"expected an AttributeUpdate, got {type(update).__name__}")

@@ -217,12 +217,10 @@ def _naming(segment: str) -> Iterator[None]:
     except DataCorruptionError as e:
         if segment in str(e):
             raise
-        details = {k: v for k, v in vars(e).items()}
-        details.setdefault("chunk", f"{CHUNK_PREFIX}{segment}/")
+        prefix = f"{CHUNK_PREFIX}{segment}/"
+        details = {"chunk": prefix, **vars(e), "segment": segment}
         raise DataCorruptionError(
-            f"attribute index of {segment} (chunks under {CHUNK_PREFIX}{segment}/): {e}",
-            segment=segment,
-            **{k: v for k, v in details.items() if k != "segment"},
+            f"attribute index of {segment} (chunks under {prefix}): {e}", **details
         ) from e
 
 

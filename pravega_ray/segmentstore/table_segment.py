@@ -83,7 +83,7 @@ from pravega_ray.errors import (
     InvalidArgumentError,
     NoSuchKeyError,
 )
-from pravega_ray.segmentstore.arguments import check_int, check_offset
+from pravega_ray.segmentstore.arguments import check_int, check_list, check_offset
 from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
 from pravega_ray.segmentstore.contracts import (
@@ -172,14 +172,6 @@ def decode_entries(data: bytes, offset: int) -> tuple[list[TableEntry], int]:
     return entries, position
 
 
-def _check_list(name: str, items: object, high: int) -> list:  # type: ignore[type-arg]
-    if not isinstance(items, (list, tuple)):
-        raise InvalidArgumentError(f"{name} must be a list or tuple, got {type(items).__name__}")
-    if len(items) > high:
-        raise InvalidArgumentError(f"{name}: {len(items)} items, at most {high} per call")
-    return list(items)
-
-
 def _check_key(key: object) -> None:
     if not isinstance(key, bytes) or not 0 < len(key) <= TABLE_KEY_BYTES_MAX:
         raise InvalidArgumentError(f"table keys are 1 to {TABLE_KEY_BYTES_MAX} bytes")
@@ -233,7 +225,7 @@ class TableSegments:
         returns the first attempt's result instead of applying it again.
         """
         self._check_table(segment)
-        updates = [_check_update(u) for u in _check_list("updates", updates, TABLE_BATCH_KEYS_MAX)]
+        updates = [_check_update(u) for u in check_list("updates", updates, TABLE_BATCH_KEYS_MAX)]
         if len({u.key for u in updates}) != len(updates):
             raise InvalidArgumentError("a table update batch names a key twice")
         encoded = [encode_entry(u.key, u.value) for u in updates]
@@ -272,7 +264,7 @@ class TableSegments:
     async def get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:
         """The latest entry of each key (None where absent), in the order asked."""
         self._check_table(segment)
-        keys = _check_list("keys", keys, TABLE_GET_KEYS_MAX)
+        keys = check_list("keys", keys, TABLE_GET_KEYS_MAX)
         for key in keys:
             _check_key(key)
         hashes = [key_hash(k) for k in keys]
