@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pravega_ray.client.events import check_offsets
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderAlreadyExistsError,
@@ -225,8 +226,11 @@ class ReaderGroupState:
             _str(d["scope"]),
             _str(d["name"]),
             [_str(s) for s in _typed(d["streams"], list)],
-            _offsets(d["unassigned"]),
-            {_str(r): _offsets(o) for r, o in _typed(d["assigned"], dict).items()},
+            check_offsets(d["unassigned"], "unassigned offsets"),
+            {
+                _str(r): check_offsets(o, "assigned offsets")
+                for r, o in _typed(d["assigned"], dict).items()
+            },
             {_str(s) for s in _typed(d["completed"], list)},
             {_str(r): _str(s) for r, s in _typed(d.get("sessions", {}), dict).items()},
             _str(d.get("group_id", "")),
@@ -246,10 +250,3 @@ def _typed(value: Any, kind: type) -> Any:
 
 def _str(value: Any) -> str:
     return _typed(value, str)  # type: ignore[no-any-return]
-
-
-def _offsets(value: Any) -> dict[str, int]:
-    offsets = {_str(k): v for k, v in _typed(value, dict).items()}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in offsets.values()):
-        raise ValueError("offsets must be ints >= 0")
-    return offsets

@@ -41,6 +41,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
+from pravega_ray.client.events import check_offsets
 from pravega_ray.client.reader_group_state import Assignment, ReaderGroupState
 from pravega_ray.constants import KVT_PARTITIONS_MAX, READER_GROUP_OFFSETS_SAVE_INTERVAL_S
 from pravega_ray.controller.metadata_store import MetadataStore, damaged
@@ -639,7 +640,8 @@ class Controller:
         group_id: str | None = None,
     ) -> bool:
         """Declare ``reader_id`` gone; its segments return at ``offsets`` (or as last synced)."""
-        _check_offsets(offsets, allow_none=True)
+        if offsets is not None:
+            check_offsets(offsets)
         state, version = self._group(scope, group)
         state.check_group_id(group_id)
         if not state.reader_offline(reader_id, offsets):
@@ -670,7 +672,8 @@ class Controller:
         offsets: dict[str, int] | None,
         group_id: str | None = None,
     ) -> bool:
-        _check_offsets(offsets, allow_none=True)
+        if offsets is not None:
+            check_offsets(offsets)
         state, version = self._group(scope, group)
         state.check_group_id(group_id)
         if not state.remove_reader(reader_id, session, offsets):
@@ -688,7 +691,7 @@ class Controller:
         completed: list[str],
         group_id: str | None = None,
     ) -> Assignment:
-        _check_offsets(offsets, allow_none=False)
+        check_offsets(offsets)
         if not isinstance(completed, list) or not all(isinstance(c, str) for c in completed):
             raise InvalidArgumentError("completed must be a list of segment names")
         state, version = self._group(scope, group)
@@ -736,12 +739,3 @@ def _is_int(value: object) -> bool:
 def _check_session(session: object) -> None:
     if not isinstance(session, str) or not 0 < len(session) <= 64:
         raise InvalidArgumentError("a reader session is a str of 1 to 64 characters")
-
-
-def _check_offsets(offsets: object, *, allow_none: bool) -> None:
-    if offsets is None and allow_none:
-        return
-    if not isinstance(offsets, dict) or not all(
-        isinstance(k, str) and _is_int(v) and v >= 0 for k, v in offsets.items()
-    ):
-        raise InvalidArgumentError("offsets must be a dict of segment name -> offset >= 0")
