@@ -1,4 +1,4 @@
-"""Calling actors and getting pravega-ray's typed errors back.
+"""Calling actors and getting pravega-ray's typed errors back: the one place Ray errors unwrap.
 
 Ray wraps an exception raised in an actor in ``RayTaskError``; a call to an
 actor that died or is restarting fails with ``RayActorError`` (or
@@ -10,13 +10,17 @@ error, and "outcome unknown" as a :class:`RetriableError` naming the actor:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 from pravega_ray.errors import PravegaError, RetriableError, SegmentStoreUnavailableError
+from pravega_ray.naming import container_for_segment
+
+R = TypeVar("R")
 
 
 def unwrap_ray_error(
@@ -71,3 +75,22 @@ def future_with_unwrap(ref: ray.ObjectRef) -> Future[Any]:
 
     ref.future().add_done_callback(done)
     return result
+
+
+class RayServiceInvoker:
+    """Calls :class:`SegmentStoreService` methods on the container actor owning a segment.
+
+    ``handles[i]`` is container ``i``'s actor. The method is named by the Protocol's own
+    function object (``SegmentStoreService.append``), so the actor's method of the same
+    name runs (tests hold the actor to the Protocol's signatures).
+    """
+
+    def __init__(self, handles: list[Any]) -> None:
+        self._handles = handles
+
+    def handle(self, segment: str) -> Any:
+        return self._handles[container_for_segment(segment, len(self._handles))]
+
+    def invoke(self, method: Callable[..., Awaitable[R]], segment: str, *args: Any) -> Future[R]:
+        remote = getattr(self.handle(segment), method.__name__).remote
+        return future_with_unwrap(remote(segment, *args))

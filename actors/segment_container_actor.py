@@ -1,5 +1,10 @@
 """Ray shell of a segment container: owns one ``SegmentContainer``, recovers it in ``__init__``.
 
+It implements the segment store's service surface
+(:class:`~pravega_ray.segmentstore.service.SegmentStoreService`): each method forwards
+to the container (``tests/unit/segmentstore/test_service_surface.py`` holds them to the
+Protocol's signatures), plus ``describe``.
+
 If the container's durable log fails (I/O error, fenced by a newer owner) the
 process exits at once, so Ray restarts the actor and the constructor recovers
 from the log: in-flight callers see ``RayActorError`` (outcome unknown), which
@@ -15,14 +20,16 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 
 import ray
 
 from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
 from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
 from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate
-from pravega_ray.segmentstore.builder import build_container
+from pravega_ray.segmentstore.builder import build_container_on
 from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.segmentstore.container_metadata import SegmentRole
 from pravega_ray.segmentstore.contracts import (
     AppendResult,
     ReadResult,
@@ -31,7 +38,6 @@ from pravega_ray.segmentstore.contracts import (
     TableUpdate,
     TableUpdateResult,
 )
-from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.segmentstore.traffic import SegmentTraffic
 
 log = logging.getLogger(__name__)
@@ -48,7 +54,7 @@ class SegmentContainerActor:
         self._tiers = {"tier1": tier1, "tier2": tier2}
         self._container_id = container_id
         for attempt in range(CONTAINER_RECOVERY_ATTEMPTS_MAX):
-            self._container = build_container(
+            self._container = build_container_on(
                 tier1, tier2, ContainerConfig(container_id), on_fatal=_exit_for_restart
             )
             try:
@@ -62,7 +68,6 @@ class SegmentContainerActor:
                 time.sleep(min(5.0, 0.2 * (attempt + 1)))
         else:
             raise ContainerNotReadyError(f"container {container_id} could not recover")
-        self._tables = TableSegments(self._container)
 
     async def describe(self) -> dict[str, object]:
         """Identity, used by ``start_local`` to refuse joining a cluster on other storage."""
@@ -73,19 +78,25 @@ class SegmentContainerActor:
             "node_id": ray.get_runtime_context().get_node_id(),
         }
 
-    async def create_segment(self, segment: str) -> None:
-        await self._container.create_segment(segment)
+    # --- SegmentStoreService: segments ---------------------------------------------------------
+    async def create_segment(self, segment: str, role: SegmentRole = SegmentRole.NORMAL) -> None:
+        await self._container.create_segment(segment, role)
 
     async def setup_append(self, segment: str, writer_id: bytes) -> int:
         return await self._container.setup_append(segment, writer_id)
 
     async def append(
-        self, segment: str, writer_id: bytes, expected: int, last: int, count: int, data: bytes
+        self,
+        segment: str,
+        writer_id: bytes,
+        expected_last_event_number: int,
+        last_event_number: int,
+        event_count: int,
+        data: bytes,
     ) -> AppendResult:
-        return await self._container.append(segment, writer_id, expected, last, count, data)
-
-    async def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
-        return await self._container.read(segment, offset, max_bytes, wait_s)
+        return await self._container.append(
+            segment, writer_id, expected_last_event_number, last_event_number, event_count, data
+        )
 
     async def append_conditional(
         self,
@@ -99,24 +110,66 @@ class SegmentContainerActor:
             segment, data, attribute_updates, expected_offset, event_count
         )
 
-    async def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
-        await self._container.update_attributes(segment, updates)
+    async def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
+        return await self._container.read(segment, offset, max_bytes, wait_s)
 
-    async def get_attributes(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
-        return await self._container.get_attributes(segment, keys)
-
-    async def truncate(self, segment: str, offset: int) -> None:
-        await self._container.truncate(segment, offset)
-
-    async def delete_segment(self, segment: str) -> None:
-        await self._container.delete_segment(segment)
-
-    async def seal(self, segment: str) -> int:
-        return await self._container.seal(segment)
+    async def read_range(self, segment: str, offset: int, length: int) -> bytes:
+        return await self._container.read_range(segment, offset, length)
 
     async def get_info(self, segment: str) -> SegmentInfo:
         return await self._container.get_info(segment)
 
+    async def seal(self, segment: str) -> int:
+        return await self._container.seal(segment)
+
+    async def truncate(self, segment: str, offset: int) -> None:
+        await self._container.truncate(segment, offset)
+
+    async def merge(self, target: str, source: str) -> int:
+        return await self._container.merge(target, source)
+
+    async def delete_segment(self, segment: str) -> None:
+        await self._container.delete_segment(segment)
+
+    # --- SegmentStoreService: attributes -------------------------------------------------------
+    async def get_attributes(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
+        return await self._container.get_attributes(segment, keys)
+
+    async def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
+        await self._container.update_attributes(segment, updates)
+
+    async def iterate_attributes(
+        self, segment: str, after: bytes | None, limit: int
+    ) -> tuple[list[tuple[bytes, int]], bytes | None]:
+        return await self._container.iterate_attributes(segment, after, limit)
+
+    # --- SegmentStoreService: table segments ---------------------------------------------------
+    async def table_create(self, segment: str) -> None:
+        await self._container.table_create(segment)
+
+    async def table_update(
+        self,
+        segment: str,
+        updates: Sequence[TableUpdate],
+        client_id: bytes | None = None,
+        client_last: int = NULL_VALUE,
+    ) -> TableUpdateResult:
+        return await self._container.table_update(segment, updates, client_id, client_last)
+
+    async def table_get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:
+        return await self._container.table_get(segment, keys)
+
+    async def table_iterate(
+        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
+    ) -> tuple[list[TableEntry], bytes | None]:
+        return await self._container.table_iterate(segment, cursor, limit, with_values)
+
+    async def table_read_changes(
+        self, segment: str, from_offset: int, max_bytes: int
+    ) -> tuple[list[TableEntry], int]:
+        return await self._container.table_read_changes(segment, from_offset, max_bytes)
+
+    # --- SegmentStoreService: the whole container ----------------------------------------------
     async def list_segments(self) -> list[str]:
         return await self._container.list_segments()
 
@@ -127,30 +180,4 @@ class SegmentContainerActor:
         return await self._container.checkpoint()
 
     async def get_traffic(self) -> list[SegmentTraffic]:
-        return self._container.get_traffic()
-
-    # --- table segments (the container's TableSegments extension) -----------------------------
-    async def table_create(self, segment: str) -> None:
-        await self._tables.create(segment)
-
-    async def table_update(
-        self,
-        segment: str,
-        updates: list[TableUpdate],
-        client_id: bytes | None = None,
-        client_last: int = NULL_VALUE,
-    ) -> TableUpdateResult:
-        return await self._tables.update(segment, updates, client_id, client_last)
-
-    async def table_get(self, segment: str, keys: list[bytes]) -> list[TableEntry | None]:
-        return await self._tables.get(segment, keys)
-
-    async def table_iterate(
-        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
-    ) -> tuple[list[TableEntry], bytes | None]:
-        return await self._tables.iterate(segment, cursor, limit, with_values)
-
-    async def table_read_changes(
-        self, segment: str, from_offset: int, max_bytes: int
-    ) -> tuple[list[TableEntry], int]:
-        return await self._tables.read_changes(segment, from_offset, max_bytes)
+        return await self._container.get_traffic()

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,10 @@ from actors.options import (
     controller_options,
     segment_container_options,
 )
-from actors.ray_calls import call_with_unwrap, future_with_unwrap
+from actors.ray_calls import RayServiceInvoker, call_with_unwrap
 from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.client.client_factory import ClientFactory
+from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import RetryingControllerConnection
 from pravega_ray.constants import (
     CONTAINER_PLACEMENT_ATTEMPTS_MAX,
@@ -52,7 +52,6 @@ from pravega_ray.errors import (
 )
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
-from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
 
 __all__ = ["Cluster", "connect", "start_local"]
 
@@ -94,40 +93,6 @@ class RayControllerConnection:
         return call
 
 
-class RaySegmentStoreConnection:
-    """Routes each call to the container actor owning the segment."""
-
-    def __init__(self, handles: list[Any]) -> None:
-        self._handles = handles
-
-    def handle(self, segment: str) -> Any:
-        return self._handles[container_for_segment(segment, len(self._handles))]
-
-    def setup_append(self, segment: str, writer_id: bytes) -> Future[int]:
-        return future_with_unwrap(self.handle(segment).setup_append.remote(segment, writer_id))
-
-    def append(
-        self, segment: str, writer_id: bytes, expected: int, last: int, count: int, data: bytes
-    ) -> Future[AppendResult]:
-        return future_with_unwrap(
-            self.handle(segment).append.remote(segment, writer_id, expected, last, count, data)
-        )
-
-    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:
-        return future_with_unwrap(
-            self.handle(segment).read.remote(segment, offset, max_bytes, wait_s)
-        )
-
-    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
-        """Call ``table_<method>`` of the container owning the table segment."""
-        return future_with_unwrap(
-            getattr(self.handle(segment), f"table_{method}").remote(segment, *args)
-        )
-
-    def get_info(self, segment: str) -> Future[SegmentInfo]:
-        return future_with_unwrap(self.handle(segment).get_info.remote(segment))
-
-
 class Cluster(ClientFactory):
     """A running pravega-ray cluster: clients plus lifecycle (``shutdown``)."""
 
@@ -147,7 +112,7 @@ class Cluster(ClientFactory):
         self._closed = False
         super().__init__(
             RetryingControllerConnection(RayControllerConnection(controller)),
-            RaySegmentStoreConnection(containers),
+            SegmentStoreConnection(RayServiceInvoker(containers)),
         )
 
     @property

@@ -1,34 +1,37 @@
 """A whole pravega-ray cluster in one process, without Ray.
 
 Containers run on one asyncio event loop in a background thread; the
-controller is called directly under a lock. It implements the same client
-connection Protocols as the Ray cluster, so writers, readers and the stream
-manager behave identically. Used by unit tests and as the seed of the
-deterministic simulation: :meth:`InProcessCluster.restart_container` kills a
-container mid-flight (pending calls fail with an outcome-unknown error) and
-recovers a new one from the same durable log and Tier-2, as a Ray restart would.
+controller is called directly under a lock. Clients reach the containers through
+the same service surface as on Ray (the cluster is the segment-store connection's
+invoker, calling ``SegmentStoreService`` methods on the owning container), so
+writers, readers and the stream manager behave identically. Used by unit tests
+and as the seed of the deterministic simulation:
+:meth:`InProcessCluster.restart_container` kills a container mid-flight (pending
+calls fail with an outcome-unknown error) and recovers a new one from the same
+durable log and Tier-2, as a Ray restart would.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from pravega_ray.client.client_factory import ClientFactory
+from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import RetryingControllerConnection
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import build_in_memory_container
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
-from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
-from pravega_ray.segmentstore.table_segment import TableSegments
+from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 R = TypeVar("R")
@@ -72,10 +75,12 @@ class InProcessCluster(ClientFactory):
             self._new_container(i) for i in range(container_count)
         ]
         self._locked = _LockedController(self._new_controller())
-        super().__init__(RetryingControllerConnection(self._locked), _Connection(self))
+        super().__init__(RetryingControllerConnection(self._locked), SegmentStoreConnection(self))
 
     def _new_controller(self) -> Controller:
-        return Controller(MetadataStore(self.storage), _Admin(self), self.container_count)
+        # No repeats: a container of this cluster is down only while a test restarts it.
+        segments = SegmentHelper(SegmentStoreClient(self), attempts_max=1, call_timeout_s=30)
+        return Controller(MetadataStore(self.storage), segments, self.container_count)
 
     def _new_container(self, container_id: int) -> SegmentContainer:
         container = build_in_memory_container(
@@ -92,10 +97,11 @@ class InProcessCluster(ClientFactory):
             raise SegmentStoreUnavailableError(f"container {container_id} is down")
         return container
 
-    def call(self, segment: str, method: str, *args: Any) -> Future[Any]:
-        """Run ``container.<method>(segment, *args)`` on the loop; a concurrent Future.
+    def invoke(self, method: Callable[..., Awaitable[R]], segment: str, *args: Any) -> Future[R]:
+        """Run the container's ``method`` for ``segment`` on the loop; a concurrent Future.
 
-        ``table_<name>`` runs ``TableSegments(container).<name>`` (it is stateless).
+        ``method`` is a :class:`SegmentStoreService` function (this cluster is the invoker
+        of its segment-store connection); the owning container's method of that name runs.
         """
         container_id = container_for_segment(segment, self.container_count)
         container = self._containers[container_id]
@@ -103,12 +109,7 @@ class InProcessCluster(ClientFactory):
             failed: Future[Any] = Future()
             failed.set_exception(SegmentStoreUnavailableError(f"container {container_id} is down"))
             return failed
-        if method.startswith("table_"):  # the container's table-segment extension
-            target: Any = TableSegments(container)
-            method = method.removeprefix("table_")
-        else:
-            target = container
-        return self.run(_translate(getattr(target, method)(segment, *args)))
+        return self.run(_translate(getattr(container, method.__name__)(segment, *args)))
 
     def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -144,42 +145,3 @@ async def _translate(coro: Coroutine[Any, Any, R]) -> R:
         return await coro
     except ContainerNotReadyError as e:
         raise SegmentStoreUnavailableError(str(e)) from e
-
-
-class _Connection:
-    def __init__(self, cluster: InProcessCluster) -> None:
-        self._cluster = cluster
-
-    def setup_append(self, segment: str, writer_id: bytes) -> Future[int]:
-        return self._cluster.call(segment, "setup_append", writer_id)
-
-    def append(
-        self, segment: str, writer_id: bytes, expected: int, last: int, count: int, data: bytes
-    ) -> Future[AppendResult]:
-        return self._cluster.call(segment, "append", writer_id, expected, last, count, data)
-
-    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:
-        return self._cluster.call(segment, "read", offset, max_bytes, wait_s)
-
-    def get_info(self, segment: str) -> Future[SegmentInfo]:
-        return self._cluster.call(segment, "get_info")
-
-    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
-        return self._cluster.call(segment, f"table_{method}", *args)
-
-
-class _Admin:
-    def __init__(self, cluster: InProcessCluster) -> None:
-        self._cluster = cluster
-
-    def create_segment(self, segment: str) -> None:
-        self._cluster.call(segment, "create_segment").result(30)
-
-    def create_table_segment(self, segment: str) -> None:
-        self._cluster.call(segment, "table_create").result(30)
-
-    def seal_segment(self, segment: str) -> int:
-        return self._cluster.call(segment, "seal").result(30)
-
-    def delete_segment(self, segment: str) -> None:
-        self._cluster.call(segment, "delete_segment").result(30)

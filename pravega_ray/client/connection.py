@@ -1,9 +1,9 @@
 """How the client talks to segment containers and the controller.
 
-The client never imports Ray: it sees these Protocols. ``pravega_ray.cluster``
-implements them over Ray actor handles (``ObjectRef.future()``), and
-``pravega_ray.inprocess`` over core objects in one process, for tests and
-simulation.
+The client never imports Ray. It calls segment containers through a
+:class:`SegmentStoreConnection` over an invoker (``pravega_ray.cluster``: Ray actor
+handles; ``pravega_ray.inprocess``: containers in one process, for tests and the
+simulation), and the controller through a :class:`ControllerConnection`.
 
 Errors: futures fail with the typed errors of :mod:`pravega_ray.errors`. A dead
 or restarting container surfaces as :class:`SegmentStoreUnavailableError`,
@@ -13,44 +13,20 @@ after ``setup_append`` safe.
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from typing import Any, Protocol
 
-from pravega_ray.segmentstore.contracts import AppendResult, ReadResult, SegmentInfo
+from pravega_ray.segmentstore.service import SegmentStoreClient, SegmentStoreService
+
+__all__ = ["ControllerConnection", "SegmentStoreConnection", "SegmentStoreService"]
 
 
-class SegmentStoreConnection(Protocol):
-    """Asynchronous calls to whichever container owns a segment."""
+SegmentStoreConnection = SegmentStoreClient
+"""Asynchronous, typed calls to whichever container owns a segment.
 
-    def setup_append(self, segment: str, writer_id: bytes) -> Future[int]:
-        """Resolve to the writer's last durable event number (``NO_EVENT_NUMBER`` if none)."""
-        ...
-
-    def append(
-        self,
-        segment: str,
-        writer_id: bytes,
-        expected_last_event_number: int,
-        last_event_number: int,
-        event_count: int,
-        data: bytes,
-    ) -> Future[AppendResult]:
-        """Append a block of framed events, conditional on the writer's last event number."""
-        ...
-
-    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:
-        """Read from ``offset``; at the tail, wait up to ``wait_s`` for data or a seal."""
-        ...
-
-    def get_info(self, segment: str) -> Future[SegmentInfo]: ...
-
-    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
-        """Call a table-segment operation of the owning container (``TableSegments.<method>``).
-
-        Methods: ``update``, ``get``, ``iterate``, ``read_changes``. Fails with
-        SegmentStoreUnavailableError when the outcome is unknown.
-        """
-        ...
+The segment store's service surface (:class:`SegmentStoreService`) as the client
+calls it: one method per call, each returning a future; see
+:class:`~pravega_ray.segmentstore.service.SegmentStoreClient`.
+"""
 
 
 class ControllerConnection(Protocol):

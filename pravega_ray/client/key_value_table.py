@@ -177,9 +177,8 @@ class KeyValueTable(Generic[K, V]):
         with partition.lock:
             try:
                 result: TableUpdateResult = self._retrying(
-                    lambda: self._segments.table_call(
+                    lambda: self._segments.table_update(
                         partition.segment,
-                        "update",
                         updates,
                         partition.client_id,
                         partition.last_offset,
@@ -218,7 +217,7 @@ class KeyValueTable(Generic[K, V]):
         result: list[TableEntry[K, V] | None] = [None] * len(keys)
         calls = [
             lambda s=self._partitions[index].segment, w=[raw_keys[i] for i in positions]: (
-                self._segments.table_call(s, "get", w)
+                self._segments.table_get(s, w)
             )
             for index, positions in by_request
         ]
@@ -271,8 +270,8 @@ class KeyValueTable(Generic[K, V]):
         self, segment: str, cursor: bytes | None, with_values: bool
     ) -> tuple[list[SegmentEntry], bytes | None]:
         return self._retrying(
-            lambda: self._segments.table_call(
-                segment, "iterate", cursor, constants.TABLE_ITERATE_LIMIT, with_values
+            lambda: self._segments.table_iterate(
+                segment, cursor, constants.TABLE_ITERATE_LIMIT, with_values
             )
         )
 

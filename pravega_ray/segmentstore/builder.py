@@ -1,4 +1,4 @@
-"""The one place a segment container is wired from a config: actors, tests, simulation.
+"""The one place a segment container is built: actors, the in-process cluster, tests, simulation.
 
 Pravega's ``ServiceBuilder`` with presets. Tier locations are URLs:
 
@@ -24,11 +24,15 @@ from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
+from pravega_ray.segmentstore.attribute_index import AttributeIndex
+from pravega_ray.segmentstore.btree_attribute_index import BTreeAttributeIndex
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
+from pravega_ray.storage.fenced import FencedChunkStorage
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.timing import SYSTEM_CLOCK, AsyncioScheduler, Clock, Scheduler
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,31 +109,63 @@ def tuned_for_tier1(tier1: str, config: ContainerConfig) -> ContainerConfig:
 
 
 def build_container(
-    tier1: str,
-    tier2: str,
     config: ContainerConfig,
+    data_log: DurableDataLog,
+    storage: ChunkStorage,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    scheduler: Scheduler | None = None,
+    attribute_index: AttributeIndex | None = None,
     on_fatal: Callable[[BaseException], None] | None = None,
-    **container_options: Any,
 ) -> SegmentContainer:
-    """A container on the tiers the URLs name (group commit tuned for Tier-1), not recovered."""
-    config = tuned_for_tier1(tier1, config)
+    """The one place a container is built from its config and backends (not yet recovered).
+
+    Tier-2 is wrapped in a :class:`FencedChunkStorage`, so its creates and deletes stop
+    once a successor claimed Tier-2 (storage/fenced.py); the attribute index is the
+    B+tree over that storage unless ``attribute_index`` is given (tests). ``clock`` and
+    ``scheduler`` are the seams of a deterministic simulation (``timing.py``).
+    """
+    fenced = FencedChunkStorage(storage, f"container-{config.container_id}")
     return SegmentContainer(
+        config,
+        data_log,
+        fenced,
+        attribute_index if attribute_index is not None else BTreeAttributeIndex(fenced),
+        clock=clock,
+        scheduler=scheduler if scheduler is not None else AsyncioScheduler(),
+        on_fatal=on_fatal,
+    )
+
+
+def build_container_on(
+    tier1: str, tier2: str, config: ContainerConfig, **options: Any
+) -> SegmentContainer:
+    """A container on the tiers the URLs name (group commit tuned for Tier-1), not recovered.
+
+    ``options`` are :func:`build_container`'s keyword arguments.
+    """
+    config = tuned_for_tier1(tier1, config)
+    return build_container(
         config,
         build_durable_log(tier1, config.container_id),
         build_chunk_storage(tier2),
-        on_fatal=on_fatal,
-        **container_options,
+        **options,
     )
 
 
 def build_in_memory_container(
     config: ContainerConfig,
     log_store: InMemoryLogStore | None = None,
-    storage: InMemoryChunkStorage | None = None,
+    storage: ChunkStorage | None = None,
+    **options: Any,
 ) -> SegmentContainer:
-    """A container on memory backends. Pass the same store/storage again to 'restart' it."""
-    return SegmentContainer(
+    """A container on memory backends, not recovered. Pass the same store/storage to 'restart'.
+
+    ``options`` are :func:`build_container`'s keyword arguments.
+    """
+    return build_container(
         config,
         InMemoryDurableLog(log_store if log_store is not None else InMemoryLogStore()),
         storage if storage is not None else InMemoryChunkStorage(),
+        **options,
     )

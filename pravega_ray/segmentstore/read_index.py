@@ -1,17 +1,17 @@
-"""Read index: where each byte of each segment can be read from.
+"""Read index: serves a segment's durable bytes from memory or from Tier-2.
 
-Per segment it keeps
+Pravega's ``ReadIndex``. Per segment it keeps the *unflushed entries*: durable
+appends not yet in Tier-2, in offset order, always in memory (the storage writer
+bounds them by flushing). Bytes below them are in Tier-2 chunks, whose places
+the segment's :class:`~pravega_ray.segmentstore.chunk_layout.ChunkLayout` knows;
+a container-wide LRU *cache* of chunk contents, bounded by ``cache_bytes_max``,
+holds recently flushed or read chunks. A chunk's bytes enter the cache when the
+storage writer flushes them or a read fetches them, and leave it first.
 
-* *unflushed entries*: durable appends not yet in Tier-2, in offset order,
-  always in memory (the storage writer bounds them by flushing);
-* *chunks*: ``(offset, length, chunk name)`` of the segment's Tier-2 chunks;
-* a container-wide LRU *cache* of chunk contents, bounded by
-  ``cache_bytes_max``; a chunk's bytes enter it when the storage writer flushes
-  them or when a read fetches the chunk from Tier-2, and leave it first.
-
-It holds no locks: the container calls it from its event loop only. Tier-2
-reads are done by the caller (:meth:`chunk_to_fetch` / :meth:`put_chunk`), so
-this class has no I/O and no awaits.
+Every Tier-2 read is checked (length and CRC, :func:`chunk_layout.read_chunk`), so
+damage is a :class:`DataCorruptionError` naming the chunk. Tier-2 I/O runs through
+the container's :class:`~pravega_ray.timing.Scheduler`; everything else is plain
+memory work. Not thread-safe: the container's event loop owns it.
 """
 
 from __future__ import annotations
@@ -21,98 +21,69 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from pravega_ray.invariant import invariant
+from pravega_ray.segmentstore.chunk_layout import ChunkRef, read_chunk
+from pravega_ray.segmentstore.container_metadata import SegmentMetadata
+from pravega_ray.storage.chunk_storage import ChunkStorage
+from pravega_ray.timing import Scheduler
 
-
-@dataclass(frozen=True, slots=True)
-class ChunkRef:
-    """Bytes ``[offset, offset + length)`` of a segment, in Tier-2 chunk ``name``.
-
-    ``crc``: CRC-32 of the chunk's bytes (None for chunks from before data format 4).
-    """
-
-    offset: int
-    length: int
-    name: str
-    crc: int | None = None
-
-    @property
-    def end(self) -> int:
-        return self.offset + self.length
+__all__ = ["ReadIndex"]
 
 
 @dataclass(slots=True)
-class _SegmentIndex:
-    entry_offsets: list[int] = field(default_factory=list)
+class _UnflushedEntries:
+    offsets: list[int] = field(default_factory=list)
     entries: list[bytes] = field(default_factory=list)
-    chunk_offsets: list[int] = field(default_factory=list)
-    chunks: list[ChunkRef] = field(default_factory=list)
 
 
 class ReadIndex:
-    def __init__(self, cache_bytes_max: int) -> None:
-        self._segments: dict[str, _SegmentIndex] = {}
+    def __init__(self, cache_bytes_max: int, storage: ChunkStorage, scheduler: Scheduler) -> None:
+        self._segments: dict[str, _UnflushedEntries] = {}
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes = 0
         self._cache_bytes_max = cache_bytes_max
+        self._storage = storage
+        self._scheduler = scheduler
 
     # --- updates (called as operations become durable) -------------------------------------
     def add_segment(self, segment: str) -> None:
-        self._segments.setdefault(segment, _SegmentIndex())
+        self._segments.setdefault(segment, _UnflushedEntries())
 
     def append(self, segment: str, offset: int, data: bytes) -> None:
         index = self._segments[segment]
         if index.entries:
             invariant(
-                index.entry_offsets[-1] + len(index.entries[-1]) == offset,
+                index.offsets[-1] + len(index.entries[-1]) == offset,
                 f"read index gap in {segment} at {offset}",
             )
-        index.entry_offsets.append(offset)
+        index.offsets.append(offset)
         index.entries.append(data)
 
-    def chunk_added(self, segment: str, chunk: ChunkRef, data: bytes | None) -> None:
-        """Record a Tier-2 chunk; drop the unflushed entries it covers; cache ``data`` if given."""
+    def chunk_flushed(self, segment: str, chunk: ChunkRef, data: bytes | None) -> None:
+        """Drop the unflushed entries ``chunk`` now holds in Tier-2; cache ``data`` if given."""
         index = self._segments[segment]
-        if index.chunks:
-            invariant(index.chunks[-1].end == chunk.offset, f"chunk gap in {segment}")
-        index.chunk_offsets.append(chunk.offset)
-        index.chunks.append(chunk)
         # Entries wholly inside the chunk: find how many with a bisect, drop them at once.
-        covered = bisect.bisect_right(index.entry_offsets, chunk.end) - 1
-        if covered >= 0 and index.entry_offsets[covered] + len(index.entries[covered]) > chunk.end:
+        covered = bisect.bisect_right(index.offsets, chunk.end) - 1
+        if covered >= 0 and index.offsets[covered] + len(index.entries[covered]) > chunk.end:
             covered -= 1
-        del index.entry_offsets[: covered + 1]
+        del index.offsets[: covered + 1]
         del index.entries[: covered + 1]
         if index.entries:
             # Equal in steady state; above only while recovery from a checkpoint replays the
             # chunks of data whose appends were truncated from the log.
-            invariant(index.entry_offsets[0] >= chunk.end, f"chunk splits an entry in {segment}")
+            invariant(index.offsets[0] >= chunk.end, f"chunk splits an entry in {segment}")
         if data is not None:
-            self.put_chunk(chunk.name, data)
+            self._put_chunk(chunk.name, data)
 
-    def truncate(self, segment: str, offset: int) -> list[str]:
-        """Forget Tier-2 chunks wholly below ``offset``; returns their names (to delete)."""
-        index = self._segments[segment]
-        dead = []
-        count = 0
-        while count < len(index.chunks) and index.chunks[count].end <= offset:
-            self._evict(index.chunks[count].name)
-            dead.append(index.chunks[count].name)
-            count += 1
-        del index.chunks[:count]
-        del index.chunk_offsets[:count]
-        return dead
+    def remove_segment(self, segment: str) -> None:
+        """Forget a deleted or merged segment's unflushed entries."""
+        self._segments.pop(segment)
 
-    def remove_segment(self, segment: str) -> list[str]:
-        """Forget a deleted segment; returns the names of its chunks (to delete)."""
-        index = self._segments.pop(segment)
-        for chunk in index.chunks:
-            self._evict(chunk.name)
-        return [c.name for c in index.chunks]
-
-    def _evict(self, name: str) -> None:
-        data = self._cache.pop(name, None)
-        if data is not None:
-            self._cache_bytes -= len(data)
+    def evict(self, chunk_names: list[str]) -> None:
+        """Drop these chunks from the cache (truncated or deleted)."""
+        for name in chunk_names:
+            data = self._cache.pop(name, None)
+            if data is not None:
+                self._cache_bytes -= len(data)
 
     # --- flush support ----------------------------------------------------------------------
     def unflushed(self, segment: str, bytes_max: int) -> tuple[int, list[bytes]]:
@@ -127,48 +98,50 @@ class ReadIndex:
                 break
             taken.append(entry)
             total += len(entry)
-        return index.entry_offsets[0], taken
+        return index.offsets[0], taken
 
     def first_unflushed_offset(self, segment: str) -> int | None:
         index = self._segments[segment]
-        return index.entry_offsets[0] if index.entries else None
-
-    def chunks(self, segment: str) -> list[ChunkRef]:
-        return list(self._segments[segment].chunks)
+        return index.offsets[0] if index.entries else None
 
     # --- reads ------------------------------------------------------------------------------
-    def chunk_for(self, segment: str, offset: int) -> ChunkRef | None:
-        """The Tier-2 chunk holding ``offset``, if it is below the unflushed entries."""
-        index = self._segments[segment]
-        i = bisect.bisect_right(index.chunk_offsets, offset) - 1
-        if i >= 0 and index.chunks[i].offset <= offset < index.chunks[i].end:
-            return index.chunks[i]
-        return None
+    async def read(self, state: SegmentMetadata, offset: int, max_bytes: int) -> bytes:
+        """Durable bytes of the segment from ``offset``: at least one, at most ``max_bytes``.
 
-    def cached_chunk(self, name: str) -> bytes | None:
-        data = self._cache.get(name)
+        Stops at a chunk's end or at the end of the unflushed entries. The caller has
+        checked that ``offset`` is below the durable length and not truncated.
+        """
+        chunk = state.chunks.chunk_at(offset)
+        if chunk is None:
+            return self._read_unflushed(state.name, offset, max_bytes)
+        data = self._cache.get(chunk.name)
         if data is not None:
-            self._cache.move_to_end(name)
-        return data
+            self._cache.move_to_end(chunk.name)
+        else:
+            data = await self._scheduler.run_blocking(read_chunk, self._storage, state.name, chunk)
+            self._put_chunk(chunk.name, data)
+        start = offset - chunk.offset
+        return data[start : start + max_bytes]
 
-    def put_chunk(self, name: str, data: bytes) -> None:
-        if name in self._cache:
-            return
-        self._cache[name] = data
-        self._cache_bytes += len(data)
-        while self._cache_bytes > self._cache_bytes_max and len(self._cache) > 1:
-            _, evicted = self._cache.popitem(last=False)
-            self._cache_bytes -= len(evicted)
+    async def read_range(self, state: SegmentMetadata, offset: int, end: int) -> bytes:
+        """Exactly the durable bytes ``[offset, end)`` (the caller checked the range)."""
+        parts = []
+        while offset < end:
+            piece = await self.read(state, offset, end - offset)
+            invariant(piece, f"no bytes readable at {offset} of {state.name}")
+            parts.append(piece)
+            offset += len(piece)
+        return b"".join(parts)
 
-    def read_unflushed(self, segment: str, offset: int, max_bytes: int) -> bytes:
+    def _read_unflushed(self, segment: str, offset: int, max_bytes: int) -> bytes:
         """Contiguous bytes from memory starting at ``offset`` (which must not be in Tier-2)."""
         index = self._segments[segment]
-        i = bisect.bisect_right(index.entry_offsets, offset) - 1
+        i = bisect.bisect_right(index.offsets, offset) - 1
         if i < 0:
             return b""
         parts: list[bytes] = []
         remaining = max_bytes
-        skip = offset - index.entry_offsets[i]
+        skip = offset - index.offsets[i]
         while i < len(index.entries) and remaining > 0:
             entry = index.entries[i]
             piece = entry[skip : skip + remaining] if (skip or len(entry) > remaining) else entry
@@ -177,6 +150,15 @@ class ReadIndex:
             skip = 0
             i += 1
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _put_chunk(self, name: str, data: bytes) -> None:
+        if name in self._cache:
+            return
+        self._cache[name] = data
+        self._cache_bytes += len(data)
+        while self._cache_bytes > self._cache_bytes_max and len(self._cache) > 1:
+            _, evicted = self._cache.popitem(last=False)
+            self._cache_bytes -= len(evicted)
 
     @property
     def cache_bytes(self) -> int:

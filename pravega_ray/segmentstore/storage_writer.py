@@ -1,24 +1,27 @@
 """Storage writer: moves durable data from the read index into Tier-2 chunks.
 
-Every ``STORAGE_WRITER_TICK_S`` it picks the segments due for a flush (pending
-bytes over ``storage_flush_bytes``, oldest unflushed byte older than
-``storage_flush_interval_s``, or sealed with data pending), writes their
-leading unflushed entries as one new chunk per segment, and then records a
-``ChunkAdded`` operation through the ingestion pipeline. Only once that
-operation is durable does the read index drop the in-memory entries, so a crash
-between the chunk write and the record leaves an unreferenced chunk (replaced on
-the next flush), never a hole.
+Pravega's ``StorageWriter``. Every ``storage_writer_tick_s`` it runs one round:
 
-After each round it lets the container write a metadata checkpoint (when
-``CHECKPOINT_LOG_BYTES`` were logged since the last one, or
-``CHECKPOINT_INTERVAL_S`` passed) and truncate the durable log up to the
-newest checkpoint below the oldest append not yet in Tier-2, so Tier-1 stays
-bounded under sustained load.
+1. **Flush policy** (:meth:`StorageWriter.flush_candidates`): a segment is due when
+   its bytes not yet in Tier-2 reach ``storage_flush_bytes``, when its oldest such
+   byte is ``storage_flush_interval_s`` old, when it is sealed with data pending, or
+   always when forced.
+2. For each due segment, its leading unflushed entries (up to
+   ``storage_flush_bytes``) become one new chunk, named by the segment and its start
+   offset (:func:`~pravega_ray.segmentstore.chunk_layout.chunk_name`), and a
+   ``ChunkAdded`` operation carrying the chunk's CRC-32 is logged. Only once that
+   record is durable does the read index drop the in-memory entries, so a crash
+   between the chunk write and the record leaves an unreferenced chunk (replaced on
+   the next flush), never a hole.
+3. Chunks no longer referenced (truncated or deleted segments) are deleted.
+4. Due attribute values are flushed to the attribute index.
+5. The durable log writes a checkpoint if due and truncates itself as far as
+   Tier-2 allows, so Tier-1 stays bounded under sustained load.
 
-Chunk names: ``segments/<segment name>/<start offset, 20 digits>``. Each ``ChunkAdded``
-carries the chunk's CRC-32, computed from the bytes written; every read of the chunk
-checks its length and CRC (``container._read_chunk``), so damage in Tier-2 is a
-:class:`DataCorruptionError` naming the chunk, never wrong bytes.
+It talks to its container only through the narrow interfaces below, never through the
+container's members. A :class:`FencedError` from Tier-2 (a newer owner took over)
+stops the container; any other error of a timed round is logged and the next round
+tries again (the data is safe in Tier-1).
 """
 
 from __future__ import annotations
@@ -26,40 +29,110 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from pravega_ray.errors import AlreadyExistsError, ContainerNotReadyError, FencedError
 from pravega_ray.invariant import invariant
 from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.chunk_layout import chunk_name
+from pravega_ray.segmentstore.container_metadata import SegmentMetadata
+from pravega_ray.storage.chunk_storage import ChunkStorage
+from pravega_ray.timing import Clock, Scheduler
 
-if TYPE_CHECKING:
-    from pravega_ray.segmentstore.container import SegmentContainer, SegmentState
+__all__ = ["AttributeFlusher", "FlushPolicy", "OperationLog", "StorageWriter", "UnflushedData"]
 
 log = logging.getLogger(__name__)
 
 
-def chunk_name(segment: str, offset: int) -> str:
-    return f"segments/{segment}/{offset:020d}"
+class UnflushedData(Protocol):
+    """Where the durable bytes not yet in Tier-2 are (the read index)."""
+
+    def unflushed(self, segment: str, bytes_max: int) -> tuple[int, list[bytes]]: ...
+
+
+class OperationLog(Protocol):
+    """What the storage writer needs of the durable log."""
+
+    async def add(self, operation: ops.Operation, chunk_data: bytes | None = None) -> None: ...
+
+    def take_dead_chunks(self) -> list[str]: ...
+
+    async def checkpoint_and_truncate(self, force: bool) -> None: ...
+
+
+class AttributeFlusher(Protocol):
+    """What the storage writer needs of the attribute cache."""
+
+    async def flush(self, force: bool = False) -> None: ...
+
+
+class FlushPolicy:
+    """When a segment's durable bytes go to Tier-2 (thresholds from the container's config)."""
+
+    def __init__(self, flush_bytes: int, flush_interval_s: float) -> None:
+        self.flush_bytes = flush_bytes
+        self.flush_interval_s = flush_interval_s
+
+    def is_due(self, state: SegmentMetadata, now: float, force: bool) -> bool:
+        pending = state.length - state.storage_length
+        if pending <= 0:
+            return False
+        old = (
+            state.unflushed_since is not None
+            and now - state.unflushed_since >= self.flush_interval_s
+        )
+        return force or old or state.sealed or pending >= self.flush_bytes
 
 
 class StorageWriter:
-    def __init__(self, container: SegmentContainer) -> None:
-        self._container = container
+    def __init__(
+        self,
+        container_id: int,
+        segments: Iterable[SegmentMetadata],
+        data: UnflushedData,
+        storage: ChunkStorage,
+        operations: OperationLog,
+        attributes: AttributeFlusher,
+        policy: FlushPolicy,
+        *,
+        tick_s: float,
+        clock: Clock,
+        scheduler: Scheduler,
+        fenced: Callable[[FencedError], BaseException],
+    ) -> None:
+        self._container_id = container_id
+        self._segments = segments
+        self._data = data
+        self._storage = storage
+        self._operations = operations
+        self._attributes = attributes
+        self._policy = policy
+        self._tick_s = tick_s
+        self._clock = clock
+        self._scheduler = scheduler
+        self._fenced = fenced
         self._task: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
 
     def start(self) -> None:
+        """Start the timed rounds on the running event loop."""
         self._lock = asyncio.Lock()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task = self._scheduler.start(self._run(), "storage-writer")
 
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             self._task = None
 
+    def flush_candidates(self, force: bool) -> list[SegmentMetadata]:
+        """The segments due for a flush now."""
+        now = self._clock.monotonic()
+        return [s for s in self._segments if self._policy.is_due(s, now, force)]
+
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self._container.config.storage_writer_tick_s)
+            await self._scheduler.sleep(self._tick_s)
             try:
                 await self._flush(force=False)
             except asyncio.CancelledError:
@@ -67,11 +140,11 @@ class StorageWriter:
             except ContainerNotReadyError:
                 return  # fenced or failed: the container has stopped
             except Exception:  # keep going; the data is safe in Tier-1
-                log.exception("storage writer of container %d", self._container.config.container_id)
+                log.exception("storage writer of container %d", self._container_id)
 
     async def flush_all(self, checkpoint: bool = False) -> None:
         """Flush all durable data to Tier-2, delete dead chunks, and checkpoint if asked."""
-        while self._container._flush_candidates(force=True):
+        while self.flush_candidates(force=True):
             await self._flush(force=True)
         # One more pass, always: deletes dead chunks and, if asked, checkpoints.
         await self._flush(force=True, checkpoint=checkpoint)
@@ -81,41 +154,32 @@ class StorageWriter:
         try:
             await self._flush_round(force, checkpoint)
         except FencedError as e:
-            raise self._container.fenced(e) from e
+            raise self._fenced(e) from e
 
     async def _flush_round(self, force: bool, checkpoint: bool) -> None:
         assert self._lock is not None
         async with self._lock:
-            for state in self._container._flush_candidates(force):
+            for state in self.flush_candidates(force):
                 await self._flush_segment(state)
-            await self._delete_dead_chunks()
-            await self._container._flush_attributes(force)
+            for name in self._operations.take_dead_chunks():
+                await self._scheduler.run_blocking(self._storage.delete, name)
+            await self._attributes.flush(force)
             # Under the lock: no ChunkAdded is queued, so the checkpoint's snapshot is exact.
-            await self._container._checkpoint_and_truncate(force=checkpoint)
+            await self._operations.checkpoint_and_truncate(force=checkpoint)
 
-    async def _delete_dead_chunks(self) -> None:
-        """Delete Tier-2 chunks of truncated or deleted segments (idempotent)."""
-        dead, self._container._dead_chunks = self._container._dead_chunks, []
-        for name in dead:
-            await asyncio.to_thread(self._container._storage.delete, name)
-
-    async def _flush_segment(self, state: SegmentState) -> None:
-        container = self._container
-        offset, entries = container._read_index.unflushed(
-            state.name, container.config.storage_flush_bytes
-        )
+    async def _flush_segment(self, state: SegmentMetadata) -> None:
+        offset, entries = self._data.unflushed(state.name, self._policy.flush_bytes)
         if not entries:
             return
         invariant(offset == state.storage_length, f"unflushed data of {state.name} has a gap")
         data = entries[0] if len(entries) == 1 else b"".join(entries)
         name = chunk_name(state.name, offset)
-        storage = container._storage
         try:
-            await asyncio.to_thread(storage.create, name, data)
+            await self._scheduler.run_blocking(self._storage.create, name, data)
         except AlreadyExistsError:
             # Left by a flush whose ChunkAdded never became durable: not referenced, replace it.
-            await asyncio.to_thread(storage.delete, name)
-            await asyncio.to_thread(storage.create, name, data)
-        await container._submit_chunk_added(
+            await self._scheduler.run_blocking(self._storage.delete, name)
+            await self._scheduler.run_blocking(self._storage.create, name, data)
+        await self._operations.add(
             ops.ChunkAdded(state.name, name, offset, len(data), zlib.crc32(data)), data
         )

@@ -67,6 +67,7 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from pravega_ray.constants import (
     READ_BYTES_MAX,
@@ -85,13 +86,16 @@ from pravega_ray.errors import (
 )
 from pravega_ray.segmentstore.arguments import check_int, check_list, check_offset
 from pravega_ray.segmentstore.attributes import NULL_VALUE
-from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
+from pravega_ray.segmentstore.container_metadata import SegmentRole
 from pravega_ray.segmentstore.contracts import (
     NOT_EXISTS,
     TableEntry,
     TableUpdate,
     TableUpdateResult,
 )
+
+if TYPE_CHECKING:
+    from pravega_ray.segmentstore.container import SegmentContainer
 
 __all__ = [
     "CLIENT_ID_BYTES",

@@ -26,9 +26,7 @@ def changes(cluster: InProcessCluster, segment: str) -> list[Any]:
     """Every entry ever appended to a table segment (puts and tombstones), in order."""
     found, position = [], 0
     while True:
-        entries, position = cluster._segments.table_call(
-            segment, "read_changes", position, 4096
-        ).result(10)
+        entries, position = cluster._segments.table_read_changes(segment, position, 4096).result(10)
         if not entries:
             return found
         found += entries
@@ -137,9 +135,9 @@ class _LoseAcks:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
-        real = self._inner.table_call(segment, method, *args)
-        if method != "update" or self.lost >= self._count:
+    def table_update(self, segment: str, *args: Any) -> Future[Any]:
+        real = self._inner.table_update(segment, *args)
+        if self.lost >= self._count:
             return real
         self.lost += 1
         real.result(10)  # it landed (or was answered as a replay)

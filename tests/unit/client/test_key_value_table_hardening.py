@@ -116,10 +116,9 @@ class CountingGets:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def table_call(self, segment: str, method: str, *args: Any) -> Future[Any]:
-        if method == "get":
-            self.get_sizes.append(len(args[0]))
-        return self._inner.table_call(segment, method, *args)
+    def table_get(self, segment: str, keys: list[bytes]) -> Future[Any]:
+        self.get_sizes.append(len(keys))
+        return self._inner.table_get(segment, keys)
 
 
 def test_get_all_splits_each_partition_into_bounded_requests(cluster) -> None:

@@ -9,22 +9,15 @@ import pytest
 
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import NO_EVENT_NUMBER
-from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
+from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.segmentstore.btree_attribute_index import BTreeAttributeIndex
-from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from tests.containers import TIGHT_ATTRIBUTES, new_container
 
 pytestmark = pytest.mark.timeout(60)
 SEG = "s/t/0.#epoch.0"
-TIGHT = dict(
-    attribute_cache_entries_max=10,
-    storage_writer_tick_s=0.005,
-    checkpoint_interval_s=0.01,
-    checkpoint_log_bytes=2000,
-    storage_flush_interval_s=0.01,
-)
 
 
 @pytest.mark.parametrize("page_bytes_max", [512, 32 * 1024])
@@ -34,11 +27,7 @@ def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers(page_bytes
 
     def make() -> SegmentContainer:
         index = BTreeAttributeIndex(storage, page_bytes_max=page_bytes_max)
-        c = SegmentContainer(
-            ContainerConfig(0, **TIGHT), InMemoryDurableLog(store), storage, attribute_index=index
-        )
-        c.recover()
-        return c
+        return new_container(store, storage, config=TIGHT_ATTRIBUTES, attribute_index=index)
 
     async def write() -> None:
         c = make()
@@ -48,7 +37,7 @@ def test_many_writers_beyond_the_cache_bound_keep_exact_event_numbers(page_bytes
                 expected = NO_EVENT_NUMBER if rnd == 0 else (rnd - 1) * 1000 + i
                 await c.append(SEG, w, expected, rnd * 1000 + i, 1, frame_events([b"e"]))
             await asyncio.sleep(0.05)  # storage writer: flush attributes, evict, checkpoint
-        cached = len(c._segments[SEG].pending_attributes)
+        cached = len(c.metadata.get(SEG).pending_attributes)
         assert cached <= 10 + 1, f"{cached} attributes still cached"
         for i, w in enumerate(writers):  # evicted ones come back through the index
             assert await c.setup_append(SEG, w) == 2000 + i

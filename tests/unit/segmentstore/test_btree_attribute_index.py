@@ -294,15 +294,6 @@ def test_the_open_tree_cache_is_bounded_and_reopens_from_storage() -> None:
         assert index.get(segment, [key(n)]) == {key(n): n}
 
 
-TIGHT = dict(
-    attribute_cache_entries_max=10,
-    storage_writer_tick_s=0.005,
-    checkpoint_interval_s=0.01,
-    checkpoint_log_bytes=2000,
-    storage_flush_interval_s=0.01,
-)
-
-
 @pytest.mark.timeout(30)
 def test_a_failed_truncation_leaves_a_durable_update_and_the_next_open_finishes_it() -> None:
     class NoDeletes(InMemoryChunkStorage):

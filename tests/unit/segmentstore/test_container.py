@@ -18,9 +18,8 @@ from pravega_ray.errors import (
     SegmentSealedError,
 )
 from pravega_ray.logs.memory import InMemoryLogStore
-from pravega_ray.segmentstore.builder import build_in_memory_container
-from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from tests.containers import new_container
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -28,11 +27,7 @@ SEG = "sc/st/0.#epoch.0"
 
 
 def make(store=None, storage=None, **kw):
-    c = build_in_memory_container(
-        ContainerConfig(0, **kw), store or InMemoryLogStore(), storage or InMemoryChunkStorage()
-    )
-    c.recover()
-    return c
+    return new_container(store, storage, config=kw)
 
 
 def run(coro):

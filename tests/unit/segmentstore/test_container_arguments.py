@@ -18,12 +18,11 @@ from pravega_ray.constants import NO_EVENT_NUMBER, TABLE_BATCH_KEYS_MAX
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
-from pravega_ray.segmentstore.builder import build_in_memory_container
-from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.segmentstore.contracts import TableUpdate
 from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from tests.containers import new_container
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,9 +86,7 @@ def test_bad_call_is_refused_and_the_container_keeps_serving(name: str) -> None:
     fatal: list[BaseException] = []
 
     async def scenario() -> None:
-        c = build_in_memory_container(ContainerConfig(0), store, storage)
-        c._on_fatal = fatal.append
-        c.recover()
+        c = new_container(store, storage, on_fatal=fatal.append)
         tables = TableSegments(c)
         await c.create_segment(SEG)
         await tables.create(TABLE)
@@ -102,8 +99,7 @@ def test_bad_call_is_refused_and_the_container_keeps_serving(name: str) -> None:
         await c.append(SEG, WRITER, NO_EVENT_NUMBER, 0, 1, frame_events([b"after"]))
         await tables.update(TABLE, [TableUpdate(b"key", b"value")])
         await c.close()
-        again = build_in_memory_container(ContainerConfig(0), store, storage)
-        again.recover()
+        again = new_container(store, storage)
         assert (await again.get_info(SEG)).event_count == 1
         assert (await TableSegments(again).get(TABLE, [b"key"]))[0].value == b"value"
         await again.close()

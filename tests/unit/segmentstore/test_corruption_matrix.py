@@ -22,11 +22,11 @@ from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.errors import DataCorruptionError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
-from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.segmentstore.contracts import TableUpdate
 from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
+from tests.containers import LAZY_TIER2, new_container
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -99,13 +99,7 @@ def tier(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tier]:
 
 
 def _container(tier: Tier) -> SegmentContainer:
-    container = SegmentContainer(
-        ContainerConfig(0, storage_flush_interval_s=60.0, checkpoint_interval_s=3600.0),
-        tier.make_log(),
-        tier.storage,
-    )
-    container.recover()
-    return container
+    return new_container(tier.make_log(), tier.storage, config=LAZY_TIER2)
 
 
 @dataclass
@@ -263,7 +257,7 @@ def test_log_record_damaged_in_the_middle_stops_only_that_container(tier: Tier) 
         body = bytearray(tier.client.get_object(Bucket=tier.bucket, Key=named)["Body"].read())
         body[-3] ^= 0x01
         tier.client.put_object(Bucket=tier.bucket, Key=named, Body=bytes(body))
-    container = SegmentContainer(ContainerConfig(0), tier.make_log(), tier.storage)
+    container = new_container(tier.make_log(), tier.storage, recover=False)
     with pytest.raises(DataCorruptionError) as raised:
         container.recover()
     assert named in str(raised.value)
@@ -306,7 +300,7 @@ def test_damaged_epoch_file_is_named(tmp_path: Path, content: bytes) -> None:
 
     _run(write())
     (tmp_path / "tier1" / "epoch").write_bytes(content)
-    container = SegmentContainer(ContainerConfig(0), tier.make_log(), tier.storage)
+    container = new_container(tier.make_log(), tier.storage, recover=False)
     with pytest.raises(DataCorruptionError, match="epoch"):
         container.recover()
 
@@ -327,7 +321,7 @@ def test_container_with_a_damaged_log_keeps_raising_the_damage(tmp_path: Path) -
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
-    container = SegmentContainer(ContainerConfig(0), tier.make_log(), tier.storage)
+    container = new_container(tier.make_log(), tier.storage, recover=False)
     with pytest.raises(DataCorruptionError):
         container.recover()
 
@@ -380,7 +374,7 @@ def test_damaged_controller_record_is_named_and_the_rest_of_the_controller_works
 
 def test_a_format_3_checkpoint_without_checksums_still_recovers() -> None:
     """Chunk entries of three fields and no attribute root: read, checked by length only."""
-    from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
+    from pravega_ray.logs.memory import InMemoryLogStore
     from pravega_ray.segmentstore import operations as ops
     from pravega_ray.storage.memory import InMemoryChunkStorage
 
@@ -393,8 +387,7 @@ def test_a_format_3_checkpoint_without_checksums_still_recovers() -> None:
     store = InMemoryLogStore()
     store.records[7] = ops.encode([ops.MetadataCheckpoint((entry,))])
     store.next_sequence = 8
-    container = SegmentContainer(ContainerConfig(0), InMemoryDurableLog(store), storage)
-    container.recover()
+    container = new_container(store, storage)
 
     async def read() -> None:
         assert await _events(container, DAMAGED) == [b"old-1", b"old-2"]
@@ -403,8 +396,7 @@ def test_a_format_3_checkpoint_without_checksums_still_recovers() -> None:
     _run(read())
     storage.delete(chunk)
     storage.create(chunk, data[:-1])  # still checked by length
-    again = SegmentContainer(ContainerConfig(0), InMemoryDurableLog(store), storage)
-    again.recover()
+    again = new_container(store, storage)
 
     async def read_damaged() -> None:
         with pytest.raises(DataCorruptionError, match="holds"):

@@ -17,9 +17,9 @@ from pravega_ray.errors import (
 )
 from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
 from pravega_ray.naming import transaction_segment_name
-from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from tests.containers import new_container
 from tests.faults.storage import FaultPlan, FaultyChunkStorage, FaultyDurableLog
 
 pytestmark = pytest.mark.timeout(30)
@@ -28,14 +28,9 @@ PARENT = "s/t/0.#epoch.0"
 
 def make(store, storage, log_plan=None, on_fatal=None, **kw) -> SegmentContainer:
     log = InMemoryDurableLog(store)
-    c = SegmentContainer(
-        ContainerConfig(0, **kw),
-        FaultyDurableLog(log, log_plan) if log_plan else log,
-        storage,
-        on_fatal=on_fatal,
+    return new_container(
+        FaultyDurableLog(log, log_plan) if log_plan else log, storage, config=kw, on_fatal=on_fatal
     )
-    c.recover()
-    return c
 
 
 async def read_all(c: SegmentContainer, segment: str) -> bytes:

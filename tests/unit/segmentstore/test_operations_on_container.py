@@ -21,9 +21,8 @@ from pravega_ray.segmentstore.attributes import (
     AttributeUpdateType,
     apply_updates,
 )
-from pravega_ray.segmentstore.builder import build_in_memory_container
-from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from tests.containers import new_container
 
 pytestmark = pytest.mark.timeout(30)
 SEG = "s/t/0.#epoch.0"
@@ -37,9 +36,7 @@ R, G, EQ, ACC = (
 
 
 def make(store, storage, **kw):
-    c = build_in_memory_container(ContainerConfig(0, **kw), store, storage)
-    c.recover()
-    return c
+    return new_container(store, storage, config=kw)
 
 
 def test_attribute_verbs() -> None:

@@ -13,28 +13,17 @@ from pravega_ray.client.event_framing import frame_events, parse_events
 from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.errors import ContainerNotReadyError, FencedError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
-from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
-from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.timing import ManualClock
+from tests.containers import SMALL, new_container
 
 pytestmark = pytest.mark.timeout(60)
 
-SMALL = dict(
-    storage_flush_bytes=2000,
-    storage_flush_interval_s=0.01,
-    checkpoint_interval_s=0.01,
-    checkpoint_log_bytes=4000,
-    read_cache_bytes_max=3000,
-    storage_writer_tick_s=0.005,
-)
-
-
 def container(store: InMemoryLogStore, storage: InMemoryChunkStorage, **kw) -> SegmentContainer:
-    c = SegmentContainer(ContainerConfig(0, **kw), InMemoryDurableLog(store), storage)
-    c.recover()
-    return c
+    return new_container(store, storage, config=kw)
 
 
 async def read_segment(c: SegmentContainer, segment: str) -> bytes:
@@ -165,14 +154,11 @@ def test_a_second_owner_fences_the_first_which_stops_and_loses_nothing(tmp_path:
     fatal: list[BaseException] = []
 
     def make(on_fatal=None) -> SegmentContainer:
-        c = SegmentContainer(
-            ContainerConfig(0),
+        return new_container(
             FileSystemDurableLog(tmp_path / "log"),
             FileSystemChunkStorage(tmp_path / "tier2"),
             on_fatal=on_fatal,
         )
-        c.recover()
-        return c
 
     async def scenario() -> None:
         first = make(on_fatal=fatal.append)
@@ -195,12 +181,8 @@ def test_a_second_owner_fences_the_first_which_stops_and_loses_nothing(tmp_path:
 
 
 def test_traffic_rates_follow_the_appends() -> None:
-    now = [0.0]
-    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
-    c = SegmentContainer(
-        ContainerConfig(0), InMemoryDurableLog(store), storage, monotonic=lambda: now[0]
-    )
-    c.recover()
+    clock = ManualClock()
+    c = new_container(clock=clock)
     seg = "s/t/0.#epoch.0"
     writer = uuid.uuid4().bytes
 
@@ -208,15 +190,15 @@ def test_traffic_rates_follow_the_appends() -> None:
         await c.create_segment(seg)
         last = NO_EVENT_NUMBER
         for second in range(60):  # 100 events/s of 100 bytes for a minute
-            now[0] = float(second)
+            clock.set(float(second))
             data = frame_events([bytes(92)] * 100)
             await c.append(seg, writer, last, last + 100 if last >= 0 else 99, 100, data)
             last = last + 100 if last >= 0 else 99
-        (traffic,) = c.get_traffic()
+        (traffic,) = await c.get_traffic()
         assert 80 < traffic.events_per_s < 120
         assert 8000 < traffic.bytes_per_s < 12000
-        now[0] = 200.0
-        (idle,) = c.get_traffic()
+        clock.set(200.0)
+        (idle,) = await c.get_traffic()
         assert idle.events_per_s < 1
         await c.close()
 

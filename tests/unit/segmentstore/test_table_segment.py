@@ -14,23 +14,15 @@ from pravega_ray.errors import (
     SegmentExistsError,
 )
 from pravega_ray.logs.memory import InMemoryLogStore
-from pravega_ray.segmentstore.builder import build_in_memory_container
-from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableEntry, TableUpdate
 from pravega_ray.segmentstore.table_segment import TableSegments, decode_entries, encode_entry
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from tests.containers import TIGHT_TABLES, new_container
 
 pytestmark = pytest.mark.timeout(60)
 
 SEG = "sc/_kvt.t/0.#epoch.0"
 PLAIN = "sc/st/0.#epoch.0"
-TIGHT = dict(
-    attribute_cache_entries_max=20,
-    storage_writer_tick_s=0.005,
-    checkpoint_interval_s=0.01,
-    checkpoint_log_bytes=4000,
-    storage_flush_interval_s=0.01,
-)
 
 
 class Node:
@@ -41,10 +33,7 @@ class Node:
         self.start()
 
     def start(self) -> None:
-        self.container = build_in_memory_container(
-            ContainerConfig(0, **self.config), self.store, self.storage
-        )
-        self.container.recover()
+        self.container = new_container(self.store, self.storage, config=self.config)
         self.tables = TableSegments(self.container)
 
     async def restart(self) -> None:
@@ -214,7 +203,7 @@ def test_random_operations_with_restarts_match_a_dict_model(seed: int) -> None:
     rng = random.Random(seed)
 
     async def go() -> None:
-        node = Node(**TIGHT)
+        node = Node(**TIGHT_TABLES)
         await node.tables.create(SEG)
         model: dict[bytes, tuple[bytes, int]] = {}
         for step in range(120):

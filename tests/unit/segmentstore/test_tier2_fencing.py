@@ -21,10 +21,9 @@ from pravega_ray.client.event_framing import frame_events, parse_events
 from pravega_ray.errors import ContainerNotReadyError, FencedError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
-from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
-from tests.unit.segmentstore.zombie_container import QUIET
+from tests.containers import QUIET, new_container
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,14 +32,12 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _container(root: Path, **fatal: object) -> SegmentContainer:
-    container = SegmentContainer(
-        ContainerConfig(0, **QUIET),  # type: ignore[arg-type]
+    return new_container(
         FileSystemDurableLog(root / "tier1"),
         FileSystemChunkStorage(root / "tier2"),
-        **fatal,  # type: ignore[arg-type]
+        config=QUIET,
+        **fatal,
     )
-    container.recover()
-    return container
 
 
 async def _events(container: SegmentContainer) -> list[bytes]:

@@ -24,17 +24,8 @@ from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.errors import PravegaError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
-from pravega_ray.segmentstore.config import ContainerConfig
-from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
-
-QUIET = dict(
-    storage_flush_bytes=1 << 30,
-    storage_flush_interval_s=3600.0,
-    storage_writer_tick_s=3600.0,
-    checkpoint_interval_s=3600.0,
-)
-"""The storage writer does nothing on its own: flushes happen when the script asks."""
+from tests.containers import QUIET, new_container
 
 
 class RecordingChunkStorage:
@@ -63,13 +54,12 @@ class RecordingChunkStorage:
 
 async def run(tier1: Path, tier2: Path, segment: str, go: Path, records: Path) -> dict[str, Any]:
     fatal: list[BaseException] = []
-    container = SegmentContainer(
-        ContainerConfig(0, **QUIET),  # type: ignore[arg-type]
+    container = new_container(
         FileSystemDurableLog(tier1),
         RecordingChunkStorage(FileSystemChunkStorage(tier2), records),
+        config=QUIET,
         on_fatal=fatal.append,
     )
-    container.recover()
     writer = uuid.uuid4().bytes
     await container.create_segment(segment)
     events = [f"zombie-{i}".encode() for i in range(100)]

@@ -1,0 +1,75 @@
+"""The controller's calls to segment containers (Pravega's ``SegmentHelper``).
+
+One implementation of the controller's ``SegmentStoreAdmin`` needs, over the
+segment store's typed client
+(:class:`~pravega_ray.segmentstore.service.SegmentStoreClient`), for the Ray cluster
+and the in-process one alike. Workflows are idempotent and must not be left half
+done, so a call whose outcome is unknown (the container is restarting:
+:class:`RetriableError`) is repeated, ``attempts_max`` times at most, ``pause_s``
+apart; any other error reaches the workflow.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TypeVar
+
+from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
+from pravega_ray.errors import RetriableError
+from pravega_ray.segmentstore.service import SegmentStoreClient
+
+__all__ = ["SegmentHelper"]
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+RETRY_PAUSE_S = 0.5
+
+
+class SegmentHelper:
+    """Synchronous segment calls for controller workflows, repeated while a container restarts.
+
+    ``call_timeout_s``: how long one call may take (None: no limit; a Ray call to a live
+    actor always answers). ``sleep`` is injectable for tests and the simulation.
+    """
+
+    def __init__(
+        self,
+        client: SegmentStoreClient,
+        *,
+        attempts_max: int = CONTAINER_CALL_ATTEMPTS_MAX,
+        pause_s: float = RETRY_PAUSE_S,
+        call_timeout_s: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._client = client
+        self._attempts_max = attempts_max
+        self._pause_s = pause_s
+        self._call_timeout_s = call_timeout_s
+        self._sleep = sleep
+
+    def _call(self, segment: str, call: Callable[[str], Future[R]]) -> R:
+        for attempt in range(1, self._attempts_max + 1):
+            try:
+                return call(segment).result(self._call_timeout_s)
+            except RetriableError as e:
+                if attempt == self._attempts_max:
+                    raise
+                log.info("segment call on %s: %s; repeating (%d)", segment, e, attempt)
+                self._sleep(self._pause_s)
+        raise AssertionError("unreachable")
+
+    def create_segment(self, segment: str) -> None:
+        self._call(segment, self._client.create_segment)
+
+    def create_table_segment(self, segment: str) -> None:
+        self._call(segment, self._client.table_create)
+
+    def seal_segment(self, segment: str) -> int:
+        return self._call(segment, self._client.seal)
+
+    def delete_segment(self, segment: str) -> None:
+        self._call(segment, self._client.delete_segment)

@@ -1,0 +1,202 @@
+"""Attribute cache: a container's extended attributes in memory, over the attribute index.
+
+Seed 000 ("Storing Attributes"): the ingestion pipeline never waits on Tier-2 for
+an attribute it validates against. Before an operation is validated, the keys
+it names are *prefetched* from the attribute index into the segment's pending
+view; the storage writer later *flushes* applied values (coalesced: latest
+wins) into the index and *evicts* clean ones once the container holds more than
+``attribute_cache_entries_max``. Values are kept in
+:class:`~pravega_ray.segmentstore.container_metadata.SegmentMetadata`
+(``attributes``, ``pending_attributes``, ``dirty_attributes``); this class owns
+the policy and the index I/O.
+
+Flushes are paced: a segment's batch goes to the index when forced, when it holds
+``ATTRIBUTE_FLUSH_ENTRIES`` values, or when its oldest dirty value is
+``storage_flush_interval_s`` old, so a busy writer's event number, which changes on
+every append, costs one index update per interval. Each update's new root is
+logged (``AttributeIndexUpdated``) so recovery refuses an index that lost its
+newest state. A damaged index stops only its own segment's flushes (the values
+stay in memory and in checkpoints).
+
+All index calls run on one dedicated thread, one at a time (the index is not
+thread-safe), and :meth:`close` drains it: a cancelled caller must not leave a
+write running when a successor container opens the same attribute segments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from pravega_ray.constants import ATTRIBUTE_FLUSH_ENTRIES
+from pravega_ray.errors import DataCorruptionError, FencedError
+from pravega_ray.segmentstore.attribute_index import AttributeIndex
+from pravega_ray.segmentstore.attributes import NULL_VALUE, is_core_key
+from pravega_ray.segmentstore.container_metadata import ContainerMetadata, SegmentMetadata
+from pravega_ray.timing import Clock
+
+__all__ = ["AttributeCache"]
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+class AttributeCache:
+    """Prefetch, iteration, flushes and eviction of one container's extended attributes.
+
+    ``check_running`` raises if the container has stopped (called before each index call);
+    ``fenced`` turns a FencedError from the index into the error to raise (and stops the
+    container); ``record_root`` durably logs an index update's new root.
+    """
+
+    def __init__(
+        self,
+        index: AttributeIndex,
+        metadata: ContainerMetadata,
+        *,
+        entries_max: int,
+        flush_interval_s: float,
+        clock: Clock,
+        check_running: Callable[[], None],
+        fenced: Callable[[FencedError], BaseException],
+        record_root: Callable[[str, int], Awaitable[None]],
+    ) -> None:
+        self._index = index
+        self._metadata = metadata
+        self._entries_max = entries_max
+        self._flush_interval_s = flush_interval_s
+        self._clock = clock
+        self._check_running = check_running
+        self._fenced = fenced
+        self._record_root = record_root
+        self._lock = asyncio.Lock()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="attribute-index")
+        self._deleted: list[str] = []  # segments whose index awaits deletion
+
+    def expect_root(self, segment: str, root: int) -> None:
+        """Recovery: the log recorded that the segment's index reached ``root``."""
+        self._index.expect_root(segment, root)
+
+    def segment_deleted(self, segment: str) -> None:
+        """The segment is gone (deleted or merged): delete its index on the next flush."""
+        self._deleted.append(segment)
+
+    async def close(self) -> None:
+        """Wait for the running index call, if any, and stop the index thread."""
+        await asyncio.to_thread(self._executor.shutdown, wait=True)
+
+    async def _call(self, function: Callable[..., R], *args: Any) -> R:
+        """Run an index call on the index thread, under the lock."""
+        async with self._lock:
+            self._check_running()  # close() shuts the thread down
+            loop = asyncio.get_running_loop()
+            try:
+                return await loop.run_in_executor(self._executor, function, *args)
+            except FencedError as e:
+                raise self._fenced(e) from e
+
+    # --- the pipeline's side -------------------------------------------------------------------
+    async def prefetch(self, state: SegmentMetadata, keys: list[bytes]) -> None:
+        """Load the durable values of ``keys`` missing from memory from the attribute index.
+
+        A value loaded concurrently by an operation of the pipeline wins: it is newer.
+        On return every key is in ``pending_attributes`` (callers must not await
+        before using them): a flush may evict clean values while this waits for the
+        index, so it loops until none is missing.
+        """
+        while not state.attributes_complete:
+            missing = [k for k in keys if k not in state.pending_attributes]
+            if not missing:
+                return
+            found = await self._call(self._index.get, state.name, missing)
+            for key in missing:
+                if key not in state.pending_attributes:
+                    value = found.get(key, NULL_VALUE)
+                    state.pending_attributes[key] = value
+                    state.attributes.setdefault(key, value)
+
+    async def iterate(
+        self, segment: str, after: bytes | None, limit: int
+    ) -> tuple[list[tuple[bytes, int]], bytes | None]:
+        """A page of the segment's durable extended attributes in key order.
+
+        Returns up to ``limit`` ``(key, value)`` pairs with ``after < key`` and the
+        cursor for the next page (None when done). Values not yet in the index come
+        from memory, so a page agrees with what a get would return for its keys.
+        SegmentNotFoundError if the segment is missing, before any index I/O.
+        """
+        self._metadata.get(segment)
+        stored = await self._call(self._index.iterate, segment, after, limit)
+        state = self._metadata.get(segment)  # again: it may have been deleted meanwhile
+        high = stored[-1][0] if len(stored) == limit else None  # memory may not go past it
+        merged = dict(stored)
+        for key, value in state.attributes.items():
+            if (after is None or key > after) and (high is None or key <= high):
+                merged[key] = value
+        items = sorted((k, v) for k, v in merged.items() if v != NULL_VALUE and not is_core_key(k))
+        if high is None:
+            return items[:limit], (items[limit - 1][0] if len(items) > limit else None)
+        return items[:limit], (items[limit - 1][0] if len(items) >= limit else high)
+
+    # --- the storage writer's side -------------------------------------------------------------
+    async def flush(self, force: bool = False) -> None:
+        """Persist the segments' due dirty values, delete dead indexes, then evict clean values.
+
+        The log needs no flush to be truncated: checkpoints carry dirty values.
+        """
+        now = self._clock.monotonic()
+        for state in list(self._metadata):
+            await self._flush_segment(state, now, force)
+        deleted, self._deleted = self._deleted, []
+        for segment in deleted:
+            await self._call(self._index.delete, segment)
+        self._evict()
+
+    async def _flush_segment(self, state: SegmentMetadata, now: float, force: bool) -> None:
+        if not state.dirty_attributes or state.pending_deleted:
+            state.attributes_dirty_since = None
+            return
+        if state.attributes_dirty_since is None:
+            state.attributes_dirty_since = now
+        due = (
+            force
+            or len(state.dirty_attributes) >= ATTRIBUTE_FLUSH_ENTRIES
+            or now - state.attributes_dirty_since >= self._flush_interval_s
+        )
+        if not due or state.attribute_index_damaged:
+            return  # a damaged index was reported once; its values stay in memory
+        values = dict(state.dirty_attributes)
+        try:
+            root = await self._call(self._index.update, state.name, values)
+        except DataCorruptionError as e:  # that segment only: the others go on
+            state.attribute_index_damaged = True
+            log.error("container %d: %s", self._metadata.container_id, e)
+            return
+        if root is not None:
+            await self._record_root(state.name, root)
+        for key, value in values.items():
+            if state.dirty_attributes.get(key) == value:
+                del state.dirty_attributes[key]
+        state.attributes_dirty_since = now if state.dirty_attributes else None
+
+    def _evict(self) -> None:
+        """Drop clean cached attributes once the container holds more than the bound."""
+        cached = sum(len(s.pending_attributes) for s in self._metadata)
+        excess = cached - self._entries_max
+        for state in self._metadata:
+            if excess <= 0:
+                return
+            clean = [
+                k
+                for k, v in state.pending_attributes.items()
+                if k not in state.dirty_attributes and state.attributes.get(k) == v
+            ][:excess]
+            for key in clean:
+                del state.pending_attributes[key]
+                state.attributes.pop(key, None)
+            if clean:
+                state.attributes_complete = False
+            excess -= len(clean)

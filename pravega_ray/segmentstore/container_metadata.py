@@ -1,0 +1,294 @@
+"""Container metadata: what a segment container knows of each of its segments.
+
+Pravega's ``ContainerMetadata`` and ``SegmentMetadata``. Each segment has two
+views of the same facts:
+
+* the **durable** view (``length``, ``sealed``, ``attributes``, ...): operations
+  whose log record is durable, applied in log order by the durable log. Readers,
+  ``get_info`` and checkpoints' consistency checks see only this view.
+* the **pending** view (``pending_length``, ``pending_sealed``,
+  ``pending_attributes``, ...): the durable view plus every operation accepted
+  but not yet durable. Operations are validated against it and then update it
+  (Pravega's metadata update transaction), so pipelined appends of one writer
+  chain correctly. If the durable log fails, the pending view is ahead of the
+  durable one and the container stops; recovery rebuilds both from the log.
+
+Extended attributes are a cache over the attribute index
+(:mod:`~pravega_ray.segmentstore.attribute_cache`): values applied but not yet in
+the index are *dirty* and never evicted; ``attributes_complete`` says nothing of
+the segment lives only in the index. Core attributes (event count, creation time)
+are plain fields.
+
+Not thread-safe: the container's event loop owns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from pravega_ray.constants import TRAFFIC_TIME_CONSTANT_S
+from pravega_ray.errors import (
+    IllegalStateError,
+    SegmentNotFoundError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+)
+from pravega_ray.invariant import invariant
+from pravega_ray.naming import validate_segment_name
+from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.chunk_layout import ChunkLayout
+from pravega_ray.segmentstore.contracts import SegmentInfo
+from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
+
+__all__ = ["ContainerMetadata", "SegmentMetadata", "SegmentRole", "wake_all"]
+
+
+class SegmentRole(str, Enum):
+    """What a segment is for; stored with it (table and transient behaviour build on it)."""
+
+    NORMAL = "normal"
+    TABLE = "table"
+    TRANSACTION = "transaction"
+    TRANSIENT = "transient"
+    ATTRIBUTE = "attribute"
+
+
+def wake_all(waiters: list[asyncio.Future[None]]) -> None:
+    """Resolve every waiter (each re-checks what it waits for) and forget them."""
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+    waiters.clear()
+
+
+@dataclass(slots=True)
+class SegmentMetadata:
+    """Metadata of one segment. ``pending_*`` include queued, not yet durable operations."""
+
+    name: str
+    creation_time_ms: int
+    role: str = "normal"
+    start_offset: int = 0
+    length: int = 0
+    sealed: bool = False
+    event_count: int = 0
+    attributes: dict[bytes, int] = field(default_factory=dict)
+    storage_length: int = 0
+    chunks: ChunkLayout = field(default_factory=ChunkLayout)
+    pending_length: int = 0
+    pending_sealed: bool = False
+    pending_attributes: dict[bytes, int] = field(default_factory=dict)
+    pending_event_count: int = 0
+    pending_start_offset: int = 0
+    pending_deleted: bool = False
+    dirty_attributes: dict[bytes, int] = field(default_factory=dict)
+    attributes_complete: bool = True
+    attributes_dirty_since: float | None = None  # when the cache first saw them dirty
+    # Root of the newest attribute-index state known durable (-1: none recorded); recovery
+    # hands it to the index, which refuses to serve an older state (lost or cut chunks).
+    attribute_root: int = -1
+    attribute_index_damaged: bool = False  # reported once; its flushes are skipped
+    unflushed_since: float | None = None
+    # (offset, log sequence) of each durable append not yet in Tier-2, oldest first: the log
+    # may be truncated only below the oldest sequence over all segments.
+    unflushed_appends: deque[tuple[int, int]] = field(default_factory=deque)
+    traffic: RateTracker | None = None
+    # Futures resolved whenever durable data or a seal is applied (tail reads wait on them).
+    data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    # Futures resolved whenever a pending attribute changes (reordered appends wait on them).
+    attribute_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    # --- the pending view ----------------------------------------------------------------------
+    def check_not_sealed(self) -> None:
+        """SegmentSealedError if the segment is sealed or a seal is queued."""
+        if self.pending_sealed:
+            raise SegmentSealedError(f"segment {self.name} is sealed")
+
+    def reserve(self, length: int, attributes: dict[bytes, int], event_count: int) -> int:
+        """Take ``length`` bytes at the pending end and the attribute values; returns the offset.
+
+        Wakes appends waiting for an attribute to move (reordered blocks of a writer).
+        """
+        offset = self.pending_length
+        self.pending_length += length
+        self.pending_attributes.update(attributes)
+        self.pending_event_count += event_count
+        wake_all(self.attribute_waiters)
+        return offset
+
+    def start_pending_view(self, now: float) -> None:
+        """After recovery: the pending view starts equal to the durable one."""
+        self.pending_length = self.length
+        self.pending_sealed = self.sealed
+        self.pending_attributes = dict(self.attributes)
+        self.attributes_complete = False  # the attribute index may hold more
+        self.pending_event_count = self.event_count
+        self.pending_start_offset = self.start_offset
+        self.traffic = RateTracker(TRAFFIC_TIME_CONSTANT_S, now)
+
+    # --- the durable view ----------------------------------------------------------------------
+    def check_not_truncated(self, offset: int) -> None:
+        if offset < self.start_offset:
+            raise SegmentTruncatedError(
+                f"{self.name} is truncated at {self.start_offset}; cannot read at {offset}",
+                start_offset=self.start_offset,
+            )
+
+    def info(self) -> SegmentInfo:
+        return SegmentInfo(
+            self.name,
+            self.length,
+            self.start_offset,
+            self.sealed,
+            self.event_count,
+            self.storage_length,
+            self.creation_time_ms,
+        )
+
+    # --- checkpoints ---------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The segment as it will be once everything queued so far is applied (a checkpoint).
+
+        Attributes: only values the attribute index may lack; it serves the rest after
+        recovery. Valid only while no ChunkAdded is queued (see ContainerMetadata.snapshot).
+        """
+        return {
+            "n": self.name,
+            "t": self.creation_time_ms,
+            "so": self.pending_start_offset,
+            "r": self.role,
+            "l": self.pending_length,
+            "s": self.pending_sealed,
+            "e": self.pending_event_count,
+            "a": {
+                k.hex(): v
+                for k, v in self.pending_attributes.items()
+                if k in self.dirty_attributes or self.attributes.get(k) != v
+            },
+            "sl": self.storage_length,
+            "ar": self.attribute_root,
+            "c": self.chunks.to_records(),
+        }
+
+    @classmethod
+    def from_snapshot(cls, entry: dict[str, Any], sequence: int) -> SegmentMetadata:
+        """The segment a checkpoint (in log record ``sequence``) recorded."""
+        state = cls(
+            entry["n"],
+            entry["t"],
+            role=entry["r"],
+            start_offset=entry["so"],
+            length=entry["l"],
+            sealed=entry["s"],
+            event_count=entry["e"],
+            storage_length=entry["sl"],
+            attribute_root=entry.get("ar", -1),
+            chunks=ChunkLayout.from_records(entry["c"], entry["n"]),
+        )
+        state.attributes = {bytes.fromhex(k): v for k, v in entry["a"].items()}
+        state.dirty_attributes = dict(state.attributes)
+        if state.storage_length < state.length:
+            # Flushed by ChunkAdded records after this checkpoint (else no truncation).
+            state.unflushed_appends.append((state.storage_length, sequence))
+        return state
+
+    def matches_snapshot(self, entry: dict[str, Any]) -> bool:
+        """Whether the durable view equals what a checkpoint recorded (replay's paired check)."""
+        return (self.length, self.sealed, self.event_count, self.storage_length) == (
+            entry["l"],
+            entry["s"],
+            entry["e"],
+            entry["sl"],
+        )
+
+
+class ContainerMetadata:
+    """Every segment of one container, by name."""
+
+    def __init__(self, container_id: int) -> None:
+        self.container_id = container_id
+        self._segments: dict[str, SegmentMetadata] = {}
+
+    def __contains__(self, segment: str) -> bool:
+        return segment in self._segments
+
+    def __iter__(self) -> Iterator[SegmentMetadata]:
+        return iter(self._segments.values())
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    def get(self, segment: str) -> SegmentMetadata:
+        """The live segment (not deleted, nor being deleted); SegmentNotFoundError otherwise.
+
+        An invalid name is InvalidNameError rather than "not found".
+        """
+        state = self._segments.get(segment)
+        if state is None or state.pending_deleted:
+            validate_segment_name(segment)
+            raise SegmentNotFoundError(f"segment {segment} does not exist")
+        return state
+
+    def find(self, segment: str) -> SegmentMetadata | None:
+        """The segment's metadata even while a delete is queued; None once it is gone."""
+        return self._segments.get(segment)
+
+    def add(self, state: SegmentMetadata) -> None:
+        invariant(state.name not in self._segments, f"segment {state.name} added twice")
+        self._segments[state.name] = state
+
+    def remove(self, segment: str) -> SegmentMetadata:
+        return self._segments.pop(segment)
+
+    def names(self) -> list[str]:
+        return sorted(self._segments)
+
+    def merge_pair(self, target: str, source: str) -> tuple[SegmentMetadata, SegmentMetadata]:
+        """The target and source of a merge, if the pending view allows it.
+
+        IllegalStateError if the source is not sealed or is truncated, SegmentSealedError
+        if the target is sealed, SegmentNotFoundError if either is missing.
+        """
+        t, s = self.get(target), self.get(source)
+        if not s.pending_sealed:
+            raise IllegalStateError(f"cannot merge {source}: it is not sealed")
+        if s.pending_start_offset > 0:
+            raise IllegalStateError(f"cannot merge {source}: it is truncated")
+        if t.pending_sealed:
+            raise SegmentSealedError(f"cannot merge into {target}: it is sealed")
+        return t, s
+
+    def snapshot(self) -> ops.MetadataCheckpoint:
+        """A checkpoint of the metadata as it will be once everything queued is applied.
+
+        Valid only while no ChunkAdded is queued (the storage writer takes it under its
+        lock, after its flushes completed).
+        """
+        return ops.MetadataCheckpoint(
+            tuple(s.snapshot() for s in self._segments.values() if not s.pending_deleted)
+        )
+
+    def oldest_unflushed_sequence(self) -> int | None:
+        """The log sequence of the oldest durable append not yet in Tier-2 (None: all are)."""
+        return min(
+            (s.unflushed_appends[0][1] for s in self._segments.values() if s.unflushed_appends),
+            default=None,
+        )
+
+    def traffic(self, now: float) -> list[SegmentTraffic]:
+        result = []
+        for state in self._segments.values():
+            events, size = state.traffic.rates(now) if state.traffic else (0.0, 0.0)
+            result.append(SegmentTraffic(state.name, events, size))
+        return result
+
+    def wake_all_waiters(self) -> None:
+        """Every waiter re-checks (e.g. finds the container closed)."""
+        for state in self._segments.values():
+            wake_all(state.attribute_waiters)
+            wake_all(state.data_waiters)
