@@ -31,10 +31,17 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from pravega_ray.constants import ATTRIBUTE_FLUSH_ENTRIES
+from pravega_ray.constants import ATTRIBUTE_FLUSH_ENTRIES, ATTRIBUTE_UPDATES_MAX
 from pravega_ray.errors import DataCorruptionError, FencedError
+from pravega_ray.segmentstore.arguments import check_int
 from pravega_ray.segmentstore.attribute_index import AttributeIndex
-from pravega_ray.segmentstore.attributes import NULL_VALUE, is_core_key
+from pravega_ray.segmentstore.attributes import (
+    CREATION_TIME,
+    EVENT_COUNT,
+    NULL_VALUE,
+    check_key,
+    is_core_key,
+)
 from pravega_ray.segmentstore.container_metadata import ContainerMetadata, SegmentMetadata
 from pravega_ray.timing import Clock
 
@@ -118,6 +125,20 @@ class AttributeCache:
                     state.pending_attributes[key] = value
                     state.attributes.setdefault(key, value)
 
+    async def get(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
+        """Durable values of ``keys`` (absent ones left out), core keys (event count,
+        creation time) included. The keys were checked by the caller."""
+        core_keys = (EVENT_COUNT, CREATION_TIME)
+        await self.prefetch(self._metadata.get(segment), [k for k in keys if k not in core_keys])
+        state = self._metadata.get(segment)
+        core = {EVENT_COUNT: state.event_count, CREATION_TIME: state.creation_time_ms}
+        result = {}
+        for key in keys:
+            value = core.get(key, state.attributes.get(key))
+            if value is not None and value != NULL_VALUE:
+                result[key] = value
+        return result
+
     async def iterate(
         self, segment: str, after: bytes | None, limit: int
     ) -> tuple[list[tuple[bytes, int]], bytes | None]:
@@ -126,8 +147,12 @@ class AttributeCache:
         Returns up to ``limit`` ``(key, value)`` pairs with ``after < key`` and the
         cursor for the next page (None when done). Values not yet in the index come
         from memory, so a page agrees with what a get would return for its keys.
-        SegmentNotFoundError if the segment is missing, before any index I/O.
+        SegmentNotFoundError if the segment is missing, before any index I/O;
+        InvalidArgumentError for a bad cursor or limit.
         """
+        if after is not None:
+            check_key(after, allow_core=True)
+        check_int("limit", limit, 1, ATTRIBUTE_UPDATES_MAX)
         self._metadata.get(segment)
         stored = await self._call(self._index.iterate, segment, after, limit)
         state = self._metadata.get(segment)  # again: it may have been deleted meanwhile

@@ -3,18 +3,9 @@
 Pravega's ``StreamSegmentContainer``. It implements the segment store's service
 surface (:class:`~pravega_ray.segmentstore.service.SegmentStoreService`) and is
 built only by :func:`~pravega_ray.segmentstore.builder.build_container`. Its parts,
-each in a file named by its Pravega role:
-
-* :class:`ContainerMetadata` (``container_metadata.py``): segments, with durable and
-  pending views;
-* :class:`DurableLog` (``durable_log.py``): operations made durable through the
-  :class:`OperationProcessor` (``operation_processor.py``, batching and group
-  commit), applied in order, recovered, checkpointed, the log truncated;
-* :class:`ReadIndex` (``read_index.py``): durable bytes from memory or Tier-2, per the
-  segment's :class:`ChunkLayout` (``chunk_layout.py``);
-* :class:`AttributeCache` (``attribute_cache.py``) over the attribute index;
-* :class:`StorageWriter` (``storage_writer.py``): Tier-1 to Tier-2, with its flush policy;
-* :class:`TableSegments` (``table_segment.py``): the table-segment extension.
+each in a file named by its Pravega role (map in docs/design.md): ``container_metadata``,
+``durable_log`` with its ``operation_processor``, ``read_index`` with each segment's
+``chunk_layout``, ``attribute_cache``, ``storage_writer``, ``table_segment``.
 
 How an operation goes (seed 000):
 
@@ -48,13 +39,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
-from pravega_ray.constants import (
-    ATTRIBUTE_UPDATES_MAX,
-    NO_EVENT_NUMBER,
-    READ_BYTES_MAX,
-    READ_WAIT_S_MAX,
-    TRAFFIC_TIME_CONSTANT_S,
-)
+from pravega_ray.constants import NO_EVENT_NUMBER, TRAFFIC_TIME_CONSTANT_S
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ConditionalUpdateError,
@@ -82,8 +67,6 @@ from pravega_ray.segmentstore.arguments import (
 from pravega_ray.segmentstore.attribute_cache import AttributeCache
 from pravega_ray.segmentstore.attribute_index import AttributeIndex
 from pravega_ray.segmentstore.attributes import (
-    CREATION_TIME,
-    EVENT_COUNT,
     NULL_VALUE,
     AttributeUpdate,
     apply_updates,
@@ -194,15 +177,6 @@ class SegmentContainer:
             self._damage = e
             raise
         self._recovered = True
-        log.info(
-            "container %d recovered: %d records, %d operations, %d segments in %.3fs (epoch %d)",
-            self.config.container_id,
-            stats.records,
-            stats.operations,
-            stats.segments,
-            stats.seconds,
-            epoch,
-        )
         return stats
 
     def _ensure_running(self) -> None:
@@ -472,7 +446,7 @@ class SegmentContainer:
             s.storage_length == s.length == s.pending_length
             and t.storage_length == t.length == t.pending_length
         ):
-            data = await self._read_index.read_range(s, 0, s.pending_length)
+            data = await self._read_index.read_bytes(s, 0, s.pending_length)
             t, s = self.metadata.merge_pair(target, source)  # re-check after the await
         offset, length = t.pending_length, s.pending_length
         t.pending_length += length
@@ -504,52 +478,22 @@ class SegmentContainer:
 
     # --- reads ---------------------------------------------------------------------------------
     async def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
-        """Read durable bytes from ``offset``.
+        """Read durable bytes from ``offset``, waiting up to ``wait_s`` at the tail.
 
-        Returns at once when data is available (up to ``max_bytes``, possibly
-        fewer, e.g. at a chunk boundary). At the tail it waits up to ``wait_s``
-        for data or a seal; then it returns empty data. ``end_of_segment`` is set
-        when the segment is sealed and the read reaches its end. Raises
-        InvalidArgumentError for an offset beyond the segment's length.
+        Contract (what returns when, end of segment, errors): :meth:`ReadIndex.read`.
         """
         self._ensure_running()
         check_offset("offset", offset)
         check_int("max_bytes", max_bytes, 1, INT64_MAX)
         wait_s = check_wait("wait_s", wait_s)
-        state = self.metadata.get(segment)
-        max_bytes = min(max_bytes, READ_BYTES_MAX)
-        if offset > state.length:
-            raise InvalidArgumentError(
-                f"read of {segment} at {offset} is past its length {state.length}"
-            )
-        state.check_not_truncated(offset)
-        if offset == state.length and not state.sealed and wait_s > 0:
-            waiter = asyncio.get_running_loop().create_future()
-            state.data_waiters.append(waiter)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(waiter, min(wait_s, READ_WAIT_S_MAX))
-        if offset == state.length:
-            return ReadResult(offset, b"", state.sealed, state.length)
-        data = await self._read_index.read(state, offset, max_bytes)
-        end = offset + len(data)
-        return ReadResult(offset, data, state.sealed and end == state.length, state.length)
+        return await self._read_index.read(self.metadata.get(segment), offset, max_bytes, wait_s)
 
     async def read_range(self, segment: str, offset: int, length: int) -> bytes:
-        """Exactly the durable bytes ``[offset, offset + length)`` of ``segment``.
-
-        Raises SegmentTruncatedError below the start offset and InvalidArgumentError
-        for a range past the durable length.
-        """
+        """Exactly the durable bytes ``[offset, offset + length)``; see ReadIndex.read_range."""
         self._ensure_running()
         check_offset("offset", offset)
         check_offset("length", length)
-        state = self.metadata.get(segment)
-        if offset + length > state.length:
-            raise InvalidArgumentError(
-                f"range [{offset}, {offset + length}) is outside {segment} (length {state.length})"
-            )
-        state.check_not_truncated(offset)
-        return await self._read_index.read_range(state, offset, offset + length)
+        return await self._read_index.read_range(self.metadata.get(segment), offset, length)
 
     async def get_info(self, segment: str) -> SegmentInfo:
         self._ensure_running()
@@ -567,18 +511,7 @@ class SegmentContainer:
         check_count("attribute keys", keys)
         for key in keys:
             check_key(key, allow_core=True)
-        core_keys = (EVENT_COUNT, CREATION_TIME)
-        await self._attributes.prefetch(
-            self.metadata.get(segment), [k for k in keys if k not in core_keys]
-        )
-        state = self.metadata.get(segment)
-        core = {EVENT_COUNT: state.event_count, CREATION_TIME: state.creation_time_ms}
-        result = {}
-        for key in keys:
-            value = core.get(key, state.attributes.get(key))
-            if value is not None and value != NULL_VALUE:
-                result[key] = value
-        return result
+        return await self._attributes.get(segment, keys)
 
     async def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
         """Durably apply attribute updates, atomically (ConditionalUpdateError changes nothing)."""
@@ -605,9 +538,6 @@ class SegmentContainer:
         result is what :meth:`get_attributes` would return for those keys.
         """
         self._ensure_running()
-        if after is not None:
-            check_key(after, allow_core=True)
-        check_int("limit", limit, 1, ATTRIBUTE_UPDATES_MAX)
         return await self._attributes.iterate(segment, after, limit)
 
     # --- table segments (the TableSegments extension) ------------------------------------------

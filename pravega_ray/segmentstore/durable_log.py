@@ -155,7 +155,17 @@ class DurableLog:
                 "are neither in Tier-2 nor in the log",
             )
         self._recovered = True
-        return RecoveryStats(records, operations, len(self._metadata), time.monotonic() - started)
+        stats = RecoveryStats(records, operations, len(self._metadata), time.monotonic() - started)
+        log.info(
+            "container %d recovered: %d records, %d operations, %d segments in %.3fs (epoch %d)",
+            self._config.container_id,
+            records,
+            operations,
+            stats.segments,
+            stats.seconds,
+            self._log.epoch,
+        )
+        return stats
 
     @property
     def epoch(self) -> int:

@@ -16,13 +16,18 @@ memory work. Not thread-safe: the container's event loop owns it.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from pravega_ray.constants import READ_BYTES_MAX, READ_WAIT_S_MAX
+from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.invariant import invariant
 from pravega_ray.segmentstore.chunk_layout import ChunkRef, read_chunk
 from pravega_ray.segmentstore.container_metadata import SegmentMetadata
+from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.storage.chunk_storage import ChunkStorage
 from pravega_ray.timing import Scheduler
 
@@ -105,7 +110,50 @@ class ReadIndex:
         return index.offsets[0] if index.entries else None
 
     # --- reads ------------------------------------------------------------------------------
-    async def read(self, state: SegmentMetadata, offset: int, max_bytes: int) -> bytes:
+    async def read(
+        self, state: SegmentMetadata, offset: int, max_bytes: int, wait_s: float
+    ) -> ReadResult:
+        """Read durable bytes from ``offset`` (Pravega's read index, future reads included).
+
+        Returns at once when data is available (up to ``max_bytes``, possibly fewer,
+        e.g. at a chunk boundary). At the tail it waits up to ``wait_s`` (capped at
+        ``READ_WAIT_S_MAX``) for data or a seal; then it returns empty data.
+        ``end_of_segment`` is set when the segment is sealed and the read reaches its
+        end. Raises InvalidArgumentError for an offset beyond the segment's length and
+        SegmentTruncatedError below its start. Arguments were type-checked by the caller.
+        """
+        max_bytes = min(max_bytes, READ_BYTES_MAX)
+        if offset > state.length:
+            raise InvalidArgumentError(
+                f"read of {state.name} at {offset} is past its length {state.length}"
+            )
+        state.check_not_truncated(offset)
+        if offset == state.length and not state.sealed and wait_s > 0:
+            waiter = asyncio.get_running_loop().create_future()
+            state.data_waiters.append(waiter)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(waiter, min(wait_s, READ_WAIT_S_MAX))
+        if offset == state.length:
+            return ReadResult(offset, b"", state.sealed, state.length)
+        data = await self._read_available(state, offset, max_bytes)
+        end = offset + len(data)
+        return ReadResult(offset, data, state.sealed and end == state.length, state.length)
+
+    async def read_range(self, state: SegmentMetadata, offset: int, length: int) -> bytes:
+        """Exactly the durable bytes ``[offset, offset + length)``.
+
+        Raises InvalidArgumentError for a range past the durable length and
+        SegmentTruncatedError below the start offset.
+        """
+        if offset + length > state.length:
+            raise InvalidArgumentError(
+                f"range [{offset}, {offset + length}) is outside {state.name} "
+                f"(length {state.length})"
+            )
+        state.check_not_truncated(offset)
+        return await self.read_bytes(state, offset, offset + length)
+
+    async def _read_available(self, state: SegmentMetadata, offset: int, max_bytes: int) -> bytes:
         """Durable bytes of the segment from ``offset``: at least one, at most ``max_bytes``.
 
         Stops at a chunk's end or at the end of the unflushed entries. The caller has
@@ -123,11 +171,11 @@ class ReadIndex:
         start = offset - chunk.offset
         return data[start : start + max_bytes]
 
-    async def read_range(self, state: SegmentMetadata, offset: int, end: int) -> bytes:
-        """Exactly the durable bytes ``[offset, end)`` (the caller checked the range)."""
+    async def read_bytes(self, state: SegmentMetadata, offset: int, end: int) -> bytes:
+        """Exactly the bytes ``[offset, end)``, unchecked (merges copy a sealed source)."""
         parts = []
         while offset < end:
-            piece = await self.read(state, offset, end - offset)
+            piece = await self._read_available(state, offset, end - offset)
             invariant(piece, f"no bytes readable at {offset} of {state.name}")
             parts.append(piece)
             offset += len(piece)
