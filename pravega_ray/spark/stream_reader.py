@@ -46,7 +46,6 @@ from pravega_ray.constants import MIB, READ_BYTES_MAX
 from pravega_ray.errors import (
     DataCorruptionError,
     IllegalStateError,
-    PravegaError,
     SegmentStoreUnavailableError,
 )
 from pravega_ray.naming import parse_scoped_stream
@@ -152,31 +151,6 @@ def plan_blocks(
     return result
 
 
-def _unavailable_errors() -> tuple[type[BaseException], ...]:
-    """Ray's errors for "the actor is gone or did not answer in time": outcome unknown."""
-    import ray
-
-    return (
-        ray.exceptions.RayActorError,
-        ray.exceptions.ActorUnavailableError,
-        ray.exceptions.GetTimeoutError,
-    )
-
-
-def _reraise_pravega_error(error: BaseException) -> None:
-    """Raise the PravegaError a Ray task failed with, unwrapped from ``RayTaskError``.
-
-    A task that failed because a container actor died surfaces as
-    :class:`SegmentStoreUnavailableError`. Returns (so the caller re-raises
-    ``error``) for anything else.
-    """
-    cause = getattr(error, "cause", None)
-    if isinstance(cause, PravegaError):
-        raise cause from None
-    if isinstance(cause, _unavailable_errors()):
-        raise SegmentStoreUnavailableError(str(cause)) from None
-
-
 def _events_table(
     scope: str, stream: str, segment_id: int, offsets: list[int], payloads: list[bytes]
 ) -> pa.Table:
@@ -211,7 +185,7 @@ def _read_segment_pieces(
     :class:`SegmentStoreUnavailableError` if the container actor dies or a call
     exceeds ``READ_CALL_TIMEOUT_S``.
     """
-    import ray
+    from actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
 
     offset = segment.start_offset
     tail = b""  # bytes of a frame cut by the previous read; it starts at offset - len(tail)
@@ -222,14 +196,10 @@ def _read_segment_pieces(
     while offset < segment.end_offset:
         want = min(READ_BYTES_MAX, segment.end_offset - offset)
         try:
-            result = ray.get(
-                container.read.remote(segment.name, offset, want, 0.0),
-                timeout=READ_CALL_TIMEOUT_S,
+            result = call_with_unwrap(
+                container.read.remote(segment.name, offset, want, 0.0), READ_CALL_TIMEOUT_S
             )
-        except ray.exceptions.RayTaskError as error:
-            _reraise_pravega_error(error)
-            raise
-        except _unavailable_errors() as error:
+        except SegmentStoreUnavailableError as error:
             raise SegmentStoreUnavailableError(
                 f"reading {segment.name} at offset {offset} failed: {error}"
             ) from None
@@ -318,6 +288,8 @@ def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None)
     scope, stream = parse_scoped_stream(scoped_stream)
     import ray
 
+    from actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
+
     if not ray.is_initialized():
         raise IllegalStateError("Ray is not initialized: start it (and init_spark) first")
     if cluster is None:
@@ -328,17 +300,14 @@ def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None)
     info = cluster.stream_manager().get_stream_info(scope, stream)
     containers = [cluster.container_handle(segment.name) for segment in info.segments]
     try:
-        segment_infos = ray.get(
+        segment_infos = call_with_unwrap(
             [
                 container.get_info.remote(segment.name)
                 for container, segment in zip(containers, info.segments, strict=True)
             ],
-            timeout=READ_CALL_TIMEOUT_S,
+            READ_CALL_TIMEOUT_S,
         )
-    except ray.exceptions.RayTaskError as error:
-        _reraise_pravega_error(error)
-        raise
-    except _unavailable_errors() as error:
+    except SegmentStoreUnavailableError as error:
         raise SegmentStoreUnavailableError(f"reading {scoped_stream} failed: {error}") from None
 
     reads = [
@@ -355,12 +324,8 @@ def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None)
         for container, segment in reads
     ]
     ref_lists = [list(generator) for generator in generators]
-    try:
-        # The last reference of each task holds its piece sizes, or its error.
-        sizes_lists = ray.get([refs[-1] for refs in ref_lists])
-    except ray.exceptions.RayTaskError as error:
-        _reraise_pravega_error(error)
-        raise
+    # The last reference of each task holds its piece sizes, or its error.
+    sizes_lists = call_with_unwrap([refs[-1] for refs in ref_lists])
     piece_refs: list[Any] = []
     piece_bytes: list[int] = []
     for refs, sizes in zip(ref_lists, sizes_lists, strict=True):
