@@ -1,1 +1,1 @@
-"""Thin Ray shells around the core objects of pravega_ray (see ARCHITECTURE.md §2)."""
+"""Thin Ray shells around the core objects of pravega_ray (see docs/design.md, "Layers")."""

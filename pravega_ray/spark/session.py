@@ -3,7 +3,7 @@
 RayDP runs Spark's master and executors as Ray actors, so a Spark job and the
 pravega-ray containers share one Ray cluster and exchange data through Ray's
 object store. Three things have to be right for that to work here (proven in
-``STACK.md``; explained in ``docs/spark.md``):
+``docs/stack.md``; explained in ``docs/spark.md``):
 
 * The JVMs RayDP starts (driver, app master, executors) run on Java 17, which
   denies reflective access to ``java.base`` unless each package is opened
@@ -66,7 +66,7 @@ ADD_OPENS_PACKAGES: tuple[str, ...] = (
 )
 """``java.base`` packages opened to unnamed modules in every RayDP JVM.
 
-The list proven in STACK.md, plus ``java.lang.reflect`` and ``jdk.internal.ref``
+The list proven in docs/stack.md, plus ``java.lang.reflect`` and ``jdk.internal.ref``
 which Spark's own launcher opens (``JavaModuleOptions``) but which RayDP's
 executor and app-master launchers do not add.
 """

@@ -9,7 +9,7 @@ Path of the data::
     coalesce pieces into ~executor-core-count blocks  -> one concat task per multi-piece block
     ray.data.from_arrow_refs(blocks).to_spark(spark)  -> one Spark partition per block
 
-Why the shape (measured, see ``STACK.md`` and ``docs/spark.md``):
+Why the shape (measured, see ``docs/stack.md`` and ``docs/spark.md``):
 
 * Each Ray block becomes one Spark partition and costs ~0.25 s to hand over, so
   the number of blocks is kept near the executors' total cores, not the number

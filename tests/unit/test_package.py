@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pravega_ray"
-# ARCHITECTURE.md §2: only cluster.py and the bridges import ray (or Spark).
+# docs/design.md "Layers": only cluster.py and the bridges import ray (or Spark).
 RAY_ALLOWED = {"cluster.py", "spark", "data"}
 HEAVY = ("ray", "raydp", "pyspark")
 

@@ -19,7 +19,7 @@ from pravega_ray.spark.session import (
 
 pytestmark = pytest.mark.timeout(30)
 
-# The packages STACK.md proved necessary; the module may open more, never fewer.
+# The packages docs/stack.md lists as necessary; the module may open more, never fewer.
 STACK_MD_PACKAGES = (
     "java.lang",
     "java.lang.invoke",
