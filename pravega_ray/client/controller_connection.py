@@ -11,7 +11,7 @@ times, 0.5 s apart, logging each) exactly these:
 * creates, which it sends with a ``request_id`` the controller stores in the record,
   so a create that landed before its reply was lost answers True again, not False;
 * the reader-group calls of a reader, which carry its session and are idempotent
-  (``client/reader_group_state.py``): joining again, leaving again, releasing a
+  (``controller/reader_group_state.py``): joining again, leaving again, releasing a
   segment no longer owned; a sync answers with the whole owned set.
 
 Deletes and ``reader_group_reader_offline`` are not repeated: a repeat could not tell

@@ -20,7 +20,7 @@ Robustness:
 * Calls are safe to repeat after a lost reply where the client retries them
   (``client/controller_connection.py``): creates carry a ``request_id`` stored in the
   record, so a repeated create that had landed answers True; reader-group calls carry
-  the reader's session and are idempotent (``client/reader_group_state.py``).
+  the reader's session and are idempotent (``reader_group_state.py``).
 * Names are never reused: a key-value table re-created under a deleted one's name
   numbers its segments after the deleted one's (Pravega's safe starting segment
   number, kept in a ``deleted/`` record), so a client of the old table gets
@@ -41,10 +41,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
-from pravega_ray.client.events import check_offsets
-from pravega_ray.client.reader_group_state import Assignment, ReaderGroupState
 from pravega_ray.constants import KVT_PARTITIONS_MAX, READER_GROUP_OFFSETS_SAVE_INTERVAL_S
 from pravega_ray.controller.metadata_store import MetadataStore, damaged
+from pravega_ray.controller.reader_group_state import (
+    Assignment,
+    ReaderGroupState,
+    check_offsets,
+)
 from pravega_ray.controller.records import (
     STATE_TRANSITIONS,
     KeyValueTableInfo,
