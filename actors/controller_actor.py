@@ -12,7 +12,7 @@ from actors.options import NAMESPACE, container_name
 from actors.ray_calls import call_with_unwrap
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import RetriableError
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import build_chunk_storage
@@ -58,7 +58,7 @@ class ControllerActor:
     ) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         self._tiers = {"tier1": tier1, "tier2": tier2}
-        store = MetadataStore(build_chunk_storage(tier2))
+        store = ChunkMetadataStore(build_chunk_storage(tier2))
         self._controller = Controller(
             store, _RaySegmentStoreAdmin(container_count, namespace), container_count
         )

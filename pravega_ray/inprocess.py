@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.controller_connection import RetryingControllerConnection
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
@@ -75,7 +75,7 @@ class InProcessCluster(ClientFactory):
         super().__init__(RetryingControllerConnection(self._locked), _Connection(self))
 
     def _new_controller(self) -> Controller:
-        return Controller(MetadataStore(self.storage), _Admin(self), self.container_count)
+        return Controller(ChunkMetadataStore(self.storage), _Admin(self), self.container_count)
 
     def _new_container(self, container_id: int) -> SegmentContainer:
         container = build_in_memory_container(

@@ -17,7 +17,7 @@ from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.controller_connection import SAFE_TO_REPEAT, RetryingControllerConnection
 from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import ControllerUnavailableError
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.storage.memory import InMemoryChunkStorage
@@ -71,7 +71,7 @@ def _stream_with_events(clients: ClientFactory, count: int) -> list[bytes]:
 
 
 def _controller() -> tuple[RetryingControllerConnection, ReplyLost]:
-    lost = ReplyLost(Controller(MetadataStore(InMemoryChunkStorage()), FakeSegmentStore(), 4))
+    lost = ReplyLost(Controller(ChunkMetadataStore(InMemoryChunkStorage()), FakeSegmentStore(), 4))
     return RetryingControllerConnection(lost, pause_s=0.0), lost
 
 
