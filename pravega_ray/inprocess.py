@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from pravega_ray.client.client_factory import ClientFactory
-from pravega_ray.client.controller_connection import RetryingControllerConnection
+from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.service import method_name
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
@@ -35,7 +36,8 @@ R = TypeVar("R")
 
 
 class _LockedController:
-    """Serializes calls into the controller, as its actor shell does."""
+    """Invokes each controller call on a controller in this process, one call at a time
+    under a lock, as its actor shell serializes calls (a ``ControllerInvoker``)."""
 
     def __init__(self, controller: Controller) -> None:
         self._controller = controller
@@ -46,15 +48,11 @@ class _LockedController:
         with self._lock:
             self._controller = controller
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return getattr(self._controller, name)(*args, **kwargs)
-
-        return call
+    def invoke(self, method: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        # The Protocol's function only names the call: Controller implements it.
+        with self._lock:
+            implementation: Callable[..., R] = getattr(self._controller, method_name(method))
+            return implementation(*args, **kwargs)
 
 
 class InProcessCluster(ClientFactory):
@@ -72,7 +70,7 @@ class InProcessCluster(ClientFactory):
             self._new_container(i) for i in range(container_count)
         ]
         self._locked = _LockedController(self._new_controller())
-        super().__init__(RetryingControllerConnection(self._locked), _Connection(self))
+        super().__init__(ControllerClient(self._locked), _Connection(self))
 
     def _new_controller(self) -> Controller:
         return Controller(ChunkMetadataStore(self.storage), _Admin(self), self.container_count)

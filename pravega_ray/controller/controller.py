@@ -102,8 +102,10 @@ def _check_request_id(request_id: object) -> None:
 
 
 class Controller:
-    """The controller's calls over the records of ``store`` (through a
-    :class:`StreamMetadataStore`) and the segment containers reached through ``segments``."""
+    """Implements the controller's service surface
+    (:class:`~pravega_ray.controller.service.ControllerService`) over the records of
+    ``store`` (through a :class:`StreamMetadataStore`) and the segment containers reached
+    through ``segments``."""
 
     def __init__(
         self,
