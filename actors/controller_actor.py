@@ -77,14 +77,14 @@ class ControllerActor:
     def describe(self) -> dict[str, object]:
         return {**self._tiers, "container_count": self._controller.container_count}
 
-    # --- cluster -------------------------------------------------------------------------------
+    # --- cluster ---------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:
         return self._controller.get_cluster_config()
 
     def damaged_records(self) -> dict[str, str]:
         return self._controller.damaged_records()
 
-    # --- scopes --------------------------------------------------------------------------------
+    # --- scopes ----------------------------------------------------------------------------------
     def create_scope(self, scope: str, request_id: str | None = None) -> bool:
         return self._controller.create_scope(scope, request_id)
 
@@ -94,7 +94,7 @@ class ControllerActor:
     def delete_scope(self, scope: str) -> bool:
         return self._controller.delete_scope(scope)
 
-    # --- streams -------------------------------------------------------------------------------
+    # --- streams ---------------------------------------------------------------------------------
     def create_stream(
         self,
         scope: str,
@@ -116,7 +116,7 @@ class ControllerActor:
     def seal_stream(self, scope: str, stream: str) -> bool:
         return self._controller.seal_stream(scope, stream)
 
-    # --- key-value tables ----------------------------------------------------------------------
+    # --- key-value tables ------------------------------------------------------------------------
     def create_key_value_table(
         self, scope: str, table: str, partitions: int, request_id: str | None = None
     ) -> bool:
@@ -134,7 +134,7 @@ class ControllerActor:
     def delete_key_value_table(self, scope: str, table: str) -> bool:
         return self._controller.delete_key_value_table(scope, table)
 
-    # --- reader groups -------------------------------------------------------------------------
+    # --- reader groups ---------------------------------------------------------------------------
     def create_reader_group(
         self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
     ) -> bool:

@@ -110,14 +110,14 @@ class ControllerClient:
                 self._sleep(self._pause_s)
         raise AssertionError("unreachable")
 
-    # --- cluster -------------------------------------------------------------------------------
+    # --- cluster ---------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:
         return self._repeated(ControllerService.get_cluster_config)
 
     def damaged_records(self) -> dict[str, str]:
         return self._repeated(ControllerService.damaged_records)
 
-    # --- scopes --------------------------------------------------------------------------------
+    # --- scopes ----------------------------------------------------------------------------------
     def create_scope(self, scope: str, request_id: str | None = None) -> bool:
         return self._repeated(
             ControllerService.create_scope, scope, request_id=_request_id(request_id)
@@ -129,7 +129,7 @@ class ControllerClient:
     def delete_scope(self, scope: str) -> bool:
         return self._once(ControllerService.delete_scope, scope)
 
-    # --- streams -------------------------------------------------------------------------------
+    # --- streams ---------------------------------------------------------------------------------
     def create_stream(
         self,
         scope: str,
@@ -157,7 +157,7 @@ class ControllerClient:
     def seal_stream(self, scope: str, stream: str) -> bool:
         return self._repeated(ControllerService.seal_stream, scope, stream)
 
-    # --- key-value tables ----------------------------------------------------------------------
+    # --- key-value tables ------------------------------------------------------------------------
     def create_key_value_table(
         self, scope: str, table: str, partitions: int, request_id: str | None = None
     ) -> bool:
@@ -181,7 +181,7 @@ class ControllerClient:
     def delete_key_value_table(self, scope: str, table: str) -> bool:
         return self._once(ControllerService.delete_key_value_table, scope, table)
 
-    # --- reader groups -------------------------------------------------------------------------
+    # --- reader groups ---------------------------------------------------------------------------
     def create_reader_group(
         self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
     ) -> bool:

@@ -40,7 +40,7 @@ from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfigurat
 class ControllerService(Protocol):
     """Scopes, streams, key-value tables and reader groups (Pravega's controller service)."""
 
-    # --- cluster -------------------------------------------------------------------------------
+    # --- cluster ---------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:
         """``{"container_count": N}``: how segments are placed on containers."""
         ...
@@ -49,7 +49,7 @@ class ControllerService(Protocol):
         """Records found damaged (key -> what is wrong): quarantined, never overwritten."""
         ...
 
-    # --- scopes --------------------------------------------------------------------------------
+    # --- scopes ----------------------------------------------------------------------------------
     def create_scope(self, scope: str, request_id: str | None = None) -> bool:
         """Create ``scope``; False if it exists already (True again for a repeated request)."""
         ...
@@ -65,7 +65,7 @@ class ControllerService(Protocol):
         """
         ...
 
-    # --- streams -------------------------------------------------------------------------------
+    # --- streams ---------------------------------------------------------------------------------
     def create_stream(
         self,
         scope: str,
@@ -99,7 +99,7 @@ class ControllerService(Protocol):
         """Seal every segment of the stream; True once SEALED (idempotent)."""
         ...
 
-    # --- key-value tables ----------------------------------------------------------------------
+    # --- key-value tables ------------------------------------------------------------------------
     def create_key_value_table(
         self, scope: str, table: str, partitions: int, request_id: str | None = None
     ) -> bool:
@@ -127,7 +127,7 @@ class ControllerService(Protocol):
         """Delete the table and its segments; False if it does not exist."""
         ...
 
-    # --- reader groups -------------------------------------------------------------------------
+    # --- reader groups ---------------------------------------------------------------------------
     def create_reader_group(
         self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
     ) -> bool:

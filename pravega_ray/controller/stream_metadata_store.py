@@ -11,7 +11,7 @@ table segments of the system scope, behind the same Protocol.
 **Stream metadata.** :class:`StreamMetadataStore` is the controller's view of those
 records: scopes; streams with their state (changed only through the transition table,
 ``records.STATE_TRANSITIONS``), configuration and history table of epochs, each a list
-of segments with their routing-key ranges; reader groups (their
+of segments with their routing-key ranges; key-value tables; reader groups (their
 :class:`ReaderGroupState`); and markers of deleted names, so a re-created stream or
 key-value table never reuses a segment number. A record that cannot be read or parsed is
 :class:`DataCorruptionError` naming it (attributes ``key`` and, where known, ``chunk``)
@@ -261,7 +261,7 @@ class StreamMetadataStore:
         self._records = records
         self._damaged: dict[str, str] = {}
 
-    # --- any record, and damage -------------------------------------------------------------------
+    # --- any record, and damage ------------------------------------------------------------------
     def damaged_records(self) -> dict[str, str]:
         """Records found damaged (key -> what is wrong): quarantined, never overwritten."""
         return dict(self._damaged)
@@ -301,7 +301,7 @@ class StreamMetadataStore:
         record = self._records.get(key)
         return record.value.get("state") if record else None
 
-    # --- scopes ---------------------------------------------------------------------------------
+    # --- scopes ----------------------------------------------------------------------------------
     def get_scope(self, scope: str) -> dict[str, Any] | None:
         return self._read(f"scopes/{scope}")
 
@@ -326,7 +326,7 @@ class StreamMetadataStore:
     def delete_scope(self, scope: str) -> None:
         self._records.delete(f"scopes/{scope}")
 
-    # --- names of deleted streams and tables ---------------------------------------------------
+    # --- names of deleted streams and tables -----------------------------------------------------
     def safe_start(self, kind: str, scope: str, name: str, count: int) -> int:
         """The first segment number a new incarnation of ``kind`` ``scope/name`` may use
         for its ``count`` segments (Pravega's ``getSafeStartingSegmentNumberFor``).
@@ -355,7 +355,7 @@ class StreamMetadataStore:
         value = {"next_segment_number": next_number}
         self._records.put(key, value, None if current is None else current.version)
 
-    # --- streams --------------------------------------------------------------------------------
+    # --- streams ---------------------------------------------------------------------------------
     def get_stream_record(self, scope: str, stream: str) -> dict[str, Any] | None:
         """The stream's record as stored (None if absent); damage is quarantined and raised."""
         return self._read(f"streams/{scope}/{stream}")
@@ -509,7 +509,7 @@ class StreamMetadataStore:
     def delete_key_value_table(self, scope: str, table: str) -> None:
         self._records.delete(f"kvtables/{scope}/{table}")
 
-    # --- reader groups --------------------------------------------------------------------------
+    # --- reader groups ---------------------------------------------------------------------------
     def get_reader_group_record(self, scope: str, group: str) -> dict[str, Any] | None:
         """The group's record as stored (None if absent); damage is quarantined and raised."""
         return self._read(f"readergroups/{scope}/{group}")
