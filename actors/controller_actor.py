@@ -10,19 +10,30 @@ import ray
 from actors.options import NAMESPACE, container_name
 from actors.ray_calls import RayServiceInvoker
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.reader_group_state import Assignment
+from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
 from pravega_ray.controller.segment_helper import SegmentHelper
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.segmentstore.builder import build_chunk_storage
 from pravega_ray.segmentstore.service import SegmentStoreClient
+from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 
 
 class ControllerActor:
+    """The controller's service surface (``ControllerService``) as actor methods.
+
+    Each method forwards to the one ``Controller`` this actor owns: Ray needs real
+    methods, and a forward per call keeps the actor's surface the Protocol's, checked by
+    ``tests/unit/controller/test_service_surface.py``. The actor runs one call at a time
+    (``max_concurrency=1``), as the controller core is not thread-safe.
+    """
+
     def __init__(
         self, tier1: str, tier2: str, container_count: int, namespace: str = NAMESPACE
     ) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         self._tiers = {"tier1": tier1, "tier2": tier2}
-        store = MetadataStore(build_chunk_storage(tier2))
+        store = ChunkMetadataStore(build_chunk_storage(tier2))
         containers = [
             ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
         ]
@@ -32,8 +43,132 @@ class ControllerActor:
     def describe(self) -> dict[str, object]:
         return {**self._tiers, "container_count": self._controller.container_count}
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Invoke a public ``Controller`` method by name (the client's ControllerConnection)."""
-        if method.startswith("_") or not hasattr(self._controller, method):
-            raise AttributeError(f"controller has no method {method!r}")
-        return getattr(self._controller, method)(*args, **kwargs)
+    # --- cluster ---------------------------------------------------------------------------------
+    def get_cluster_config(self) -> dict[str, Any]:
+        return self._controller.get_cluster_config()
+
+    def damaged_records(self) -> dict[str, str]:
+        return self._controller.damaged_records()
+
+    # --- scopes ----------------------------------------------------------------------------------
+    def create_scope(self, scope: str, request_id: str | None = None) -> bool:
+        return self._controller.create_scope(scope, request_id)
+
+    def list_scopes(self) -> list[str]:
+        return self._controller.list_scopes()
+
+    def delete_scope(self, scope: str) -> bool:
+        return self._controller.delete_scope(scope)
+
+    # --- streams ---------------------------------------------------------------------------------
+    def create_stream(
+        self,
+        scope: str,
+        stream: str,
+        config: StreamConfiguration | None,
+        request_id: str | None = None,
+    ) -> bool:
+        return self._controller.create_stream(scope, stream, config, request_id)
+
+    def list_streams(self, scope: str) -> list[str]:
+        return self._controller.list_streams(scope)
+
+    def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
+        return self._controller.get_stream_info(scope, stream)
+
+    def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
+        return self._controller.get_current_segments(scope, stream)
+
+    def seal_stream(self, scope: str, stream: str) -> bool:
+        return self._controller.seal_stream(scope, stream)
+
+    # --- key-value tables ------------------------------------------------------------------------
+    def create_key_value_table(
+        self, scope: str, table: str, partitions: int, request_id: str | None = None
+    ) -> bool:
+        return self._controller.create_key_value_table(scope, table, partitions, request_id)
+
+    def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        return self._controller.get_key_value_table(scope, table)
+
+    def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        return self._controller.get_active_key_value_table(scope, table)
+
+    def list_key_value_tables(self, scope: str) -> list[str]:
+        return self._controller.list_key_value_tables(scope)
+
+    def delete_key_value_table(self, scope: str, table: str) -> bool:
+        return self._controller.delete_key_value_table(scope, table)
+
+    # --- reader groups ---------------------------------------------------------------------------
+    def create_reader_group(
+        self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
+    ) -> bool:
+        return self._controller.create_reader_group(scope, group, config, request_id)
+
+    def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
+        return self._controller.get_reader_group(scope, group)
+
+    def delete_reader_group(self, scope: str, group: str) -> bool:
+        return self._controller.delete_reader_group(scope, group)
+
+    def reader_group_online_readers(
+        self, scope: str, group: str, group_id: str | None = None
+    ) -> list[str]:
+        return self._controller.reader_group_online_readers(scope, group, group_id)
+
+    def reader_group_reader_offline(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
+    ) -> bool:
+        return self._controller.reader_group_reader_offline(
+            scope, group, reader_id, offsets, group_id
+        )
+
+    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
+        return self._controller.reader_group_add_reader(scope, group, reader_id, session)
+
+    def reader_group_remove_reader(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
+    ) -> bool:
+        return self._controller.reader_group_remove_reader(
+            scope, group, reader_id, session, offsets, group_id
+        )
+
+    def reader_group_sync(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int],
+        completed: list[str],
+        group_id: str | None = None,
+    ) -> Assignment:
+        return self._controller.reader_group_sync(
+            scope, group, reader_id, session, offsets, completed, group_id
+        )
+
+    def reader_group_release(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        segment: str,
+        offset: int,
+        group_id: str | None = None,
+    ) -> None:
+        self._controller.reader_group_release(
+            scope, group, reader_id, session, segment, offset, group_id
+        )

@@ -20,8 +20,9 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 
@@ -37,12 +38,13 @@ from actors.ray_calls import RayServiceInvoker, call_with_unwrap
 from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
-from pravega_ray.client.controller_connection import RetryingControllerConnection
+from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.constants import (
     CONTAINER_PLACEMENT_ATTEMPTS_MAX,
     CONTROLLER_CALL_TIMEOUT_S,
     DEFAULT_CONTAINER_COUNT,
 )
+from pravega_ray.controller.service import method_name
 from pravega_ray.errors import (
     ConfigurationError,
     ControllerUnavailableError,
@@ -56,6 +58,8 @@ from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_ur
 __all__ = ["Cluster", "connect", "start_local"]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
@@ -71,26 +75,22 @@ data is read as it is, so upgrading 3 -> 4 only records the number.
 
 
 class RayControllerConnection:
-    """Calls the controller actor once per call; outcome unknown is ControllerUnavailableError.
+    """Invokes each controller call on the controller actor, once (a ``ControllerInvoker``).
 
-    Wrapped by ``RetryingControllerConnection``, which repeats the calls safe to repeat.
+    The actor has a method per call of ``ControllerService``; the Protocol's own function
+    names it. Ray's errors are unwrapped in ``actors/ray_calls.py``: outcome unknown is
+    ControllerUnavailableError, which ``ControllerClient`` repeats where that is safe.
     """
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
 
-    def __getattr__(self, method: str) -> Any:
-        if method.startswith("_"):
-            raise AttributeError(method)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return call_with_unwrap(
-                self._handle.call.remote(method, *args, **kwargs),
-                CONTROLLER_CALL_TIMEOUT_S,
-                ControllerUnavailableError,
-            )
-
-        return call
+    def invoke(self, method: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        remote = getattr(self._handle, method_name(method))
+        result: R = call_with_unwrap(
+            remote.remote(*args, **kwargs), CONTROLLER_CALL_TIMEOUT_S, ControllerUnavailableError
+        )
+        return result
 
 
 class Cluster(ClientFactory):
@@ -111,7 +111,7 @@ class Cluster(ClientFactory):
         self._owns_ray = owns_ray
         self._closed = False
         super().__init__(
-            RetryingControllerConnection(RayControllerConnection(controller)),
+            ControllerClient(RayControllerConnection(controller)),
             SegmentStoreConnection(RayServiceInvoker(containers)),
         )
 

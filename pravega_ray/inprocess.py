@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
-from pravega_ray.client.controller_connection import RetryingControllerConnection
+from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.metadata_store import MetadataStore
 from pravega_ray.controller.segment_helper import SegmentHelper
+from pravega_ray.controller.service import method_name
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
@@ -38,7 +39,8 @@ R = TypeVar("R")
 
 
 class _LockedController:
-    """Serializes calls into the controller, as its actor shell does."""
+    """Invokes each controller call on a controller in this process, one call at a time
+    under a lock, as its actor shell serializes calls (a ``ControllerInvoker``)."""
 
     def __init__(self, controller: Controller) -> None:
         self._controller = controller
@@ -49,15 +51,11 @@ class _LockedController:
         with self._lock:
             self._controller = controller
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return getattr(self._controller, name)(*args, **kwargs)
-
-        return call
+    def invoke(self, method: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        # The Protocol's function only names the call: Controller implements it.
+        with self._lock:
+            implementation: Callable[..., R] = getattr(self._controller, method_name(method))
+            return implementation(*args, **kwargs)
 
 
 class InProcessCluster(ClientFactory):
@@ -75,12 +73,12 @@ class InProcessCluster(ClientFactory):
             self._new_container(i) for i in range(container_count)
         ]
         self._locked = _LockedController(self._new_controller())
-        super().__init__(RetryingControllerConnection(self._locked), SegmentStoreConnection(self))
+        super().__init__(ControllerClient(self._locked), SegmentStoreConnection(self))
 
     def _new_controller(self) -> Controller:
         # No repeats: a container of this cluster is down only while a test restarts it.
         segments = SegmentHelper(SegmentStoreClient(self), attempts_max=1, call_timeout_s=30)
-        return Controller(MetadataStore(self.storage), segments, self.container_count)
+        return Controller(ChunkMetadataStore(self.storage), segments, self.container_count)
 
     def _new_container(self, container_id: int) -> SegmentContainer:
         container = build_in_memory_container(

@@ -1,17 +1,22 @@
-"""Which controller calls the client repeats when their outcome is unknown, and how.
+"""The client's controller: which calls it repeats when their outcome is unknown, and how.
+
+:class:`ControllerClient` implements the controller's service surface
+(:class:`~pravega_ray.controller.service.ControllerService`) with one explicit method per
+call, and hands each call to a :class:`ControllerInvoker` (the Ray actor or an in-process
+controller; the client never imports Ray).
 
 A controller call fails with :class:`ControllerUnavailableError` when the controller
 actor died or restarted mid-call: the call may or may not have taken effect. Repeating
 it is safe only if doing it twice is the same as doing it once, so
-:class:`RetryingControllerConnection` repeats (at most ``CONTROLLER_CALL_ATTEMPTS_MAX``
-times, 0.5 s apart, logging each) exactly these:
+:class:`ControllerClient` repeats (at most ``CONTROLLER_CALL_ATTEMPTS_MAX`` times, 0.5 s
+apart, logging each) exactly these:
 
 * reads (``list_*``, ``get_*``, ``damaged_records``, ``reader_group_online_readers``);
 * ``seal_stream`` (idempotent: True once sealed);
 * creates, which it sends with a ``request_id`` the controller stores in the record,
   so a create that landed before its reply was lost answers True again, not False;
 * the reader-group calls of a reader, which carry its session and are idempotent
-  (``client/reader_group_state.py``): joining again, leaving again, releasing a
+  (``controller/reader_group_state.py``): joining again, leaving again, releasing a
   segment no longer owned; a sync answers with the whole owned set.
 
 Deletes and ``reader_group_reader_offline`` are not repeated: a repeat could not tell
@@ -25,80 +30,264 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
+from pravega_ray.controller.reader_group_state import Assignment
+from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
+from pravega_ray.controller.service import ControllerService
 from pravega_ray.errors import ControllerUnavailableError
+from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 
 log = logging.getLogger(__name__)
 
-CREATES = frozenset(
-    {"create_scope", "create_stream", "create_key_value_table", "create_reader_group"}
-)
-"""Calls sent with a request id, which makes them safe to repeat."""
-
-SAFE_TO_REPEAT = CREATES | frozenset(
-    {
-        "list_scopes",
-        "list_streams",
-        "list_key_value_tables",
-        "get_stream_info",
-        "get_current_segments",
-        "get_cluster_config",
-        "get_key_value_table",
-        "get_active_key_value_table",
-        "get_reader_group",
-        "damaged_records",
-        "reader_group_online_readers",
-        "seal_stream",
-        "reader_group_add_reader",
-        "reader_group_remove_reader",
-        "reader_group_sync",
-        "reader_group_release",
-    }
-)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 RETRY_PAUSE_S = 0.5
 
 
-class RetryingControllerConnection:
-    """Wraps a raw controller connection; repeats the calls that are safe to repeat."""
+class ControllerInvoker(Protocol):
+    """Performs one controller call, once.
+
+    ``method`` is the Protocol's own function (``ControllerService.create_scope``); the
+    invoker calls the method of that name on its controller
+    (:func:`pravega_ray.controller.service.method_name`). Raises what the call raised,
+    and ControllerUnavailableError when the outcome is unknown.
+    """
+
+    def invoke(
+        self,
+        method: Callable[Concatenate[ControllerService, P], R],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R: ...
+
+
+class ControllerClient:
+    """:class:`ControllerService` for clients: each call through ``invoker``, with its policy
+    for an unknown outcome (the module docstring)."""
 
     def __init__(
         self,
-        raw: Any,
+        invoker: ControllerInvoker,
         *,
         attempts_max: int = CONTROLLER_CALL_ATTEMPTS_MAX,
         pause_s: float = RETRY_PAUSE_S,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._raw = raw
+        self._invoker = invoker
         self._attempts_max = attempts_max
         self._pause_s = pause_s
         self._sleep = sleep
 
-    @property
-    def raw(self) -> Any:
-        return self._raw
+    def _once(
+        self,
+        method: Callable[Concatenate[ControllerService, P], R],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """Not repeated: ControllerUnavailableError reaches the caller."""
+        return self._invoker.invoke(method, *args, **kwargs)
 
-    def __getattr__(self, method: str) -> Any:
-        if method.startswith("_"):
-            raise AttributeError(method)
-        target = getattr(self._raw, method)
+    def _repeated(
+        self,
+        method: Callable[Concatenate[ControllerService, P], R],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """Repeated on ControllerUnavailableError, up to ``attempts_max`` calls in all."""
+        for attempt in range(1, self._attempts_max + 1):
+            try:
+                return self._invoker.invoke(method, *args, **kwargs)
+            except ControllerUnavailableError as e:
+                if attempt == self._attempts_max:
+                    raise
+                log.info("controller call %s: %s; repeating (%d)", method.__name__, e, attempt)
+                self._sleep(self._pause_s)
+        raise AssertionError("unreachable")
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if method in CREATES and kwargs.get("request_id") is None:
-                kwargs["request_id"] = uuid.uuid4().hex
-            if method not in SAFE_TO_REPEAT:
-                return target(*args, **kwargs)
-            for attempt in range(1, self._attempts_max + 1):
-                try:
-                    return target(*args, **kwargs)
-                except ControllerUnavailableError as e:
-                    if attempt == self._attempts_max:
-                        raise
-                    log.info("controller call %s: %s; repeating (%d)", method, e, attempt)
-                    self._sleep(self._pause_s)
-            raise AssertionError("unreachable")
+    # --- cluster ---------------------------------------------------------------------------------
+    def get_cluster_config(self) -> dict[str, Any]:
+        return self._repeated(ControllerService.get_cluster_config)
 
-        return call
+    def damaged_records(self) -> dict[str, str]:
+        return self._repeated(ControllerService.damaged_records)
+
+    # --- scopes ----------------------------------------------------------------------------------
+    def create_scope(self, scope: str, request_id: str | None = None) -> bool:
+        return self._repeated(
+            ControllerService.create_scope, scope, request_id=_request_id(request_id)
+        )
+
+    def list_scopes(self) -> list[str]:
+        return self._repeated(ControllerService.list_scopes)
+
+    def delete_scope(self, scope: str) -> bool:
+        return self._once(ControllerService.delete_scope, scope)
+
+    # --- streams ---------------------------------------------------------------------------------
+    def create_stream(
+        self,
+        scope: str,
+        stream: str,
+        config: StreamConfiguration | None,
+        request_id: str | None = None,
+    ) -> bool:
+        return self._repeated(
+            ControllerService.create_stream,
+            scope,
+            stream,
+            config,
+            request_id=_request_id(request_id),
+        )
+
+    def list_streams(self, scope: str) -> list[str]:
+        return self._repeated(ControllerService.list_streams, scope)
+
+    def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
+        return self._repeated(ControllerService.get_stream_info, scope, stream)
+
+    def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
+        return self._repeated(ControllerService.get_current_segments, scope, stream)
+
+    def seal_stream(self, scope: str, stream: str) -> bool:
+        return self._repeated(ControllerService.seal_stream, scope, stream)
+
+    # --- key-value tables ------------------------------------------------------------------------
+    def create_key_value_table(
+        self, scope: str, table: str, partitions: int, request_id: str | None = None
+    ) -> bool:
+        return self._repeated(
+            ControllerService.create_key_value_table,
+            scope,
+            table,
+            partitions,
+            request_id=_request_id(request_id),
+        )
+
+    def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        return self._repeated(ControllerService.get_key_value_table, scope, table)
+
+    def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        return self._repeated(ControllerService.get_active_key_value_table, scope, table)
+
+    def list_key_value_tables(self, scope: str) -> list[str]:
+        return self._repeated(ControllerService.list_key_value_tables, scope)
+
+    def delete_key_value_table(self, scope: str, table: str) -> bool:
+        return self._once(ControllerService.delete_key_value_table, scope, table)
+
+    # --- reader groups ---------------------------------------------------------------------------
+    def create_reader_group(
+        self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
+    ) -> bool:
+        return self._repeated(
+            ControllerService.create_reader_group,
+            scope,
+            group,
+            config,
+            request_id=_request_id(request_id),
+        )
+
+    def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
+        return self._repeated(ControllerService.get_reader_group, scope, group)
+
+    def delete_reader_group(self, scope: str, group: str) -> bool:
+        return self._once(ControllerService.delete_reader_group, scope, group)
+
+    def reader_group_online_readers(
+        self, scope: str, group: str, group_id: str | None = None
+    ) -> list[str]:
+        return self._repeated(ControllerService.reader_group_online_readers, scope, group, group_id)
+
+    def reader_group_reader_offline(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
+    ) -> bool:
+        return self._once(
+            ControllerService.reader_group_reader_offline,
+            scope,
+            group,
+            reader_id,
+            offsets,
+            group_id,
+        )
+
+    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
+        return self._repeated(
+            ControllerService.reader_group_add_reader, scope, group, reader_id, session
+        )
+
+    def reader_group_remove_reader(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
+    ) -> bool:
+        return self._repeated(
+            ControllerService.reader_group_remove_reader,
+            scope,
+            group,
+            reader_id,
+            session,
+            offsets,
+            group_id,
+        )
+
+    def reader_group_sync(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int],
+        completed: list[str],
+        group_id: str | None = None,
+    ) -> Assignment:
+        return self._repeated(
+            ControllerService.reader_group_sync,
+            scope,
+            group,
+            reader_id,
+            session,
+            offsets,
+            completed,
+            group_id,
+        )
+
+    def reader_group_release(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        segment: str,
+        offset: int,
+        group_id: str | None = None,
+    ) -> None:
+        return self._repeated(
+            ControllerService.reader_group_release,
+            scope,
+            group,
+            reader_id,
+            session,
+            segment,
+            offset,
+            group_id,
+        )
+
+
+def _request_id(request_id: str | None) -> str:
+    """The caller's request id, else a new one: the same for every repeat of a create."""
+    return request_id if request_id is not None else uuid.uuid4().hex

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.controller.reader_group_state import check_offsets
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,20 +24,6 @@ class Position:
     def from_dict(cls, data: dict[str, int]) -> Position:
         """The position ``to_dict`` gave; InvalidArgumentError unless segment name -> int >= 0."""
         return cls(tuple(sorted(check_offsets(data, "a position").items())))
-
-
-def check_offsets(data: object, what: str = "offsets") -> dict[str, int]:
-    """A copy of ``data`` if it is a dict of segment name -> offset (an int >= 0, not a bool).
-
-    Shared by positions, reader-group calls and stored reader-group records; raises
-    InvalidArgumentError naming ``what``.
-    """
-    if not isinstance(data, dict) or not all(
-        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-        for k, v in data.items()
-    ):
-        raise InvalidArgumentError(f"{what} must be a dict of segment name -> offset >= 0")
-    return dict(data)
 
 
 @dataclass(frozen=True, slots=True)

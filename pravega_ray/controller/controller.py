@@ -7,20 +7,22 @@ segments are created on their containers (idempotently), then the state moves
 to ACTIVE; seal moves ACTIVE -> SEALING, seals every segment, -> SEALED. Every
 state change goes through the transition table (``records.STATE_TRANSITIONS``).
 A workflow interrupted by a crash is resumed on the next start, so the
-controller can be killed at any point.
+controller can be killed at any point. Records are read and written through the
+stream metadata store (``stream_metadata_store.py``); this module holds the
+workflows and the checks of every argument.
 
 Robustness:
 
 * Every argument is checked before anything is stored (typed errors from
   ``pravega_ray.errors``); a configuration must survive its own ``from_dict(to_dict())``.
 * A record that cannot be read or parsed is :class:`DataCorruptionError` naming it, for
-  the calls that touch it; it is *quarantined*: logged, listed by
-  :meth:`Controller.damaged_records`, never overwritten, and every other record keeps
-  working (workflows are resumed one record at a time).
+  the calls that touch it; it is *quarantined* by the stream metadata store: logged,
+  listed by :meth:`Controller.damaged_records`, never overwritten, and every other
+  record keeps working (workflows are resumed one record at a time).
 * Calls are safe to repeat after a lost reply where the client retries them
   (``client/controller_connection.py``): creates carry a ``request_id`` stored in the
   record, so a repeated create that had landed answers True; reader-group calls carry
-  the reader's session and are idempotent (``client/reader_group_state.py``).
+  the reader's session and are idempotent (``reader_group_state.py``).
 * Names are never reused: a key-value table re-created under a deleted one's name
   numbers its segments after the deleted one's (Pravega's safe starting segment
   number, kept in a ``deleted/`` record), so a client of the old table gets
@@ -38,27 +40,29 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from pravega_ray.client.events import check_offsets
-from pravega_ray.client.reader_group_state import Assignment, ReaderGroupState
 from pravega_ray.constants import KVT_PARTITIONS_MAX, READER_GROUP_OFFSETS_SAVE_INTERVAL_S
-from pravega_ray.controller.metadata_store import MetadataStore, damaged
+from pravega_ray.controller.reader_group_state import (
+    Assignment,
+    ReaderGroupState,
+    check_offsets,
+)
 from pravega_ray.controller.records import (
-    STATE_TRANSITIONS,
     KeyValueTableInfo,
     KeyValueTableState,
     SegmentRange,
     StreamInfo,
     StreamState,
 )
+from pravega_ray.controller.stream_metadata_store import (
+    MetadataStore,
+    StreamMetadataStore,
+)
 from pravega_ray.errors import (
-    DataCorruptionError,
     IllegalStateError,
-    IllegalStateTransitionError,
     InvalidArgumentError,
-    KeyValueTableNotFoundError,
     PravegaError,
     ReaderGroupNotFoundError,
     RetriableError,
@@ -66,24 +70,15 @@ from pravega_ray.errors import (
     ScopeNotFoundError,
     SegmentExistsError,
     SegmentNotFoundError,
-    StreamNotFoundError,
 )
 from pravega_ray.naming import (
-    kvt_segment_name,
     parse_scoped_stream,
-    segment_id,
-    stream_segment_name,
     validate_kvt_name,
     validate_name,
 )
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-SEGMENT_NUMBERS = 2**32
-"""Segment numbers are the low 32 bits of a segment id."""
 
 RESUME_RETRY_INTERVAL_S = 5.0
 """How soon a workflow whose resumption failed with an outcome-unknown error is tried again."""
@@ -107,6 +102,11 @@ def _check_request_id(request_id: object) -> None:
 
 
 class Controller:
+    """Implements the controller's service surface
+    (:class:`~pravega_ray.controller.service.ControllerService`) over the records of
+    ``store`` (through a :class:`StreamMetadataStore`) and the segment containers reached
+    through ``segments``."""
+
     def __init__(
         self,
         store: MetadataStore,
@@ -117,14 +117,13 @@ class Controller:
         monotonic: Callable[[], float] = time.monotonic,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:
-        self._store = store
+        self._store = StreamMetadataStore(store)
         self._segments = segments
         self.container_count = container_count
         self._wall_clock_ms = wall_clock_ms
         self._monotonic = monotonic
         self._new_id = new_id
         self._resumed = False
-        self._damaged: dict[str, str] = {}
         self._unresumed: dict[str, str] = {}  # key -> state, to retry (outcome unknown)
         self._last_resume = 0.0
         self._offsets_saved: dict[str, float] = {}  # group key -> when its offsets were stored
@@ -135,7 +134,7 @@ class Controller:
 
     def damaged_records(self) -> dict[str, str]:
         """Records found damaged (key -> what is wrong): quarantined, never overwritten."""
-        return dict(self._damaged)
+        return self._store.damaged_records()
 
     def resume_workflows(self) -> int:
         """Finish create/seal/delete workflows a crash interrupted; returns how many finished.
@@ -147,7 +146,7 @@ class Controller:
         resumed = 0
         for scope in self.list_scopes():
             for kind in ("streams", "kvtables"):
-                for key in self._store.list_keys(f"{kind}/{scope}"):
+                for key in self._store.list_keys(kind, scope):
                     resumed += self._resume(key)
         self._resumed = True
         self._last_resume = self._monotonic()
@@ -173,8 +172,7 @@ class Controller:
         """Finish the workflow of record ``key`` (``<kind>/<scope>/<name>``); 1 if one ran."""
         kind, scope, name = key.split("/", 2)
         try:
-            record = self._store.get(key)
-            finish = self._finisher(kind, record.value.get("state") if record else None)
+            finish = self._finisher(kind, self._store.record_state(key))
             if finish is None:
                 return 0
             finish(scope, name)
@@ -183,7 +181,7 @@ class Controller:
             self._unresumed[key] = "retry"
             return 0
         except PravegaError as e:  # damage, here or reported by a container: leave it, say so
-            self._quarantine(key, e)
+            self._store.quarantine(key, e)
             return 0
         self._unresumed.pop(key, None)
         return 1
@@ -197,26 +195,6 @@ class Controller:
             raise
         self._unresumed.pop(key, None)
 
-    @contextlib.contextmanager
-    def _parsing(self, key: str) -> Iterator[None]:
-        """Reading or parsing record ``key``: damage is DataCorruptionError naming it, and
-        the record is quarantined (fields that do not parse count as damage)."""
-        try:
-            try:
-                yield
-            except DataCorruptionError:
-                raise
-            except (InvalidArgumentError, KeyError, TypeError, ValueError, IndexError) as e:
-                raise damaged(key, f"{type(e).__name__}: {e}") from None
-        except DataCorruptionError as e:
-            self._quarantine(key, e)
-            raise
-
-    def _quarantine(self, key: str, error: BaseException) -> None:
-        if key not in self._damaged:
-            log.error("controller: record %s quarantined: %s", key, error)
-        self._damaged[key] = str(error)
-
     def _ready(self) -> None:
         if not self._resumed:
             self.resume_workflows()
@@ -225,27 +203,20 @@ class Controller:
             for key in list(self._unresumed):
                 self._resume(key)
 
-    def _read(self, key: str) -> dict[str, Any] | None:
-        """A record's value (None if absent); damage is remembered and raised."""
-        with self._parsing(key):
-            record = self._store.get(key)
-        return None if record is None else record.value
-
     # --- scopes --------------------------------------------------------------------------------
     def create_scope(self, scope: str, request_id: str | None = None) -> bool:
         """Create ``scope``; False if it exists already (True again for a retried request)."""
         self._ready()
         validate_name("scope", scope)
         _check_request_id(request_id)
-        existing = self._read(f"scopes/{scope}")
+        existing = self._store.get_scope(scope)
         if existing is not None:
             return request_id is not None and existing.get("request_id") == request_id
-        value = {"created_ms": self._wall_clock_ms(), "request_id": request_id}
-        self._store.put(f"scopes/{scope}", value, None)
+        self._store.create_scope(scope, self._wall_clock_ms(), request_id)
         return True
 
     def list_scopes(self) -> list[str]:
-        return [k.rsplit("/", 1)[1] for k in self._store.list_keys("scopes")]
+        return self._store.list_scopes()
 
     def delete_scope(self, scope: str) -> bool:
         """Delete an empty scope; False if absent.
@@ -254,47 +225,20 @@ class Controller:
         """
         self._ready()
         validate_name("scope", scope)
-        if self._read(f"scopes/{scope}") is None:
+        if self._store.get_scope(scope) is None:
             return False
         for kind in ("streams", "kvtables", "readergroups"):
-            if self._store.list_keys(f"{kind}/{scope}"):
+            if self._store.list_keys(kind, scope):
                 raise ScopeNotEmptyError(
                     f"scope {scope} still has streams, key-value tables or reader groups"
                 )
-        self._store.delete(f"scopes/{scope}")
+        self._store.delete_scope(scope)
         return True
 
     def _check_scope(self, scope: str) -> None:
         validate_name("scope", scope)
-        if self._read(f"scopes/{scope}") is None:
+        if self._store.get_scope(scope) is None:
             raise ScopeNotFoundError(f"scope {scope} does not exist")
-
-    def _safe_start(self, kind: str, scope: str, name: str, count: int) -> int:
-        """The first segment number a new incarnation of ``kind`` ``scope/name`` may use
-        for its ``count`` segments (Pravega's ``getSafeStartingSegmentNumberFor``).
-
-        IllegalStateError once the name has used up the 2**32 segment numbers.
-        """
-        key = f"deleted/{kind}/{scope}/{name}"
-        record = self._read(key)
-        if record is None:
-            return 0
-        with self._parsing(key):
-            start = record["next_segment_number"]
-            if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-                raise ValueError(f"next_segment_number {start!r} is not an int >= 0")
-        if start + count > SEGMENT_NUMBERS:
-            raise IllegalStateError(
-                f"{kind} {scope}/{name} was re-created so often that its segment numbers "
-                "are used up; use another name"
-            )
-        return start
-
-    def _remember_deleted(self, kind: str, scope: str, name: str, next_number: int) -> None:
-        key = f"deleted/{kind}/{scope}/{name}"
-        current = self._store.get(key)
-        value = {"next_segment_number": next_number}
-        self._store.put(key, value, None if current is None else current.version)
 
     # --- streams -------------------------------------------------------------------------------
     def create_stream(
@@ -326,25 +270,20 @@ class Controller:
         except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
             raise InvalidArgumentError(f"config does not validate: {e!r}") from None
         key = f"streams/{scope}/{stream}"
-        existing = self._read(key)
+        existing = self._store.get_stream_record(scope, stream)
         if existing is not None:
             # A damaged record is named, not "exists"; a create cut short is finished.
             if self.get_stream_info(scope, stream).state is StreamState.CREATING:
                 self._run_workflow(key, lambda: self._finish_create(scope, stream))
             return request_id is not None and existing.get("request_id") == request_id
-        count = config.scaling.min_segments
-        base = self._safe_start("streams", scope, stream, count)
-        record = {
-            "state": StreamState.CREATING.value,
-            "config": stored_config,
-            "created_ms": self._wall_clock_ms(),
-            "request_id": request_id,
-            # History table, one row per epoch: [[segment_id, key_low, key_high], ...].
-            "epochs": [
-                [[segment_id(0, base + i), i / count, (i + 1) / count] for i in range(count)]
-            ],
-        }
-        self._store.put(key, record, None)
+        self._store.create_stream(
+            scope,
+            stream,
+            stored_config,
+            config.scaling.min_segments,
+            self._wall_clock_ms(),
+            request_id,
+        )
         self._run_workflow(key, lambda: self._finish_create(scope, stream))
         return True
 
@@ -353,56 +292,20 @@ class Controller:
             # A segment created before a crash is fine: the workflow is idempotent.
             with contextlib.suppress(SegmentExistsError):
                 self._segments.create_segment(segment.name)
-        self._transition(scope, stream, StreamState.ACTIVE)
-
-    def _transition(self, scope: str, stream: str, to: StreamState) -> None:
-        key = f"streams/{scope}/{stream}"
-        record = self._store.get(key)
-        if record is None:
-            raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
-        with self._parsing(key):
-            current = StreamState(record.value["state"])
-        if to not in STATE_TRANSITIONS[current]:
-            raise IllegalStateTransitionError(
-                f"stream {scope}/{stream} cannot go from {current.value} to {to.value}"
-            )
-        self._store.put(key, {**record.value, "state": to.value}, record.version)
-
-    def _record(self, scope: str, stream: str) -> dict[str, Any]:
-        self._check_scope(scope)
-        validate_name("stream", stream, allow_system=True)
-        record = self._read(f"streams/{scope}/{stream}")
-        if record is None:
-            raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
-        return record
+        self._store.transition(scope, stream, StreamState.ACTIVE)
 
     def list_streams(self, scope: str) -> list[str]:
         self._check_scope(scope)
-        return [k.rsplit("/", 1)[1] for k in self._store.list_keys(f"streams/{scope}")]
+        return self._store.list_names("streams", scope)
 
     def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
-        record = self._record(scope, stream)
-        with self._parsing(f"streams/{scope}/{stream}"):
-            epochs = record["epochs"]
-            return StreamInfo(
-                scope=scope,
-                stream=stream,
-                state=StreamState(record["state"]),
-                configuration=StreamConfiguration.from_dict(record["config"]),
-                epoch=len(epochs) - 1,
-                segments=tuple(
-                    SegmentRange(
-                        scope,
-                        stream,
-                        int(sid),
-                        stream_segment_name(scope, stream, int(sid)),
-                        float(lo),
-                        float(hi),
-                    )
-                    for sid, lo, hi in epochs[-1]
-                ),
-                creation_time_ms=int(record["created_ms"]),
-            )
+        """The stream's state, configuration and current segments.
+
+        Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError, DataCorruptionError.
+        """
+        self._check_scope(scope)
+        validate_name("stream", stream, allow_system=True)
+        return self._store.get_stream_info(scope, stream)
 
     def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
         return self.get_stream_info(scope, stream).segments
@@ -417,14 +320,14 @@ class Controller:
         if state is StreamState.CREATING:  # a create interrupted earlier: finish it first
             self._run_workflow(key, lambda: self._finish_create(scope, stream))
         if state is not StreamState.SEALING:
-            self._transition(scope, stream, StreamState.SEALING)
+            self._store.transition(scope, stream, StreamState.SEALING)
         self._run_workflow(key, lambda: self._finish_seal(scope, stream))
         return True
 
     def _finish_seal(self, scope: str, stream: str) -> None:
         for segment in self.get_current_segments(scope, stream):
             self._segments.seal_segment(segment.name)
-        self._transition(scope, stream, StreamState.SEALED)
+        self._store.transition(scope, stream, StreamState.SEALED)
 
     # --- key-value tables -----------------------------------------------------------------------
     def create_key_value_table(
@@ -447,20 +350,15 @@ class Controller:
         ):
             raise InvalidArgumentError(f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}]")
         key = f"kvtables/{scope}/{table}"
-        existing = self._read(key)
+        existing = self._store.get_key_value_table_record(scope, table)
         if existing is not None:
             # A damaged record is named, not "exists"; a create cut short is finished.
             if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
                 self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
             return request_id is not None and existing.get("request_id") == request_id
-        record = {
-            "state": KeyValueTableState.CREATING.value,
-            "partitions": partitions,
-            "segment_base": self._safe_start("kvtables", scope, table, partitions),
-            "created_ms": self._wall_clock_ms(),
-            "request_id": request_id,
-        }
-        self._store.put(key, record, None)
+        self._store.create_key_value_table(
+            scope, table, partitions, self._wall_clock_ms(), request_id
+        )
         self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
         return True
 
@@ -469,45 +367,15 @@ class Controller:
         for segment in info.segments:
             with contextlib.suppress(SegmentExistsError):  # idempotent after a crash
                 self._segments.create_table_segment(segment)
-        self._set_kvt_state(scope, table, KeyValueTableState.CREATING, KeyValueTableState.ACTIVE)
-
-    def _set_kvt_state(
-        self, scope: str, table: str, expected: KeyValueTableState, to: KeyValueTableState
-    ) -> None:
-        key = f"kvtables/{scope}/{table}"
-        record = self._store.get(key)
-        if record is None:
-            raise KeyValueTableNotFoundError(f"key-value table {scope}/{table} does not exist")
-        if record.value.get("state") != expected.value:
-            raise IllegalStateTransitionError(
-                f"key-value table {scope}/{table} is {record.value.get('state')}, "
-                f"not {expected.value}"
-            )
-        self._store.put(key, {**record.value, "state": to.value}, record.version)
+        self._store.set_key_value_table_state(
+            scope, table, KeyValueTableState.CREATING, KeyValueTableState.ACTIVE
+        )
 
     def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
         """The table's partitions and segments. Raises KeyValueTableNotFoundError."""
         self._check_scope(scope)
         validate_kvt_name(table)
-        key = f"kvtables/{scope}/{table}"
-        record = self._read(key)
-        if record is None:
-            raise KeyValueTableNotFoundError(f"key-value table {scope}/{table} does not exist")
-        with self._parsing(key):
-            partitions = record["partitions"]
-            base = record.get("segment_base", 0)  # records from before it: 0
-            if not (_is_int(partitions) and 1 <= partitions <= KVT_PARTITIONS_MAX):
-                raise ValueError(f"partitions {partitions!r} out of range")
-            if not (_is_int(base) and base >= 0 and base + partitions <= SEGMENT_NUMBERS):
-                raise ValueError(f"segment_base {base!r} out of range")
-            return KeyValueTableInfo(
-                scope=scope,
-                name=table,
-                state=KeyValueTableState(record["state"]),
-                partitions=partitions,
-                segments=tuple(kvt_segment_name(scope, table, i, base) for i in range(partitions)),
-                creation_time_ms=int(record["created_ms"]),
-            )
+        return self._store.get_key_value_table(scope, table)
 
     def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
         """As :meth:`get_key_value_table`, but IllegalStateError unless it is ACTIVE."""
@@ -519,34 +387,33 @@ class Controller:
 
     def list_key_value_tables(self, scope: str) -> list[str]:
         self._check_scope(scope)
-        return [k.rsplit("/", 1)[1] for k in self._store.list_keys(f"kvtables/{scope}")]
+        return self._store.list_names("kvtables", scope)
 
     def delete_key_value_table(self, scope: str, table: str) -> bool:
         """Delete the table and its segments; False if it does not exist."""
         self._ready()
         self._check_scope(scope)
         validate_kvt_name(table)
-        record = self._read(f"kvtables/{scope}/{table}")
-        if record is None:
+        if self._store.get_key_value_table_record(scope, table) is None:
             return False
         state = self.get_key_value_table(scope, table).state
         if state is not KeyValueTableState.DELETING:
-            self._set_kvt_state(scope, table, state, KeyValueTableState.DELETING)
+            self._store.set_key_value_table_state(scope, table, state, KeyValueTableState.DELETING)
         key = f"kvtables/{scope}/{table}"
         self._run_workflow(key, lambda: self._finish_delete_kvt(scope, table))
         return True
 
     def _finish_delete_kvt(self, scope: str, table: str) -> None:
         info = self.get_key_value_table(scope, table)  # checks the record's fields
-        record = self._read(f"kvtables/{scope}/{table}") or {}
+        record = self._store.get_key_value_table_record(scope, table) or {}
         next_number = record.get("segment_base", 0) + info.partitions
         # First the safe start for a re-created table, then the segments, then the record.
-        if self._safe_start("kvtables", scope, table, 0) < next_number:
-            self._remember_deleted("kvtables", scope, table, next_number)
+        if self._store.safe_start("kvtables", scope, table, 0) < next_number:
+            self._store.remember_deleted("kvtables", scope, table, next_number)
         for segment in info.segments:
             with contextlib.suppress(SegmentNotFoundError):  # idempotent after a crash
                 self._segments.delete_segment(segment)
-        self._store.delete(f"kvtables/{scope}/{table}")
+        self._store.delete_key_value_table(scope, table)
 
     # --- reader groups -------------------------------------------------------------------------
     def create_reader_group(
@@ -573,8 +440,7 @@ class Controller:
             raise
         except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
             raise InvalidArgumentError(f"config does not validate: {e!r}") from None
-        key = f"readergroups/{scope}/{group}"
-        existing = self._read(key)
+        existing = self._store.get_reader_group_record(scope, group)
         if existing is not None:
             self._group(scope, group)  # a damaged record is named, not "exists"
             return request_id is not None and existing.get("request_id") == request_id
@@ -585,22 +451,13 @@ class Controller:
         state = ReaderGroupState.new(
             scope, group, list(config.streams), segments, self._new_id(), request_id
         )
-        self._store.put(key, state.to_dict(), None)
+        self._store.create_reader_group(state)
         return True
 
     def _group(self, scope: str, group: str) -> tuple[ReaderGroupState, int]:
         self._check_scope(scope)
         validate_name("reader group", group)
-        key = f"readergroups/{scope}/{group}"
-        with self._parsing(key):
-            record = self._store.get(key)
-        if record is None:
-            raise ReaderGroupNotFoundError(f"reader group {scope}/{group} does not exist")
-        with self._parsing(key):
-            return ReaderGroupState.from_dict(record.value), record.version
-
-    def _save_group(self, state: ReaderGroupState, version: int) -> None:
-        self._store.put(f"readergroups/{state.scope}/{state.name}", state.to_dict(), version)
+        return self._store.get_reader_group(scope, group)
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
         """The group's state as stored (``group_id``, owners, offsets)."""
@@ -616,7 +473,7 @@ class Controller:
             self._group(scope, group)
         except ReaderGroupNotFoundError:
             return False
-        self._store.delete(f"readergroups/{scope}/{group}")
+        self._store.delete_reader_group(scope, group)
         self._offsets_saved.pop(f"{scope}/{group}", None)
         return True
 
@@ -646,7 +503,7 @@ class Controller:
         state.check_group_id(group_id)
         if not state.reader_offline(reader_id, offsets):
             return False
-        self._save_group(state, version)
+        self._store.save_reader_group(state, version)
         return True
 
     def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
@@ -660,7 +517,7 @@ class Controller:
         joining = reader_id not in state.assigned
         state.add_reader(reader_id, session)  # a no-op for a repeated join of this session
         if joining:
-            self._save_group(state, version)
+            self._store.save_reader_group(state, version)
         return state.group_id
 
     def reader_group_remove_reader(
@@ -678,7 +535,7 @@ class Controller:
         state.check_group_id(group_id)
         if not state.remove_reader(reader_id, session, offsets):
             return False
-        self._save_group(state, version)
+        self._store.save_reader_group(state, version)
         return True
 
     def reader_group_sync(
@@ -710,7 +567,7 @@ class Controller:
             now - self._offsets_saved.get(key, -math.inf) >= READER_GROUP_OFFSETS_SAVE_INTERVAL_S
         )
         if owned_changed or offsets_due:
-            self._save_group(state, version)
+            self._store.save_reader_group(state, version)
             self._offsets_saved[key] = now
         return assignment
 
@@ -729,7 +586,7 @@ class Controller:
         state, version = self._group(scope, group)
         state.check_group_id(group_id)
         if state.release(reader_id, session, segment, offset):
-            self._save_group(state, version)
+            self._store.save_reader_group(state, version)
 
 
 def _is_int(value: object) -> bool:

@@ -1,4 +1,5 @@
-"""The package's shape: public names, and a core that never imports Ray."""
+"""The package's shape: public names, a core that never imports Ray, and import arrows
+that point one way between its layers."""
 
 from __future__ import annotations
 
@@ -57,6 +58,76 @@ def test_importing_the_core_loads_no_ray() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# ARCHITECTURE.md §2, lowest layer first: a package may import the ones before it, never the
+# ones after it (storage/logs/btree -> segmentstore -> controller -> client). Shared records
+# live in the lower package (e.g. controller/records.py, controller/reader_group_state.py).
+FORBIDDEN_IMPORTS: dict[str, tuple[str, ...]] = {
+    "storage": ("segmentstore", "controller", "client"),
+    "logs": ("segmentstore", "controller", "client"),
+    "btree": ("segmentstore", "controller", "client"),
+    "segmentstore": ("controller", "client"),
+    "controller": ("client",),
+}
+KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
+"""(module, imported module) arrows that point the wrong way today, each reported to the
+owner of the importing package; empty is the goal."""
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every ``pravega_ray`` module ``source`` (a module of ``package``) imports, at module
+    level or inside a function.
+
+    ``from pravega_ray import client`` counts as importing ``pravega_ray.client``;
+    relative imports are resolved against ``package``.
+    """
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0]
+                base = f"{parent}.{base}" if base else parent
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return {m for m in found if m.split(".")[0] == "pravega_ray"}
+
+
+def test_package_import_arrows_point_one_way() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).parts
+        forbidden = FORBIDDEN_IMPORTS.get(parts[0], ()) if len(parts) > 1 else ()
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        package = ".".join(path.relative_to(ROOT).parent.parts)
+        for imported in sorted(imported_modules(path.read_text(), package)):
+            top = imported.split(".")[1] if "." in imported else ""
+            if top in forbidden and (module, imported) not in KNOWN_VIOLATIONS:
+                offenders.append(f"{module} imports {imported}")
+    assert not offenders, offenders
+
+
+def test_imported_modules_sees_function_level_and_relative_imports() -> None:
+    source = (
+        "import json\n"
+        "def f():\n"
+        "    from pravega_ray import client\n"
+        "    from ..client.reader import EventStreamReader\n"
+        "    from . import records\n"
+        "    import pravega_ray.client.writer\n"
+    )
+    assert imported_modules(source, "pravega_ray.controller") == {
+        "pravega_ray",
+        "pravega_ray.client",
+        "pravega_ray.client.reader",
+        "pravega_ray.client.reader.EventStreamReader",
+        "pravega_ray.controller",
+        "pravega_ray.controller.records",
+        "pravega_ray.client.writer",
+    }
 
 
 def documented_public_names() -> set[str]:

@@ -13,7 +13,7 @@ from pravega_ray import constants
 from pravega_ray.client.key_value_table import KeyValueTable
 from pravega_ray.constants import TABLE_GET_KEYS_MAX
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import IllegalStateError, KeyValueTableNotFoundError, SerializationError
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.storage.memory import InMemoryChunkStorage
@@ -54,11 +54,11 @@ def test_put_of_a_client_of_a_table_recreated_across_a_restart_is_not_found(clus
 
 def test_create_key_value_table_once_the_segment_numbers_are_used_up_is_illegal_state() -> None:
     storage = InMemoryChunkStorage()
-    controller = Controller(MetadataStore(storage), FakeSegmentStore(), 4)
+    controller = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     controller.create_scope("sc")
     controller.create_key_value_table("sc", "t", 4)
     controller.delete_key_value_table("sc", "t")
-    store = MetadataStore(storage)
+    store = ChunkMetadataStore(storage)
     current = store.get("deleted/kvtables/sc/t")
     assert current is not None and current.value == {"next_segment_number": 4}
     store.put("deleted/kvtables/sc/t", {"next_segment_number": 2**32 - 2}, current.version)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 import pravega_ray as pr
 from pravega_ray import constants
 from pravega_ray.client.client_factory import ClientFactory
-from pravega_ray.client.controller_connection import RetryingControllerConnection
+from pravega_ray.client.controller_connection import ControllerClient, ControllerInvoker
+from pravega_ray.controller.service import ControllerService
 from pravega_ray.errors import (
     ClientClosedError,
     ControllerUnavailableError,
@@ -171,22 +173,17 @@ def test_skip_event_refuses_an_error_for_other_bytes_and_after_close(single) -> 
 
 
 class FailingSyncs:
-    """A controller connection whose next ``fail`` syncs are lost before reaching it."""
+    """A controller invoker whose next ``fail`` syncs are lost before reaching it."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: ControllerInvoker) -> None:
         self._inner = inner
         self.fail = 0
 
-    def __getattr__(self, method: str) -> Any:
-        target = getattr(self._inner, method)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if method == "reader_group_sync" and self.fail > 0:
-                self.fail -= 1
-                raise ControllerUnavailableError("controller restarting")
-            return target(*args, **kwargs)
-
-        return call
+    def invoke(self, method: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        if method is ControllerService.reader_group_sync and self.fail > 0:
+            self.fail -= 1
+            raise ControllerUnavailableError("controller restarting")
+        return self._inner.invoke(method, *args, **kwargs)
 
 
 def test_read_next_event_after_a_failed_sync_does_not_read_a_finished_segment_again(
@@ -196,7 +193,7 @@ def test_read_next_event_after_a_failed_sync_does_not_read_a_finished_segment_ag
     _write(single, events)
     single.stream_manager().seal_stream("sc", "st")
     failing = FailingSyncs(single._locked)
-    clients = ClientFactory(RetryingControllerConnection(failing, attempts_max=1), single._segments)
+    clients = ClientFactory(ControllerClient(failing, attempts_max=1), single._segments)
     reader = clients.create_reader("r1", "sc", "rg")
     got = [reader.read_next_event(timeout_s=5).event for _ in range(5)]  # type: ignore[union-attr]
     failing.fail = 1  # the sync reporting the finished segment fails
@@ -205,7 +202,7 @@ def test_read_next_event_after_a_failed_sync_does_not_read_a_finished_segment_ag
             assert reader.read_next_event(timeout_s=0.2) is None
     got += _drain(reader)
     assert got == events  # nothing read twice
-    assert single._locked.get_reader_group("sc", "rg")["completed"] == ["sc/st/0.#epoch.0"]
+    assert single._controller.get_reader_group("sc", "rg")["completed"] == ["sc/st/0.#epoch.0"]
     reader.close()
 
 

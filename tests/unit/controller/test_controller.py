@@ -1,4 +1,4 @@
-"""Controller core and its metadata store, on memory backends."""
+"""Controller core and its stream metadata store, on memory backends."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.metadata_store import MetadataStore
 from pravega_ray.controller.records import StreamState
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
 from pravega_ray.errors import (
-    ConflictingUpdateError,
     IllegalStateTransitionError,
     ScopeNotEmptyError,
     SegmentExistsError,
@@ -55,21 +54,7 @@ class FakeSegmentStore:
 def make(storage=None, segments=None):
     storage = storage or InMemoryChunkStorage()
     segments = segments or FakeSegmentStore()
-    return Controller(MetadataStore(storage), segments, 4), storage, segments
-
-
-def test_metadata_store_versions_and_conflicts() -> None:
-    store = MetadataStore(InMemoryChunkStorage())
-    v0 = store.put("scopes/a", {"x": 1}, None)
-    with pytest.raises(ConflictingUpdateError):
-        store.put("scopes/a", {"x": 2}, None)
-    v1 = store.put("scopes/a", {"x": 2}, v0)
-    with pytest.raises(ConflictingUpdateError):
-        store.put("scopes/a", {"x": 3}, v0)  # stale version
-    assert store.get("scopes/a").value == {"x": 2} and store.get("scopes/a").version == v1
-    store.delete("scopes/a")
-    assert store.get("scopes/a") is None
-    assert store.list_keys("scopes") == []
+    return Controller(ChunkMetadataStore(storage), segments, 4), storage, segments
 
 
 def test_create_stream_splits_the_key_space_evenly() -> None:
@@ -117,14 +102,14 @@ def test_a_create_interrupted_by_a_crash_is_resumed_on_restart() -> None:
 
 
 def test_seal_is_idempotent_and_final() -> None:
-    controller, _, segments = make()
+    controller, storage, segments = make()
     controller.create_scope("sc")
     controller.create_stream("sc", "st", None)
     assert controller.seal_stream("sc", "st")
     assert controller.seal_stream("sc", "st")
     assert all(segments.segments.values())
     with pytest.raises(IllegalStateTransitionError):
-        controller._transition("sc", "st", StreamState.ACTIVE)
+        StreamMetadataStore(ChunkMetadataStore(storage)).transition("sc", "st", StreamState.ACTIVE)
     with pytest.raises(ScopeNotEmptyError):
         controller.delete_scope("sc")
 

@@ -10,7 +10,7 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.metadata_store import MetadataStore
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
 from pravega_ray.errors import (
     DataCorruptionError,
     InvalidArgumentError,
@@ -61,7 +61,7 @@ def _change_one_digit(data: bytes) -> bytes:
 
 
 def _populated(storage) -> Controller:  # type: ignore[no-untyped-def]
-    controller = Controller(MetadataStore(storage), FakeSegmentStore(), 4)
+    controller = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     controller.create_scope("sc")
     controller.create_scope("fine")
     for stream in ("a", "b"):
@@ -117,7 +117,7 @@ def test_restart_with_a_damaged_record_names_it_and_everything_else_works(
     _populated(storage)
     name = _damage(storage, key, change)
     damaged_bytes = storage.read(name, 0, storage.length(name))
-    restarted = Controller(MetadataStore(storage), FakeSegmentStore(), 4)
+    restarted = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     # The first call resumes workflows; the damaged record does not stop it.
     assert restarted.create_scope("new")
     assert restarted.create_stream("fine", "other", None)
@@ -148,7 +148,7 @@ def test_restart_with_a_damaged_record_names_it_and_everything_else_works(
         create()
     assert storage.read(name, 0, storage.length(name)) == damaged_bytes
     # And again after another restart.
-    again = Controller(MetadataStore(storage), FakeSegmentStore(), 4)
+    again = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     assert again.list_scopes() == ["fine", "new", "sc"]
     assert again.create_stream("new", "st", None)
 
@@ -164,7 +164,7 @@ def test_get_record_written_before_checksums_still_loads(storage) -> None:
     }
     for key, data in legacy.items():
         storage.create(f"_system/controller/{key}/{0:020d}", data)
-    controller = Controller(MetadataStore(storage), FakeSegmentStore(), 4)
+    controller = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     assert controller.get_stream_info("sc", "st").state is pr.StreamState.ACTIVE
     info = controller.get_key_value_table("sc", "t")
     assert info.segments == ("sc/_kvt.t/0.#epoch.0", "sc/_kvt.t/1.#epoch.0")  # no base: 0
@@ -179,18 +179,18 @@ def test_resume_workflows_quarantines_a_damaged_deleted_marker_and_finishes_the_
     storage,
 ) -> None:
     segments = FakeSegmentStore()
-    first = Controller(MetadataStore(storage), segments, 4)
+    first = Controller(ChunkMetadataStore(storage), segments, 4)
     first.create_scope("sc")
     first.create_key_value_table("sc", "t", 2)
     first.delete_key_value_table("sc", "t")
     first.create_key_value_table("sc", "t", 2)
     first.create_key_value_table("sc", "u", 1)
     for table in ("t", "u"):  # both cut short mid-delete by a crash
-        first._set_kvt_state(
+        StreamMetadataStore(ChunkMetadataStore(storage)).set_key_value_table_state(
             "sc", table, pr.KeyValueTableState.ACTIVE, pr.KeyValueTableState.DELETING
         )
     _damage(storage, "deleted/kvtables/sc/t", lambda data: data[:5])
-    restarted = Controller(MetadataStore(storage), segments, 4)
+    restarted = Controller(ChunkMetadataStore(storage), segments, 4)
     assert restarted.resume_workflows() == 1
     assert restarted.list_key_value_tables("sc") == ["t"]  # u finished, t kept and named
     assert "deleted/kvtables/sc/t" in restarted.damaged_records()
@@ -208,7 +208,7 @@ def test_reader_group_record_holding_a_segment_twice_is_damaged(storage) -> None
             b'"assigned":{}', b'"assigned":{"r1":{"sc/a/0.#epoch.0":0}}'
         ),
     )
-    restarted = Controller(MetadataStore(storage), FakeSegmentStore(), 4)
+    restarted = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     with pytest.raises(DataCorruptionError, match="readergroups/sc/rg"):
         restarted.reader_group_add_reader("sc", "rg", "r2", "session")
     assert restarted.create_reader_group("sc", "rg2", pr.ReaderGroupConfig.for_streams("sc/a"))
@@ -232,7 +232,7 @@ def test_create_stream_cut_short_by_unreachable_containers_is_finished_later() -
     segments = FlakySegmentStore()
     clock = [0.0]
     controller = Controller(
-        MetadataStore(InMemoryChunkStorage()), segments, 4, monotonic=lambda: clock[0]
+        ChunkMetadataStore(InMemoryChunkStorage()), segments, 4, monotonic=lambda: clock[0]
     )
     controller.create_scope("sc")
     segments.unavailable = 1
@@ -260,7 +260,7 @@ def _overwrite(storage, name: str, data: bytes) -> None:  # type: ignore[no-unty
 
 
 def test_a_config_that_does_not_validate_is_refused_and_nothing_is_stored() -> None:
-    controller = Controller(MetadataStore(InMemoryChunkStorage()), FakeSegmentStore(), 4)
+    controller = Controller(ChunkMetadataStore(InMemoryChunkStorage()), FakeSegmentStore(), 4)
     controller.create_scope("sc")
     bogus = pr.StreamConfiguration(pr.ScalingPolicy.fixed(2))
     object.__setattr__(bogus.scaling, "scale_type", "bogus")  # bypassing the dataclass checks
@@ -285,14 +285,14 @@ def test_damaged_stream_record_is_named_and_the_rest_of_the_controller_works(
     storage, damage: bytes
 ) -> None:
     segments = FakeSegmentStore()
-    first = Controller(MetadataStore(storage), segments, 4)
+    first = Controller(ChunkMetadataStore(storage), segments, 4)
     first.create_scope("sc")
     first.create_stream("sc", "bad", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
     first.create_stream("sc", "good", pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
     name = _latest(storage, "streams/sc/bad")
     _overwrite(storage, name, damage)
 
-    restarted = Controller(MetadataStore(storage), segments, 4)
+    restarted = Controller(ChunkMetadataStore(storage), segments, 4)
     # Everything else works, from the first call on (which resumes workflows).
     assert restarted.create_scope("other")
     assert restarted.create_stream("other", "new", None)
@@ -320,13 +320,13 @@ def test_damaged_stream_record_is_named_and_the_rest_of_the_controller_works(
 
 
 def test_damaged_scope_and_reader_group_records_are_named(storage) -> None:
-    controller = Controller(MetadataStore(storage), FakeSegmentStore(), 4)
+    controller = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     controller.create_scope("sc")
     controller.create_scope("fine")
     controller.create_stream("sc", "st", None)
     controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
     _overwrite(storage, _latest(storage, "readergroups/sc/rg"), b'{"scope": 1}')
-    restarted = Controller(MetadataStore(storage), FakeSegmentStore(), 4)
+    restarted = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     with pytest.raises(DataCorruptionError, match="readergroups/sc/rg"):
         restarted.reader_group_add_reader("sc", "rg", "r1", "session")
     _overwrite(storage, _latest(storage, "scopes/sc"), b"{")
@@ -339,18 +339,20 @@ def test_damaged_scope_and_reader_group_records_are_named(storage) -> None:
 
 def test_resumed_workflow_of_a_damaged_record_does_not_stop_the_others(storage) -> None:
     segments = FakeSegmentStore()
-    first = Controller(MetadataStore(storage), segments, 4)
+    first = Controller(ChunkMetadataStore(storage), segments, 4)
     first.create_scope("sc")
     for stream in ("a", "b"):
         first.create_stream("sc", stream, pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
     # Both left mid-seal by a crash; then a's record is damaged while the controller is down.
     for stream in ("a", "b"):
-        first._transition("sc", stream, pr.StreamState.SEALING)
+        StreamMetadataStore(ChunkMetadataStore(storage)).transition(
+            "sc", stream, pr.StreamState.SEALING
+        )
     name = _latest(storage, "streams/sc/a")
     record = storage.read(name, 0, 10_000).replace(b'"fixed"', b'"bogus"')
     _overwrite(storage, name, record)
     assert ScaleType.FIXED_NUM_SEGMENTS.value == "fixed"
-    restarted = Controller(MetadataStore(storage), segments, 4)
+    restarted = Controller(ChunkMetadataStore(storage), segments, 4)
     assert restarted.resume_workflows() == 1
     assert restarted.get_stream_info("sc", "b").state is pr.StreamState.SEALED
     assert "streams/sc/a" in restarted.damaged_records()

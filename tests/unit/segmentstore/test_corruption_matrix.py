@@ -344,11 +344,11 @@ def test_damaged_controller_record_is_named_and_the_rest_of_the_controller_works
 ) -> None:
     import pravega_ray as pr
     from pravega_ray.controller.controller import Controller
-    from pravega_ray.controller.metadata_store import MetadataStore
+    from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
     from tests.unit.controller.test_controller import FakeSegmentStore
 
     segments = FakeSegmentStore()
-    first = Controller(MetadataStore(tier.storage), segments, 4)
+    first = Controller(ChunkMetadataStore(tier.storage), segments, 4)
     first.create_scope("sc")
     first.create_stream("sc", "bad", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
     first.create_stream("sc", "good", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
@@ -360,7 +360,7 @@ def test_damaged_controller_record_is_named_and_the_rest_of_the_controller_works
         tier.cut(victim)
     else:  # the newest version lost: nothing older is left to fall back to silently
         tier.delete(victim)
-    restarted = Controller(MetadataStore(tier.storage), segments, 4)
+    restarted = Controller(ChunkMetadataStore(tier.storage), segments, 4)
     assert restarted.get_stream_info("sc", "good").state is pr.StreamState.ACTIVE
     assert restarted.create_stream("sc", "new", None)
     if damage == "delete-newest":

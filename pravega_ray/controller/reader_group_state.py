@@ -1,5 +1,10 @@
 """Reader group state: which reader owns which segment, at which offset. Pure logic.
 
+The controller owns it (it stores one per reader group and answers every reader-group
+call from it); the client sees it only through the controller's answers
+(:class:`Assignment`) and shares :func:`check_offsets` for positions, so the import
+arrow points one way: ``client`` -> ``controller``.
+
 Readers of a group share the segments of its streams; each segment is owned by
 at most one reader at a time, so each event is delivered to one reader of the
 group. Rebalancing is cooperative (Pravega's ``ReaderGroupStateManager``):
@@ -40,7 +45,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pravega_ray.client.events import check_offsets
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderAlreadyExistsError,
@@ -48,6 +52,20 @@ from pravega_ray.errors import (
     ReaderNotInGroupError,
 )
 from pravega_ray.invariant import invariant
+
+
+def check_offsets(data: object, what: str = "offsets") -> dict[str, int]:
+    """A copy of ``data`` if it is a dict of segment name -> offset (an int >= 0, not a bool).
+
+    Shared by positions (``client/events.py``), reader-group calls and stored reader-group
+    records; raises InvalidArgumentError naming ``what``.
+    """
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in data.items()
+    ):
+        raise InvalidArgumentError(f"{what} must be a dict of segment name -> offset >= 0")
+    return dict(data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,242 @@
+"""The controller's service surface: every call a client makes, typed, in one Protocol.
+
+:class:`ControllerService` is implemented once, by
+:class:`~pravega_ray.controller.controller.Controller`, and reached three ways, each
+with an explicit method per call (no dispatch on name strings):
+
+* the Ray actor (``actors/controller_actor.py``) forwards each method to its Controller;
+* the client's :class:`~pravega_ray.client.controller_connection.ControllerClient`
+  implements it too, holding the retry policy of each call, and hands every call to an
+  *invoker*: :class:`~pravega_ray.cluster.RayControllerConnection` (one actor call, Ray's
+  errors unwrapped in ``actors/ray_calls.py``) or ``pravega_ray.inprocess._LockedController``
+  (a Controller in this process, under a lock, as the actor serializes calls).
+
+An invoker is given the Protocol's own function (``ControllerService.create_scope``) and
+calls the method of that name on its controller; :func:`method_name` checks it is one.
+``tests/unit/controller/test_service_surface.py`` checks every implementation's signatures
+against this Protocol.
+
+Errors are the typed errors of :mod:`pravega_ray.errors`. Through an invoker, a call whose
+outcome is unknown (the controller actor died or restarted mid-call) raises
+:class:`~pravega_ray.errors.ControllerUnavailableError`. Creates take an optional
+``request_id``, stored in the record, so a repeated create that landed answers True.
+Reader-group calls take the ``group_id`` of the incarnation the caller joined (from
+``reader_group_add_reader`` or ``get_reader_group``): ReaderGroupNotFoundError once that
+group was deleted, even if re-created since; None skips the check.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pravega_ray.controller.reader_group_state import Assignment
+from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
+from pravega_ray.invariant import invariant
+from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
+
+
+class ControllerService(Protocol):
+    """Scopes, streams, key-value tables and reader groups (Pravega's controller service)."""
+
+    # --- cluster ---------------------------------------------------------------------------------
+    def get_cluster_config(self) -> dict[str, Any]:
+        """``{"container_count": N}``: how segments are placed on containers."""
+        ...
+
+    def damaged_records(self) -> dict[str, str]:
+        """Records found damaged (key -> what is wrong): quarantined, never overwritten."""
+        ...
+
+    # --- scopes ----------------------------------------------------------------------------------
+    def create_scope(self, scope: str, request_id: str | None = None) -> bool:
+        """Create ``scope``; False if it exists already (True again for a repeated request)."""
+        ...
+
+    def list_scopes(self) -> list[str]:
+        """Every scope, sorted."""
+        ...
+
+    def delete_scope(self, scope: str) -> bool:
+        """Delete an empty scope; False if absent.
+
+        ScopeNotEmptyError while it has streams, key-value tables or reader groups.
+        """
+        ...
+
+    # --- streams ---------------------------------------------------------------------------------
+    def create_stream(
+        self,
+        scope: str,
+        stream: str,
+        config: StreamConfiguration | None,
+        request_id: str | None = None,
+    ) -> bool:
+        """Create a stream with ``config.scaling.min_segments`` segments; False if it exists.
+
+        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (config not a
+        valid StreamConfiguration); nothing is stored then.
+        """
+        ...
+
+    def list_streams(self, scope: str) -> list[str]:
+        """The streams of ``scope``, sorted. Raises ScopeNotFoundError."""
+        ...
+
+    def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
+        """The stream's state, configuration and current segments.
+
+        Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError, DataCorruptionError.
+        """
+        ...
+
+    def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
+        """The segments of the stream's current epoch, with their routing-key ranges."""
+        ...
+
+    def seal_stream(self, scope: str, stream: str) -> bool:
+        """Seal every segment of the stream; True once SEALED (idempotent)."""
+        ...
+
+    # --- key-value tables ------------------------------------------------------------------------
+    def create_key_value_table(
+        self, scope: str, table: str, partitions: int, request_id: str | None = None
+    ) -> bool:
+        """Create a key-value table of ``partitions`` table segments; False if it exists.
+
+        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
+        outside [1, KVT_PARTITIONS_MAX]). A table of that name with another partition
+        count is still "exists" (False): partitions are fixed at creation.
+        """
+        ...
+
+    def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        """The table's partitions and segments. Raises KeyValueTableNotFoundError."""
+        ...
+
+    def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        """As :meth:`get_key_value_table`, but IllegalStateError unless it is ACTIVE."""
+        ...
+
+    def list_key_value_tables(self, scope: str) -> list[str]:
+        """The key-value tables of ``scope``, sorted. Raises ScopeNotFoundError."""
+        ...
+
+    def delete_key_value_table(self, scope: str, table: str) -> bool:
+        """Delete the table and its segments; False if it does not exist."""
+        ...
+
+    # --- reader groups ---------------------------------------------------------------------------
+    def create_reader_group(
+        self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
+    ) -> bool:
+        """Create a reader group at the head of its streams; False if it exists.
+
+        Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError,
+        InvalidArgumentError (config not a valid ReaderGroupConfig); nothing is stored then.
+        Each creation is a new incarnation with a new group id.
+        """
+        ...
+
+    def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
+        """The group's state as stored (``group_id``, owners, offsets)."""
+        ...
+
+    def delete_reader_group(self, scope: str, group: str) -> bool:
+        """Delete the group; False if it does not exist. Its readers' next calls fail.
+
+        Raises ScopeNotFoundError, InvalidNameError, DataCorruptionError (a damaged
+        record is not deleted blindly).
+        """
+        ...
+
+    def reader_group_online_readers(
+        self, scope: str, group: str, group_id: str | None = None
+    ) -> list[str]:
+        """The ids of the readers in the group, sorted."""
+        ...
+
+    def reader_group_reader_offline(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
+    ) -> bool:
+        """Declare ``reader_id`` gone; its segments return at ``offsets`` (or as last synced).
+
+        False if it is not in the group.
+        """
+        ...
+
+    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
+        """Join ``reader_id`` with ``session``; returns the group id the reader must carry.
+
+        A no-op for a repeated join of the same session; ReaderAlreadyExistsError if the
+        id is online with another session.
+        """
+        ...
+
+    def reader_group_remove_reader(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int] | None,
+        group_id: str | None = None,
+    ) -> bool:
+        """The reader leaves; its segments return at ``offsets`` (else as last synced).
+
+        False if this session is not in the group (it left already, or was declared offline).
+        """
+        ...
+
+    def reader_group_sync(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int],
+        completed: list[str],
+        group_id: str | None = None,
+    ) -> Assignment:
+        """Report the offsets reached and the segments read to the end; the answer lists
+        every segment the reader owns and how many it should release."""
+        ...
+
+    def reader_group_release(
+        self,
+        scope: str,
+        group: str,
+        reader_id: str,
+        session: str,
+        segment: str,
+        offset: int,
+        group_id: str | None = None,
+    ) -> None:
+        """Give ``segment`` back at ``offset`` (the next event not returned); a no-op if the
+        reader does not own it."""
+        ...
+
+
+SERVICE_METHODS: dict[str, Callable[..., Any]] = {
+    name: function
+    for name, function in vars(ControllerService).items()
+    if inspect.isfunction(function) and not name.startswith("_")
+}
+"""Every call of the surface by name, each the Protocol's own function."""
+
+
+def method_name(method: Callable[..., Any]) -> str:
+    """The name of ``method``, which must be one of :class:`ControllerService`'s functions.
+
+    Invokers call only the surface: anything else (another class's method, a private
+    one) is a bug, an InvariantViolation.
+    """
+    name = getattr(method, "__name__", "")
+    invariant(SERVICE_METHODS.get(name) is method, f"{method!r} is not a ControllerService call")
+    return name

@@ -1,0 +1,64 @@
+"""The controller's service surface: the Controller, its Ray actor and the client's
+ControllerClient have exactly ControllerService's methods, with its signatures (names,
+kinds, defaults and annotations of the parameters, and the return annotation), and an
+invoker calls only the surface."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from actors.controller_actor import ControllerActor  # imports ray; does not start it
+from pravega_ray.client.controller_connection import ControllerClient
+from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.service import SERVICE_METHODS, ControllerService, method_name
+from pravega_ray.invariant import InvariantViolation
+
+pytestmark = pytest.mark.timeout(30)
+
+IMPLEMENTATIONS = [Controller, ControllerActor, ControllerClient]
+
+
+def _shape(function: Callable[..., Any]) -> tuple[object, ...]:
+    signature = inspect.signature(function)
+    return (
+        [(p.name, p.kind, p.default, p.annotation) for p in signature.parameters.values()],
+        signature.return_annotation,
+    )
+
+
+def _public_methods(cls: type) -> set[str]:
+    return {
+        name
+        for name, member in vars(cls).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    }
+
+
+def test_the_surface_is_what_clients_call() -> None:
+    assert len(SERVICE_METHODS) == 24
+    assert {"get_current_segments", "reader_group_sync", "damaged_records"} <= set(SERVICE_METHODS)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", sorted(SERVICE_METHODS))
+def test_each_implementation_has_the_protocol_signature(implementation: type, name: str) -> None:
+    method = vars(implementation).get(name)
+    assert inspect.isfunction(method), f"{implementation.__name__} lacks {name}"
+    assert _shape(method) == _shape(SERVICE_METHODS[name])
+
+
+def test_the_actor_and_the_client_have_no_other_public_methods() -> None:
+    assert _public_methods(ControllerActor) == set(SERVICE_METHODS) | {"describe"}
+    assert _public_methods(ControllerClient) == set(SERVICE_METHODS)
+    assert set(SERVICE_METHODS) <= _public_methods(Controller)
+
+
+def test_method_name_accepts_only_the_protocols_own_functions() -> None:
+    assert method_name(ControllerService.create_scope) == "create_scope"
+    for other in (Controller.create_scope, ControllerClient.list_scopes, lambda: None, print):
+        with pytest.raises(InvariantViolation):
+            method_name(other)
