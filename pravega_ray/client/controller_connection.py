@@ -37,6 +37,7 @@ from pravega_ray.controller.reader_group_state import Assignment
 from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
 from pravega_ray.controller.service import ControllerService
 from pravega_ray.errors import ControllerUnavailableError
+from pravega_ray.retry import repeat_while
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 
 log = logging.getLogger(__name__)
@@ -100,15 +101,15 @@ class ControllerClient:
         **kwargs: P.kwargs,
     ) -> R:
         """Repeated on ControllerUnavailableError, up to ``attempts_max`` calls in all."""
-        for attempt in range(1, self._attempts_max + 1):
-            try:
-                return self._invoker.invoke(method, *args, **kwargs)
-            except ControllerUnavailableError as e:
-                if attempt == self._attempts_max:
-                    raise
-                log.info("controller call %s: %s; repeating (%d)", method.__name__, e, attempt)
-                self._sleep(self._pause_s)
-        raise AssertionError("unreachable")
+        return repeat_while(
+            ControllerUnavailableError,
+            lambda: self._invoker.invoke(method, *args, **kwargs),
+            what=f"controller call {method.__name__}",
+            log=log,
+            attempts_max=self._attempts_max,
+            pause_s=self._pause_s,
+            sleep=self._sleep,
+        )
 
     # --- cluster ---------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:

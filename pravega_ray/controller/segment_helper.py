@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.errors import RetriableError
+from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.service import SegmentStoreClient
 
 __all__ = ["SegmentHelper"]
@@ -52,15 +53,15 @@ class SegmentHelper:
         self._sleep = sleep
 
     def _call(self, segment: str, call: Callable[[str], Future[R]]) -> R:
-        for attempt in range(1, self._attempts_max + 1):
-            try:
-                return call(segment).result(self._call_timeout_s)
-            except RetriableError as e:
-                if attempt == self._attempts_max:
-                    raise
-                log.info("segment call on %s: %s; repeating (%d)", segment, e, attempt)
-                self._sleep(self._pause_s)
-        raise AssertionError("unreachable")
+        return repeat_while(
+            RetriableError,
+            lambda: call(segment).result(self._call_timeout_s),
+            what=f"segment call {call.__name__} on {segment}",
+            log=log,
+            attempts_max=self._attempts_max,
+            pause_s=self._pause_s,
+            sleep=self._sleep,
+        )
 
     def create_segment(self, segment: str) -> None:
         self._call(segment, self._client.create_segment)
