@@ -253,6 +253,7 @@ class SegmentContainer:
                 segment,
                 now,
                 role=role.value,
+                durable=False,
                 traffic=RateTracker(TRAFFIC_TIME_CONSTANT_S, self._clock.monotonic()),
             )
         )

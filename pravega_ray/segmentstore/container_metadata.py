@@ -73,6 +73,7 @@ class SegmentMetadata:
     name: str
     creation_time_ms: int
     role: str = "normal"
+    durable: bool = True  # False while its CreateSegment is queued, not yet durable
     start_offset: int = 0
     length: int = 0
     sealed: bool = False
@@ -152,24 +153,20 @@ class SegmentMetadata:
 
     # --- checkpoints ---------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
-        """The segment as it will be once everything queued so far is applied (a checkpoint).
+        """The segment's durable view, for a checkpoint.
 
-        Attributes: only values the attribute index may lack; it serves the rest after
-        recovery. Valid only while no ChunkAdded is queued (see ContainerMetadata.snapshot).
+        Attributes: only the values the attribute index may lack (applied, not yet
+        flushed: ``dirty_attributes``); the index serves the rest after recovery.
         """
         return {
             "n": self.name,
             "t": self.creation_time_ms,
-            "so": self.pending_start_offset,
+            "so": self.start_offset,
             "r": self.role,
-            "l": self.pending_length,
-            "s": self.pending_sealed,
-            "e": self.pending_event_count,
-            "a": {
-                k.hex(): v
-                for k, v in self.pending_attributes.items()
-                if k in self.dirty_attributes or self.attributes.get(k) != v
-            },
+            "l": self.length,
+            "s": self.sealed,
+            "e": self.event_count,
+            "a": {k.hex(): v for k, v in self.dirty_attributes.items()},
             "sl": self.storage_length,
             "ar": self.attribute_root,
             "c": self.chunks.to_records(),
@@ -264,13 +261,14 @@ class ContainerMetadata:
         return t, s
 
     def snapshot(self) -> ops.MetadataCheckpoint:
-        """A checkpoint of the metadata as it will be once everything queued is applied.
+        """A checkpoint of the durable view: every segment whose creation is durable.
 
-        Valid only while no ChunkAdded is queued (the storage writer takes it under its
-        lock, after its flushes completed).
+        Taken by the operation processor when the checkpoint's record is written, so it
+        is the state right at the checkpoint's place in the log (queued operations, such
+        as a create, a delete or a merge, come after it and are not in it).
         """
         return ops.MetadataCheckpoint(
-            tuple(s.snapshot() for s in self._segments.values() if not s.pending_deleted)
+            tuple(s.snapshot() for s in self._segments.values() if s.durable)
         )
 
     def oldest_unflushed_sequence(self) -> int | None:

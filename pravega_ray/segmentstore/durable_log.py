@@ -46,7 +46,7 @@ from pravega_ray.segmentstore.container_metadata import (
     SegmentMetadata,
     wake_all,
 )
-from pravega_ray.segmentstore.operation_processor import BARRIER, OperationProcessor
+from pravega_ray.segmentstore.operation_processor import BARRIER, CHECKPOINT, OperationProcessor
 from pravega_ray.segmentstore.read_index import ReadIndex
 from pravega_ray.timing import Clock, Scheduler
 
@@ -91,6 +91,7 @@ class DurableLog:
             delay_s=config.group_commit_delay_s,
             scheduler=scheduler,
             on_failure=on_failure,
+            checkpoint=metadata.snapshot,
         )
         self._recovered = False
         self._truncated_upto = 0
@@ -207,8 +208,8 @@ class DurableLog:
     async def checkpoint_and_truncate(self, force: bool) -> None:
         """Write a checkpoint if due (or ``force``), then truncate the log as far as Tier-2 allows.
 
-        Called only while no ChunkAdded is queued (the storage writer's lock), so the
-        checkpoint's snapshot is exact.
+        The checkpoint's content is taken when its record is written (``CHECKPOINT``), so
+        it is exact whatever else is queued.
         """
         since = self._processor.logged_bytes - self._logged_at_checkpoint
         due = since >= self._config.checkpoint_log_bytes or (
@@ -217,7 +218,7 @@ class DurableLog:
             >= self._config.checkpoint_interval_s
         )
         if force or due:
-            await self.add(self._metadata.snapshot())
+            await self._processor.submit(CHECKPOINT)
         point = self._truncation_point()
         if point > self._truncated_upto:
             await self._scheduler.run_blocking(self._log.truncate, point)
@@ -271,7 +272,10 @@ class DurableLog:
         wake_all(state.data_waiters)
 
     def _apply_create(self, op: ops.CreateSegment, _: int, __: bytes | None) -> None:
-        if op.segment not in self._metadata:  # live creates made the metadata already
+        state = self._metadata.find(op.segment)
+        if state is not None:  # a live create made the metadata already
+            state.durable = True
+        else:
             self._metadata.add(SegmentMetadata(op.segment, op.creation_time_ms, role=op.role))
             self._read_index.add_segment(op.segment)
 

@@ -12,7 +12,10 @@ anything that is not.
 * With ``group_commit_delay_s`` > 0 the pump waits that long before writing a
   group commit that is not full, to gather more.
 * A :class:`~pravega_ray.segmentstore.operations.MetadataCheckpoint` travels alone
-  in its record, so the log can be truncated right at it.
+  in its record, so the log can be truncated right at it. :data:`CHECKPOINT` asks for
+  one whose content is taken (``checkpoint()``) when its record is written: every
+  operation before it in the log is then applied and none after it is, so the
+  checkpoint is exactly the state at its place in the log, whatever is still queued.
 * :data:`BARRIER` is an operation that writes nothing: its caller completes once
   everything queued before it is durable and applied.
 * Any error of the pump (log write, encoding, a failed invariant while applying)
@@ -33,10 +36,13 @@ from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.segmentstore import operations as ops
 from pravega_ray.timing import Scheduler
 
-__all__ = ["BARRIER", "OperationProcessor"]
+__all__ = ["BARRIER", "CHECKPOINT", "OperationProcessor"]
 
 BARRIER: Any = object()
 """An operation that writes nothing; it completes once everything before it is durable."""
+
+CHECKPOINT: Any = object()
+"""A metadata checkpoint, taken when its record is written (see the module docstring)."""
 
 ApplyFunction = Callable[[ops.Operation, int, "bytes | None"], None]
 """``apply(operation, log sequence, chunk data)``: applies a durable operation."""
@@ -60,9 +66,11 @@ class OperationProcessor:
         delay_s: float,
         scheduler: Scheduler,
         on_failure: Callable[[BaseException], None],
+        checkpoint: Callable[[], ops.MetadataCheckpoint] | None = None,
     ) -> None:
         self._log = log
         self._apply = apply
+        self._checkpoint = checkpoint
         self._bytes_max = bytes_max
         self._operations_max = operations_max
         self._delay_s = delay_s
@@ -132,6 +140,11 @@ class OperationProcessor:
     async def _commit(self, batch: list[_Queued]) -> None:
         """One group commit: one durable log record, then apply and complete in order."""
         self._batch = batch
+        for item in batch:
+            if item.operation is CHECKPOINT:  # now: everything before it is applied
+                invariant(self._checkpoint is not None, "no checkpoint source")
+                assert self._checkpoint is not None
+                item.operation = self._checkpoint()
         to_log = [item.operation for item in batch if item.operation is not BARRIER]
         sequence = -1
         if to_log:
@@ -147,23 +160,27 @@ class OperationProcessor:
         self._batch = []
 
     def _group_commit_full(self) -> bool:
-        total = sum(
-            0 if item.operation is BARRIER else ops.encoded_size(item.operation)
-            for item in self._queue
-        )
+        total = sum(_size(item.operation) for item in self._queue)
         return total >= self._bytes_max or len(self._queue) >= self._operations_max
 
     def _take_batch(self) -> list[_Queued]:
         total = 0
         count = 0
         for item in self._queue:
-            if isinstance(item.operation, ops.MetadataCheckpoint):
+            if item.operation is CHECKPOINT or isinstance(item.operation, ops.MetadataCheckpoint):
                 count = count or 1
                 break
-            size = 0 if item.operation is BARRIER else ops.encoded_size(item.operation)
+            size = _size(item.operation)
             if count and (total + size > self._bytes_max or count >= self._operations_max):
                 break
             total += size
             count += 1
         batch, self._queue = self._queue[:count], self._queue[count:]
         return batch
+
+
+def _size(operation: Any) -> int:
+    """Encoded bytes of a queued operation (a barrier or a checkpoint not yet taken: 0)."""
+    if operation is BARRIER or operation is CHECKPOINT:
+        return 0
+    return ops.encoded_size(operation)

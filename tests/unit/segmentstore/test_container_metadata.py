@@ -30,6 +30,7 @@ pytestmark = pytest.mark.timeout(30)
 
 A = "sc/st/0.#epoch.0"
 B = "sc/st/1.#epoch.0"
+C = "sc/st/2.#epoch.0"
 K1, K2, K3, K4 = (bytes([i]) * 16 for i in range(1, 5))
 
 
@@ -230,18 +231,19 @@ def busy_segment() -> SegmentMetadata:
     return state
 
 
-def test_snapshot_records_the_pending_view_and_only_attributes_the_index_may_lack() -> None:
+def test_snapshot_records_the_durable_view_and_only_attributes_the_index_may_lack() -> None:
     entry = busy_segment().snapshot()
     assert entry == {
         "n": A,
         "t": 1000,
         "so": 0,
         "r": "table",
-        "l": 27,
+        "l": 20,  # the queued 7 bytes come after the checkpoint in the log
         "s": False,
-        "e": 5,
-        # K1 is dirty, K2 changed, K3 is new; K4 is clean and unchanged: the index has it.
-        "a": {K1.hex(): 1, K2.hex(): 20, K3.hex(): 3},
+        "e": 3,
+        # K1 is dirty; K2 and K4 are clean (the index has them); K2's and K3's queued values
+        # come after the checkpoint.
+        "a": {K1.hex(): 1},
         "sl": 15,
         "ar": 128,
         "c": [[0, 10, chunk_name(A, 0), 99], [10, 5, chunk_name(A, 10), None]],
@@ -252,12 +254,12 @@ def test_from_snapshot_rebuilds_the_segment_as_recorded() -> None:
     entry = busy_segment().snapshot()
     state = SegmentMetadata.from_snapshot(entry, sequence=42)
     assert (state.name, state.creation_time_ms, state.role) == (A, 1000, "table")
-    assert (state.start_offset, state.length, state.sealed, state.event_count) == (0, 27, False, 5)
+    assert (state.start_offset, state.length, state.sealed, state.event_count) == (0, 20, False, 3)
     assert (state.storage_length, state.attribute_root) == (15, 128)
     assert list(state.chunks) == list(busy_segment().chunks)
-    assert state.attributes == {K1: 1, K2: 20, K3: 3}
+    assert state.attributes == {K1: 1}
     assert state.dirty_attributes == state.attributes  # the index may lack every one
-    # Bytes [15, 27) are flushed by ChunkAdded records after the checkpoint.
+    # Bytes [15, 20) are flushed by ChunkAdded records after the checkpoint.
     assert list(state.unflushed_appends) == [(15, 42)]
     assert state.matches_snapshot(entry)
     assert state.snapshot()["c"] == entry["c"]
@@ -278,14 +280,15 @@ def test_matches_snapshot_is_false_when_a_checked_field_differs(field: str, valu
     assert not state.matches_snapshot({**entry, field: value})
 
 
-def test_container_snapshot_leaves_out_pending_deleted_segments_and_survives_encoding() -> None:
+def test_container_snapshot_leaves_out_creations_not_yet_durable_and_survives_encoding() -> None:
     metadata = ContainerMetadata(7)
     metadata.add(busy_segment())
     metadata.add(SegmentMetadata(B, 0))
-    metadata.get(B).pending_deleted = True
+    metadata.get(B).pending_deleted = True  # its delete comes after the checkpoint: still in
+    metadata.add(SegmentMetadata(C, 0, durable=False))  # its create comes after: not in
     checkpoint = metadata.snapshot()
     assert isinstance(checkpoint, ops.MetadataCheckpoint)
-    assert [entry["n"] for entry in checkpoint.segments] == [A]
+    assert [entry["n"] for entry in checkpoint.segments] == [A, B]
     (decoded,) = ops.decode(ops.encode([checkpoint]))
     assert decoded == checkpoint  # plain JSON: what the log stores is what replay reads
 

@@ -19,7 +19,7 @@ from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
 from pravega_ray.naming import transaction_segment_name
 from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
 from pravega_ray.storage.memory import InMemoryChunkStorage
-from tests.containers import new_container
+from tests.containers import SMALL, new_container
 from tests.faults.storage import FaultPlan, FaultyChunkStorage, FaultyDurableLog
 
 pytestmark = pytest.mark.timeout(30)
@@ -74,6 +74,36 @@ def test_merge_appends_a_sealed_transaction_to_its_parent_atomically(tier2_fails
         assert await read_all(again, PARENT) == b"parent-txn-data"
         with pytest.raises(SegmentNotFoundError):
             await again.get_info(txn)
+        await again.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.timeout(120)
+def test_many_merges_beside_timed_checkpoints_never_stop_the_container() -> None:
+    """Checkpoints taken while a merge was queued once disagreed with the log (issue 9's unit
+    tests found it): the container stopped and never recovered. A log taking 3 ms an append
+    widens the window so the old code failed within about a hundred merges, every run."""
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+    expected = b""
+
+    async def go() -> None:
+        nonlocal expected
+        c = make(store, storage, log_plan=FaultPlan(delay_s=0.003), **SMALL)
+        await c.create_segment(PARENT)
+        for i in range(200):
+            txn = transaction_segment_name(PARENT, uuid.uuid4().bytes)
+            await c.create_segment(txn, SegmentRole.TRANSACTION)
+            piece = f"txn-{i};".encode()
+            await c.append_conditional(txn, piece, event_count=1)
+            await c.seal(txn)
+            await c.merge(PARENT, txn)
+            expected += piece
+        assert await read_all(c, PARENT) == expected
+        await c.close()
+        again = make(store, storage, **SMALL)
+        assert await read_all(again, PARENT) == expected
+        assert (await again.get_info(PARENT)).event_count == 200
         await again.close()
 
     asyncio.run(go())
