@@ -34,8 +34,6 @@ Not thread-safe: all methods run on one asyncio event loop.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
@@ -77,6 +75,7 @@ from pravega_ray.segmentstore.container_metadata import (
     ContainerMetadata,
     SegmentMetadata,
     SegmentRole,
+    wait_on,
     wake_all,
 )
 from pravega_ray.segmentstore.contracts import (
@@ -312,10 +311,7 @@ class SegmentContainer:
                     actual=current,
                 )
             # A predecessor block has not arrived yet: wait for the attribute to move.
-            waiter = asyncio.get_running_loop().create_future()
-            state.attribute_waiters.append(waiter)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(waiter, remaining)
+            await wait_on(state.attribute_waiters, remaining)
             self._ensure_running()
         offset = state.reserve(len(data), {writer_id: last_event_number}, event_count)
         await self._add(

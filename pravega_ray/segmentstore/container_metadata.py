@@ -25,6 +25,7 @@ Not thread-safe: the container's event loop owns it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from pravega_ray.segmentstore.chunk_layout import ChunkLayout
 from pravega_ray.segmentstore.contracts import SegmentInfo
 from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
 
-__all__ = ["ContainerMetadata", "SegmentMetadata", "SegmentRole", "wake_all"]
+__all__ = ["ContainerMetadata", "SegmentMetadata", "SegmentRole", "wait_on", "wake_all"]
 
 
 class SegmentRole(str, Enum):
@@ -64,6 +65,23 @@ def wake_all(waiters: list[asyncio.Future[None]]) -> None:
         if not waiter.done():
             waiter.set_result(None)
     waiters.clear()
+
+
+async def wait_on(waiters: list[asyncio.Future[None]], timeout_s: float) -> None:
+    """Wait until :func:`wake_all` wakes ``waiters`` or ``timeout_s`` passes.
+
+    A waiter that times out (or is cancelled) leaves the list, so waiting on an idle
+    segment again and again does not grow it.
+    """
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    waiters.append(waiter)
+    try:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(waiter, timeout_s)
+    finally:
+        if not waiter.done() or waiter.cancelled():
+            with contextlib.suppress(ValueError):
+                waiters.remove(waiter)
 
 
 @dataclass(slots=True)

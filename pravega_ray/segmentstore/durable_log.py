@@ -150,11 +150,13 @@ class DurableLog:
             # Paired check: every byte is in memory or in Tier-2 after replay.
             first_unflushed = self._read_index.first_unflushed_offset(state.name)
             in_memory_from = first_unflushed if first_unflushed is not None else state.length
-            invariant(
-                state.storage_length == in_memory_from,
-                f"recovery of {state.name}: bytes [{state.storage_length}, {in_memory_from}) "
-                "are neither in Tier-2 nor in the log",
-            )
+            if state.storage_length != in_memory_from:
+                raise DataCorruptionError(
+                    f"container {self._config.container_id}: bytes [{state.storage_length}, "
+                    f"{in_memory_from}) of {state.name} are neither in Tier-2 nor in the log",
+                    segment=state.name,
+                    offset=state.storage_length,
+                )
         self._recovered = True
         stats = RecoveryStats(records, operations, len(self._metadata), time.monotonic() - started)
         log.info(
@@ -294,11 +296,19 @@ class DurableLog:
         state.chunks.add(chunk, op.segment)
         self._read_index.chunk_flushed(op.segment, chunk, chunk_data)
         state.storage_length = chunk.end
+        self._drop_chunks_below_start(state)  # its bytes may have been truncated meanwhile
         while state.unflushed_appends and state.unflushed_appends[0][0] < state.storage_length:
             state.unflushed_appends.popleft()
         state.unflushed_since = (
             None if state.storage_length == state.length else self._clock.monotonic()
         )
+
+    def _drop_chunks_below_start(self, state: SegmentMetadata) -> None:
+        """Chunks wholly below the start offset are dead: the storage writer deletes them."""
+        dead = state.chunks.truncate(state.start_offset)
+        if dead:
+            self._read_index.evict(dead)
+            self._dead_chunks += dead
 
     def _apply_update_attributes(self, op: ops.UpdateAttributes, _: int, __: bytes | None) -> None:
         state = self._metadata.find(op.segment)
@@ -311,9 +321,7 @@ class DurableLog:
         assert state is not None
         invariant(op.offset <= state.length, f"truncation of {op.segment} past its end")
         state.start_offset = max(state.start_offset, op.offset)
-        dead = state.chunks.truncate(state.start_offset)
-        self._read_index.evict(dead)
-        self._dead_chunks += dead
+        self._drop_chunks_below_start(state)
         wake_all(state.data_waiters)
 
     def _apply_attribute_root(
@@ -370,15 +378,19 @@ class DurableLog:
                 state = SegmentMetadata.from_snapshot(entry, sequence)
                 self._metadata.add(state)
                 self._read_index.add_segment(state.name)
+                self._drop_chunks_below_start(state)  # older checkpoints could record them
         else:
             # Paired check: the state built by replay equals what the checkpoint recorded.
+            # During replay a difference is damage in the log; live, it would be a bug here.
             for entry in op.segments:
                 state = self._metadata.find(entry["n"])
-                invariant(
-                    state is not None and state.matches_snapshot(entry),
-                    f"container {self._config.container_id}: state of {entry['n']} differs "
-                    f"from its checkpoint at {sequence}",
-                )
+                if state is None or not state.matches_snapshot(entry):
+                    message = (
+                        f"container {self._config.container_id}: state of {entry['n']} "
+                        f"differs from its checkpoint in log record {sequence}"
+                    )
+                    invariant(not self._recovered, message)
+                    raise DataCorruptionError(message, segment=entry["n"], sequence=sequence)
         self._checkpoint_sequences.append(sequence)
         self._logged_at_checkpoint = self._processor.logged_bytes
         self._last_checkpoint_time = self._clock.monotonic()

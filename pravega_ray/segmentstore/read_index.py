@@ -16,9 +16,7 @@ memory work. Not thread-safe: the container's event loop owns it.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
-import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -26,7 +24,7 @@ from pravega_ray.constants import READ_BYTES_MAX, READ_WAIT_S_MAX
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.invariant import invariant
 from pravega_ray.segmentstore.chunk_layout import ChunkRef, read_chunk
-from pravega_ray.segmentstore.container_metadata import SegmentMetadata
+from pravega_ray.segmentstore.container_metadata import SegmentMetadata, wait_on
 from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.storage.chunk_storage import ChunkStorage
 from pravega_ray.timing import Scheduler
@@ -129,10 +127,7 @@ class ReadIndex:
             )
         state.check_not_truncated(offset)
         if offset == state.length and not state.sealed and wait_s > 0:
-            waiter = asyncio.get_running_loop().create_future()
-            state.data_waiters.append(waiter)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(waiter, min(wait_s, READ_WAIT_S_MAX))
+            await wait_on(state.data_waiters, min(wait_s, READ_WAIT_S_MAX))
         if offset == state.length:
             return ReadResult(offset, b"", state.sealed, state.length)
         data = await self._read_available(state, offset, max_bytes)

@@ -13,7 +13,8 @@ Pravega's ``StorageWriter``. Every ``storage_writer_tick_s`` it runs one round:
    record is durable does the read index drop the in-memory entries, so a crash
    between the chunk write and the record leaves an unreferenced chunk (replaced on
    the next flush), never a hole.
-3. Chunks no longer referenced (truncated or deleted segments) are deleted.
+3. Chunks no longer referenced (truncated or deleted segments) are deleted; a delete that
+   fails is tried again by the next round.
 4. Due attribute values are flushed to the attribute index.
 5. The durable log writes a checkpoint if due and truncates itself as far as
    Tier-2 allows, so Tier-1 stays bounded under sustained load.
@@ -114,6 +115,9 @@ class StorageWriter:
         self._fenced = fenced
         self._task: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
+        # Chunks no longer referenced, taken from the durable log, not yet deleted: a delete
+        # that fails leaves its chunk (and those after it) here for the next round.
+        self._dead_chunks: list[str] = []
 
     def start(self) -> None:
         """Start the timed rounds on the running event loop."""
@@ -161,11 +165,17 @@ class StorageWriter:
         async with self._lock:
             for state in self.flush_candidates(force):
                 await self._flush_segment(state)
-            for name in self._operations.take_dead_chunks():
-                await self._scheduler.run_blocking(self._storage.delete, name)
+            await self._delete_dead_chunks()
             await self._attributes.flush(force)
             # Under the lock: no ChunkAdded is queued, so the checkpoint's snapshot is exact.
             await self._operations.checkpoint_and_truncate(force=checkpoint)
+
+    async def _delete_dead_chunks(self) -> None:
+        """Delete the chunks no longer referenced (idempotent); failures wait for a later round."""
+        self._dead_chunks += self._operations.take_dead_chunks()
+        while self._dead_chunks:
+            await self._scheduler.run_blocking(self._storage.delete, self._dead_chunks[0])
+            del self._dead_chunks[0]
 
     async def _flush_segment(self, state: SegmentMetadata) -> None:
         offset, entries = self._data.unflushed(state.name, self._policy.flush_bytes)

@@ -608,12 +608,6 @@ def test_replay_of_a_truncated_log_starting_with_a_checkpoint_recreates_its_segm
     assert [offset for offset, _ in state.unflushed_appends] == [3]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="durable_log.py:373: a checkpoint that disagrees with the replayed state trips an "
-    "invariant (InvariantViolation) although replay's docstring (and SegmentContainer.recover's) "
-    "promise DataCorruptionError; recover() then does not record the damage",
-)
 def test_replay_of_a_checkpoint_that_disagrees_with_the_log_raises_data_corruption() -> None:
     store = InMemoryLogStore()
     entry = SegmentMetadata(A, 1, length=3, pending_length=3).snapshot()
@@ -722,13 +716,6 @@ def test_take_dead_chunks_collects_truncated_deleted_and_copied_chunks() -> None
     run(body())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="durable_log.py:305-313 (_apply_truncate) and :285-290 (_apply_chunk_added): bytes "
-    "truncated before they were flushed still become a chunk, which lies wholly below the "
-    "start offset but stays in the layout and is never reported dead (Tier-2 leak until the "
-    "segment is deleted)",
-)
 def test_take_dead_chunks_includes_a_chunk_flushed_wholly_below_the_start_offset() -> None:
     async def body() -> None:
         p = parts()

@@ -308,12 +308,6 @@ def test_read_reaching_the_end_of_a_sealed_segment_is_end_of_segment() -> None:
     run(body())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_index.py:131-135: a tail read that times out leaves its (cancelled) waiter in "
-    "state.data_waiters; only the next append, seal, truncate or delete clears them, so on an "
-    "idle segment every long poll adds one: the list has no bound (STYLE.md 7)",
-)
 def test_read_at_the_tail_leaves_no_waiter_behind_on_timeout() -> None:
     async def body() -> None:
         s = Segment()

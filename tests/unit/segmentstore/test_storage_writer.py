@@ -383,12 +383,6 @@ def test_flush_round_never_deletes_a_chunk_it_just_wrote() -> None:
     run(body)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage_writer.py:164-165: take_dead_chunks() forgets every dead chunk of the round "
-    "before any is deleted, so one failed delete leaks it and every dead chunk after it "
-    "(the next round does not try them again)",
-)
 def test_dead_chunks_whose_delete_failed_are_deleted_by_a_later_round() -> None:
     async def body(w: Writer) -> None:
         dead = [chunk_name(B, 0), chunk_name(B, 10)]
