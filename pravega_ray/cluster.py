@@ -9,7 +9,7 @@ Both return a :class:`Cluster`, whose client methods come from
 
 Data directory layout::
 
-    <data_dir>/cluster.json      {"format": 4, "container_count": N, "tier1": URL, "tier2": URL}
+    <data_dir>/cluster.json      {"format": 5, "container_count": N, "tier1": URL, "tier2": URL}
     <data_dir>/tier1/container-<i>/   durable logs (default Tier-1)
     <data_dir>/tier2/            Tier-2 chunks and controller records (default Tier-2)
 """
@@ -63,7 +63,7 @@ R = TypeVar("R")
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
-_FORMAT = 4
+_FORMAT = 5
 """Version of the stored formats (log records, chunks, records).
 
 2: appends carry attributes. 3: extended attributes persist in the B+tree attribute
@@ -71,6 +71,10 @@ index (``attributes-btree/`` chunks) instead of sorted batches (``attributes/``)
 4: log frames checksum their header too (magic ``PRL2``), chunks carry CRCs in the
 metadata, the attribute index's root is logged, Tier-2 fences (``fences/``). Format-3
 data is read as it is, so upgrading 3 -> 4 only records the number.
+5: segments created from now on name their Tier-2 chunks and attribute index by their
+incarnation (``<segment>#incarnation.<epoch>-<n>``), so a segment deleted and created again
+never shares them with its predecessor; older segments keep their names, so upgrading
+4 -> 5 only records the number (a format-4 build would miss the new names: it is refused).
 """
 
 
@@ -203,6 +207,9 @@ def _check_data_dir(
         if stored.get("format") == 3:
             log.info("upgrading %s from data format 3 to 4 (nothing to rewrite)", data_dir)
             stored = _record_format(path, stored, 4)
+        if stored.get("format") == 4:
+            log.info("upgrading %s from data format 4 to 5 (nothing to rewrite)", data_dir)
+            stored = _record_format(path, stored, 5)
         if stored.get("format") != _FORMAT:
             raise ConfigurationError(
                 f"{data_dir} holds data in format {stored.get('format')}; this pravega-ray reads "

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pravega_ray.constants import ATTRIBUTE_FLUSH_ENTRIES, ATTRIBUTE_UPDATES_MAX
-from pravega_ray.errors import DataCorruptionError, FencedError
+from pravega_ray.errors import DataCorruptionError, FencedError, SegmentNotFoundError
 from pravega_ray.segmentstore.arguments import check_int
 from pravega_ray.segmentstore.attribute_index import AttributeIndex
 from pravega_ray.segmentstore.attributes import (
@@ -42,7 +42,11 @@ from pravega_ray.segmentstore.attributes import (
     check_key,
     is_core_key,
 )
-from pravega_ray.segmentstore.container_metadata import ContainerMetadata, SegmentMetadata
+from pravega_ray.segmentstore.container_metadata import (
+    ContainerMetadata,
+    SegmentMetadata,
+    segment_of_storage_name,
+)
 from pravega_ray.timing import Clock
 
 __all__ = ["AttributeCache"]
@@ -83,13 +87,17 @@ class AttributeCache:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="attribute-index")
         self._deleted: list[str] = []  # segments whose index awaits deletion
 
-    def expect_root(self, segment: str, root: int) -> None:
+    def expect_root(self, storage_name: str, root: int) -> None:
         """Recovery: the log recorded that the segment's index reached ``root``."""
-        self._index.expect_root(segment, root)
+        self._index.expect_root(storage_name, root)
 
-    def segment_deleted(self, segment: str) -> None:
-        """The segment is gone (deleted or merged): delete its index on the next flush."""
-        self._deleted.append(segment)
+    def segment_deleted(self, storage_name: str) -> None:
+        """The segment is gone (deleted or merged): delete its index on the next flush.
+
+        ``storage_name``: the segment incarnation's (``SegmentMetadata.storage_name``), so a
+        segment created again under the same name keeps its own index.
+        """
+        self._deleted.append(storage_name)
 
     async def close(self) -> None:
         """Wait for the running index call, if any, and stop the index thread."""
@@ -104,6 +112,11 @@ class AttributeCache:
                 return await loop.run_in_executor(self._executor, function, *args)
             except FencedError as e:
                 raise self._fenced(e) from e
+            except DataCorruptionError as e:
+                # The index names the segment by its Tier-2 name; callers know the segment.
+                if isinstance(getattr(e, "segment", None), str):
+                    e.segment = segment_of_storage_name(e.segment)  # type: ignore[attr-defined]
+                raise
 
     # --- the pipeline's side -------------------------------------------------------------------
     async def prefetch(self, state: SegmentMetadata, keys: list[bytes]) -> None:
@@ -118,7 +131,7 @@ class AttributeCache:
             missing = [k for k in keys if k not in state.pending_attributes]
             if not missing:
                 return
-            found = await self._call(self._index.get, state.name, missing)
+            found = await self._call(self._index.get, state.storage_name, missing)
             for key in missing:
                 if key not in state.pending_attributes:
                     value = found.get(key, NULL_VALUE)
@@ -153,9 +166,11 @@ class AttributeCache:
         if after is not None:
             check_key(after, allow_core=True)
         check_int("limit", limit, 1, ATTRIBUTE_UPDATES_MAX)
-        self._metadata.get(segment)
-        stored = await self._call(self._index.iterate, segment, after, limit)
+        storage_name = self._metadata.get(segment).storage_name
+        stored = await self._call(self._index.iterate, storage_name, after, limit)
         state = self._metadata.get(segment)  # again: it may have been deleted meanwhile
+        if state.storage_name != storage_name:  # ... and created again: not the one read
+            raise SegmentNotFoundError(f"segment {segment} was deleted during the iteration")
         high = stored[-1][0] if len(stored) == limit else None  # memory may not go past it
         merged = dict(stored)
         for key, value in state.attributes.items():
@@ -195,7 +210,7 @@ class AttributeCache:
             return  # a damaged index was reported once; its values stay in memory
         values = dict(state.dirty_attributes)
         try:
-            root = await self._call(self._index.update, state.name, values)
+            root = await self._call(self._index.update, state.storage_name, values)
         except DataCorruptionError as e:  # that segment only: the others go on
             state.attribute_index_damaged = True
             log.error("container %d: %s", self._metadata.container_id, e)

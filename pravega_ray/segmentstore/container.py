@@ -121,6 +121,7 @@ class SegmentContainer:
         self._closed = False
         self._damage: DataCorruptionError | None = None  # why recover() could not finish
         self._failure: BaseException | None = None
+        self._creates = 0  # segments this owner created (their incarnations)
         self.metadata = ContainerMetadata(config.container_id)
         self._read_index = ReadIndex(config.read_cache_bytes_max, storage, scheduler)
         self._attributes = AttributeCache(
@@ -247,17 +248,21 @@ class SegmentContainer:
         if segment in self.metadata:
             raise SegmentExistsError(f"segment {segment} exists")
         now = self._clock.wall_time_ms()
+        # Unique without randomness: log epochs only grow, and this owner counts its creates.
+        incarnation = f"{self._durable_log.epoch}-{self._creates}"
+        self._creates += 1
         self.metadata.add(
             SegmentMetadata(
                 segment,
                 now,
                 role=role.value,
                 durable=False,
+                incarnation=incarnation,
                 traffic=RateTracker(TRAFFIC_TIME_CONSTANT_S, self._clock.monotonic()),
             )
         )
         self._read_index.add_segment(segment)
-        await self._add(ops.CreateSegment(segment, now, role.value))
+        await self._add(ops.CreateSegment(segment, now, role.value, incarnation))
 
     async def setup_append(self, segment: str, writer_id: bytes) -> int:
         """The writer's last durable event number on ``segment`` (NO_EVENT_NUMBER if none).

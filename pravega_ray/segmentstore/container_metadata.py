@@ -46,7 +46,21 @@ from pravega_ray.segmentstore.chunk_layout import ChunkLayout
 from pravega_ray.segmentstore.contracts import SegmentInfo
 from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
 
-__all__ = ["ContainerMetadata", "SegmentMetadata", "SegmentRole", "wait_on", "wake_all"]
+__all__ = [
+    "ContainerMetadata",
+    "SegmentMetadata",
+    "SegmentRole",
+    "segment_of_storage_name",
+    "wait_on",
+    "wake_all",
+]
+
+_INCARNATION = "#incarnation."
+
+
+def segment_of_storage_name(storage_name: str) -> str:
+    """The segment a Tier-2 name (``SegmentMetadata.storage_name``) belongs to."""
+    return storage_name.split(_INCARNATION, 1)[0]
 
 
 class SegmentRole(str, Enum):
@@ -92,6 +106,9 @@ class SegmentMetadata:
     creation_time_ms: int
     role: str = "normal"
     durable: bool = True  # False while its CreateSegment is queued, not yet durable
+    # Tells this segment from earlier ones of the same name in Tier-2 (None: created before
+    # data format 5, stored under its bare name).
+    incarnation: str | None = None
     start_offset: int = 0
     length: int = 0
     sealed: bool = False
@@ -121,6 +138,18 @@ class SegmentMetadata:
     data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     # Futures resolved whenever a pending attribute changes (reordered appends wait on them).
     attribute_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    @property
+    def storage_name(self) -> str:
+        """The name of this segment's Tier-2 objects (chunks, attribute index).
+
+        Unique per incarnation, so a segment deleted and created again never shares a chunk
+        or an index with its predecessor, whose deletion may still be under way (or be
+        replayed after a restart).
+        """
+        if self.incarnation is None:
+            return self.name
+        return f"{self.name}{_INCARNATION}{self.incarnation}"
 
     # --- the pending view ----------------------------------------------------------------------
     def check_not_sealed(self) -> None:
@@ -188,6 +217,7 @@ class SegmentMetadata:
             "sl": self.storage_length,
             "ar": self.attribute_root,
             "c": self.chunks.to_records(),
+            **({"i": self.incarnation} if self.incarnation is not None else {}),
         }
 
     @classmethod
@@ -204,6 +234,7 @@ class SegmentMetadata:
             storage_length=entry["sl"],
             attribute_root=entry.get("ar", -1),
             chunks=ChunkLayout.from_records(entry["c"], entry["n"]),
+            incarnation=entry.get("i"),
         )
         state.attributes = {bytes.fromhex(k): v for k, v in entry["a"].items()}
         state.dirty_attributes = dict(state.attributes)

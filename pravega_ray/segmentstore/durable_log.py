@@ -146,7 +146,7 @@ class DurableLog:
         for state in self._metadata:
             state.start_pending_view(now)
             if state.attribute_root >= 0:
-                self._attributes.expect_root(state.name, state.attribute_root)
+                self._attributes.expect_root(state.storage_name, state.attribute_root)
             # Paired check: every byte is in memory or in Tier-2 after replay.
             first_unflushed = self._read_index.first_unflushed_offset(state.name)
             in_memory_from = first_unflushed if first_unflushed is not None else state.length
@@ -278,7 +278,11 @@ class DurableLog:
         if state is not None:  # a live create made the metadata already
             state.durable = True
         else:
-            self._metadata.add(SegmentMetadata(op.segment, op.creation_time_ms, role=op.role))
+            self._metadata.add(
+                SegmentMetadata(
+                    op.segment, op.creation_time_ms, role=op.role, incarnation=op.incarnation
+                )
+            )
             self._read_index.add_segment(op.segment)
 
     def _apply_seal(self, op: ops.Seal, _: int, __: bytes | None) -> None:
@@ -337,7 +341,7 @@ class DurableLog:
         self._read_index.evict(dead)
         self._read_index.remove_segment(op.segment)
         self._dead_chunks += dead
-        self._attributes.segment_deleted(op.segment)
+        self._attributes.segment_deleted(state.storage_name)
         wake_all(state.data_waiters)
         wake_all(state.attribute_waiters)
 
@@ -345,7 +349,7 @@ class DurableLog:
         target = self._metadata.find(op.target)
         assert target is not None
         source = self._metadata.remove(op.source)
-        self._attributes.segment_deleted(op.source)
+        self._attributes.segment_deleted(source.storage_name)
         invariant(op.offset == target.length, f"merge into {op.target} at a wrong offset")
         invariant(op.length == source.length, f"merge of {op.source} with a wrong length")
         source_chunks = source.chunks.names()

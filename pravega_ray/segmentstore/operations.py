@@ -23,9 +23,13 @@ from pravega_ray.errors import DataCorruptionError
 
 @dataclass(frozen=True, slots=True)
 class CreateSegment:
+    """A new segment. ``incarnation`` tells it from earlier segments of the same name in its
+    Tier-2 names (None for segments created before data format 5)."""
+
     segment: str
     creation_time_ms: int
     role: str = "normal"
+    incarnation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +199,8 @@ def encode(ops: list[Operation]) -> bytes:
             continue
         if isinstance(op, CreateSegment):
             kind, body = _TYPE_CREATE, {"s": op.segment, "t": op.creation_time_ms, "r": op.role}
+            if op.incarnation is not None:
+                body["i"] = op.incarnation
         elif isinstance(op, Seal):
             kind, body = _TYPE_SEAL, {"s": op.segment, "l": op.length}
         elif isinstance(op, MetadataCheckpoint):
@@ -267,7 +273,8 @@ def _decode(payload: bytes) -> Iterator[Operation]:
             continue
         fields = json.loads(bytes(body))
         if kind == _TYPE_CREATE:
-            yield CreateSegment(fields["s"], fields["t"], fields.get("r", "normal"))
+            role, incarnation = fields.get("r", "normal"), fields.get("i")
+            yield CreateSegment(fields["s"], fields["t"], role, incarnation)
         elif kind == _TYPE_SEAL:
             yield Seal(fields["s"], fields["l"])
         elif kind == _TYPE_CHUNK:

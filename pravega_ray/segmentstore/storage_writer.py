@@ -183,7 +183,7 @@ class StorageWriter:
             return
         invariant(offset == state.storage_length, f"unflushed data of {state.name} has a gap")
         data = entries[0] if len(entries) == 1 else b"".join(entries)
-        name = chunk_name(state.name, offset)
+        name = chunk_name(state.storage_name, offset)
         try:
             await self._scheduler.run_blocking(self._storage.create, name, data)
         except AlreadyExistsError:

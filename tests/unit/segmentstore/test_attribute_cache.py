@@ -129,11 +129,12 @@ class Harness:
         clean: dict[bytes, int] | None = None,
         dirty: dict[bytes, int] | None = None,
         complete: bool = True,
+        incarnation: str | None = None,
     ) -> SegmentMetadata:
         """A segment whose durable attributes are ``clean`` (in the index too) and ``dirty``."""
-        state = SegmentMetadata(name, 1234, event_count=42)
+        state = SegmentMetadata(name, 1234, event_count=42, incarnation=incarnation)
         if clean:
-            self.index.inner.update(name, clean)
+            self.index.inner.update(state.storage_name, clean)
         state.attributes = {**(clean or {}), **(dirty or {})}
         state.pending_attributes = dict(state.attributes)
         state.dirty_attributes = dict(dirty or {})
@@ -440,21 +441,16 @@ def test_segment_deleted_deletes_the_index_on_the_next_flush() -> None:
     run(body())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attribute_cache.py:176-180 (flush): segments are flushed before the indexes of "
-    "deleted segments are deleted, so a segment deleted and created again under the same name "
-    "has its new values written, marked clean, then deleted with the old incarnation's index",
-)
 def test_flush_after_a_segment_was_deleted_and_created_again_keeps_the_new_values() -> None:
     async def body() -> None:
         h = harness()
-        h.segment(A, clean={K1: 1})
+        old = h.segment(A, clean={K1: 1}, incarnation="1-0")
         h.metadata.remove(A)
-        h.cache.segment_deleted(A)  # the old incarnation is gone
-        h.segment(A, dirty={K2: 2})  # e.g. a stream deleted and created again
+        h.cache.segment_deleted(old.storage_name)  # the old incarnation is gone
+        new = h.segment(A, dirty={K2: 2}, incarnation="1-1")  # e.g. a stream created again
         await h.cache.flush(force=True)
-        assert h.stored(A, K1, K2) == {K2: 2}
+        assert h.stored(new.storage_name, K1, K2) == {K2: 2}
+        assert h.stored(old.storage_name, K1, K2) == {}
 
     run(body())
 

@@ -107,6 +107,7 @@ class Written:
     events: dict[str, list[bytes]]
     chunks: dict[str, list[str]]
     table: dict[bytes, bytes]
+    storage_names: dict[str, str]  # each segment's name in Tier-2 (its incarnation's)
 
 
 async def _write_everything(tier: Tier) -> Written:
@@ -130,10 +131,11 @@ async def _write_everything(tier: Tier) -> Written:
         await tables.update(TABLE, [TableUpdate(k, v) for k, v in half.items()])
         await c.flush_to_storage()  # one chunk per segment per round
     await c.checkpoint()  # attributes into the index, log truncated
-    chunks = {s: tier.names(f"segments/{s}/") for s in (DAMAGED, INTACT, TABLE)}
+    storage_names = {s: c.metadata.get(s).storage_name for s in (DAMAGED, INTACT, TABLE)}
+    chunks = {s: tier.names(f"segments/{storage_names[s]}/") for s in storage_names}
     assert all(len(names) == 2 for names in chunks.values()), chunks
     await c.close()
-    return Written(events, chunks, table)
+    return Written(events, chunks, table, storage_names)
 
 
 async def _events(c: SegmentContainer, segment: str) -> list[bytes]:
@@ -177,7 +179,8 @@ def test_damaged_attribute_index_is_named_and_other_segments_keep_theirs(
 ) -> None:
     async def scenario() -> None:
         written = await _write_everything(tier)
-        names = tier.names(f"attributes-btree/{DAMAGED}/")
+        index_prefix = f"attributes-btree/{written.storage_names[DAMAGED]}/"
+        names = tier.names(index_prefix)
         assert names
         if damage == "flip-page":
             tier.flip(names[-1], 20)
@@ -193,7 +196,7 @@ def test_damaged_attribute_index_is_named_and_other_segments_keep_theirs(
         c = _container(tier)
         with pytest.raises(DataCorruptionError, match="attribute index of") as raised:
             await c.get_attributes(DAMAGED, KEYS)
-        assert f"attributes-btree/{DAMAGED}/" in str(raised.value)
+        assert index_prefix in str(raised.value)
         assert raised.value.segment == DAMAGED  # type: ignore[attr-defined]
         assert await c.get_attributes(INTACT, KEYS) == {k: i for i, k in enumerate(KEYS)}
         assert await _events(c, DAMAGED) == written.events[DAMAGED]  # the data is fine

@@ -107,12 +107,12 @@ class Parts:
         return Parts(self.store, self.storage, self.clock, self.config).recover()
 
     # --- what the container does for each operation: pending view, then log -------------------
-    async def create(self, name: str) -> None:
+    async def create(self, name: str, incarnation: str | None = None) -> None:
         now = self.clock.wall_time_ms()
         traffic = RateTracker(TRAFFIC_TIME_CONSTANT_S, self.clock.monotonic())
-        self.metadata.add(SegmentMetadata(name, now, traffic=traffic))
+        self.metadata.add(SegmentMetadata(name, now, traffic=traffic, incarnation=incarnation))
         self.read_index.add_segment(name)
-        await self.log.add(ops.CreateSegment(name, now))
+        await self.log.add(ops.CreateSegment(name, now, "normal", incarnation))
 
     async def append(
         self, name: str, data: bytes, attributes: dict[bytes, int] | None = None, events: int = 1
@@ -130,7 +130,7 @@ class Parts:
         """What the storage writer does: one chunk of the leading unflushed entries."""
         offset, entries = self.read_index.unflushed(name, entries_max)
         data = b"".join(entries)
-        chunk = chunk_name(name, offset)
+        chunk = chunk_name(self.metadata.get(name).storage_name, offset)
         self.storage.create(chunk, data)
         await self.log.add(ops.ChunkAdded(name, chunk, offset, len(data), zlib.crc32(data)), data)
         return chunk
@@ -729,33 +729,27 @@ def test_take_dead_chunks_includes_a_chunk_flushed_wholly_below_the_start_offset
     run(body())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chunk names are segments/<segment>/<offset> (chunk_layout.py:32) and replay "
-    "re-applies an old DeleteSegment (durable_log.py:322-330): after a restart, a segment "
-    "deleted and created again under the same name has its live chunk reported dead and its "
-    "attribute index queued for deletion; the storage writer then deletes both",
-)
 def test_take_dead_chunks_after_replay_never_names_a_live_chunk() -> None:
     async def body() -> None:
         p = parts()
         p.log.start()
-        await p.create(A)
+        await p.create(A, incarnation="1-0")
         await p.append(A, b"old incarnation")
         await p.flush(A)
         await p.delete(A)
         for dead in p.log.take_dead_chunks():  # the storage writer deletes them
             p.storage.delete(dead)
-        await p.create(A)  # e.g. a stream deleted and created again
+        await p.create(A, incarnation="1-1")  # e.g. a stream deleted and created again
         await p.append(A, b"new incarnation")
         await p.flush(A)
         assert p.log.take_dead_chunks() == []
         await p.log.stop()
 
         q = p.restarted()
-        live = set(q.metadata.get(A).chunks.names())
-        assert not live & set(q.log.take_dead_chunks())
-        assert A not in q.attributes.deleted
+        live = q.metadata.get(A)
+        assert not set(live.chunks.names()) & set(q.log.take_dead_chunks())
+        assert q.attributes.deleted == [f"{A}#incarnation.1-0"]  # the old one's index only
+        assert live.storage_name not in q.attributes.deleted
 
     run(body())
 

@@ -57,17 +57,29 @@ def test_start_local_upgrades_a_format_2_data_directory(tmp_path: Path) -> None:
     old_chunk(tier2, SEG, 0, {key(1): 5})
     (tmp_path / "cluster.json").write_text(json.dumps({"format": 2, "container_count": 2}))
     _check_data_dir(tmp_path, 2, None, None)
-    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 4
+    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 5
     assert BTreeAttributeIndex(tier2).get(SEG, [key(1)]) == {key(1): 5}
     assert tier2.list("attributes/") == []
 
 
-def test_start_local_upgrades_a_format_3_directory_by_recording_the_number(tmp_path: Path) -> None:
+@pytest.mark.parametrize("old", [3, 4])
+def test_start_local_upgrades_a_format_3_or_4_directory_by_recording_the_number(
+    tmp_path: Path, old: int
+) -> None:
     from pravega_ray.cluster import _check_data_dir
 
-    (tmp_path / "cluster.json").write_text(json.dumps({"format": 3, "container_count": 2}))
+    (tmp_path / "cluster.json").write_text(json.dumps({"format": old, "container_count": 2}))
     _check_data_dir(tmp_path, 2, None, None)
-    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 4
+    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 5
+
+
+def test_start_local_refuses_a_newer_format(tmp_path: Path) -> None:
+    from pravega_ray.cluster import _check_data_dir
+    from pravega_ray.errors import ConfigurationError
+
+    (tmp_path / "cluster.json").write_text(json.dumps({"format": 6, "container_count": 2}))
+    with pytest.raises(ConfigurationError, match="format 6"):
+        _check_data_dir(tmp_path, 2, None, None)
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", "\udcff"])

@@ -14,6 +14,7 @@ from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.errors import ContainerNotReadyError, FencedError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.logs.memory import InMemoryLogStore
+from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage
@@ -21,6 +22,7 @@ from pravega_ray.timing import ManualClock
 from tests.containers import SMALL, new_container
 
 pytestmark = pytest.mark.timeout(60)
+
 
 def container(store: InMemoryLogStore, storage: InMemoryChunkStorage, **kw) -> SegmentContainer:
     return new_container(store, storage, config=kw)
@@ -201,5 +203,42 @@ def test_traffic_rates_follow_the_appends() -> None:
         (idle,) = await c.get_traffic()
         assert idle.events_per_s < 1
         await c.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_segment_deleted_and_created_again_keeps_its_data_and_attributes_across_restarts() -> (
+    None
+):
+    """Its Tier-2 chunks and attribute index once shared their names with the old incarnation,
+    whose deletion (live, or replayed after a restart) then deleted the new one's (issue 9's
+    unit tests found it): every incarnation now has Tier-2 names of its own."""
+    seg = "s/t/0.#epoch.0"
+    writer, key = uuid.uuid4().bytes, b"\x05" * 16
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+
+    async def scenario() -> None:
+        c = container(store, storage)
+        await c.create_segment(seg)
+        await c.append(seg, writer, NO_EVENT_NUMBER, 0, 1, frame_events([b"old"]))
+        await c.update_attributes(seg, (AttributeUpdate(key, AttributeUpdateType.REPLACE, 1),))
+        await c.checkpoint()  # the old incarnation's chunk and index are in Tier-2
+        await c.delete_segment(seg)
+        await c.create_segment(seg)  # e.g. a stream deleted and created again
+        await c.append(seg, writer, NO_EVENT_NUMBER, 0, 1, frame_events([b"new"]))
+        await c.update_attributes(seg, (AttributeUpdate(key, AttributeUpdateType.REPLACE, 2),))
+        await c.checkpoint()  # flushes the new incarnation, deletes the old one's objects
+        await c.close()
+        for _ in range(2):  # replay of the old delete, then recovery from the checkpoint
+            c = container(store, storage)
+            await c.checkpoint()
+            assert [e for _, e in parse_events(await read_segment(c, seg))[0]] == [b"new"]
+            assert await c.get_attributes(seg, [key, writer]) == {key: 2, writer: 0}
+            await c.close()
+        assert not [
+            n
+            for n in storage.list("")
+            if "#incarnation." not in n and n.startswith(("segments/", "attributes-btree/"))
+        ]  # nothing of the old incarnation is left
 
     asyncio.run(scenario())
