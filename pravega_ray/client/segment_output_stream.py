@@ -78,7 +78,7 @@ log = logging.getLogger("pravega_ray.client.writer")
 # futures (Ray's callback thread, the in-process cluster's loop) also delivers the
 # acks of every other writer in the process. Were it per writer, a callback of one
 # writer waiting for room in another would wait for acks its own thread must deliver
-# (tests/unit/client/test_writer_output_streams.py checks that this does not happen).
+# (tests/unit/client/test_writer_pump.py checks that this does not happen).
 _completing = threading.local()
 
 Send = tuple["SegmentOutputStream", Block, int]
