@@ -60,7 +60,6 @@ from pravega_ray.errors import (
     StreamSealedError,
 )
 from pravega_ray.invariant import invariant
-from pravega_ray.timing import Clock
 
 if TYPE_CHECKING:
     from pravega_ray.client.writer import WriterConfig
@@ -88,16 +87,16 @@ Send = tuple["SegmentOutputStream", Block, int]
 class WriterContext:
     """What the output streams of one writer share.
 
-    The connections and the stream's name, the writer's id and tuning, its clock and
-    scheduler; its lock, with two conditions on it (``wake``: the pump has work;
-    ``space``: a segment's queue shrank), and the blocks settled under the lock whose
-    futures complete once it is released. ``on_stream_sealed`` is called under the
-    lock when a reconnect finds the stream sealed, so the writer refuses new events.
+    The connections and the stream's name, the writer's id and tuning, its scheduler
+    (the times come from the pump, which reads the writer's clock); its lock, with two
+    conditions on it (``wake``: the pump has work; ``space``: a segment's queue shrank),
+    and the blocks settled under the lock whose futures complete once it is released.
+    ``on_stream_sealed`` is called under the lock when a reconnect finds the stream
+    sealed, so the writer refuses new events.
     """
 
     __slots__ = (
         "_settled",
-        "clock",
         "config",
         "connection",
         "controller",
@@ -122,7 +121,6 @@ class WriterContext:
         connection: SegmentStoreConnection,
         controller: ControllerConnection,
         config: WriterConfig,
-        clock: Clock,
         scheduler: ThreadScheduler,
         on_stream_sealed: Callable[[StreamSealedError], None],
     ) -> None:
@@ -132,7 +130,6 @@ class WriterContext:
         self.connection = connection
         self.controller = controller
         self.config = config
-        self.clock = clock
         self.scheduler = scheduler
         self.on_stream_sealed = on_stream_sealed
         self.lock = threading.Lock()

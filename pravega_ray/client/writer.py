@@ -256,7 +256,6 @@ class EventStreamWriter(Generic[T]):
             connection=segments,
             controller=controller,
             config=self._config,
-            clock=clock,
             scheduler=scheduler,
             on_stream_sealed=self._on_stream_sealed,
         )

@@ -101,7 +101,6 @@ class Harness:
             connection=self.connection,  # type: ignore[arg-type]
             controller=self.controller,  # type: ignore[arg-type]
             config=self.config,
-            clock=self.clock,
             scheduler=self.scheduler,
             on_stream_sealed=self.sealed_streams.append,
         )
