@@ -9,9 +9,10 @@ The accumulator owns the right-hand side: it frames events (through
 :class:`~pravega_ray.client.event_framing.EventHeaders`), numbers them (the segment's
 next *event number*), adds them to the open block and closes a block once it holds
 ``block_bytes_target`` bytes, or before an event would take it past
-``APPEND_BLOCK_BYTES_MAX``, the largest block a container accepts. That limit is
-applied here and nowhere else in the writer, so no block the writer builds is ever
-too large. The segment's output stream (``segment_output_stream.py``) owns the
+``APPEND_BLOCK_BYTES_MAX``, the largest block a container accepts. Blocks are held
+to that limit here and nowhere else in the writer (a ``write_events`` batch that
+could never fit one block is refused here too), so no block the writer builds is
+ever too large. The segment's output stream (``segment_output_stream.py``) owns the
 left-hand side: it moves blocks from queued (or open) into flight and settles them.
 
 One future per block, not per event (STACK.md measured 3.5 us per future): a
