@@ -4,6 +4,10 @@
 (Pravega's wire event type 0). A segment is a plain concatenation of frames, so
 any reader that starts at an event boundary can parse forward; a read that ends
 mid-frame leaves the tail for the next read.
+
+The writer frames through :class:`EventHeaders`, a per-writer cache of headers by
+payload size: sizes repeat, and on the writer's hot path a dict lookup is cheaper
+than packing a header (STACK.md: per-event Python work is the throughput budget).
 """
 
 from __future__ import annotations
@@ -16,6 +20,29 @@ from pravega_ray.errors import DataCorruptionError, EventTooLargeError, InvalidA
 
 _HEADER = struct.Struct(">II")
 _PLAIN_HEADER_PREFIX = struct.pack(">I", EVENT_TYPE_PLAIN)
+_HEADER_CACHE_PAYLOAD_BYTES_MAX = 64 * 1024
+"""Headers of payloads below this size are cached: at most this many cache entries."""
+
+
+class EventHeaders(dict[int, bytes]):
+    """Frame headers by payload size: ``headers[size]`` is the header of a ``size``-byte payload.
+
+    Raises EventTooLargeError for a size over ``MAX_EVENT_SIZE_BYTES``. A dict subclass
+    so that a hit is a C-level lookup with no Python call; only a miss runs
+    :meth:`__missing__`, which builds the header and keeps it when the size is small
+    (at most ``_HEADER_CACHE_PAYLOAD_BYTES_MAX`` entries, so the cache is bounded).
+    One per writer: nothing is shared between writers.
+    """
+
+    __slots__ = ()
+
+    def __missing__(self, size: int) -> bytes:
+        if size > MAX_EVENT_SIZE_BYTES:
+            raise EventTooLargeError(f"event of {size} bytes exceeds {MAX_EVENT_SIZE_BYTES} bytes")
+        header = _PLAIN_HEADER_PREFIX + size.to_bytes(4, "big")
+        if size < _HEADER_CACHE_PAYLOAD_BYTES_MAX:
+            self[size] = header
+        return header
 
 
 def _header(payload: object) -> bytes:

@@ -26,12 +26,15 @@ again, and ``skip_event(error)`` passes over exactly that event. Other segments'
 keep coming in between.
 
 Not thread-safe: one thread uses a reader.
+
+Seams for a deterministic simulation: the reader reads the time from its ``clock``
+(timeouts and sync intervals) and sleeps through its ``scheduler``. Waits on read
+futures stay in real time: a simulated connection completes its futures itself.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -43,6 +46,7 @@ from pravega_ray.client.connection import ControllerConnection, SegmentStoreConn
 from pravega_ray.client.event_framing import parse_events
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.serializers import Serializer, check_serializer
+from pravega_ray.client.thread_scheduler import DAEMON_THREADS, ThreadScheduler
 from pravega_ray.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -55,6 +59,7 @@ from pravega_ray.errors import (
     SerializationError,
 )
 from pravega_ray.segmentstore.contracts import ReadResult
+from pravega_ray.timing import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +78,11 @@ class _SegmentReader:
 
 
 class EventStreamReader(Generic[T]):
-    """Reads events of a reader group. Create with ``cluster.create_reader``."""
+    """Reads events of a reader group. Create with ``cluster.create_reader``.
+
+    ``clock`` and ``scheduler`` (keyword-only) are the simulation's seams: where the
+    reader reads the time and how it sleeps.
+    """
 
     def __init__(
         self,
@@ -83,6 +92,9 @@ class EventStreamReader(Generic[T]):
         serializer: Serializer[T],
         controller: ControllerConnection,
         segments: SegmentStoreConnection,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         if not isinstance(reader_id, str) or not reader_id or len(reader_id) > 255:
             raise InvalidArgumentError("reader_id must be a non-empty str of at most 255 chars")
@@ -94,6 +106,8 @@ class EventStreamReader(Generic[T]):
         self._serializer = serializer
         self._controller = controller
         self._connection = segments
+        self._clock = clock
+        self._scheduler = scheduler
         self._owned: dict[str, _SegmentReader] = {}
         self._completed: list[str] = []
         self._last_sync = 0.0
@@ -126,9 +140,9 @@ class EventStreamReader(Generic[T]):
             or not timeout_s >= 0  # NaN too
         ):
             raise InvalidArgumentError(f"timeout_s must be a number >= 0, got {timeout_s!r}")
-        deadline = time.monotonic() + min(timeout_s, 1e9)
+        deadline = self._clock.monotonic() + min(timeout_s, 1e9)
         while True:
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if now - self._last_sync >= constants.READER_GROUP_SYNC_INTERVAL_S or not self._owned:
                 try:
                     self._sync()
@@ -138,13 +152,13 @@ class EventStreamReader(Generic[T]):
             event = self._next_buffered()
             if event is not None:
                 return event
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.monotonic()
             if remaining <= 0:
                 return None
             self._issue_reads(remaining)
             pending = [s.pending for s in self._owned.values() if s.pending is not None]
             if not pending:
-                time.sleep(min(remaining, constants.READER_GROUP_SYNC_INTERVAL_S))
+                self._scheduler.sleep(min(remaining, constants.READER_GROUP_SYNC_INTERVAL_S))
                 continue
             wait(
                 pending,
@@ -227,7 +241,7 @@ class EventStreamReader(Generic[T]):
         self._completed.clear()
 
     def _sync(self) -> None:
-        self._last_sync = time.monotonic()
+        self._last_sync = self._clock.monotonic()
         offsets = {s.name: s.next_offset for s in self._owned.values()}
         completed = list(self._completed)
         assignment = self._controller.reader_group_sync(

@@ -43,6 +43,17 @@ def check_serializer(serializer: object, what: str = "serializer") -> None:
             )
 
 
+def serialized_bytes(payload: object) -> bytes:
+    """A serializer's output as bytes; SerializationError if it returned something else.
+
+    The writer checks at the call, because its pump joins payloads long after and a
+    str there would crash it.
+    """
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    raise _encode_error(f"serializer returned {type(payload).__name__}, not bytes")
+
+
 def _encode_error(message: str) -> SerializationError:
     """A serialize failure: no stored bytes and no location (the errors.py contract)."""
     return SerializationError(message, data=None, segment=None, offset=None, key=None)

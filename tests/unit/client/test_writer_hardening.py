@@ -342,13 +342,13 @@ def test_append_refused_with_blocks_behind_it_fails_them_and_never_retries(
     writer = _writer(cluster, connection)
     caplog.set_level(logging.WARNING, logger="pravega_ray.client.writer")
     rounds = [0]
-    collect_sends = writer._collect_sends
+    plan_round = writer._plan_round
 
-    def counting_collect_sends() -> Any:
+    def counting_plan_round() -> Any:
         rounds[0] += 1
-        return collect_sends()
+        return plan_round()
 
-    writer._collect_sends = counting_collect_sends  # type: ignore[method-assign]
+    writer._plan_round = counting_plan_round  # type: ignore[method-assign]
     payloads = [f"e{i:03d}".encode() * 20 for i in range(11)]
     futures = [writer.write_event(p, routing_key="k") for p in payloads[:10]]
     while len(connection.calls) < 3:  # the refusal is delivered with the third call

@@ -1,0 +1,476 @@
+"""One segment's sending side of an event writer: in-flight blocks, acks, reconnects.
+
+*design* (after Pravega's ``SegmentOutputStreamImpl``) A writer has one
+:class:`SegmentOutputStream` per segment. The writer's pump asks each for the blocks
+it may send now (:meth:`SegmentOutputStream.collect_sends`) and sends them
+(:meth:`~SegmentOutputStream.send`) without waiting for earlier acks, up to
+``blocks_in_flight_max`` per segment. Each block is a conditional append: *the
+writer's last event number on this segment is the previous block's last*
+(``sent_last``). A block is sent when full, when the segment has nothing in flight
+(so a light load is not delayed), or after ``linger_s``.
+
+What an answer does:
+
+* an ack completes every in-flight block up to the acknowledged one;
+* an outcome-unknown error (:class:`RetriableError`: the container died or is
+  restarting; a call unanswered for ``append_call_timeout_s``, see
+  :meth:`~SegmentOutputStream.give_up_on_stuck_calls`), a failed condition, or a
+  sealed segment marks the stream *reconnecting*. Once its other calls have finished,
+  the pump calls :meth:`~SegmentOutputStream.reconnect`: ``setup_append`` returns the
+  writer's last persisted event number, every block at or below it completes, and the
+  rest are sent again, in order, before anything newer. Nothing acknowledged is lost
+  and nothing is written twice. A sealed segment fails what is left with
+  SegmentSealedError, or StreamSealedError if its stream is sealed;
+* any other error means the store *refused* the block itself (e.g.
+  InvalidArgumentError). It is never resent: the reconnect fails it with the store's
+  error and every later block of the segment (in flight, queued or open: each was
+  conditional on its predecessor) with an error of the same type saying an earlier
+  event was refused, and the segment goes on with new writes.
+
+Backpressure: :meth:`~SegmentOutputStream.wait_for_space` blocks a writing thread
+while ``blocks_queued_max`` full blocks wait to be sent, except a thread that
+completes the writer's futures (it may be the one that delivers the acks that would
+make room).
+
+Locking: the output streams of a writer share its lock (:class:`WriterContext`).
+Methods say whether they run under it. Futures are completed only after the lock is
+released (:meth:`WriterContext.complete_settled`), because their callbacks run user
+code, which may call the writer again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from typing import TYPE_CHECKING, Any
+
+from pravega_ray import constants
+from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.client.event_accumulator import Block, SegmentBlocks
+from pravega_ray.client.thread_scheduler import ThreadScheduler
+from pravega_ray.errors import (
+    ConditionalAppendFailedError,
+    PravegaError,
+    RetriableError,
+    SegmentSealedError,
+    StreamSealedError,
+)
+from pravega_ray.invariant import invariant
+
+if TYPE_CHECKING:
+    from pravega_ray.client.writer import WriterConfig
+
+__all__ = ["SegmentOutputStream", "WriterContext"]
+
+# The writer's logger: its messages keep the one name users configure, as before the
+# writer was split into parts.
+log = logging.getLogger("pravega_ray.client.writer")
+
+# Set on a thread while it completes any writer's futures (runs user callbacks), so that
+# a callback writing to a writer whose queue is full does not wait for room. The one
+# piece of module state of the writer, on purpose: it describes the thread, not a
+# writer, and it must span writers, because the thread that completes one writer's
+# futures (Ray's callback thread, the in-process cluster's loop) also delivers the
+# acks of every other writer in the process. Were it per writer, a callback of one
+# writer waiting for room in another would wait for acks its own thread must deliver
+# (tests/unit/client/test_writer_pump.py checks that this does not happen).
+_completing = threading.local()
+
+Send = tuple["SegmentOutputStream", Block, int]
+"""A block to send now: its stream, the block, and the last event number it expects."""
+
+
+class WriterContext:
+    """What the output streams of one writer share.
+
+    The connections and the stream's name, the writer's id and tuning, its scheduler
+    (the times come from the pump, which reads the writer's clock); its lock, with two
+    conditions on it (``wake``: the pump has work; ``space``: a segment's queue shrank),
+    and the blocks settled under the lock whose futures complete once it is released.
+    ``on_stream_sealed`` is called under the lock when a reconnect finds the stream
+    sealed, so the writer refuses new events.
+    """
+
+    __slots__ = (
+        "_settled",
+        "config",
+        "connection",
+        "controller",
+        "lock",
+        "on_stream_sealed",
+        "pump_is_caller",
+        "pump_thread_ident",
+        "scheduler",
+        "scope",
+        "space",
+        "stream",
+        "wake",
+        "writer_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        scope: str,
+        stream: str,
+        writer_id: bytes,
+        connection: SegmentStoreConnection,
+        controller: ControllerConnection,
+        config: WriterConfig,
+        scheduler: ThreadScheduler,
+        on_stream_sealed: Callable[[StreamSealedError], None],
+    ) -> None:
+        self.scope = scope
+        self.stream = stream
+        self.writer_id = writer_id
+        self.connection = connection
+        self.controller = controller
+        self.config = config
+        self.scheduler = scheduler
+        self.on_stream_sealed = on_stream_sealed
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.space = threading.Condition(self.lock)
+        self.pump_thread_ident: int | None = None  # set by the pump thread, if one runs
+        # No pump thread: whoever writes also drives the pump (EventStreamWriter.pump_round).
+        self.pump_is_caller = False
+        self._settled: list[tuple[Block, BaseException | None]] = []
+
+    def settle(self, block: Block, error: BaseException | None = None) -> None:
+        """Under the lock: note that ``block`` is done; its future completes later.
+
+        Futures are completed only after the lock is released (:meth:`complete_settled`),
+        because their callbacks run user code, which may call the writer again.
+        """
+        self._settled.append((block, error))
+
+    def complete_settled(self) -> None:
+        """Not under the lock: complete the futures of settled blocks (first outcome wins)."""
+        with self.lock:
+            items, self._settled = self._settled, []
+        if not items:
+            return
+        _completing.active = True
+        try:
+            for block, error in items:
+                with contextlib.suppress(InvalidStateError):  # settled twice: first wins
+                    if error is None:
+                        block.future.set_result(None)
+                    else:
+                        block.future.set_exception(error)
+        finally:
+            _completing.active = False
+
+    def may_block(self) -> bool:
+        """Whether this thread may wait for room: not the pump, not inside a callback.
+
+        Either may be the thread that delivers the acknowledgements that would make room.
+        Nor may any thread when the writer's caller drives the pump: it would wait for
+        itself.
+        """
+        return (
+            not self.pump_is_caller
+            and not getattr(_completing, "active", False)
+            and threading.get_ident() != self.pump_thread_ident
+        )
+
+
+def refused_earlier(rejection: PravegaError, segment: str) -> PravegaError:
+    """The error of a block behind one the store refused: same type, saying so."""
+    message = f"not written: an earlier event on segment {segment} was refused: {rejection}"
+    try:
+        error = type(rejection)(message)
+    except TypeError:  # a subclass with another constructor
+        error = PravegaError(message)
+    error.__cause__ = rejection
+    return error
+
+
+class SegmentOutputStream:
+    """The sending side of one segment of a writer (see the module docstring)."""
+
+    __slots__ = ("_context", "blocks", "name", "reconnecting", "sealed", "sent_last")
+
+    def __init__(self, name: str, context: WriterContext) -> None:
+        self.name = name
+        self.blocks = SegmentBlocks(name)
+        self._context = context
+        self.sent_last = constants.NO_EVENT_NUMBER  # last event number of the last sent block
+        self.reconnecting = False
+        self.sealed = False
+
+    # --- sending (the pump) --------------------------------------------------------------------
+    def collect_sends(self, now: float, sends: list[Send]) -> None:
+        """Under the lock: add the blocks to send now to ``sends`` and mark them in flight."""
+        if self.reconnecting or self.sealed:
+            return
+        context = self._context
+        blocks = self.blocks
+        window = context.config.blocks_in_flight_max
+        linger_s = context.config.linger_s
+        while len(blocks.inflight) < window:
+            if blocks.queued:
+                block = blocks.queued.popleft()
+                context.space.notify_all()
+            elif blocks.open is not None and (
+                not blocks.inflight or now - blocks.open.created >= linger_s
+            ):
+                block, blocks.open = blocks.open, None
+            else:
+                break
+            expected = self.sent_last
+            self.sent_last = block.last
+            block.sent_at = now
+            future: Future[Any] = Future()  # replaced by the connection's future in send()
+            blocks.inflight.append((block, future))
+            sends.append((self, block, expected))
+
+    def idle_wait_s(self, now: float, wait_s: float) -> float:
+        """Under the lock: ``wait_s``, shortened to when this segment's open block may go.
+
+        An open block that cannot go (the segment reconnects or has a full window) must
+        not shorten the pump's sleep: with ``linger_s`` 0 the pump would spin.
+        """
+        block = self.blocks.open
+        config = self._context.config
+        if (
+            block is not None
+            and not self.reconnecting
+            and not self.sealed
+            and len(self.blocks.inflight) < config.blocks_in_flight_max
+        ):
+            return min(wait_s, block.created + config.linger_s - now)
+        return wait_s
+
+    def send(self, block: Block, expected: int) -> None:
+        """Not under the lock: send ``block`` (collected by :meth:`collect_sends`)."""
+        context = self._context
+        data = block.seal()
+        call = context.connection.append(
+            self.name, context.writer_id, expected, block.last, block.count, data
+        )
+        with context.lock:
+            inflight = self.blocks.inflight
+            for i, (b, _) in enumerate(inflight):
+                if b is block:
+                    inflight[i] = (block, call)
+                    break
+        call.add_done_callback(lambda f, b=block: self._on_append_done(b, f))
+
+    def give_up_on_stuck_calls(self, now: float) -> None:
+        """Under the lock: treat calls unanswered for ``append_call_timeout_s`` as outcome-unknown.
+
+        Defense in depth against a lost completion: the reconnect's setup_append finds
+        out what was persisted, and resends are conditional, so a late answer can
+        neither duplicate nor lose anything.
+        """
+        if self.reconnecting:
+            return
+        timeout_s = self._context.config.append_call_timeout_s
+        inflight = self.blocks.inflight
+        if not any(not call.done() and now - block.sent_at > timeout_s for block, call in inflight):
+            return
+        log.warning("append to %s unanswered for %.1fs; reconnecting", self.name, timeout_s)
+        for i, (block, call) in enumerate(inflight):
+            if not call.done():
+                given_up: Future[Any] = Future()
+                given_up.set_exception(RetriableError("append call unanswered"))
+                inflight[i] = (block, given_up)
+        self.reconnecting = True
+
+    def reconnect_due(self) -> bool:
+        """Under the lock: a call failed and every call of the segment has finished."""
+        return self.reconnecting and all(f.done() for _, f in self.blocks.inflight)
+
+    # --- answers -------------------------------------------------------------------------------
+    def _on_append_done(self, block: Block, call: Future[Any]) -> None:
+        error = call.exception()
+        try:
+            with self._context.lock:
+                self._on_append_done_locked(block, error)
+        finally:
+            self._context.complete_settled()
+
+    def _on_append_done_locked(self, block: Block, error: BaseException | None) -> None:
+        if error is None:
+            self._complete_acked(upto=block.last)
+        elif isinstance(error, (RetriableError, ConditionalAppendFailedError)):
+            self.reconnecting = True
+        elif isinstance(error, (SegmentSealedError, StreamSealedError)):
+            self.reconnecting = True  # the reconnect finds out whether the stream is sealed
+        else:
+            # The store refused the block itself (InvalidArgumentError, DataCorruptionError,
+            # ...): resending it cannot help. The reconnect settles what persisted and fails
+            # this block and every later one of the segment (they were conditional on it);
+            # the warning is logged there, once.
+            block.rejection = (
+                error if isinstance(error, PravegaError) else PravegaError(repr(error))
+            )
+            self.reconnecting = True
+        self._context.wake.notify()
+
+    def _complete_acked(self, upto: int) -> None:
+        """Under the lock: complete in-flight blocks whose events are all at or below ``upto``."""
+        inflight = self.blocks.inflight
+        while inflight and inflight[0][0].last <= upto:
+            self._context.settle(inflight.popleft()[0])
+        self._context.space.notify_all()
+
+    # --- reconnecting --------------------------------------------------------------------------
+    def reconnect(self) -> None:
+        """Not under the lock: re-establish the segment; resend only what was not persisted.
+
+        Called by the pump once :meth:`reconnect_due`. Asks the store for the writer's
+        last persisted event number, ``reconnect_attempts_max`` times while it is
+        unavailable (``reconnect_backoff_s`` more between each attempt, at most 2 s).
+        """
+        try:
+            last, error = self._last_persisted()
+            sealed_error = self._sealed_error() if last is not None else None
+            with self._context.lock:
+                self._resolve(last, error, sealed_error)
+        finally:
+            self._context.complete_settled()
+
+    def _last_persisted(self) -> tuple[int | None, BaseException | None]:
+        """The writer's last event number the store holds, or None and why it is unknown."""
+        context = self._context
+        backoff_s = context.config.reconnect_backoff_s
+        error: BaseException | None = None
+        for attempt in range(context.config.reconnect_attempts_max):
+            try:
+                last: int = context.connection.setup_append(self.name, context.writer_id).result(
+                    constants.CONTROLLER_CALL_TIMEOUT_S
+                )
+                return last, None
+            except (RetriableError, FutureTimeoutError) as e:
+                error = e
+                context.scheduler.sleep(min(2.0, backoff_s * (attempt + 1)))
+            except PravegaError as e:
+                return None, e
+        return None, error
+
+    def _resolve(
+        self, last: int | None, error: BaseException | None, sealed_error: PravegaError | None
+    ) -> None:
+        """Under the lock: settle, fail or resend every in-flight block, given ``last``.
+
+        In event-number order, each in-flight block is: persisted (at or below ``last``):
+        completed; refused by the store (``rejection``): failed with that error, never
+        resent; behind a refused block: failed, as is everything queued or open on the
+        segment, because each block's condition chains on its predecessor and the refused
+        events will never be there (:func:`refused_earlier`); otherwise resent, in order,
+        before anything newer. Without ``last`` (the store stayed unavailable), everything
+        pending fails with ``error``.
+        """
+        context = self._context
+        blocks = [b for b, _ in self.blocks.inflight]
+        self.blocks.inflight.clear()
+        if last is None:
+            failure = error if isinstance(error, PravegaError) else PravegaError(repr(error))
+            for block in blocks:
+                if block.rejection is not None:
+                    context.settle(block, block.rejection)  # its own error first wins
+            self.fail(failure, blocks)
+            return
+        resend: list[Block] = []
+        behind: list[Block] = []
+        refused: Block | None = None
+        for block in blocks:
+            if block.last <= last:
+                context.settle(block)  # persisted before the failure
+            elif refused is not None:
+                behind.append(block)
+            elif block.rejection is not None:
+                refused = block
+            else:
+                invariant(block.first > last, "a block was partly persisted")
+                resend.append(block)
+        self.sent_last = last
+        self.reconnecting = False
+        if refused is not None:
+            self._fail_refused(refused, behind)
+        if sealed_error is not None:
+            self.sealed = True
+            if isinstance(sealed_error, StreamSealedError):
+                context.on_stream_sealed(sealed_error)
+            self.fail(sealed_error, resend)
+            return
+        self.blocks.requeue(resend)
+        if refused is None:
+            log.info(
+                "writer reconnected to %s: last persisted event %d, resending %d blocks",
+                self.name,
+                last,
+                len(resend),
+            )
+        context.wake.notify()
+
+    def _fail_refused(self, refused: Block, behind: list[Block]) -> None:
+        """Under the lock: fail a block the store refused and every later block of the segment.
+
+        The later ones (in flight behind it, queued, open) get an error of the same type
+        saying an earlier event was refused; the segment then goes on with new writes.
+        """
+        rejection = refused.rejection
+        invariant(rejection is not None, "a refused block has its error")
+        assert rejection is not None
+        later = behind + self.blocks.take_unsent()
+        context = self._context
+        context.settle(refused, rejection)
+        derived = refused_earlier(rejection, self.name)
+        for block in later:
+            context.settle(block, derived)
+        context.space.notify_all()
+        log.warning(
+            "append to %s refused: %r; failed events %d to %d and %d later blocks, not resent",
+            self.name,
+            rejection,
+            refused.first,
+            refused.last,
+            len(later),
+        )
+
+    def _sealed_error(self) -> PravegaError | None:
+        """Not under the lock: a typed error if the segment is sealed (StreamSealedError if
+        its stream is), None if it is not or that cannot be found out."""
+        context = self._context
+        try:
+            if not context.connection.get_info(self.name).result(60).sealed:
+                return None
+        except (PravegaError, FutureTimeoutError):
+            return None
+        with contextlib.suppress(PravegaError):
+            if context.controller.get_stream_info(context.scope, context.stream).sealed:
+                return StreamSealedError(f"stream {context.scope}/{context.stream} is sealed")
+        return SegmentSealedError(f"segment {self.name} is sealed")
+
+    # --- failing and backpressure --------------------------------------------------------------
+    def fail(self, error: PravegaError, first: list[Block] | None = None) -> None:
+        """Under the lock: fail ``first`` and then every other pending block of the segment."""
+        head = first or []
+        pending = head + [b for b in self.blocks.pending() if b not in head]
+        self.blocks.inflight.clear()
+        self.blocks.take_unsent()
+        for block in pending:
+            self._context.settle(block, error)
+        self._context.space.notify_all()
+
+    def wait_for_space(self, usable: Callable[[], bool]) -> None:
+        """Under the lock: block the caller while too many blocks wait to be sent.
+
+        Returns at once on a thread that must not block (:meth:`WriterContext.may_block`),
+        and once the segment is sealed or ``usable()`` (the writer is open and not failed)
+        turns false.
+        """
+        context = self._context
+        if not context.may_block():
+            return
+        limit = context.config.blocks_queued_max
+        queued = self.blocks.queued
+        while len(queued) >= limit and usable() and not self.sealed:
+            context.space.wait(1.0)
