@@ -1,17 +1,22 @@
 """Time and scheduling seams, so a whole cluster can later run on a virtual clock.
 
 The container's pipeline, its storage writer, the event writer's pump and the
-reader never call ``time.monotonic``, ``time.time``, ``asyncio.sleep`` or
-``asyncio.to_thread`` directly: they take a :class:`Clock` and (the asyncio
-parts) a :class:`Scheduler`. Production uses :data:`SYSTEM_CLOCK` and
-:class:`AsyncioScheduler`; tests use :class:`ManualClock` to move time by hand,
-and the deterministic simulation (a later issue, after TigerBeetle's and
-FoundationDB's simulators) supplies a seeded scheduler with a virtual clock.
+reader never call ``time.monotonic``, ``time.time``, ``asyncio.sleep``,
+``asyncio.to_thread``, ``threading.Thread`` or ``time.sleep`` directly: they take a
+:class:`Clock` and a scheduler: a :class:`Scheduler` for the asyncio parts (the
+container), a :class:`ThreadScheduler` for the threaded client (writer, reader).
+Production uses :data:`SYSTEM_CLOCK`, :class:`AsyncioScheduler` and
+:data:`DAEMON_THREADS`; tests use :class:`ManualClock` to move time by hand and
+:class:`ManualThreadScheduler`, which starts no thread (the caller then steps the
+writer's pump with ``EventStreamWriter.pump_round()``) and turns sleeps into moves of a
+manual clock. The deterministic simulation (a later issue, after TigerBeetle's and
+FoundationDB's simulators) supplies seeded schedulers on a virtual clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
@@ -19,12 +24,17 @@ from typing import Any, Protocol, TypeVar
 R = TypeVar("R")
 
 __all__ = [
+    "DAEMON_THREADS",
     "SYSTEM_CLOCK",
     "AsyncioScheduler",
     "Clock",
+    "DaemonThreadScheduler",
+    "Joinable",
     "ManualClock",
+    "ManualThreadScheduler",
     "Scheduler",
     "SystemClock",
+    "ThreadScheduler",
 ]
 
 
@@ -108,3 +118,59 @@ class AsyncioScheduler:
 
     def start(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         return asyncio.get_running_loop().create_task(coroutine, name=name)
+
+
+class Joinable(Protocol):
+    """A started background worker that can be waited for (a ``threading.Thread``)."""
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+class ThreadScheduler(Protocol):
+    """Where a threaded client component starts its background loop and sleeps."""
+
+    def start(self, run: Callable[[], None], name: str) -> Joinable | None:
+        """Run ``run`` in the background; return a handle to join, or None if nothing runs.
+
+        None means the caller drives the component itself (a simulation stepping the
+        writer's pump), so ``run`` is never called.
+        """
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Return after ``seconds`` of this scheduler's time."""
+        ...
+
+
+class DaemonThreadScheduler:
+    """The real scheduler: a daemon ``threading.Thread`` per loop, ``time.sleep``."""
+
+    def start(self, run: Callable[[], None], name: str) -> threading.Thread:
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        thread.start()
+        return thread
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+DAEMON_THREADS: ThreadScheduler = DaemonThreadScheduler()
+
+
+class ManualThreadScheduler:
+    """Starts nothing; a sleep moves ``clock`` (if given) instead of waiting.
+
+    ``slept_s`` records every sleep, so a test can check a backoff without waiting for it.
+    """
+
+    def __init__(self, clock: ManualClock | None = None) -> None:
+        self.clock = clock
+        self.slept_s: list[float] = []
+
+    def start(self, run: Callable[[], None], name: str) -> None:
+        return None
+
+    def sleep(self, seconds: float) -> None:
+        self.slept_s.append(seconds)
+        if self.clock is not None:
+            self.clock.advance(seconds)

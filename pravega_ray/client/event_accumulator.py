@@ -15,7 +15,7 @@ could never fit one block is refused here too), so no block the writer builds is
 ever too large. The segment's output stream (``segment_output_stream.py``) owns the
 left-hand side: it moves blocks from queued (or open) into flight and settles them.
 
-One future per block, not per event (STACK.md measured 3.5 us per future): a
+One future per block, not per event (docs/stack.md: 3.5 us per future): a
 ``WriteFuture`` is a handle on its block's future.
 
 Not thread-safe by itself: every method runs under the writer's lock.

@@ -7,7 +7,7 @@ mid-frame leaves the tail for the next read.
 
 The writer frames through :class:`EventHeaders`, a per-writer cache of headers by
 payload size: sizes repeat, and on the writer's hot path a dict lookup is cheaper
-than packing a header (STACK.md: per-event Python work is the throughput budget).
+than packing a header (docs/stack.md: per-event Python work is the throughput budget).
 """
 
 from __future__ import annotations

@@ -46,7 +46,6 @@ from pravega_ray.client.connection import ControllerConnection, SegmentStoreConn
 from pravega_ray.client.event_framing import parse_events
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.serializers import Serializer, check_serializer
-from pravega_ray.client.thread_scheduler import DAEMON_THREADS, ThreadScheduler
 from pravega_ray.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -59,7 +58,7 @@ from pravega_ray.errors import (
     SerializationError,
 )
 from pravega_ray.segmentstore.contracts import ReadResult
-from pravega_ray.timing import SYSTEM_CLOCK, Clock
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A reader group as an object (Pravega's ``ReaderGroup``): who reads, and taking readers out.
 
 Get one with ``cluster.reader_group(scope, name)``. Later issues add checkpoints, stream
-cuts and ``reset_to`` to this class (ARCHITECTURE.md section 5 names them).
+cuts and ``reset_to`` to this class, as Pravega's ``ReaderGroup`` has them.
 """
 
 from __future__ import annotations

@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.event_accumulator import Block, SegmentBlocks
-from pravega_ray.client.thread_scheduler import ThreadScheduler
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     PravegaError,
@@ -60,6 +59,7 @@ from pravega_ray.errors import (
     StreamSealedError,
 )
 from pravega_ray.invariant import invariant
+from pravega_ray.timing import ThreadScheduler
 
 if TYPE_CHECKING:
     from pravega_ray.client.writer import WriterConfig

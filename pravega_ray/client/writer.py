@@ -1,12 +1,12 @@
 """The event writer: routing, batching into append blocks, pipelining, reconnects.
 
-How a write travels (ARCHITECTURE.md §3, seed 000 "Preventing Duplication or Loss"):
+How a write travels (docs/design.md "The append path", seed 000 "Preventing Duplication or Loss"):
 
 1. ``write_event`` serializes and frames the event, picks the segment whose
    key range holds the routing key's hash, gives the event the segment's next
    *event number* and adds it to the segment's open block. It returns a
    :class:`WriteFuture`, a small handle on the block's single future (one
-   future per block, not per event: STACK.md measured 3.5 us per future).
+   future per block, not per event: a future costs 3.5 us, docs/stack.md).
 2. A pump thread sends blocks without waiting for earlier acks, up to
    ``WRITER_BLOCKS_IN_FLIGHT_MAX`` per segment. A block is sent when full, when
    the segment has nothing in flight (so a light load is not delayed), or
@@ -76,7 +76,6 @@ from pravega_ray.client.serializers import (
     check_serializer,
     serialized_bytes,
 )
-from pravega_ray.client.thread_scheduler import DAEMON_THREADS, Joinable, ThreadScheduler
 from pravega_ray.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -85,7 +84,7 @@ from pravega_ray.errors import (
     StreamSealedError,
 )
 from pravega_ray.naming import validate_name
-from pravega_ray.timing import SYSTEM_CLOCK, Clock
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, Joinable, ThreadScheduler
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +298,7 @@ class EventStreamWriter(Generic[T]):
         to be sent, except inside a future's callback. The future fails with the error
         that failed the event (see the module docstring).
         """
-        # The hot path of the client: kept flat on purpose (STACK.md: per-event Python
+        # The hot path of the client: kept flat on purpose (docs/stack.md: per-event Python
         # work on the writer is the throughput budget on a 2-core machine). The parts'
         # state is reached through references taken in __init__, and the accumulator's
         # append is the one call per event.

@@ -60,7 +60,7 @@ def test_importing_the_core_loads_no_ray() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-# ARCHITECTURE.md §2, lowest layer first: a package may import the ones before it, never the
+# docs/design.md "Layers", lowest layer first: a package may import the ones before it, never the
 # ones after it (storage/logs/btree -> segmentstore -> controller -> client). Shared records
 # live in the lower package (e.g. controller/records.py, controller/reader_group_state.py).
 FORBIDDEN_IMPORTS: dict[str, tuple[str, ...]] = {

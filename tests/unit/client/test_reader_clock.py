@@ -12,8 +12,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray import constants
 from pravega_ray.client.reader import EventStreamReader
-from pravega_ray.client.thread_scheduler import ManualThreadScheduler
-from pravega_ray.timing import ManualClock
+from pravega_ray.timing import ManualClock, ManualThreadScheduler
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -16,7 +16,6 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.client.event_accumulator import Block, EventAccumulator
 from pravega_ray.client.segment_output_stream import SegmentOutputStream, Send, WriterContext
-from pravega_ray.client.thread_scheduler import ManualThreadScheduler
 from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
@@ -26,7 +25,7 @@ from pravega_ray.errors import (
     SegmentStoreUnavailableError,
     StreamSealedError,
 )
-from pravega_ray.timing import ManualClock
+from pravega_ray.timing import ManualClock, ManualThreadScheduler
 
 pytestmark = pytest.mark.timeout(30)
 

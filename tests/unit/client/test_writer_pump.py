@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 
 import pravega_ray as pr
-from pravega_ray.client.thread_scheduler import ManualThreadScheduler
 from pravega_ray.client.writer import PUMP_IDLE_WAIT_S_MAX, EventStreamWriter
 from pravega_ray.constants import NO_EVENT_NUMBER
 from pravega_ray.errors import IllegalStateError
 from pravega_ray.inprocess import InProcessCluster
-from pravega_ray.timing import ManualClock
+from pravega_ray.timing import ManualClock, ManualThreadScheduler
 
 pytestmark = pytest.mark.timeout(30)
 
