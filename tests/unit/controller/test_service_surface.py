@@ -6,36 +6,24 @@ invoker calls only the surface."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Any
 
 import pytest
+import ray
 
 from actors.controller_actor import ControllerActor  # imports ray; does not start it
 from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.service import SERVICE_METHODS, ControllerService, method_name
 from pravega_ray.invariant import InvariantViolation
+from tests.surfaces import public_methods, signature_shape
 
 pytestmark = pytest.mark.timeout(30)
 
+# What every run sees once an actor test ran: Ray has rewritten the actor's methods (without
+# starting Ray). Done here too, so the result does not depend on the order of the tests.
+ray.remote(ControllerActor)
+
 IMPLEMENTATIONS = [Controller, ControllerActor, ControllerClient]
-
-
-def _shape(function: Callable[..., Any]) -> tuple[object, ...]:
-    signature = inspect.signature(function)
-    return (
-        [(p.name, p.kind, p.default, p.annotation) for p in signature.parameters.values()],
-        signature.return_annotation,
-    )
-
-
-def _public_methods(cls: type) -> set[str]:
-    return {
-        name
-        for name, member in vars(cls).items()
-        if inspect.isfunction(member) and not name.startswith("_")
-    }
 
 
 def test_the_surface_is_what_clients_call() -> None:
@@ -48,13 +36,13 @@ def test_the_surface_is_what_clients_call() -> None:
 def test_each_implementation_has_the_protocol_signature(implementation: type, name: str) -> None:
     method = vars(implementation).get(name)
     assert inspect.isfunction(method), f"{implementation.__name__} lacks {name}"
-    assert _shape(method) == _shape(SERVICE_METHODS[name])
+    assert signature_shape(method) == signature_shape(SERVICE_METHODS[name])
 
 
-def test_the_actor_and_the_client_have_no_other_public_methods() -> None:
-    assert _public_methods(ControllerActor) == set(SERVICE_METHODS) | {"describe"}
-    assert _public_methods(ControllerClient) == set(SERVICE_METHODS)
-    assert set(SERVICE_METHODS) <= _public_methods(Controller)
+def test_the_actor_and_the_client_have_no_otherpublic_methods() -> None:
+    assert public_methods(ControllerActor) == set(SERVICE_METHODS) | {"describe"}
+    assert public_methods(ControllerClient) == set(SERVICE_METHODS)
+    assert set(SERVICE_METHODS) <= public_methods(Controller)
 
 
 def test_method_name_accepts_only_the_protocols_own_functions() -> None:

@@ -14,14 +14,20 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
+import ray
 
 from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.segmentstore.service import SegmentStoreClient, SegmentStoreService
+from tests.surfaces import public_methods, signature_shape
 
 pytestmark = pytest.mark.timeout(60)
+
+# What every run sees once an actor test ran: Ray has rewritten the actor's methods (without
+# starting Ray). Done here too, so the result does not depend on the order of the tests.
+ray.remote(SegmentContainerActor)
 
 
 def protocol_methods() -> dict[str, Callable[..., Any]]:
@@ -32,29 +38,14 @@ def protocol_methods() -> dict[str, Callable[..., Any]]:
     }
 
 
-def public_methods(cls: type) -> set[str]:
-    return {
-        name
-        for name, member in inspect.getmembers(cls, inspect.isfunction)
-        if not name.startswith("_")
-    }
-
-
-def shape(function: Callable[..., Any]) -> list[tuple[str, str, object, object]]:
-    """Parameters (name, kind, default, annotation) and the return annotation."""
-    signature = inspect.signature(function)
-    return [
-        (p.name, p.kind.name, p.default, p.annotation) for p in signature.parameters.values()
-    ] + [("return", "", None, signature.return_annotation)]
-
-
 @pytest.mark.parametrize("implementation", [SegmentContainer, SegmentContainerActor])
 def test_every_service_call_has_the_protocols_signature(implementation: type) -> None:
     for name, method in protocol_methods().items():
         assert hasattr(implementation, name), f"{implementation.__name__} lacks {name}"
         implemented = getattr(implementation, name)
         assert inspect.iscoroutinefunction(implemented), f"{implementation.__name__}.{name}"
-        assert shape(implemented) == shape(method), f"{implementation.__name__}.{name}"
+        where = f"{implementation.__name__}.{name}"
+        assert signature_shape(implemented) == signature_shape(method), where
 
 
 def test_the_actor_has_no_public_call_outside_the_protocol() -> None:
