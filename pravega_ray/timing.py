@@ -16,10 +16,13 @@ FoundationDB's simulators) supplies seeded schedulers on a virtual clock.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
+
+from pravega_ray.errors import InvalidArgumentError
 
 R = TypeVar("R")
 
@@ -35,6 +38,10 @@ __all__ = [
     "Scheduler",
     "SystemClock",
     "ThreadScheduler",
+    "check_clock",
+    "check_rng",
+    "check_scheduler",
+    "check_thread_scheduler",
 ]
 
 
@@ -174,3 +181,38 @@ class ManualThreadScheduler:
         self.slept_s.append(seconds)
         if self.clock is not None:
             self.clock.advance(seconds)
+
+
+def _check_methods(value: object, names: tuple[str, ...], what: str, kind: str) -> None:
+    if isinstance(value, type) or not all(callable(getattr(value, n, None)) for n in names):
+        methods = ", ".join(f"{n}()" for n in names)
+        raise InvalidArgumentError(
+            f"{what} must be a {kind} instance (with {methods}), got {type(value).__name__}"
+        )
+
+
+def check_clock(clock: object, what: str = "clock") -> Clock:
+    """``clock`` if it is a :class:`Clock`; InvalidArgumentError otherwise."""
+    _check_methods(clock, ("monotonic", "wall_time_ms"), what, "Clock")
+    return clock  # type: ignore[return-value]
+
+
+def check_scheduler(scheduler: object, what: str = "scheduler") -> Scheduler:
+    """``scheduler`` if it is a :class:`Scheduler`; InvalidArgumentError otherwise."""
+    _check_methods(scheduler, ("sleep", "run_blocking", "start"), what, "Scheduler")
+    return scheduler  # type: ignore[return-value]
+
+
+def check_thread_scheduler(scheduler: object, what: str = "scheduler") -> ThreadScheduler:
+    """``scheduler`` if it is a :class:`ThreadScheduler`; InvalidArgumentError otherwise."""
+    _check_methods(scheduler, ("start", "sleep"), what, "ThreadScheduler")
+    return scheduler  # type: ignore[return-value]
+
+
+def check_rng(rng: object, what: str = "rng") -> random.Random | None:
+    """``rng`` if it is None or a ``random.Random``; InvalidArgumentError otherwise."""
+    if rng is not None and not isinstance(rng, random.Random):
+        raise InvalidArgumentError(
+            f"{what} must be a random.Random or None, got {type(rng).__name__}"
+        )
+    return rng

@@ -58,7 +58,14 @@ from pravega_ray.errors import (
     SerializationError,
 )
 from pravega_ray.segmentstore.contracts import ReadResult
-from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
+from pravega_ray.timing import (
+    DAEMON_THREADS,
+    SYSTEM_CLOCK,
+    Clock,
+    ThreadScheduler,
+    check_clock,
+    check_thread_scheduler,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +105,8 @@ class EventStreamReader(Generic[T]):
         if not isinstance(reader_id, str) or not reader_id or len(reader_id) > 255:
             raise InvalidArgumentError("reader_id must be a non-empty str of at most 255 chars")
         check_serializer(serializer)
+        check_clock(clock)
+        check_thread_scheduler(scheduler)
         self.reader_id = reader_id
         self._session = uuid.uuid4().hex
         self.scope = scope

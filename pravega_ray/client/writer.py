@@ -84,7 +84,16 @@ from pravega_ray.errors import (
     StreamSealedError,
 )
 from pravega_ray.naming import validate_name
-from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, Joinable, ThreadScheduler
+from pravega_ray.timing import (
+    DAEMON_THREADS,
+    SYSTEM_CLOCK,
+    Clock,
+    Joinable,
+    ThreadScheduler,
+    check_clock,
+    check_rng,
+    check_thread_scheduler,
+)
 
 log = logging.getLogger(__name__)
 
@@ -202,9 +211,10 @@ class EventStreamWriter(Generic[T]):
     """Writes events to one stream; from ``cluster.create_writer``, used as a context manager.
 
     The constructor checks its arguments before it starts anything (no thread, no
-    call): InvalidArgumentError if ``config`` is neither a WriterConfig nor None or
+    call): InvalidArgumentError if ``config`` is neither a WriterConfig nor None,
     ``serializer`` has no callable ``serialize``/``deserialize`` (or is a class, not
-    an instance); InvalidNameError for a bad scope or stream name. It then asks the
+    an instance), or a seam below is not what it must be; InvalidNameError for a bad
+    scope or stream name. It then asks the
     controller for the stream's segments: StreamNotFoundError / ScopeNotFoundError,
     and StreamSealedError for a sealed stream.
 
@@ -232,6 +242,9 @@ class EventStreamWriter(Generic[T]):
                 f"config must be a WriterConfig or None, got {type(config).__name__}"
             )
         check_serializer(serializer)
+        check_clock(clock)
+        check_rng(rng)
+        check_thread_scheduler(scheduler)
         validate_name("scope", scope)
         validate_name("stream", stream)
         self.scope = scope

@@ -32,7 +32,14 @@ from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
 from pravega_ray.storage.fenced import FencedChunkStorage
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage
-from pravega_ray.timing import SYSTEM_CLOCK, AsyncioScheduler, Clock, Scheduler
+from pravega_ray.timing import (
+    SYSTEM_CLOCK,
+    AsyncioScheduler,
+    Clock,
+    Scheduler,
+    check_clock,
+    check_scheduler,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +132,9 @@ def build_container(
     B+tree over that storage unless ``attribute_index`` is given (tests). ``clock`` and
     ``scheduler`` are the seams of a deterministic simulation (``timing.py``).
     """
+    check_clock(clock)
+    if scheduler is not None:
+        check_scheduler(scheduler)
     fenced = FencedChunkStorage(storage, f"container-{config.container_id}")
     return SegmentContainer(
         config,
