@@ -52,7 +52,6 @@ from pravega_ray.errors import (
     IllegalStateError,
     InvalidArgumentError,
 )
-from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
 
 __all__ = ["Cluster", "connect", "start_local"]
@@ -112,11 +111,12 @@ class Cluster(ClientFactory):
         self.data_dir = data_dir
         self._controller_handle = controller
         self._container_handles = containers
+        self._invoker = RayServiceInvoker(containers)
         self._owns_ray = owns_ray
         self._closed = False
         super().__init__(
             ControllerClient(RayControllerConnection(controller)),
-            SegmentStoreConnection(RayServiceInvoker(containers)),
+            SegmentStoreConnection(self._invoker),
         )
 
     @property
@@ -131,7 +131,7 @@ class Cluster(ClientFactory):
 
     def container_handle(self, segment: str) -> Any:
         """The actor handle of the container owning ``segment``."""
-        return self._container_handles[container_for_segment(segment, self.container_count)]
+        return self._invoker.handle(segment)
 
     def shutdown(self) -> None:
         """Stop the controller and container actors; the data stays in ``data_dir``.

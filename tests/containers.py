@@ -48,13 +48,11 @@ TIGHT_ATTRIBUTES: dict[str, Any] = dict(
 )
 """A ten-entry attribute cache, flushed and evicted constantly."""
 
-TIGHT_TABLES: dict[str, Any] = dict(
-    attribute_cache_entries_max=20,
-    storage_writer_tick_s=0.005,
-    checkpoint_interval_s=0.01,
-    checkpoint_log_bytes=4000,
-    storage_flush_interval_s=0.01,
-)
+TIGHT_TABLES: dict[str, Any] = {
+    **TIGHT_ATTRIBUTES,
+    "attribute_cache_entries_max": 20,
+    "checkpoint_log_bytes": 4000,
+}
 """Table segments whose hash index lives mostly in the attribute index."""
 
 

@@ -59,6 +59,7 @@ from pravega_ray.controller.records import (
 from pravega_ray.controller.stream_metadata_store import (
     MetadataStore,
     StreamMetadataStore,
+    is_int,
 )
 from pravega_ray.errors import (
     IllegalStateError,
@@ -581,16 +582,12 @@ class Controller:
         offset: int,
         group_id: str | None = None,
     ) -> None:
-        if not _is_int(offset) or offset < 0:
+        if not is_int(offset) or offset < 0:
             raise InvalidArgumentError("offset must be an int >= 0")
         state, version = self._group(scope, group)
         state.check_group_id(group_id)
         if state.release(reader_id, session, segment, offset):
             self._store.save_reader_group(state, version)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_session(session: object) -> None:

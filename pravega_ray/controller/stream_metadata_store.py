@@ -204,7 +204,8 @@ class ChunkMetadataStore:
         return sorted(k for k in keys if self.exists(k))
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """An int that is not a bool (stored records and arguments alike)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -339,7 +340,7 @@ class StreamMetadataStore:
             return 0
         with self._parsing(key):
             start = record["next_segment_number"]
-            if not _is_int(start) or start < 0:
+            if not is_int(start) or start < 0:
                 raise ValueError(f"next_segment_number {start!r} is not an int >= 0")
         if start + count > SEGMENT_NUMBERS:
             raise IllegalStateError(
@@ -474,9 +475,9 @@ class StreamMetadataStore:
         with self._parsing(key):
             partitions = record["partitions"]
             base = record.get("segment_base", 0)  # records from before it: 0
-            if not (_is_int(partitions) and 1 <= partitions <= KVT_PARTITIONS_MAX):
+            if not (is_int(partitions) and 1 <= partitions <= KVT_PARTITIONS_MAX):
                 raise ValueError(f"partitions {partitions!r} out of range")
-            if not (_is_int(base) and base >= 0 and base + partitions <= SEGMENT_NUMBERS):
+            if not (is_int(base) and base >= 0 and base + partitions <= SEGMENT_NUMBERS):
                 raise ValueError(f"segment_base {base!r} out of range")
             return KeyValueTableInfo(
                 scope=scope,

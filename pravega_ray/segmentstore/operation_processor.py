@@ -140,11 +140,10 @@ class OperationProcessor:
     async def _commit(self, batch: list[_Queued]) -> None:
         """One group commit: one durable log record, then apply and complete in order."""
         self._batch = batch
-        for item in batch:
-            if item.operation is CHECKPOINT:  # now: everything before it is applied
-                invariant(self._checkpoint is not None, "no checkpoint source")
-                assert self._checkpoint is not None
-                item.operation = self._checkpoint()
+        if batch[0].operation is CHECKPOINT:  # alone (_take_batch): all before it is applied
+            invariant(self._checkpoint is not None, "no checkpoint source")
+            assert self._checkpoint is not None
+            batch[0].operation = self._checkpoint()
         to_log = [item.operation for item in batch if item.operation is not BARRIER]
         sequence = -1
         if to_log:

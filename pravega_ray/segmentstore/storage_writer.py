@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -117,7 +118,7 @@ class StorageWriter:
         self._lock: asyncio.Lock | None = None
         # Chunks no longer referenced, taken from the durable log, not yet deleted: a delete
         # that fails leaves its chunk (and those after it) here for the next round.
-        self._dead_chunks: list[str] = []
+        self._dead_chunks: deque[str] = deque()
 
     def start(self) -> None:
         """Start the timed rounds on the running event loop."""
@@ -172,10 +173,10 @@ class StorageWriter:
 
     async def _delete_dead_chunks(self) -> None:
         """Delete the chunks no longer referenced (idempotent); failures wait for a later round."""
-        self._dead_chunks += self._operations.take_dead_chunks()
+        self._dead_chunks.extend(self._operations.take_dead_chunks())
         while self._dead_chunks:
             await self._scheduler.run_blocking(self._storage.delete, self._dead_chunks[0])
-            del self._dead_chunks[0]
+            self._dead_chunks.popleft()
 
     async def _flush_segment(self, state: SegmentMetadata) -> None:
         offset, entries = self._data.unflushed(state.name, self._policy.flush_bytes)
