@@ -17,6 +17,7 @@ from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.segmentstore.builder import build_chunk_storage
 from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
+from pravega_ray.stream_cut import StreamCut
 
 
 class ControllerActor:
@@ -79,8 +80,48 @@ class ControllerActor:
     def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
         return self._controller.get_current_segments(scope, stream)
 
+    def get_successors(
+        self, scope: str, stream: str, segment_id: int
+    ) -> dict[SegmentRange, list[int]]:
+        return self._controller.get_successors(scope, stream, segment_id)
+
+    def get_predecessors(self, scope: str, stream: str, segment_id: int) -> list[SegmentRange]:
+        return self._controller.get_predecessors(scope, stream, segment_id)
+
+    def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
+        return self._controller.get_segments_at_time(scope, stream, time_ms)
+
+    def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        return self._controller.get_epoch_segments(scope, stream, epoch)
+
+    def get_segments_between(
+        self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
+    ) -> list[SegmentRange]:
+        return self._controller.get_segments_between(scope, stream, start, end)
+
+    def scale_stream(
+        self,
+        scope: str,
+        stream: str,
+        sealed_segment_ids: list[int],
+        new_key_ranges: list[tuple[float, float]],
+    ) -> int:
+        return self._controller.scale_stream(scope, stream, sealed_segment_ids, new_key_ranges)
+
+    def check_scale(self, scope: str, stream: str, epoch: int) -> bool:
+        return self._controller.check_scale(scope, stream, epoch)
+
+    def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        return self._controller.update_stream(scope, stream, config)
+
+    def check_update(self, scope: str, stream: str) -> bool:
+        return self._controller.check_update(scope, stream)
+
     def seal_stream(self, scope: str, stream: str) -> bool:
         return self._controller.seal_stream(scope, stream)
+
+    def delete_stream(self, scope: str, stream: str) -> bool:
+        return self._controller.delete_stream(scope, stream)
 
     # --- key-value tables ------------------------------------------------------------------------
     def create_key_value_table(
@@ -105,6 +146,9 @@ class ControllerActor:
         self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
     ) -> bool:
         return self._controller.create_reader_group(scope, group, config, request_id)
+
+    def list_reader_groups(self, scope: str) -> list[str]:
+        return self._controller.list_reader_groups(scope)
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
         return self._controller.get_reader_group(scope, group)

@@ -147,6 +147,29 @@ CONTAINER_RECOVERY_ATTEMPTS_MAX = 20
 CONTAINER_PLACEMENT_ATTEMPTS_MAX = 10
 """start_local re-creates a new container found off its node at most this often."""
 
+# --- Controller workflows (request event processor) ----------------------------------------
+REQUEST_CONCURRENCY = 4
+"""Requests about different streams the request event processor runs side by side."""
+REQUEST_POSTPONE_S = 0.1
+"""A postponed request (its temporary property not written yet) is tried again this soon..."""
+REQUEST_EXPIRY_S = 60.0
+"""...until it is this old; then it is dropped (the caller that posted it failed)."""
+REQUEST_TRUNCATE_BYTES = 1 * MIB
+"""Handled requests are truncated from the request stream once this many bytes are behind."""
+WORKFLOW_WAIT_S = 120.0
+"""How long a stream manager call (scale, update, seal, delete) waits for its workflow."""
+WORKFLOW_POLL_S = 0.02
+"""How often the stream manager asks whether a workflow finished."""
+RETENTION_BUCKETS_DEFAULT = 4
+"""Streams are hashed into this many buckets; each bucket's actor runs their periodic work."""
+BUCKET_PERIOD_S = 10.0
+"""How often a bucket actor looks at each of its streams (the auto-scale merge sweep)."""
+AUTO_SCALE_STREAM_COOLDOWN_S = 10.0
+"""After a scale, auto-scale reports about the stream are ignored this long (one burst
+scales once)."""
+AUTO_SCALE_COLD_MARK_S = 120.0
+"""A segment marked cold stays a merge candidate this long without a new cold report."""
+
 # --- Table segments and key-value tables -----------------------------------------------------
 TABLE_KEY_BYTES_MAX = 8 * KIB
 """Longest table key (Pravega's ``TableSegment.MAXIMUM_KEY_LENGTH``)."""

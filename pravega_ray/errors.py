@@ -27,11 +27,14 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── SegmentTruncatedError       read below a segment's truncation offset
     │   ├── IllegalStateTransitionError
     │   ├── ScopeNotEmptyError
+    │   ├── StreamNotSealedError        delete of a stream not sealed yet
     │   ├── ReaderNotInGroupError       the reader was declared offline (or never joined)
     │   └── ClientClosedError           the writer or reader was closed
     ├── ConditionalUpdateError          a condition of the update did not hold
     │   ├── ConditionalAppendFailedError  writer event number mismatch
     │   ├── ConflictingUpdateError      concurrent update of a metadata record
+    │   ├── ScaleConflictError          sealed segments / new ranges do not match, or a
+    │   │                               scale is under way
     │   ├── BadKeyVersionError          table key exists / has another version
     │   └── NoSuchKeyError              conditional table update of an absent key
     ├── ConfigurationError              the cluster's stored config disagrees
@@ -72,6 +75,7 @@ __all__ = [
     "ReaderGroupNotFoundError",
     "ReaderNotInGroupError",
     "RetriableError",
+    "ScaleConflictError",
     "ScopeNotEmptyError",
     "ScopeNotFoundError",
     "SegmentExistsError",
@@ -81,6 +85,7 @@ __all__ = [
     "SegmentTruncatedError",
     "SerializationError",
     "StreamNotFoundError",
+    "StreamNotSealedError",
     "StreamSealedError",
 ]
 
@@ -190,6 +195,10 @@ class ScopeNotEmptyError(IllegalStateError):
     pass
 
 
+class StreamNotSealedError(IllegalStateError):
+    """Only a sealed stream can be deleted: seal it first."""
+
+
 class ReaderNotInGroupError(IllegalStateError):
     """The reader is not (or no longer) a member of its group, e.g. it was declared offline."""
 
@@ -211,6 +220,15 @@ class ConditionalAppendFailedError(ConditionalUpdateError):
 
 class ConflictingUpdateError(ConditionalUpdateError):
     """Another update of the same record won; re-read and retry."""
+
+
+class ScaleConflictError(ConditionalUpdateError):
+    """A scale's preconditions do not hold; nothing changed.
+
+    The segments to seal are not all in the stream's current epoch, the new key ranges do
+    not exactly cover theirs (a gap or an overlap), or another scale of the stream is under
+    way.
+    """
 
 
 class BadKeyVersionError(ConditionalUpdateError):

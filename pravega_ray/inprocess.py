@@ -23,9 +23,12 @@ from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.event_processor import RequestEventProcessor
+from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.service import method_name
-from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
+from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
@@ -73,12 +76,50 @@ class InProcessCluster(ClientFactory):
             self._new_container(i) for i in range(container_count)
         ]
         self._locked = _LockedController(self._new_controller())
+        self.processor = self._new_processor()
+        self.processor.start()
         super().__init__(ControllerClient(self._locked), SegmentStoreConnection(self))
 
-    def _new_controller(self) -> Controller:
+    @property
+    def core(self) -> Controller:
+        """The controller core itself (tests call it directly, without a client)."""
+        return self._locked._controller
+
+    @property
+    def segments(self) -> SegmentStoreClient:
+        """A typed client of this cluster's containers."""
+        return SegmentStoreClient(self)
+
+    def _segment_helper(self) -> SegmentHelper:
         # No repeats: a container of this cluster is down only while a test restarts it.
-        segments = SegmentHelper(SegmentStoreClient(self), attempts_max=1, call_timeout_s=30)
-        return Controller(ChunkMetadataStore(self.storage), segments, self.container_count)
+        return SegmentHelper(SegmentStoreClient(self), attempts_max=1, call_timeout_s=30)
+
+    def _new_controller(self) -> Controller:
+        return Controller(
+            ChunkMetadataStore(self.storage), self._segment_helper(), self.container_count
+        )
+
+    def new_workflows(self, step: Callable[[str], None] = lambda name: None) -> StreamWorkflows:
+        """Stream workflows over this cluster's records (``step`` is called between steps)."""
+        store = StreamMetadataStore(ChunkMetadataStore(self.storage))
+        return StreamWorkflows(store, self._segment_helper(), step=step)
+
+    def _new_processor(
+        self, step: Callable[[str], None] = lambda name: None
+    ) -> RequestEventProcessor:
+        segments = self._segment_helper()
+        return RequestEventProcessor(
+            RequestStream(segments),
+            self.new_workflows(step).handle,
+            ChunkMetadataStore(self.storage),
+        )
+
+    def restart_processor(self, step: Callable[[str], None] = lambda name: None) -> None:
+        """Stop the request event processor (as if its actor died) and start a new one,
+        which resumes from its checkpoint; ``step`` is handed to its workflows."""
+        self.processor.stop()
+        self.processor = self._new_processor(step)
+        self.processor.start()
 
     def _new_container(self, container_id: int) -> SegmentContainer:
         container = build_in_memory_container(
@@ -125,11 +166,15 @@ class InProcessCluster(ClientFactory):
 
         Clients made before keep working (as after a restart of a Ray cluster's actors).
         """
+        self.processor.stop()
         for container_id in range(self.container_count):
             self.restart_container(container_id)
         self._locked.replace(self._new_controller())
+        self.processor = self._new_processor()
+        self.processor.start()
 
     def shutdown(self) -> None:
+        self.processor.stop()
         for container in self._containers:
             if container is not None:
                 self.run(container.close()).result(10)

@@ -26,9 +26,11 @@ def signature_shape(function: Callable[..., Any]) -> tuple[object, ...]:
 
 
 def public_methods(cls: type) -> set[str]:
-    """Names of the functions ``cls`` itself defines, leaving out private ones."""
+    """Names of the functions ``cls`` and its own bases (not ``object``) define, leaving out
+    private ones (the controller's calls are spread over mixins)."""
     return {
         name
-        for name, member in vars(cls).items()
+        for klass in cls.__mro__[:-1]
+        for name, member in vars(klass).items()
         if inspect.isfunction(member) and not name.startswith("_")
     }

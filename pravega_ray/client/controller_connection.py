@@ -12,16 +12,18 @@ it is safe only if doing it twice is the same as doing it once, so
 apart, logging each) exactly these:
 
 * reads (``list_*``, ``get_*``, ``damaged_records``, ``reader_group_online_readers``);
-* ``seal_stream`` (idempotent: True once sealed);
+* ``seal_stream``, ``update_stream`` and ``scale_stream``: a repeated request runs the same
+  idempotent workflow (a repeated scale of the scale under way answers its epoch; one that
+  finished in between fails with ScaleConflictError, its segments being sealed);
 * creates, which it sends with a ``request_id`` the controller stores in the record,
   so a create that landed before its reply was lost answers True again, not False;
 * the reader-group calls of a reader, which carry its session and are idempotent
   (``controller/reader_group_state.py``): joining again, leaving again, releasing a
   segment no longer owned; a sync answers with the whole owned set.
 
-Deletes and ``reader_group_reader_offline`` are not repeated: a repeat could not tell
-"I deleted it" from "it was not there". Their ControllerUnavailableError reaches the
-caller, who knows whether to try again.
+Deletes (``delete_stream`` too) and ``reader_group_reader_offline`` are not repeated: a
+repeat could not tell "I deleted it" from "it was not there". Their
+ControllerUnavailableError reaches the caller, who knows whether to try again.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pravega_ray.controller.service import ControllerService
 from pravega_ray.errors import ControllerUnavailableError
 from pravega_ray.retry import repeat_while
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
+from pravega_ray.stream_cut import StreamCut
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +158,50 @@ class ControllerClient:
     def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
         return self._repeated(ControllerService.get_current_segments, scope, stream)
 
+    def get_successors(
+        self, scope: str, stream: str, segment_id: int
+    ) -> dict[SegmentRange, list[int]]:
+        return self._repeated(ControllerService.get_successors, scope, stream, segment_id)
+
+    def get_predecessors(self, scope: str, stream: str, segment_id: int) -> list[SegmentRange]:
+        return self._repeated(ControllerService.get_predecessors, scope, stream, segment_id)
+
+    def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
+        return self._repeated(ControllerService.get_segments_at_time, scope, stream, time_ms)
+
+    def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        return self._repeated(ControllerService.get_epoch_segments, scope, stream, epoch)
+
+    def get_segments_between(
+        self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
+    ) -> list[SegmentRange]:
+        return self._repeated(ControllerService.get_segments_between, scope, stream, start, end)
+
+    def scale_stream(
+        self,
+        scope: str,
+        stream: str,
+        sealed_segment_ids: list[int],
+        new_key_ranges: list[tuple[float, float]],
+    ) -> int:
+        return self._repeated(
+            ControllerService.scale_stream, scope, stream, sealed_segment_ids, new_key_ranges
+        )
+
+    def check_scale(self, scope: str, stream: str, epoch: int) -> bool:
+        return self._repeated(ControllerService.check_scale, scope, stream, epoch)
+
+    def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        return self._repeated(ControllerService.update_stream, scope, stream, config)
+
+    def check_update(self, scope: str, stream: str) -> bool:
+        return self._repeated(ControllerService.check_update, scope, stream)
+
     def seal_stream(self, scope: str, stream: str) -> bool:
         return self._repeated(ControllerService.seal_stream, scope, stream)
+
+    def delete_stream(self, scope: str, stream: str) -> bool:
+        return self._once(ControllerService.delete_stream, scope, stream)
 
     # --- key-value tables ------------------------------------------------------------------------
     def create_key_value_table(
@@ -193,6 +238,9 @@ class ControllerClient:
             config,
             request_id=_request_id(request_id),
         )
+
+    def list_reader_groups(self, scope: str) -> list[str]:
+        return self._repeated(ControllerService.list_reader_groups, scope)
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
         return self._repeated(ControllerService.get_reader_group, scope, group)

@@ -1,11 +1,35 @@
-"""Stream manager: scopes and streams (Pravega's ``StreamManager``)."""
+"""Stream manager: scopes and streams (Pravega's ``StreamManager``).
+
+Scale, update, seal and delete run as workflows on the controller's request event
+processor; these calls ask for one and wait (polling, at most ``WORKFLOW_WAIT_S``) until it
+is done, as Pravega's client waits on ``checkScale``.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable
+
 from pravega_ray.client.connection import ControllerConnection
-from pravega_ray.constants import KVT_PARTITIONS_DEFAULT
-from pravega_ray.controller.records import KeyValueTableInfo, StreamInfo
+from pravega_ray.constants import KVT_PARTITIONS_DEFAULT, WORKFLOW_POLL_S, WORKFLOW_WAIT_S
+from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo, StreamState
+from pravega_ray.errors import (
+    InvalidArgumentError,
+    KeyValueTableNotFoundError,
+    ReaderGroupNotFoundError,
+    StreamNotFoundError,
+)
 from pravega_ray.stream_configuration import StreamConfiguration
+from pravega_ray.stream_cut import StreamCut
+
+
+def _wait(done: Callable[[], bool], what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not finish within {timeout_s:.0f} s")
+        time.sleep(WORKFLOW_POLL_S)
 
 
 class StreamManager:
@@ -19,11 +43,29 @@ class StreamManager:
     def list_scopes(self) -> list[str]:
         return self._controller.list_scopes()
 
-    def delete_scope(self, scope: str) -> bool:
-        """Delete an empty scope; False if absent.
+    def delete_scope(self, scope: str, recursive: bool = False) -> bool:
+        """Delete a scope; False if absent.
 
-        ScopeNotEmptyError while it has streams, key-value tables or reader groups.
+        Without ``recursive``: ScopeNotEmptyError while it has streams, key-value tables or
+        reader groups. With it: first seals and deletes every stream, deletes every
+        key-value table and reader group (Pravega's ``deleteScopeRecursive``; done by this
+        client, one call per object, so a scope filled concurrently may still be not empty).
         """
+        if not isinstance(recursive, bool):
+            raise InvalidArgumentError("recursive must be a bool")
+        if recursive and scope in self._controller.list_scopes():
+            for group in self._controller.list_reader_groups(scope):
+                with contextlib.suppress(ReaderGroupNotFoundError):
+                    self._controller.delete_reader_group(scope, group)
+            for table in self._controller.list_key_value_tables(scope):
+                with contextlib.suppress(KeyValueTableNotFoundError):
+                    self._controller.delete_key_value_table(scope, table)
+            for stream in self._controller.list_streams(scope):
+                try:
+                    self.seal_stream(scope, stream)
+                    self.delete_stream(scope, stream)
+                except StreamNotFoundError:
+                    pass
         return self._controller.delete_scope(scope)
 
     def create_stream(
@@ -44,9 +86,88 @@ class StreamManager:
         """State, configuration and current segments. Raises StreamNotFoundError."""
         return self._controller.get_stream_info(scope, stream)
 
-    def seal_stream(self, scope: str, stream: str) -> bool:
-        """Seal the stream: later writes fail with StreamSealedError. Idempotent."""
-        return self._controller.seal_stream(scope, stream)
+    def seal_stream(self, scope: str, stream: str, timeout_s: float = WORKFLOW_WAIT_S) -> bool:
+        """Seal the stream: later writes fail with StreamSealedError. Idempotent; True once
+        SEALED."""
+        if not self._controller.seal_stream(scope, stream):
+            _wait(
+                lambda: self._controller.get_stream_info(scope, stream).state is StreamState.SEALED,
+                f"sealing {scope}/{stream}",
+                timeout_s,
+            )
+        return True
+
+    def delete_stream(self, scope: str, stream: str, timeout_s: float = WORKFLOW_WAIT_S) -> bool:
+        """Delete a sealed stream and every segment it ever had; False if it does not exist.
+
+        Raises StreamNotSealedError (seal it first), ScopeNotFoundError, InvalidNameError.
+        """
+        if not self._controller.delete_stream(scope, stream):
+            return False
+
+        def gone() -> bool:
+            try:
+                self._controller.get_stream_info(scope, stream)
+            except StreamNotFoundError:
+                return True
+            return False
+
+        _wait(gone, f"deleting {scope}/{stream}", timeout_s)
+        return True
+
+    def update_stream(
+        self,
+        scope: str,
+        stream: str,
+        config: StreamConfiguration,
+        timeout_s: float = WORKFLOW_WAIT_S,
+    ) -> bool:
+        """Change the stream's configuration (scaling and retention policies); True once
+        stored and handed to its segments.
+
+        Raises StreamNotFoundError, StreamSealedError, InvalidArgumentError,
+        ConflictingUpdateError (another update is under way).
+        """
+        self._controller.update_stream(scope, stream, config)
+        _wait(
+            lambda: self._controller.check_update(scope, stream),
+            f"updating {scope}/{stream}",
+            timeout_s,
+        )
+        return True
+
+    def scale_stream(
+        self,
+        scope: str,
+        stream: str,
+        sealed_segment_ids: list[int],
+        new_key_ranges: list[tuple[float, float]],
+        timeout_s: float = WORKFLOW_WAIT_S,
+    ) -> bool:
+        """Seal ``sealed_segment_ids`` (of the current epoch) and replace them by new
+        segments owning ``new_key_ranges``; True once the new epoch is active.
+
+        Raises ScaleConflictError (segments not in the current epoch, ranges that do not
+        exactly cover theirs, another scale under way), StreamSealedError,
+        StreamNotFoundError, InvalidArgumentError; nothing changed then.
+        """
+        epoch = self._controller.scale_stream(scope, stream, sealed_segment_ids, new_key_ranges)
+        _wait(
+            lambda: self._controller.check_scale(scope, stream, epoch),
+            f"scaling {scope}/{stream} to epoch {epoch}",
+            timeout_s,
+        )
+        return True
+
+    def get_successors(
+        self, scope: str, stream: str, segment_id: int
+    ) -> dict[SegmentRange, list[int]]:
+        """The segments that replaced ``segment_id``, each with its predecessors' ids."""
+        return self._controller.get_successors(scope, stream, segment_id)
+
+    def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
+        """The segments of the epoch current at ``time_ms`` (ms since 1970), from offset 0."""
+        return self._controller.get_segments_at_time(scope, stream, time_ms)
 
     def create_key_value_table(
         self, scope: str, table: str, partitions: int = KVT_PARTITIONS_DEFAULT

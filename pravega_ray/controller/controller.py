@@ -1,15 +1,14 @@
-"""The controller: scopes, streams, key-value tables and reader groups, stored durably.
+"""The controller's API: scopes, streams, key-value tables and reader groups, stored durably.
 
-Minimal today (walking skeleton): streams have one epoch of a fixed number of
-segments splitting the routing-key space [0, 1) evenly. Workflows follow the
-controller seed's shape: a stream record is written first in state CREATING,
-segments are created on their containers (idempotently), then the state moves
-to ACTIVE; seal moves ACTIVE -> SEALING, seals every segment, -> SEALED. Every
-state change goes through the transition table (``records.STATE_TRANSITIONS``).
-A workflow interrupted by a crash is resumed on the next start, so the
-controller can be killed at any point. Records are read and written through the
-stream metadata store (``stream_metadata_store.py``); this module holds the
-workflows and the checks of every argument.
+Streams follow the controller seed: a stream is a series of epochs, each a consistent set
+of segments covering the routing-key space [0, 1) (records in ``stream_records.py``).
+Create is a task (record in CREATING, segments created idempotently, ACTIVE; resumed after
+a crash). Scale, update, seal and delete are *requests*: this API checks the input, posts
+the request to the internal request stream and stores its temporary property (scale,
+update), and the request event processor (``event_processor.py``, running
+``stream_workflows.py``) runs the workflow; callers poll ``check_scale`` /
+``get_stream_info`` for the end (the stream manager does). Every state change goes
+through the transition table (``records.STATE_TRANSITIONS``).
 
 Robustness:
 
@@ -21,63 +20,58 @@ Robustness:
   record keeps working (workflows are resumed one record at a time).
 * Calls are safe to repeat after a lost reply where the client retries them
   (``client/controller_connection.py``): creates carry a ``request_id`` stored in the
-  record, so a repeated create that had landed answers True; reader-group calls carry
-  the reader's session and are idempotent (``reader_group_state.py``).
-* Names are never reused: a key-value table re-created under a deleted one's name
-  numbers its segments after the deleted one's (Pravega's safe starting segment
-  number, kept in a ``deleted/`` record), so a client of the old table gets
-  KeyValueTableNotFoundError instead of writing into the new one.
+  record, so a repeated create that had landed answers True; a repeated scale of the
+  scale under way answers its epoch; reader-group calls carry the reader's session.
+* Names are never reused: a stream or key-value table re-created under a deleted one's
+  name numbers its segments after the deleted one's (Pravega's safe starting segment
+  number, kept in a ``deleted/`` record).
 
-The controller reaches segment containers through :class:`SegmentStoreAdmin`
-(Ray handles in the actor shell, direct calls in-process). Not thread-safe:
-the actor shell serializes calls.
+Key-value table calls are in ``key_value_tables.py``, reader-group calls in
+``reader_groups.py`` (mixins of :class:`Controller`). Not thread-safe: the actor shell
+serializes calls.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pravega_ray.constants import KVT_PARTITIONS_MAX, READER_GROUP_OFFSETS_SAVE_INTERVAL_S
-from pravega_ray.controller.reader_group_state import (
-    Assignment,
-    ReaderGroupState,
-    check_offsets,
-)
+from pravega_ray.controller.key_value_tables import KeyValueTableCalls
+from pravega_ray.controller.reader_groups import ReaderGroupCalls
 from pravega_ray.controller.records import (
-    KeyValueTableInfo,
     KeyValueTableState,
     SegmentRange,
     StreamInfo,
     StreamState,
+    check_request_id,
 )
+from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import (
     MetadataStore,
     StreamMetadataStore,
     is_int,
 )
+from pravega_ray.controller.stream_records import check_key_ranges, to_range
 from pravega_ray.errors import (
-    IllegalStateError,
+    ConflictingUpdateError,
     InvalidArgumentError,
     PravegaError,
-    ReaderGroupNotFoundError,
     RetriableError,
     ScopeNotEmptyError,
     ScopeNotFoundError,
     SegmentExistsError,
-    SegmentNotFoundError,
+    StreamNotFoundError,
+    StreamNotSealedError,
+    StreamSealedError,
 )
-from pravega_ray.naming import (
-    parse_scoped_stream,
-    validate_kvt_name,
-    validate_name,
-)
-from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
+from pravega_ray.naming import segment_epoch, validate_name
+from pravega_ray.segmentstore.contracts import ReadResult
+from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
+from pravega_ray.stream_cut import StreamCut
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +90,14 @@ class SegmentStoreAdmin(Protocol):
 
     def delete_segment(self, segment: str) -> None: ...
 
+    def append_plain(self, segment: str, data: bytes) -> int: ...
 
-def _check_request_id(request_id: object) -> None:
-    if request_id is not None and not (isinstance(request_id, str) and 0 < len(request_id) <= 64):
-        raise InvalidArgumentError("request_id must be None or a str of 1 to 64 characters")
+    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult: ...
+
+    def truncate_segment(self, segment: str, offset: int) -> None: ...
 
 
-class Controller:
+class Controller(KeyValueTableCalls, ReaderGroupCalls):
     """Implements the controller's service surface
     (:class:`~pravega_ray.controller.service.ControllerService`) over the records of
     ``store`` (through a :class:`StreamMetadataStore`) and the segment containers reached
@@ -117,9 +112,12 @@ class Controller:
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         monotonic: Callable[[], float] = time.monotonic,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        set_policy: Callable[[str, ScalingPolicy], None] = lambda segment, policy: None,
     ) -> None:
         self._store = StreamMetadataStore(store)
         self._segments = segments
+        self._requests = RequestStream(segments)
+        self._set_policy = set_policy
         self.container_count = container_count
         self._wall_clock_ms = wall_clock_ms
         self._monotonic = monotonic
@@ -160,7 +158,7 @@ class Controller:
         finishers: dict[str, dict[str, Callable[[str, str], None]]] = {
             "streams": {
                 StreamState.CREATING.value: self._finish_create,
-                StreamState.SEALING.value: self._finish_seal,
+                StreamState.SEALING.value: self._request_seal,
             },
             "kvtables": {
                 KeyValueTableState.CREATING.value: self._finish_create_kvt,
@@ -209,7 +207,7 @@ class Controller:
         """Create ``scope``; False if it exists already (True again for a retried request)."""
         self._ready()
         validate_name("scope", scope)
-        _check_request_id(request_id)
+        check_request_id(request_id)
         existing = self._store.get_scope(scope)
         if existing is not None:
             return request_id is not None and existing.get("request_id") == request_id
@@ -257,19 +255,9 @@ class Controller:
         self._ready()
         self._check_scope(scope)
         validate_name("stream", stream)
-        _check_request_id(request_id)
+        check_request_id(request_id)
         config = config if config is not None else StreamConfiguration()
-        if not isinstance(config, StreamConfiguration):
-            raise InvalidArgumentError(
-                f"config must be a StreamConfiguration, got {type(config).__name__}"
-            )
-        try:
-            stored_config = config.to_dict()
-            StreamConfiguration.from_dict(stored_config)  # what is stored must load again
-        except InvalidArgumentError:
-            raise
-        except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
-            raise InvalidArgumentError(f"config does not validate: {e!r}") from None
+        stored_config = _stored_config(config)
         key = f"streams/{scope}/{stream}"
         existing = self._store.get_stream_record(scope, stream)
         if existing is not None:
@@ -289,10 +277,12 @@ class Controller:
         return True
 
     def _finish_create(self, scope: str, stream: str) -> None:
-        for segment in self.get_stream_info(scope, stream).segments:
+        info = self.get_stream_info(scope, stream)
+        for segment in info.segments:
             # A segment created before a crash is fine: the workflow is idempotent.
             with contextlib.suppress(SegmentExistsError):
                 self._segments.create_segment(segment.name)
+            self._set_policy(segment.name, info.configuration.scaling)
         self._store.transition(scope, stream, StreamState.ACTIVE)
 
     def list_streams(self, scope: str) -> list[str]:
@@ -311,285 +301,202 @@ class Controller:
     def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
         return self.get_stream_info(scope, stream).segments
 
+    def _stream_args(self, scope: str, stream: str) -> None:
+        self._check_scope(scope)
+        validate_name("stream", stream, allow_system=True)
+
+    def get_successors(
+        self, scope: str, stream: str, segment_id: int
+    ) -> dict[SegmentRange, list[int]]:
+        """The segments that replaced ``segment_id``, each with all its predecessors' ids;
+        empty while the segment is active, or once the stream is sealed.
+
+        Raises ScopeNotFoundError, StreamNotFoundError, InvalidArgumentError.
+        """
+        self._stream_args(scope, stream)
+        _check_segment_id(segment_id)
+        successors = self._store.streams.successors(scope, stream, segment_id)
+        return {to_range(scope, stream, row): preds for row, preds in successors}
+
+    def get_predecessors(self, scope: str, stream: str, segment_id: int) -> list[SegmentRange]:
+        """The segments ``segment_id`` replaced (empty for a segment of epoch 0)."""
+        self._stream_args(scope, stream)
+        _check_segment_id(segment_id)
+        rows = self._store.streams.predecessors(scope, stream, segment_id)
+        return [to_range(scope, stream, r) for r in rows]
+
+    def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
+        """The segments of the epoch current at ``time_ms`` (epoch 0 before the stream
+        existed), each from offset 0: a binary search of the index table."""
+        self._stream_args(scope, stream)
+        if not is_int(time_ms):
+            raise InvalidArgumentError("time_ms must be an int (milliseconds since the epoch)")
+        records = self._store.streams
+        epoch = records.epoch_at(scope, stream, time_ms)
+        row = records.epoch(scope, stream, epoch)
+        assert row is not None
+        return StreamCut(scope, stream, {sid: 0 for sid, _, _ in row.segments})
+
+    def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        """The segments of epoch ``epoch``. Raises StreamNotFoundError if it has no such epoch."""
+        self._stream_args(scope, stream)
+        if not is_int(epoch) or epoch < 0:
+            raise InvalidArgumentError("epoch must be an int >= 0")
+        row = self._store.streams.epoch(scope, stream, epoch)
+        if row is None:
+            raise StreamNotFoundError(f"stream {scope}/{stream} has no epoch {epoch}")
+        return [to_range(scope, stream, r) for r in row.segments]
+
+    def get_segments_between(
+        self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
+    ) -> list[SegmentRange]:
+        """Every segment between two cuts (segment id -> offset; ``end`` None: the tail),
+        across epochs, in creation order: for the batch client."""
+        self._stream_args(scope, stream)
+        records = self._store.streams
+        ids = records.all_segment_ids(scope, stream)
+        rows = {sid: records.segment_row(scope, stream, sid) for sid in ids}
+        low = min((segment_epoch(s) for s in start), default=0)
+        high = max((segment_epoch(s) for s in end), default=None) if end else None
+        out = []
+        for sid in ids:
+            found = rows[sid]
+            if found is None or segment_epoch(sid) > (high if high is not None else 1 << 31):
+                continue
+            replaced = records.sealed_in(scope, stream, sid)
+            if replaced is not None and replaced.epoch <= low and sid not in start:
+                continue  # wholly before the start cut
+            out.append(to_range(scope, stream, found[0]))
+        return out
+
+    def _post(self, kind: str, scope: str, stream: str, **fields: Any) -> None:
+        body = {"type": kind, "scope": scope, "stream": stream, "posted_ms": self._wall_clock_ms()}
+        self._requests.post({**body, **fields})
+
+    def scale_stream(
+        self,
+        scope: str,
+        stream: str,
+        sealed_segment_ids: list[int],
+        new_key_ranges: list[tuple[float, float]],
+    ) -> int:
+        """Ask for a scale; returns the epoch it creates (poll :meth:`check_scale`).
+
+        Raises StreamNotFoundError, StreamSealedError, InvalidArgumentError (input of the
+        wrong shape), ScaleConflictError (segments not in the current epoch, ranges that do
+        not exactly cover theirs, another scale under way); nothing changed then. Repeating
+        the scale under way answers its epoch.
+        """
+        self._ready()
+        self._stream_args(scope, stream)
+        if not isinstance(sealed_segment_ids, (list, tuple)) or not sealed_segment_ids:
+            raise InvalidArgumentError("sealed_segment_ids must be a non-empty list of ids")
+        for sid in sealed_segment_ids:
+            _check_segment_id(sid)
+        ranges = check_key_ranges(new_key_ranges)
+        records = self._store.streams
+        state = records.state(scope, stream)
+        if state in (StreamState.SEALING, StreamState.SEALED):
+            raise StreamSealedError(f"stream {scope}/{stream} is sealed")
+        value = records.get(scope, stream)[0]
+        # The request first, then the property (the seed's order): a property without its
+        # request would block the stream's scales for good; a request without its
+        # property expires.
+        self._post("scale", scope, stream, epoch=int(value["epoch"]) + 1)
+        record = records.start_scale(
+            scope, stream, list(sealed_segment_ids), ranges, self._wall_clock_ms()
+        )
+        return record.epoch
+
+    def check_scale(self, scope: str, stream: str, epoch: int) -> bool:
+        """Whether the scale that creates ``epoch`` is done (the epoch is current)."""
+        self._stream_args(scope, stream)
+        if not is_int(epoch) or epoch < 0:
+            raise InvalidArgumentError("epoch must be an int >= 0")
+        records = self._store.streams
+        running = records.scale_record(scope, stream)
+        current = records.get(scope, stream)[0]["epoch"]
+        return current >= epoch and (running is None or running.epoch > epoch)
+
+    def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        """Ask for a configuration update (poll :meth:`check_update`).
+
+        Raises StreamNotFoundError, StreamSealedError, InvalidArgumentError,
+        ConflictingUpdateError (another update is under way).
+        """
+        self._ready()
+        self._stream_args(scope, stream)
+        stored = _stored_config(config)
+        state = self._store.streams.state(scope, stream)
+        if state in (StreamState.SEALING, StreamState.SEALED):
+            raise StreamSealedError(f"stream {scope}/{stream} is sealed")
+        self._post("update", scope, stream)
+        try:
+            self._store.streams.put_update(scope, stream, stored)
+        except ConflictingUpdateError:
+            raise ConflictingUpdateError(
+                f"an update of {scope}/{stream} is under way; try again once it is done"
+            ) from None
+        return True
+
+    def check_update(self, scope: str, stream: str) -> bool:
+        """Whether no update of the stream is pending."""
+        self._stream_args(scope, stream)
+        return self._store.streams.pending_update(scope, stream) is None
+
     def seal_stream(self, scope: str, stream: str) -> bool:
-        """Seal every segment of the stream; True once SEALED (idempotent)."""
+        """Ask for the stream to be sealed; True if it is SEALED already (else poll
+        :meth:`get_stream_info`)."""
         self._ready()
         state = self.get_stream_info(scope, stream).state
         if state is StreamState.SEALED:
             return True
-        key = f"streams/{scope}/{stream}"
         if state is StreamState.CREATING:  # a create interrupted earlier: finish it first
+            key = f"streams/{scope}/{stream}"
             self._run_workflow(key, lambda: self._finish_create(scope, stream))
-        if state is not StreamState.SEALING:
-            self._store.transition(scope, stream, StreamState.SEALING)
-        self._run_workflow(key, lambda: self._finish_seal(scope, stream))
-        return True
+        self._post("seal", scope, stream)
+        return False
 
-    def _finish_seal(self, scope: str, stream: str) -> None:
-        for segment in self.get_current_segments(scope, stream):
-            self._segments.seal_segment(segment.name)
-        self._store.transition(scope, stream, StreamState.SEALED)
+    def _request_seal(self, scope: str, stream: str) -> None:
+        """Post a seal request for a stream found SEALING (a seal cut short before its
+        request was posted, by a controller of data format 5); a duplicate is harmless."""
+        self.get_stream_info(scope, stream)  # a damaged record is quarantined, not posted
+        self._post("seal", scope, stream)
 
-    # --- key-value tables -----------------------------------------------------------------------
-    def create_key_value_table(
-        self, scope: str, table: str, partitions: int, request_id: str | None = None
-    ) -> bool:
-        """Create a key-value table of ``partitions`` table segments; False if it exists.
+    def delete_stream(self, scope: str, stream: str) -> bool:
+        """Ask for a sealed stream to be deleted; False if it does not exist (poll
+        :meth:`get_stream_info` until StreamNotFoundError).
 
-        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
-        outside [1, KVT_PARTITIONS_MAX]). A table of that name with another
-        partition count is still "exists" (False): partitions are fixed at creation.
+        Raises StreamNotSealedError (seal it first), ScopeNotFoundError, InvalidNameError.
         """
         self._ready()
-        self._check_scope(scope)
-        validate_kvt_name(table)
-        _check_request_id(request_id)
-        if (
-            isinstance(partitions, bool)
-            or not isinstance(partitions, int)
-            or not 1 <= partitions <= KVT_PARTITIONS_MAX
-        ):
-            raise InvalidArgumentError(f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}]")
-        key = f"kvtables/{scope}/{table}"
-        existing = self._store.get_key_value_table_record(scope, table)
-        if existing is not None:
-            # A damaged record is named, not "exists"; a create cut short is finished.
-            if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
-                self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
-            return request_id is not None and existing.get("request_id") == request_id
-        self._store.create_key_value_table(
-            scope, table, partitions, self._wall_clock_ms(), request_id
-        )
-        self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
-        return True
-
-    def _finish_create_kvt(self, scope: str, table: str) -> None:
-        info = self.get_key_value_table(scope, table)
-        for segment in info.segments:
-            with contextlib.suppress(SegmentExistsError):  # idempotent after a crash
-                self._segments.create_table_segment(segment)
-        self._store.set_key_value_table_state(
-            scope, table, KeyValueTableState.CREATING, KeyValueTableState.ACTIVE
-        )
-
-    def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
-        """The table's partitions and segments. Raises KeyValueTableNotFoundError."""
-        self._check_scope(scope)
-        validate_kvt_name(table)
-        return self._store.get_key_value_table(scope, table)
-
-    def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
-        """As :meth:`get_key_value_table`, but IllegalStateError unless it is ACTIVE."""
-        self._ready()
-        info = self.get_key_value_table(scope, table)
-        if info.state is not KeyValueTableState.ACTIVE:
-            raise IllegalStateError(f"key-value table {scope}/{table} is {info.state.value}")
-        return info
-
-    def list_key_value_tables(self, scope: str) -> list[str]:
-        self._check_scope(scope)
-        return self._store.list_names("kvtables", scope)
-
-    def delete_key_value_table(self, scope: str, table: str) -> bool:
-        """Delete the table and its segments; False if it does not exist."""
-        self._ready()
-        self._check_scope(scope)
-        validate_kvt_name(table)
-        if self._store.get_key_value_table_record(scope, table) is None:
-            return False
-        state = self.get_key_value_table(scope, table).state
-        if state is not KeyValueTableState.DELETING:
-            self._store.set_key_value_table_state(scope, table, state, KeyValueTableState.DELETING)
-        key = f"kvtables/{scope}/{table}"
-        self._run_workflow(key, lambda: self._finish_delete_kvt(scope, table))
-        return True
-
-    def _finish_delete_kvt(self, scope: str, table: str) -> None:
-        info = self.get_key_value_table(scope, table)  # checks the record's fields
-        record = self._store.get_key_value_table_record(scope, table) or {}
-        next_number = record.get("segment_base", 0) + info.partitions
-        # First the safe start for a re-created table, then the segments, then the record.
-        if self._store.safe_start("kvtables", scope, table, 0) < next_number:
-            self._store.remember_deleted("kvtables", scope, table, next_number)
-        for segment in info.segments:
-            with contextlib.suppress(SegmentNotFoundError):  # idempotent after a crash
-                self._segments.delete_segment(segment)
-        self._store.delete_key_value_table(scope, table)
-
-    # --- reader groups -------------------------------------------------------------------------
-    def create_reader_group(
-        self, scope: str, group: str, config: ReaderGroupConfig, request_id: str | None = None
-    ) -> bool:
-        """Create a reader group at the head of its streams; False if it exists.
-
-        Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError,
-        InvalidArgumentError (config not a valid ReaderGroupConfig); nothing is stored then.
-        Each creation is a new incarnation with a new group id, so readers of a group
-        deleted before get ReaderGroupNotFoundError rather than this group's segments.
-        """
-        self._ready()
-        self._check_scope(scope)
-        validate_name("reader group", group)
-        _check_request_id(request_id)
-        if not isinstance(config, ReaderGroupConfig):
-            raise InvalidArgumentError(
-                f"config must be a ReaderGroupConfig, got {type(config).__name__}"
-            )
+        self._stream_args(scope, stream)
         try:
-            config = ReaderGroupConfig.from_dict(config.to_dict())  # what it says must load
-        except InvalidArgumentError:
-            raise
-        except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
-            raise InvalidArgumentError(f"config does not validate: {e!r}") from None
-        existing = self._store.get_reader_group_record(scope, group)
-        if existing is not None:
-            self._group(scope, group)  # a damaged record is named, not "exists"
-            return request_id is not None and existing.get("request_id") == request_id
-        segments: list[str] = []
-        for scoped in config.streams:
-            s_scope, s_stream = parse_scoped_stream(scoped)
-            segments += [s.name for s in self.get_current_segments(s_scope, s_stream)]
-        state = ReaderGroupState.new(
-            scope, group, list(config.streams), segments, self._new_id(), request_id
+            state = self._store.streams.state(scope, stream)
+        except StreamNotFoundError:
+            return False
+        if state is not StreamState.SEALED:
+            raise StreamNotSealedError(f"stream {scope}/{stream} is {state.value}; seal it first")
+        self._post("delete", scope, stream)
+        return True
+
+
+def _check_segment_id(segment_id: object) -> None:
+    if not is_int(segment_id) or not 0 <= segment_id < 1 << 63:
+        raise InvalidArgumentError(f"a segment id is an int in [0, 2**63), got {segment_id!r}")
+
+
+def _stored_config(config: object) -> dict[str, Any]:
+    """``config`` as stored; InvalidArgumentError unless it is a valid StreamConfiguration."""
+    if not isinstance(config, StreamConfiguration):
+        raise InvalidArgumentError(
+            f"config must be a StreamConfiguration, got {type(config).__name__}"
         )
-        self._store.create_reader_group(state)
-        return True
-
-    def _group(self, scope: str, group: str) -> tuple[ReaderGroupState, int]:
-        self._check_scope(scope)
-        validate_name("reader group", group)
-        return self._store.get_reader_group(scope, group)
-
-    def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
-        """The group's state as stored (``group_id``, owners, offsets)."""
-        return self._group(scope, group)[0].to_dict()
-
-    def delete_reader_group(self, scope: str, group: str) -> bool:
-        """Delete the group; False if it does not exist. Its readers' next calls fail.
-
-        Raises ScopeNotFoundError, InvalidNameError, DataCorruptionError (a damaged
-        record is not deleted blindly).
-        """
-        try:
-            self._group(scope, group)
-        except ReaderGroupNotFoundError:
-            return False
-        self._store.delete_reader_group(scope, group)
-        self._offsets_saved.pop(f"{scope}/{group}", None)
-        return True
-
-    # Reader calls. ``group_id`` (from joining, or from ``get_reader_group``) names the
-    # incarnation the caller knows: ReaderGroupNotFoundError if the group was re-created
-    # since. None skips that check (callers that do not know it yet).
-
-    def reader_group_online_readers(
-        self, scope: str, group: str, group_id: str | None = None
-    ) -> list[str]:
-        state = self._group(scope, group)[0]
-        state.check_group_id(group_id)
-        return state.readers
-
-    def reader_group_reader_offline(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        """Declare ``reader_id`` gone; its segments return at ``offsets`` (or as last synced)."""
-        if offsets is not None:
-            check_offsets(offsets)
-        state, version = self._group(scope, group)
-        state.check_group_id(group_id)
-        if not state.reader_offline(reader_id, offsets):
-            return False
-        self._store.save_reader_group(state, version)
-        return True
-
-    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
-        """Join ``reader_id`` with ``session``; returns the group id the reader must carry.
-
-        A no-op for a repeated join of the same session; ReaderAlreadyExistsError if the
-        id is online with another session.
-        """
-        _check_session(session)
-        state, version = self._group(scope, group)
-        joining = reader_id not in state.assigned
-        state.add_reader(reader_id, session)  # a no-op for a repeated join of this session
-        if joining:
-            self._store.save_reader_group(state, version)
-        return state.group_id
-
-    def reader_group_remove_reader(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        if offsets is not None:
-            check_offsets(offsets)
-        state, version = self._group(scope, group)
-        state.check_group_id(group_id)
-        if not state.remove_reader(reader_id, session, offsets):
-            return False
-        self._store.save_reader_group(state, version)
-        return True
-
-    def reader_group_sync(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int],
-        completed: list[str],
-        group_id: str | None = None,
-    ) -> Assignment:
-        check_offsets(offsets)
-        if not isinstance(completed, list) or not all(isinstance(c, str) for c in completed):
-            raise InvalidArgumentError("completed must be a list of segment names")
-        state, version = self._group(scope, group)
-        state.check_group_id(group_id)
-        before = {r: dict(o) for r, o in state.assigned.items()}
-        assignment = state.sync(reader_id, session, offsets, list(completed))
-        # Ownership changes are stored at once; offsets alone at most every
-        # READER_GROUP_OFFSETS_SAVE_INTERVAL_S (readers report their exact offsets again
-        # when they release a segment or leave), so syncs do not write a record each.
-        key = f"{scope}/{group}"
-        now = self._monotonic()
-        owned_changed = {r: set(o) for r, o in before.items()} != {
-            r: set(o) for r, o in state.assigned.items()
-        }
-        offsets_due = before != state.assigned and (
-            now - self._offsets_saved.get(key, -math.inf) >= READER_GROUP_OFFSETS_SAVE_INTERVAL_S
-        )
-        if owned_changed or offsets_due:
-            self._store.save_reader_group(state, version)
-            self._offsets_saved[key] = now
-        return assignment
-
-    def reader_group_release(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        segment: str,
-        offset: int,
-        group_id: str | None = None,
-    ) -> None:
-        if not is_int(offset) or offset < 0:
-            raise InvalidArgumentError("offset must be an int >= 0")
-        state, version = self._group(scope, group)
-        state.check_group_id(group_id)
-        if state.release(reader_id, session, segment, offset):
-            self._store.save_reader_group(state, version)
-
-
-def _check_session(session: object) -> None:
-    if not isinstance(session, str) or not 0 < len(session) <= 64:
-        raise InvalidArgumentError("a reader session is a str of 1 to 64 characters")
+    try:
+        stored = config.to_dict()
+        StreamConfiguration.from_dict(stored)  # what is stored must load again
+    except InvalidArgumentError:
+        raise
+    except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
+        raise InvalidArgumentError(f"config does not validate: {e!r}") from None
+    return stored

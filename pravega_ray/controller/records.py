@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.stream_configuration import StreamConfiguration
 
 
@@ -81,3 +82,9 @@ class KeyValueTableInfo:
     partitions: int
     segments: tuple[str, ...]
     creation_time_ms: int
+
+
+def check_request_id(request_id: object) -> None:
+    """A create's ``request_id``: None or a str of 1 to 64 characters, else InvalidArgumentError."""
+    if request_id is not None and not (isinstance(request_id, str) and 0 < len(request_id) <= 64):
+        raise InvalidArgumentError("request_id must be None or a str of 1 to 64 characters")

@@ -20,6 +20,8 @@ from typing import TypeVar
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.errors import RetriableError
 from pravega_ray.retry import repeat_while
+from pravega_ray.segmentstore.attributes import AttributeUpdate
+from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.segmentstore.service import SegmentStoreClient
 
 __all__ = ["SegmentHelper"]
@@ -56,7 +58,7 @@ class SegmentHelper:
         return repeat_while(
             RetriableError,
             lambda: call(segment).result(self._call_timeout_s),
-            what=f"segment call {call.__name__} on {segment}",
+            what=f"segment call {getattr(call, '__name__', 'call')} on {segment}",
             log=log,
             attempts_max=self._attempts_max,
             pause_s=self._pause_s,
@@ -74,3 +76,17 @@ class SegmentHelper:
 
     def delete_segment(self, segment: str) -> None:
         self._call(segment, self._client.delete_segment)
+
+    def append_plain(self, segment: str, data: bytes) -> int:
+        """Append ``data`` as one block; returns its offset. Repeated on an unknown outcome,
+        so it may land twice: for the request stream, whose readers are idempotent."""
+        return self._call(segment, lambda s: self._client.append_conditional(s, data)).offset
+
+    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
+        return self._call(segment, lambda s: self._client.read(s, offset, max_bytes, wait_s))
+
+    def truncate_segment(self, segment: str, offset: int) -> None:
+        self._call(segment, lambda s: self._client.truncate(s, offset))
+
+    def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
+        self._call(segment, lambda s: self._client.update_attributes(s, updates))

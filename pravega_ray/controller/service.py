@@ -35,6 +35,7 @@ from pravega_ray.controller.reader_group_state import Assignment
 from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
 from pravega_ray.invariant import invariant
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
+from pravega_ray.stream_cut import StreamCut
 
 
 class ControllerService(Protocol):
@@ -95,8 +96,64 @@ class ControllerService(Protocol):
         """The segments of the stream's current epoch, with their routing-key ranges."""
         ...
 
+    def get_successors(
+        self, scope: str, stream: str, segment_id: int
+    ) -> dict[SegmentRange, list[int]]:
+        """The segments that replaced ``segment_id``, each with all its predecessors' ids;
+        empty while it is active or once the stream is sealed."""
+        ...
+
+    def get_predecessors(self, scope: str, stream: str, segment_id: int) -> list[SegmentRange]:
+        """The segments ``segment_id`` replaced (empty for a segment of epoch 0)."""
+        ...
+
+    def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
+        """The segments of the epoch current at ``time_ms``, each from offset 0."""
+        ...
+
+    def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        """The segments of epoch ``epoch``; StreamNotFoundError if there is no such epoch."""
+        ...
+
+    def get_segments_between(
+        self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
+    ) -> list[SegmentRange]:
+        """Every segment between two cuts (id -> offset; ``end`` None: the tail)."""
+        ...
+
+    def scale_stream(
+        self,
+        scope: str,
+        stream: str,
+        sealed_segment_ids: list[int],
+        new_key_ranges: list[tuple[float, float]],
+    ) -> int:
+        """Ask for a scale; returns the epoch it creates (poll ``check_scale``).
+
+        StreamSealedError, ScaleConflictError, InvalidArgumentError; nothing changed then.
+        """
+        ...
+
+    def check_scale(self, scope: str, stream: str, epoch: int) -> bool:
+        """Whether the scale that creates ``epoch`` is done."""
+        ...
+
+    def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        """Ask for a configuration update (poll ``check_update``); ConflictingUpdateError
+        while another runs, StreamSealedError, InvalidArgumentError."""
+        ...
+
+    def check_update(self, scope: str, stream: str) -> bool:
+        """Whether no update of the stream is pending."""
+        ...
+
     def seal_stream(self, scope: str, stream: str) -> bool:
-        """Seal every segment of the stream; True once SEALED (idempotent)."""
+        """Ask for the stream to be sealed; True if it is SEALED already (else poll
+        ``get_stream_info``)."""
+        ...
+
+    def delete_stream(self, scope: str, stream: str) -> bool:
+        """Ask for a sealed stream's deletion; False if absent; StreamNotSealedError."""
         ...
 
     # --- key-value tables ------------------------------------------------------------------------
@@ -137,6 +194,10 @@ class ControllerService(Protocol):
         InvalidArgumentError (config not a valid ReaderGroupConfig); nothing is stored then.
         Each creation is a new incarnation with a new group id.
         """
+        ...
+
+    def list_reader_groups(self, scope: str) -> list[str]:
+        """The reader groups of ``scope``, sorted. Raises ScopeNotFoundError."""
         ...
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:

@@ -33,13 +33,12 @@ from typing import Any, Protocol
 from pravega_ray.constants import KVT_PARTITIONS_MAX, SYSTEM_SCOPE
 from pravega_ray.controller.reader_group_state import ReaderGroupState
 from pravega_ray.controller.records import (
-    STATE_TRANSITIONS,
     KeyValueTableInfo,
     KeyValueTableState,
-    SegmentRange,
     StreamInfo,
     StreamState,
 )
+from pravega_ray.controller.stream_records import StreamRecords
 from pravega_ray.errors import (
     AlreadyExistsError,
     ConflictingUpdateError,
@@ -49,11 +48,9 @@ from pravega_ray.errors import (
     InvalidArgumentError,
     KeyValueTableNotFoundError,
     ReaderGroupNotFoundError,
-    StreamNotFoundError,
 )
-from pravega_ray.naming import kvt_segment_name, segment_id, stream_segment_name
+from pravega_ray.naming import kvt_segment_name
 from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
-from pravega_ray.stream_configuration import StreamConfiguration
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +258,7 @@ class StreamMetadataStore:
     def __init__(self, records: MetadataStore) -> None:
         self._records = records
         self._damaged: dict[str, str] = {}
+        self.streams = StreamRecords(records, self._parsing)
 
     # --- any record, and damage ------------------------------------------------------------------
     def damaged_records(self) -> dict[str, str]:
@@ -356,10 +354,10 @@ class StreamMetadataStore:
         value = {"next_segment_number": next_number}
         self._records.put(key, value, None if current is None else current.version)
 
-    # --- streams ---------------------------------------------------------------------------------
+    # --- streams: see stream_records.py ----------------------------------------------------------
     def get_stream_record(self, scope: str, stream: str) -> dict[str, Any] | None:
         """The stream's record as stored (None if absent); damage is quarantined and raised."""
-        return self._read(f"streams/{scope}/{stream}")
+        return self._read(StreamRecords.key(scope, stream))
 
     def create_stream(
         self,
@@ -377,69 +375,24 @@ class StreamMetadataStore:
         up its segment numbers.
         """
         base = self.safe_start("streams", scope, stream, segment_count)
-        record = {
-            "state": StreamState.CREATING.value,
-            "config": config,
-            "created_ms": created_ms,
-            "request_id": request_id,
-            # History table, one row per epoch: [[segment_id, key_low, key_high], ...].
-            "epochs": [
-                [
-                    [segment_id(0, base + i), i / segment_count, (i + 1) / segment_count]
-                    for i in range(segment_count)
-                ]
-            ],
-        }
-        self._records.put(f"streams/{scope}/{stream}", record, None)
+        self.streams.create(scope, stream, config, base, segment_count, created_ms, request_id)
 
     def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
         """The stream's state, configuration and current epoch with its segments.
 
         Raises StreamNotFoundError, DataCorruptionError (quarantined).
         """
-        key = f"streams/{scope}/{stream}"
-        record = self._read(key)
-        if record is None:
-            raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
-        with self._parsing(key):
-            epochs = record["epochs"]
-            return StreamInfo(
-                scope=scope,
-                stream=stream,
-                state=StreamState(record["state"]),
-                configuration=StreamConfiguration.from_dict(record["config"]),
-                epoch=len(epochs) - 1,
-                segments=tuple(
-                    SegmentRange(
-                        scope,
-                        stream,
-                        int(sid),
-                        stream_segment_name(scope, stream, int(sid)),
-                        float(lo),
-                        float(hi),
-                    )
-                    for sid, lo, hi in epochs[-1]
-                ),
-                creation_time_ms=int(record["created_ms"]),
-            )
+        return self.streams.info(scope, stream)
 
-    def transition(self, scope: str, stream: str, to: StreamState) -> None:
+    def transition(self, scope: str, stream: str, to: StreamState, **fields: Any) -> None:
         """Move the stream to state ``to``; IllegalStateTransitionError unless the
         transition table (``records.STATE_TRANSITIONS``) allows it from its state now.
 
         Raises StreamNotFoundError, DataCorruptionError, ConflictingUpdateError.
         """
-        key = f"streams/{scope}/{stream}"
-        record = self._records.get(key)
-        if record is None:
-            raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
-        with self._parsing(key):
-            current = StreamState(record.value["state"])
-        if to not in STATE_TRANSITIONS[current]:
-            raise IllegalStateTransitionError(
-                f"stream {scope}/{stream} cannot go from {current.value} to {to.value}"
-            )
-        self._records.put(key, {**record.value, "state": to.value}, record.version)
+        if self.streams.state(scope, stream) is to:
+            raise IllegalStateTransitionError(f"stream {scope}/{stream} is {to.value} already")
+        self.streams.transition(scope, stream, to, **fields)
 
     # --- key-value tables (Pravega keeps them in a KVTableMetadataStore of their own) ------------
     def get_key_value_table_record(self, scope: str, table: str) -> dict[str, Any] | None:

@@ -155,9 +155,7 @@ class SegmentStoreService(Protocol):
 class ServiceInvoker(Protocol):
     """Calls a :class:`SegmentStoreService` method on the container that owns a segment."""
 
-    def invoke(
-        self, method: Callable[..., Awaitable[R]], segment: str, *args: Any
-    ) -> Future[R]:
+    def invoke(self, method: Callable[..., Awaitable[R]], segment: str, *args: Any) -> Future[R]:
         """Call ``owner.<method>(segment, *args)`` where ``owner`` serves ``segment``; a future.
 
         ``method`` is a function of :class:`SegmentStoreService` (e.g.
@@ -178,9 +176,7 @@ class SegmentStoreClient:
     def __init__(self, invoker: ServiceInvoker) -> None:
         self.invoker = invoker
 
-    def create_segment(
-        self, segment: str, role: SegmentRole = SegmentRole.NORMAL
-    ) -> Future[None]:
+    def create_segment(self, segment: str, role: SegmentRole = SegmentRole.NORMAL) -> Future[None]:
         return self.invoker.invoke(SegmentStoreService.create_segment, segment, role)
 
     def setup_append(self, segment: str, writer_id: bytes) -> Future[int]:
@@ -207,6 +203,32 @@ class SegmentStoreClient:
 
     def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:
         return self.invoker.invoke(SegmentStoreService.read, segment, offset, max_bytes, wait_s)
+
+    def append_conditional(
+        self,
+        segment: str,
+        data: bytes,
+        attribute_updates: tuple[AttributeUpdate, ...] = (),
+        expected_offset: int | None = None,
+        event_count: int = 0,
+    ) -> Future[AppendResult]:
+        return self.invoker.invoke(
+            SegmentStoreService.append_conditional,
+            segment,
+            data,
+            attribute_updates,
+            expected_offset,
+            event_count,
+        )
+
+    def truncate(self, segment: str, offset: int) -> Future[None]:
+        return self.invoker.invoke(SegmentStoreService.truncate, segment, offset)
+
+    def get_attributes(self, segment: str, keys: list[bytes]) -> Future[dict[bytes, int]]:
+        return self.invoker.invoke(SegmentStoreService.get_attributes, segment, keys)
+
+    def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> Future[None]:
+        return self.invoker.invoke(SegmentStoreService.update_attributes, segment, updates)
 
     def get_info(self, segment: str) -> Future[SegmentInfo]:
         return self.invoker.invoke(SegmentStoreService.get_info, segment)

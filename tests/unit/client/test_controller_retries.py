@@ -25,7 +25,7 @@ from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import ControllerUnavailableError
 from pravega_ray.inprocess import InProcessCluster, _LockedController
 from pravega_ray.storage.memory import InMemoryChunkStorage
-from tests.unit.controller.test_controller import FakeSegmentStore
+from tests.unit.controller.test_controller import FakeSegmentStore, seal
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -72,9 +72,14 @@ def _stream_with_events(clients: ClientFactory, count: int) -> list[bytes]:
 
 
 def _controller() -> tuple[ControllerClient, ReplyLost]:
+    client, lost, _ = _controller_and_core()
+    return client, lost
+
+
+def _controller_and_core() -> tuple[ControllerClient, ReplyLost, Controller]:
     controller = Controller(ChunkMetadataStore(InMemoryChunkStorage()), FakeSegmentStore(), 4)
     lost = ReplyLost(_LockedController(controller))
-    return ControllerClient(lost, pause_s=0.0), lost
+    return ControllerClient(lost, pause_s=0.0), lost, controller
 
 
 def test_read_next_event_goes_on_when_a_release_reply_is_lost(lossy) -> None:
@@ -130,7 +135,7 @@ def test_create_reply_lost_answers_true_and_seal_reply_lost_answers_true() -> No
     lost.lose["create_reader_group"] = 1
     assert controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
     lost.lose["seal_stream"] = 1
-    assert controller.seal_stream("sc", "st")
+    controller.seal_stream("sc", "st")  # the request, posted twice: the workflow is idempotent
     assert lost.calls == {
         "create_scope": 2,
         "create_stream": 2,
@@ -146,14 +151,17 @@ NOT_REPEATED = [
     "delete_key_value_table",
     "delete_reader_group",
     "reader_group_reader_offline",
+    "delete_stream",
 ]
 
 
 @pytest.mark.parametrize("method", NOT_REPEATED)
 def test_delete_outcome_unknown_is_not_repeated(method: str) -> None:
-    controller, lost = _controller()
+    controller, lost, core = _controller_and_core()
     controller.create_scope("sc")
     controller.create_stream("sc", "st", None)
+    controller.create_stream("sc", "sealed", None)
+    assert seal(core, "sc", "sealed")
     controller.create_key_value_table("sc", "t", 1)
     controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
     controller.reader_group_add_reader("sc", "rg", "r1", "session-1")
@@ -162,6 +170,7 @@ def test_delete_outcome_unknown_is_not_repeated(method: str) -> None:
         "delete_key_value_table": ("sc", "t"),
         "delete_reader_group": ("sc", "rg"),
         "reader_group_reader_offline": ("sc", "rg", "r1", None),
+        "delete_stream": ("sc", "sealed"),
     }[method]
     if method == "delete_scope":
         controller.create_scope("other")

@@ -6,14 +6,18 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.records import StreamState
+from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
+from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray.errors import (
     IllegalStateTransitionError,
     ScopeNotEmptyError,
     SegmentExistsError,
     SegmentNotFoundError,
 )
+from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 pytestmark = pytest.mark.timeout(10)
@@ -24,10 +28,14 @@ class FakeSegmentStore:
 
     def __init__(self) -> None:
         self.segments: dict[str, bool] = {}
+        self.system: dict[str, bytearray] = {}  # the request stream's segment
         self.fail_next_create = False
         self.fail_next_delete = False
 
     def create_segment(self, segment: str) -> None:
+        if segment.startswith("_system/"):
+            self.system.setdefault(segment, bytearray())
+            return
         if self.fail_next_create:
             self.fail_next_create = False
             raise RuntimeError("crash")
@@ -49,6 +57,41 @@ class FakeSegmentStore:
         if segment not in self.segments:
             raise SegmentNotFoundError(segment)
         del self.segments[segment]
+
+    def append_plain(self, segment: str, data: bytes) -> int:
+        buffer = self.system.setdefault(segment, bytearray())
+        offset = len(buffer)
+        buffer += data
+        return offset
+
+    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
+        buffer = self.system.get(segment, bytearray())
+        return ReadResult(offset, bytes(buffer[offset : offset + max_bytes]), False, len(buffer))
+
+    def truncate_segment(self, segment: str, offset: int) -> None:
+        pass
+
+
+def run_requests(controller: Controller) -> None:
+    """Run every request posted so far, as the request event processor does."""
+    segments = controller._segments
+    store = controller._store
+    processor = RequestEventProcessor(
+        RequestStream(segments),
+        StreamWorkflows(store, segments).handle,
+        store._records,
+    )
+    try:
+        assert processor.drain(5)
+    finally:
+        processor.stop()
+
+
+def seal(controller: Controller, scope: str, stream: str) -> bool:
+    """Seal through the controller and its workflow; True once SEALED."""
+    controller.seal_stream(scope, stream)
+    run_requests(controller)
+    return controller.get_stream_info(scope, stream).state is StreamState.SEALED
 
 
 def make(storage=None, segments=None):
@@ -105,8 +148,8 @@ def test_seal_is_idempotent_and_final() -> None:
     controller, storage, segments = make()
     controller.create_scope("sc")
     controller.create_stream("sc", "st", None)
-    assert controller.seal_stream("sc", "st")
-    assert controller.seal_stream("sc", "st")
+    assert seal(controller, "sc", "st")
+    assert seal(controller, "sc", "st")
     assert all(segments.segments.values())
     with pytest.raises(IllegalStateTransitionError):
         StreamMetadataStore(ChunkMetadataStore(storage)).transition("sc", "st", StreamState.ACTIVE)

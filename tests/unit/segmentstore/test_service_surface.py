@@ -95,7 +95,8 @@ def test_in_process_invoker_runs_the_owning_containers_method() -> None:
         for segment in segments:
             client.create_segment(segment).result(10)
         for container_id in range(3):
-            owned = cluster.run(cluster.container(container_id).list_segments()).result(10)
+            listed = cluster.run(cluster.container(container_id).list_segments()).result(10)
+            owned = [s for s in listed if not s.startswith("_system/")]  # the request stream
             assert owned == sorted(
                 s for s in segments if container_for_segment(s, 3) == container_id
             )

@@ -1,0 +1,218 @@
+"""The request event processor (controller seed, "Event Processor Framework").
+
+Reads the request stream (``request_stream.py``) from its last checkpoint and hands each
+request to a handler, as Pravega's concurrent event processor with a serialized request
+handler does:
+
+* **Per stream serialized, concurrent across streams.** Requests about one stream run one
+  at a time in the order read; requests about different streams run side by side on a
+  pool of ``concurrency`` threads.
+* **At least once, checkpoint after each request.** The checkpoint (stored in the
+  controller's metadata under ``eventprocessors/<name>``) is the offset of the oldest
+  request not yet finished, written after every request finishes; a processor that dies
+  starts again there, so a request may run twice (every workflow is idempotent) and none is
+  lost. Handled requests below the checkpoint are truncated from the stream now and then.
+* **Postponement.** A handler answers :data:`POSTPONE` when a request cannot run yet (its
+  temporary property is not written yet, or another workflow holds the stream): the
+  request goes to the back of its stream's queue and is tried again ``postpone_s`` later,
+  until it is ``expiry_s`` old; then it is dropped (logged), as the seed says.
+* A handler error whose outcome is unknown (:class:`RetriableError`) is retried like a
+  postponement, without expiry; any other error is logged and the request dropped, so one
+  bad request never stops the others.
+
+:meth:`RequestEventProcessor.run_once` is steppable (tests and the simulation drive it);
+:meth:`start` runs it on a daemon thread until :meth:`stop`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pravega_ray.constants import (
+    REQUEST_CONCURRENCY,
+    REQUEST_EXPIRY_S,
+    REQUEST_POSTPONE_S,
+    REQUEST_TRUNCATE_BYTES,
+)
+from pravega_ray.controller.request_stream import Request, RequestStream
+from pravega_ray.errors import ConflictingUpdateError, RetriableError
+
+__all__ = ["DONE", "POSTPONE", "RequestEventProcessor"]
+
+log = logging.getLogger(__name__)
+
+DONE = "done"
+POSTPONE = "postpone"
+
+Handler = Callable[[dict[str, Any]], str]
+
+
+class RequestEventProcessor:
+    """Runs ``handler`` on every request of ``stream``; see the module docstring.
+
+    ``checkpoints`` is a :class:`MetadataStore`; ``wall_ms`` gives the time requests
+    carry (``posted_ms``) for expiry.
+    """
+
+    def __init__(
+        self,
+        stream: RequestStream,
+        handler: Handler,
+        checkpoints: Any,
+        *,
+        name: str = "requests",
+        concurrency: int = REQUEST_CONCURRENCY,
+        postpone_s: float = REQUEST_POSTPONE_S,
+        expiry_s: float = REQUEST_EXPIRY_S,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._stream = stream
+        self._handler = handler
+        self._checkpoints = checkpoints
+        self._key = f"eventprocessors/{name}"
+        self._postpone_s = postpone_s
+        self._expiry_s = expiry_s
+        self._wall_ms = wall_ms
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"pravega-{name}")
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._queues: dict[str, deque[Request]] = {}
+        self._busy: set[str] = set()
+        self._pending: dict[int, Request] = {}  # offset -> request not finished
+        self._position = -1  # next offset to read; -1 until the checkpoint is loaded
+        self._checkpointed = -1
+        self._truncated = 0
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.handled = 0
+
+    # --- reading ---------------------------------------------------------------------------------
+    def _load_checkpoint(self) -> None:
+        record = self._checkpoints.get(self._key)
+        self._position = int(record.value["offset"]) if record else 0
+        self._checkpointed = self._truncated = self._position
+
+    def run_once(self, wait_s: float = 0.0) -> int:
+        """Read the requests available (waiting up to ``wait_s`` for one) and dispatch
+        them; returns how many were read."""
+        if self._position < 0:
+            self._stream.ensure_created()
+            self._load_checkpoint()
+        with self._lock:
+            if len(self._pending) >= 10_000:  # enough in flight: let them finish first
+                self._idle.wait(wait_s)
+                return 0
+        requests, after = self._stream.read(self._position, wait_s)
+        with self._lock:
+            for request in requests:
+                self._pending[request.offset] = request
+                self._enqueue(request)
+            self._position = after
+        return len(requests)
+
+    def _enqueue(self, request: Request) -> None:
+        queue = self._queues.setdefault(request.key, deque())
+        queue.append(request)
+        if request.key not in self._busy:
+            self._busy.add(request.key)
+            self._pool.submit(self._drain, request.key)
+
+    # --- handling --------------------------------------------------------------------------------
+    def _drain(self, key: str) -> None:
+        """Run ``key``'s requests one at a time until its queue is empty."""
+        while not self._stopping.is_set():
+            with self._lock:
+                queue = self._queues[key]
+                if not queue:
+                    del self._queues[key]
+                    self._busy.discard(key)
+                    return
+                request = queue[0]
+            outcome = self._handle(request)
+            with self._lock:
+                queue.popleft()
+                if outcome == POSTPONE:
+                    queue.append(request)
+                else:
+                    del self._pending[request.offset]
+                    self.handled += 1
+                alone = outcome == POSTPONE and len(queue) == 1
+            if outcome == DONE:
+                self._checkpoint()
+            if alone:
+                self._stopping.wait(self._postpone_s)
+        with self._lock:
+            self._busy.discard(key)
+
+    def _handle(self, request: Request) -> str:
+        body = request.body
+        try:
+            outcome = self._handler(body)
+        except (RetriableError, ConflictingUpdateError) as e:
+            log.warning("request %s at %d: %r; will retry", body, request.offset, e)
+            return POSTPONE
+        except Exception:  # one bad request never stops the others
+            log.exception("request %s at %d failed; dropped", body, request.offset)
+            return DONE
+        if outcome == POSTPONE:
+            age_s = (self._wall_ms() - int(body.get("posted_ms", 0))) / 1000
+            if age_s > self._expiry_s:
+                log.warning("request %s expired after %.0f s; dropped", body, age_s)
+                return DONE
+        return outcome
+
+    def _checkpoint(self) -> None:
+        with self._lock:
+            offset = min(self._pending) if self._pending else self._position
+            if offset <= self._checkpointed:
+                return
+            self._checkpointed = offset
+            self._idle.notify_all()
+        record = self._checkpoints.get(self._key)
+        stored = int(record.value["offset"]) if record else 0
+        if offset > stored:
+            try:
+                self._checkpoints.put(
+                    self._key, {"offset": offset}, None if record is None else record.version
+                )
+            except ConflictingUpdateError:  # another thread stored a later one meanwhile
+                return
+        if offset - self._truncated >= REQUEST_TRUNCATE_BYTES:
+            self._stream.truncate(offset)
+            self._truncated = offset
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def drain(self, timeout_s: float = 30.0) -> bool:
+        """Run until every request posted so far is handled; True if done in time (tests)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.run_once(0.0)
+            with self._lock:
+                if not self._pending:
+                    return True
+            time.sleep(0.005)
+        return False
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stopping.is_set():
+                try:
+                    self.run_once(0.5)
+                except Exception:  # the stream's container restarting, say: try again
+                    log.exception("request event processor: reading failed; retrying")
+                    self._stopping.wait(0.5)
+
+        self._thread = threading.Thread(target=loop, daemon=True, name="pravega-requests")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._pool.shutdown(wait=True, cancel_futures=True)

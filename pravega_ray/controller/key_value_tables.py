@@ -1,0 +1,123 @@
+"""The controller's key-value table calls (Pravega's ``TableMetadataTasks``).
+
+A mixin of :class:`~pravega_ray.controller.controller.Controller`: create is a task
+(record in CREATING, table segments created idempotently, then ACTIVE; resumed after a
+crash), delete moves the record to DELETING, remembers the numbers the name used (so a
+re-created table never reuses a segment), deletes the segments, then the record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from pravega_ray.constants import KVT_PARTITIONS_MAX
+from pravega_ray.controller.records import KeyValueTableInfo, KeyValueTableState, check_request_id
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.errors import (
+    IllegalStateError,
+    InvalidArgumentError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+)
+from pravega_ray.naming import validate_kvt_name
+
+__all__ = ["KeyValueTableCalls"]
+
+
+class KeyValueTableCalls:
+    """Key-value table calls; the controller provides the attributes annotated here."""
+
+    _store: StreamMetadataStore
+    _segments: Any
+    _wall_clock_ms: Callable[[], int]
+    _ready: Callable[[], None]
+    _check_scope: Callable[[str], None]
+    _run_workflow: Callable[[str, Callable[[], None]], None]
+
+    # --- key-value tables -----------------------------------------------------------------------
+    def create_key_value_table(
+        self, scope: str, table: str, partitions: int, request_id: str | None = None
+    ) -> bool:
+        """Create a key-value table of ``partitions`` table segments; False if it exists.
+
+        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
+        outside [1, KVT_PARTITIONS_MAX]). A table of that name with another
+        partition count is still "exists" (False): partitions are fixed at creation.
+        """
+        self._ready()
+        self._check_scope(scope)
+        validate_kvt_name(table)
+        check_request_id(request_id)
+        if (
+            isinstance(partitions, bool)
+            or not isinstance(partitions, int)
+            or not 1 <= partitions <= KVT_PARTITIONS_MAX
+        ):
+            raise InvalidArgumentError(f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}]")
+        key = f"kvtables/{scope}/{table}"
+        existing = self._store.get_key_value_table_record(scope, table)
+        if existing is not None:
+            # A damaged record is named, not "exists"; a create cut short is finished.
+            if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
+                self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
+            return request_id is not None and existing.get("request_id") == request_id
+        self._store.create_key_value_table(
+            scope, table, partitions, self._wall_clock_ms(), request_id
+        )
+        self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
+        return True
+
+    def _finish_create_kvt(self, scope: str, table: str) -> None:
+        info = self.get_key_value_table(scope, table)
+        for segment in info.segments:
+            with contextlib.suppress(SegmentExistsError):  # idempotent after a crash
+                self._segments.create_table_segment(segment)
+        self._store.set_key_value_table_state(
+            scope, table, KeyValueTableState.CREATING, KeyValueTableState.ACTIVE
+        )
+
+    def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        """The table's partitions and segments. Raises KeyValueTableNotFoundError."""
+        self._check_scope(scope)
+        validate_kvt_name(table)
+        return self._store.get_key_value_table(scope, table)
+
+    def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
+        """As :meth:`get_key_value_table`, but IllegalStateError unless it is ACTIVE."""
+        self._ready()
+        info = self.get_key_value_table(scope, table)
+        if info.state is not KeyValueTableState.ACTIVE:
+            raise IllegalStateError(f"key-value table {scope}/{table} is {info.state.value}")
+        return info
+
+    def list_key_value_tables(self, scope: str) -> list[str]:
+        self._check_scope(scope)
+        return self._store.list_names("kvtables", scope)
+
+    def delete_key_value_table(self, scope: str, table: str) -> bool:
+        """Delete the table and its segments; False if it does not exist."""
+        self._ready()
+        self._check_scope(scope)
+        validate_kvt_name(table)
+        if self._store.get_key_value_table_record(scope, table) is None:
+            return False
+        state = self.get_key_value_table(scope, table).state
+        if state is not KeyValueTableState.DELETING:
+            self._store.set_key_value_table_state(scope, table, state, KeyValueTableState.DELETING)
+        key = f"kvtables/{scope}/{table}"
+        self._run_workflow(key, lambda: self._finish_delete_kvt(scope, table))
+        return True
+
+    def _finish_delete_kvt(self, scope: str, table: str) -> None:
+        info = self.get_key_value_table(scope, table)  # checks the record's fields
+        record = self._store.get_key_value_table_record(scope, table) or {}
+        next_number = record.get("segment_base", 0) + info.partitions
+        # First the safe start for a re-created table, then the segments, then the record.
+        if self._store.safe_start("kvtables", scope, table, 0) < next_number:
+            self._store.remember_deleted("kvtables", scope, table, next_number)
+        for segment in info.segments:
+            with contextlib.suppress(SegmentNotFoundError):  # idempotent after a crash
+                self._segments.delete_segment(segment)
+        self._store.delete_key_value_table(scope, table)

@@ -1,0 +1,554 @@
+"""A stream's records (controller seed, "Stream Metadata"): epochs, segments, state, policies.
+
+Every record is a versioned JSON object in the controller's :class:`MetadataStore`; an
+update names the version it read (compare-and-set), so two concurrent workflows cannot
+both win. Keys, for stream ``sc/st``:
+
+``streams/sc/st`` (the stream record; written last on create, deleted last on delete)
+    ``state`` (moved only through ``records.STATE_TRANSITIONS``), ``config``,
+    ``created_ms``, ``request_id``, ``epoch`` (the current, completed epoch),
+    ``next_number`` (the next unused segment number), ``cold`` (segment ids an auto-scale
+    report marked cold, waiting for a cold neighbour).
+``history/sc/st/<epoch, 10 digits>`` (history table, one row per epoch)
+    ``created_ms``; ``segments`` ``[[id, key_low, key_high], ...]`` sorted by key, a
+    consistent set (they cover [0, 1) without overlap); ``sealed``: the ids this epoch
+    replaced (its segments' predecessors); ``partial``: true while its scale runs.
+    The *segment table* is part of it: segment ``id``'s record (key range, creation time)
+    is in the row of its creation epoch ``id >> 32``, found in O(1).
+``index/sc/st`` (index table)
+    ``rows`` ``[[created_ms, epoch], ...]`` in time order: segments-at-time is a binary
+    search in it, then one history row.
+``sealedsizes/sc/st``: ``sizes`` ``{id: length}`` of every sealed segment.
+``truncation/sc/st``: the truncation record (``cut``, ``deleted``), filled by retention.
+``transition/sc/st``: the temporary scale property (Pravega's epoch transition record):
+    the new ``epoch``, the ``sealed`` ids and the new ``segments``; one at a time.
+``update/sc/st``: the temporary update property (the new ``config``).
+
+A segment is *active* in a contiguous run of epochs, from its creation epoch until the
+epoch that sealed it, so the epoch that sealed it (and with it its successors) is found by
+binary search over the history rows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from pravega_ray.constants import STREAM_SEGMENTS_MAX
+from pravega_ray.controller.records import STATE_TRANSITIONS, SegmentRange, StreamInfo, StreamState
+from pravega_ray.errors import (
+    ConflictingUpdateError,
+    IllegalStateTransitionError,
+    InvalidArgumentError,
+    ScaleConflictError,
+    StreamNotFoundError,
+    StreamSealedError,
+)
+from pravega_ray.naming import segment_epoch, segment_id, stream_segment_name
+from pravega_ray.stream_configuration import StreamConfiguration
+
+Row = tuple[int, float, float]
+"""A segment in a history row: ``(id, key_low, key_high)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpochRecord:
+    """One row of the history table."""
+
+    epoch: int
+    created_ms: int
+    segments: tuple[Row, ...]
+    sealed: tuple[int, ...]
+    partial: bool
+
+    def ids(self) -> set[int]:
+        return {sid for sid, _, _ in self.segments}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "created_ms": self.created_ms,
+            "segments": [list(r) for r in self.segments],
+            "sealed": list(self.sealed),
+            "partial": self.partial,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleRecord:
+    """The temporary scale property: what one scale seals and creates."""
+
+    epoch: int
+    sealed: tuple[int, ...]
+    segments: tuple[Row, ...]
+    created_ms: int
+
+
+def _overlaps(a: Row, b: Row) -> bool:
+    return a[1] < b[2] and b[1] < a[2]
+
+
+def _union(ranges: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted ranges with adjacent ones joined; ScaleConflictError if any overlap."""
+    merged: list[tuple[float, float]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo < merged[-1][1]:
+            raise ScaleConflictError(f"key ranges overlap at {lo}")
+        if merged and lo == merged[-1][1]:
+            merged[-1] = (merged[-1][0], hi)
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def check_key_ranges(ranges: object) -> list[tuple[float, float]]:
+    """``ranges`` as a list of ``(low, high)`` floats with 0 <= low < high <= 1.
+
+    Raises InvalidArgumentError for anything else (NaN, bools, wrong shapes).
+    """
+    if not isinstance(ranges, (list, tuple)) or not ranges:
+        raise InvalidArgumentError("new_key_ranges must be a non-empty list of (low, high)")
+    out = []
+    for r in ranges:
+        if not isinstance(r, (list, tuple)) or len(r) != 2:
+            raise InvalidArgumentError(f"a key range must be a (low, high) pair, got {r!r}")
+        for v in r:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InvalidArgumentError(f"a key range bound must be a finite number, got {v!r}")
+        lo, hi = float(r[0]), float(r[1])
+        if not 0.0 <= lo < hi <= 1.0:
+            raise InvalidArgumentError(f"a key range needs 0 <= low < high <= 1, got {r!r}")
+        out.append((lo, hi))
+    return out
+
+
+class StreamRecords:
+    """Reads and compare-and-set updates of streams' records (see the module docstring).
+
+    ``parsing(key)`` is a context in which reading or parsing record ``key`` fails with
+    DataCorruptionError naming it (and quarantines it); ``records`` is the raw versioned
+    store. Thread-safe as far as ``records`` is: every update is one compare-and-set.
+    """
+
+    def __init__(
+        self, records: Any, parsing: Callable[[str], AbstractContextManager[None]]
+    ) -> None:
+        self._records = records
+        self._parsing = parsing
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        with self._parsing(key):
+            record = self._records.get(key)
+        return None if record is None else record.value
+
+    # --- the stream record -----------------------------------------------------------------------
+    @staticmethod
+    def key(scope: str, stream: str) -> str:
+        return f"streams/{scope}/{stream}"
+
+    def get(self, scope: str, stream: str) -> tuple[dict[str, Any], int]:
+        """The stream record and its version; StreamNotFoundError if absent.
+
+        A record of data format 5 or older (one ``epochs`` list inside) is upgraded to
+        history rows here, once.
+        """
+        key = self.key(scope, stream)
+        with self._parsing(key):
+            record = self._records.get(key)
+            if record is None:
+                raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
+            if "epochs" in record.value:
+                StreamState(record.value["state"])
+                StreamConfiguration.from_dict(record.value["config"])
+                return self._upgrade(scope, stream, record.value, record.version)
+            StreamState(record.value["state"])
+            for field in ("epoch", "next_number"):
+                if not isinstance(record.value[field], int) or record.value[field] < 0:
+                    raise ValueError(f"{field} {record.value[field]!r} is not an int >= 0")
+            return record.value, record.version
+
+    def _upgrade(
+        self, scope: str, stream: str, value: dict[str, Any], version: int
+    ) -> tuple[dict[str, Any], int]:
+        epochs = value["epochs"]
+        numbers = [sid & 0xFFFFFFFF for row in epochs for sid, _, _ in row]
+        for epoch, row in enumerate(epochs):
+            record = EpochRecord(
+                epoch,
+                int(value["created_ms"]),
+                tuple((int(s), float(lo), float(hi)) for s, lo, hi in row),
+                (),
+                False,
+            )
+            self.put_epoch(scope, stream, record)
+        upgraded = {k: v for k, v in value.items() if k != "epochs"}
+        upgraded.update(epoch=len(epochs) - 1, next_number=max(numbers) + 1, cold=[])
+        new_version = self._records.put(self.key(scope, stream), upgraded, version)
+        return upgraded, new_version
+
+    def create(
+        self,
+        scope: str,
+        stream: str,
+        config: dict[str, Any],
+        base: int,
+        count: int,
+        created_ms: int,
+        request_id: str | None,
+    ) -> None:
+        """Epoch 0 of ``count`` segments numbered from ``base`` splitting [0, 1) evenly, its
+        index row, then the stream record in state CREATING (ConflictingUpdateError if it
+        exists). Rows left by a create cut short before its stream record are overwritten.
+        """
+        rows = tuple(
+            (segment_id(0, base + i), i / count, (i + 1) / count if i + 1 < count else 1.0)
+            for i in range(count)
+        )
+        self.put_epoch(scope, stream, EpochRecord(0, created_ms, rows, (), False), overwrite=True)
+        self._put_any(f"index/{scope}/{stream}", {"rows": [[created_ms, 0]]})
+        for key in (f"sealedsizes/{scope}/{stream}", f"transition/{scope}/{stream}"):
+            self._records.delete(key)
+        record = {
+            "state": StreamState.CREATING.value,
+            "config": config,
+            "created_ms": created_ms,
+            "request_id": request_id,
+            "epoch": 0,
+            "next_number": base + count,
+            "cold": [],
+        }
+        self._records.put(self.key(scope, stream), record, None)
+
+    def update(
+        self, scope: str, stream: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any]:
+        """Compare-and-set the stream record with ``change(value)`` (None: leave it).
+
+        ConflictingUpdateError if another update won in between.
+        """
+        value, version = self.get(scope, stream)
+        new = change(dict(value))
+        if new is None:
+            return value
+        self._records.put(self.key(scope, stream), new, version)
+        return new
+
+    def transition(self, scope: str, stream: str, to: StreamState, **fields: Any) -> None:
+        """Move the stream to ``to`` (and set ``fields``), as the transition table allows.
+
+        A no-op if it is in ``to`` already. IllegalStateTransitionError otherwise.
+        """
+
+        def change(value: dict[str, Any]) -> dict[str, Any] | None:
+            current = StreamState(value["state"])
+            if current is to:
+                return None
+            if to not in STATE_TRANSITIONS[current]:
+                raise IllegalStateTransitionError(
+                    f"stream {scope}/{stream} cannot go from {current.value} to {to.value}"
+                )
+            return {**value, "state": to.value, **fields}
+
+        self.update(scope, stream, change)
+
+    def state(self, scope: str, stream: str) -> StreamState:
+        return StreamState(self.get(scope, stream)[0]["state"])
+
+    # --- history and index tables ----------------------------------------------------------------
+    def epoch(self, scope: str, stream: str, epoch: int) -> EpochRecord | None:
+        key = f"history/{scope}/{stream}/{epoch:010d}"
+        value = self._read(key)
+        if value is None:
+            return None
+        with self._parsing(key):
+            return EpochRecord(
+                epoch,
+                int(value["created_ms"]),
+                tuple((int(s), float(lo), float(hi)) for s, lo, hi in value["segments"]),
+                tuple(int(s) for s in value["sealed"]),
+                bool(value["partial"]),
+            )
+
+    def put_epoch(
+        self, scope: str, stream: str, record: EpochRecord, *, overwrite: bool = False
+    ) -> EpochRecord:
+        """Store a history row; if it exists already, keep it (or replace it: ``overwrite``).
+
+        Returns the row stored. The index table gets the row's time unless it has it.
+        """
+        key = f"history/{scope}/{stream}/{record.epoch:010d}"
+        existing = self.epoch(scope, stream, record.epoch)
+        if existing is not None and not overwrite:
+            return existing
+        if overwrite:
+            self._put_any(key, record.to_dict())
+        else:
+            try:
+                self._records.put(key, record.to_dict(), None)
+            except ConflictingUpdateError:  # a concurrent writer of the same row won
+                stored = self.epoch(scope, stream, record.epoch)
+                assert stored is not None
+                return stored
+        if record.epoch > 0:
+            self._index_add(scope, stream, record.created_ms, record.epoch)
+        return record
+
+    def set_epoch_complete(self, scope: str, stream: str, epoch: int) -> None:
+        row = self.epoch(scope, stream, epoch)
+        if row is not None and row.partial:
+            key = f"history/{scope}/{stream}/{epoch:010d}"
+            current = self._records.get(key)
+            self._records.put(key, {**current.value, "partial": False}, current.version)
+
+    def _index_add(self, scope: str, stream: str, created_ms: int, epoch: int) -> None:
+        key = f"index/{scope}/{stream}"
+        current = self._records.get(key)
+        rows = list(current.value["rows"]) if current else []
+        if rows and rows[-1][1] >= epoch:
+            return
+        # Times never go back in the index, so the binary search holds with a skewed clock.
+        rows.append([max(created_ms, rows[-1][0] if rows else created_ms), epoch])
+        self._records.put(key, {"rows": rows}, None if current is None else current.version)
+
+    def index(self, scope: str, stream: str) -> list[tuple[int, int]]:
+        value = self._read(f"index/{scope}/{stream}")
+        return [(int(t), int(e)) for t, e in value["rows"]] if value else [(0, 0)]
+
+    def epoch_at(self, scope: str, stream: str, time_ms: int) -> int:
+        """The epoch that was current at ``time_ms`` (epoch 0 before the stream existed)."""
+        rows = self.index(scope, stream)
+        current = self.get(scope, stream)[0]["epoch"]
+        at = bisect.bisect_right([t for t, _ in rows], time_ms) - 1
+        return min(rows[max(at, 0)][1], current)
+
+    def _active_epoch_row(self, scope: str, stream: str, epoch: int) -> EpochRecord:
+        row = self.epoch(scope, stream, epoch)
+        if row is None:
+            raise StreamNotFoundError(f"stream {scope}/{stream} has no epoch {epoch}")
+        return row
+
+    def highest_epoch(self, scope: str, stream: str) -> int:
+        """The current epoch, or the one a running scale is adding once its row exists."""
+        current = self.get(scope, stream)[0]["epoch"]
+        return current + 1 if self.epoch(scope, stream, current + 1) is not None else current
+
+    def segment_row(self, scope: str, stream: str, sid: int) -> tuple[Row, int] | None:
+        """Segment ``sid``'s ``(row, created_ms)`` from its creation epoch, None if unknown."""
+        row = self.epoch(scope, stream, segment_epoch(sid))
+        if row is None:
+            return None
+        for r in row.segments:
+            if r[0] == sid:
+                return r, row.created_ms
+        return None
+
+    def sealed_in(self, scope: str, stream: str, sid: int) -> EpochRecord | None:
+        """The epoch that replaced segment ``sid`` (binary search), None while it is active."""
+        lo, hi = segment_epoch(sid) + 1, self.highest_epoch(scope, stream)
+        found: EpochRecord | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            row = self._active_epoch_row(scope, stream, mid)
+            if sid in row.ids():
+                lo = mid + 1
+            else:
+                found, hi = row, mid - 1
+        return found
+
+    def successors(self, scope: str, stream: str, sid: int) -> list[tuple[Row, list[int]]]:
+        """Segment ``sid``'s successors, each with all its predecessors; empty while it is
+        active or once the stream is sealed without a successor."""
+        me = self.segment_row(scope, stream, sid)
+        if me is None:
+            return []
+        replaced = self.sealed_in(scope, stream, sid)
+        if replaced is None:
+            return []
+        sealed_rows = [r for r in self._rows_of(scope, stream, replaced.sealed)]
+        new = [r for r in replaced.segments if segment_epoch(r[0]) == replaced.epoch]
+        out = []
+        for succ in new:
+            if _overlaps(succ, me[0]):
+                out.append((succ, sorted(p[0] for p in sealed_rows if _overlaps(p, succ))))
+        return out
+
+    def predecessors(self, scope: str, stream: str, sid: int) -> list[Row]:
+        me = self.segment_row(scope, stream, sid)
+        created = segment_epoch(sid)
+        if me is None or created == 0:
+            return []
+        row = self._active_epoch_row(scope, stream, created)
+        return [p for p in self._rows_of(scope, stream, row.sealed) if _overlaps(p, me[0])]
+
+    def _rows_of(self, scope: str, stream: str, ids: Sequence[int]) -> list[Row]:
+        out = []
+        for sid in ids:
+            found = self.segment_row(scope, stream, sid)
+            if found is not None:
+                out.append(found[0])
+        return out
+
+    def all_segment_ids(self, scope: str, stream: str) -> list[int]:
+        """Every segment of every epoch (a running scale's new ones too), sorted."""
+        ids: set[int] = set()
+        for epoch in range(self.highest_epoch(scope, stream) + 1):
+            row = self.epoch(scope, stream, epoch)
+            if row is not None:
+                ids |= row.ids()
+        transition = self.scale_record(scope, stream)
+        if transition is not None:
+            ids |= {r[0] for r in transition.segments}
+        return sorted(ids)
+
+    def info(self, scope: str, stream: str) -> StreamInfo:
+        value = self.get(scope, stream)[0]
+        epoch = int(value["epoch"])
+        row = self._active_epoch_row(scope, stream, epoch)
+        with self._parsing(self.key(scope, stream)):
+            return self._info(scope, stream, value, epoch, row)
+
+    @staticmethod
+    def _info(
+        scope: str, stream: str, value: dict[str, Any], epoch: int, row: EpochRecord
+    ) -> StreamInfo:
+        return StreamInfo(
+            scope=scope,
+            stream=stream,
+            state=StreamState(value["state"]),
+            configuration=StreamConfiguration.from_dict(value["config"]),
+            epoch=epoch,
+            segments=tuple(to_range(scope, stream, r) for r in row.segments),
+            creation_time_ms=int(value["created_ms"]),
+        )
+
+    # --- sealed sizes, truncation ----------------------------------------------------------------
+    def add_sealed_sizes(self, scope: str, stream: str, sizes: dict[int, int]) -> None:
+        key = f"sealedsizes/{scope}/{stream}"
+        current = self._records.get(key)
+        stored = dict(current.value["sizes"]) if current else {}
+        merged = {**stored, **{str(k): v for k, v in sizes.items()}}
+        if merged != stored:
+            self._records.put(key, {"sizes": merged}, None if current is None else current.version)
+
+    def sealed_sizes(self, scope: str, stream: str) -> dict[int, int]:
+        value = self._read(f"sealedsizes/{scope}/{stream}")
+        return {int(k): int(v) for k, v in value["sizes"].items()} if value else {}
+
+    def truncation(self, scope: str, stream: str) -> dict[str, Any]:
+        """The truncation record (empty cut until the retention issue fills it)."""
+        return self._read(f"truncation/{scope}/{stream}") or {"cut": {}, "deleted": []}
+
+    # --- temporary properties: scale and update --------------------------------------------------
+    def start_scale(
+        self,
+        scope: str,
+        stream: str,
+        sealed: Sequence[int],
+        ranges: Sequence[tuple[float, float]],
+        created_ms: int,
+    ) -> ScaleRecord:
+        """Check a scale and store its temporary property; returns it.
+
+        Raises StreamSealedError, ScaleConflictError (segments not in the current epoch,
+        ranges that do not exactly cover theirs, another scale under way); nothing is
+        stored then. A repeat of the scale under way (same input) returns its record.
+        """
+        value, _ = self.get(scope, stream)
+        if value["state"] in (StreamState.SEALING.value, StreamState.SEALED.value):
+            raise StreamSealedError(f"stream {scope}/{stream} is sealed")
+        epoch = int(value["epoch"])
+        running = self.scale_record(scope, stream)
+        current = self._active_epoch_row(scope, stream, epoch)
+        by_id = {r[0]: r for r in current.segments}
+        missing = [s for s in sealed if s not in by_id]
+        if missing:
+            raise ScaleConflictError(
+                f"segments {missing} are not in the current epoch {epoch} of {scope}/{stream}"
+            )
+        if len(set(sealed)) != len(sealed):
+            raise ScaleConflictError("a segment is named twice in sealed_segment_ids")
+        new_union = _union(ranges)
+        if _union([(by_id[s][1], by_id[s][2]) for s in sealed]) != new_union:
+            raise ScaleConflictError(
+                "the new key ranges must exactly cover the sealed segments' ranges, "
+                "with no gap and no overlap"
+            )
+        if len(by_id) - len(sealed) + len(ranges) > STREAM_SEGMENTS_MAX:
+            raise ScaleConflictError(f"a stream has at most {STREAM_SEGMENTS_MAX} segments")
+        number = int(value["next_number"])
+        record = ScaleRecord(
+            epoch + 1,
+            tuple(sorted(sealed)),
+            tuple(
+                (segment_id(epoch + 1, number + i), lo, hi)
+                for i, (lo, hi) in enumerate(sorted(ranges))
+            ),
+            created_ms,
+        )
+        if running is not None:
+            same = (running.sealed, [r[1:] for r in running.segments]) == (
+                record.sealed,
+                [r[1:] for r in record.segments],
+            )
+            if same and running.epoch == record.epoch:
+                return running
+            raise ScaleConflictError(f"a scale of {scope}/{stream} is under way")
+        payload = {
+            "epoch": record.epoch,
+            "sealed": list(record.sealed),
+            "segments": [list(r) for r in record.segments],
+            "created_ms": created_ms,
+        }
+        try:
+            self._records.put(f"transition/{scope}/{stream}", payload, None)
+        except ConflictingUpdateError:
+            raise ScaleConflictError(f"a scale of {scope}/{stream} is under way") from None
+        return record
+
+    def scale_record(self, scope: str, stream: str) -> ScaleRecord | None:
+        value = self._read(f"transition/{scope}/{stream}")
+        if value is None:
+            return None
+        return ScaleRecord(
+            int(value["epoch"]),
+            tuple(int(s) for s in value["sealed"]),
+            tuple((int(s), float(lo), float(hi)) for s, lo, hi in value["segments"]),
+            int(value["created_ms"]),
+        )
+
+    def end_scale(self, scope: str, stream: str) -> None:
+        self._records.delete(f"transition/{scope}/{stream}")
+
+    def put_update(self, scope: str, stream: str, config: dict[str, Any]) -> None:
+        """Store the temporary update property; ConflictingUpdateError if one is pending."""
+        self._records.put(f"update/{scope}/{stream}", {"config": config}, None)
+
+    def pending_update(self, scope: str, stream: str) -> dict[str, Any] | None:
+        value = self._read(f"update/{scope}/{stream}")
+        return None if value is None else value["config"]
+
+    def end_update(self, scope: str, stream: str) -> None:
+        self._records.delete(f"update/{scope}/{stream}")
+
+    # --- removal ---------------------------------------------------------------------------------
+    def delete(self, scope: str, stream: str) -> None:
+        """Remove every record of the stream, the stream record last (so a delete cut short
+        is found and finished)."""
+        highest = self.highest_epoch(scope, stream)
+        for epoch in range(highest + 1):
+            self._records.delete(f"history/{scope}/{stream}/{epoch:010d}")
+        for kind in ("index", "sealedsizes", "truncation", "transition", "update"):
+            self._records.delete(f"{kind}/{scope}/{stream}")
+        self._records.delete(self.key(scope, stream))
+
+    def _put_any(self, key: str, value: dict[str, Any]) -> None:
+        current = self._records.get(key)
+        self._records.put(key, value, None if current is None else current.version)
+
+
+def to_range(scope: str, stream: str, row: Row) -> SegmentRange:
+    sid, lo, hi = row
+    return SegmentRange(scope, stream, sid, stream_segment_name(scope, stream, sid), lo, hi)

@@ -1,0 +1,326 @@
+"""Stream workflows run by the request event processor (controller seed, "Request Processing
+Flow"): scale, update, seal, delete, and auto-scale reports.
+
+Each request names its stream; the processor runs one request per stream at a time. Every
+workflow is **idempotent**: it reads what is stored, does the next step that is not done,
+and can be killed between any two steps (``step`` names each, for tests) and run again
+from the start with the same end result, exactly once.
+
+Scale (temporary property ``transition/``): SCALING; create the new segments; add the new
+epoch's history row (partial) and its index row; (transactions of the old epoch finish:
+the next issue's seam, :meth:`StreamWorkflows.old_epoch_done`); seal the old segments and
+record their sizes; one compare-and-set makes the new epoch current and the stream ACTIVE;
+mark the row complete; drop the property. Update (``update/``): UPDATING, store the
+configuration, hand the scaling policy to the active segments, ACTIVE, drop the property.
+Seal: finish a scale under way, SEALING, seal every active segment, record sizes, SEALED.
+Delete (sealed streams only): delete every segment of every epoch, remember the numbers the
+name used, then the records, the stream record last.
+
+Auto-scale reports (from containers, ``scale_report``): a hot segment is split into the
+report's number of equal key ranges at once; a cold one is marked, and two neighbouring
+cold ones are merged, never below ``min_segments``; after any scale the stream ignores
+reports for ``AUTO_SCALE_STREAM_COOLDOWN_S``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, AUTO_SCALE_STREAM_COOLDOWN_S
+from pravega_ray.controller.event_processor import DONE, POSTPONE
+from pravega_ray.controller.records import StreamState
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.stream_records import EpochRecord, ScaleRecord
+from pravega_ray.errors import (
+    ScaleConflictError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    StreamNotFoundError,
+    StreamSealedError,
+)
+from pravega_ray.naming import parse_segment_name, stream_segment_name
+from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
+
+__all__ = ["StreamWorkflows", "WorkflowSegments"]
+
+log = logging.getLogger(__name__)
+
+
+class WorkflowSegments(Protocol):
+    """The segment calls workflows make (``SegmentHelper``)."""
+
+    def create_segment(self, segment: str) -> None: ...
+
+    def seal_segment(self, segment: str) -> int: ...
+
+    def delete_segment(self, segment: str) -> None: ...
+
+
+class StreamWorkflows:
+    """The request handler of the controller's request event processor."""
+
+    def __init__(
+        self,
+        store: StreamMetadataStore,
+        segments: WorkflowSegments,
+        *,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        step: Callable[[str], None] = lambda name: None,
+        set_policy: Callable[[str, ScalingPolicy], None] = lambda segment, policy: None,
+    ) -> None:
+        self._store = store
+        self._records = store.streams
+        self._segments = segments
+        self._wall_ms = wall_ms
+        self._step = step
+        self._set_policy = set_policy
+
+    def handle(self, body: dict[str, Any]) -> str:
+        """Run the request ``body``; DONE or POSTPONE."""
+        kind = body.get("type")
+        scope, stream = str(body.get("scope")), str(body.get("stream"))
+        handlers: dict[str, Callable[[str, str, dict[str, Any]], str]] = {
+            "scale": self._on_scale,
+            "update": self._on_update,
+            "seal": self._on_seal,
+            "delete": self._on_delete,
+            "scale_report": self._on_report,
+            "merge_sweep": self._on_sweep,
+        }
+        handler = handlers.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            log.error("request of unknown type dropped: %s", body)
+            return DONE
+        try:
+            return handler(scope, stream, body)
+        except StreamNotFoundError:
+            return DONE  # deleted meanwhile: nothing left to do
+
+    # --- scale -----------------------------------------------------------------------------------
+    def _on_scale(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        record = self._records.scale_record(scope, stream)
+        if record is None:
+            epoch = self._records.get(scope, stream)[0]["epoch"]
+            return DONE if epoch >= int(body.get("epoch", 0)) else POSTPONE
+        return self.run_scale(scope, stream, record)
+
+    def run_scale(self, scope: str, stream: str, t: ScaleRecord) -> str:
+        """Run (or finish) the scale of temporary property ``t``; idempotent."""
+        value = self._records.get(scope, stream)[0]
+        if value["epoch"] >= t.epoch:  # done but for the clean-up
+            self._records.set_epoch_complete(scope, stream, t.epoch)
+            self._records.end_scale(scope, stream)
+            return DONE
+        state = StreamState(value["state"])
+        if state in (StreamState.SEALING, StreamState.SEALED):
+            self._records.end_scale(scope, stream)  # a sealed stream does not scale
+            return DONE
+        if state not in (StreamState.ACTIVE, StreamState.SCALING):
+            return POSTPONE
+        self._records.transition(scope, stream, StreamState.SCALING)
+        self._step("scaling")
+        config = StreamConfiguration.from_dict(value["config"])
+        for sid, _, _ in t.segments:
+            name = stream_segment_name(scope, stream, sid)
+            with contextlib.suppress(SegmentExistsError):
+                self._segments.create_segment(name)
+            self._set_policy(name, config.scaling)
+        self._step("segments created")
+        current = self._records.epoch(scope, stream, value["epoch"])
+        assert current is not None
+        kept = [r for r in current.segments if r[0] not in t.sealed]
+        row = EpochRecord(
+            t.epoch,
+            max(self._wall_ms(), current.created_ms),
+            tuple(sorted(kept + list(t.segments), key=lambda r: r[1])),
+            t.sealed,
+            True,
+        )
+        self._records.put_epoch(scope, stream, row)
+        self._step("epoch added")
+        if not self.old_epoch_done(scope, stream, value["epoch"]):
+            return POSTPONE
+        sizes = {}
+        for sid in t.sealed:
+            sizes[sid] = self._seal(stream_segment_name(scope, stream, sid))
+        self._records.add_sealed_sizes(scope, stream, sizes)
+        self._step("old segments sealed")
+        numbers = [sid & 0xFFFFFFFF for sid, _, _ in t.segments]
+
+        def complete(v: dict[str, Any]) -> dict[str, Any]:
+            return {
+                **v,
+                "state": StreamState.ACTIVE.value,
+                "epoch": t.epoch,
+                "next_number": max(int(v["next_number"]), max(numbers) + 1),
+                "cold": [c for c in v.get("cold", []) if c[0] not in t.sealed],
+                "scaled_ms": self._wall_ms(),
+            }
+
+        self._records.update(scope, stream, complete)
+        self._step("epoch current")
+        self._records.set_epoch_complete(scope, stream, t.epoch)
+        self._records.end_scale(scope, stream)
+        return DONE
+
+    def old_epoch_done(self, scope: str, stream: str, epoch: int) -> bool:
+        """Whether epoch ``epoch``'s segments may be sealed. Always, until the transactions
+        issue makes a scale wait for the old epoch's transactions here."""
+        return True
+
+    def _seal(self, segment: str) -> int:
+        try:
+            return self._segments.seal_segment(segment)
+        except SegmentNotFoundError:
+            return 0
+
+    # --- update ----------------------------------------------------------------------------------
+    def _on_update(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        config = self._records.pending_update(scope, stream)
+        state = self._records.state(scope, stream)
+        if config is None:
+            return DONE if state is not StreamState.UPDATING else self._end_update(scope, stream)
+        if state in (StreamState.SEALING, StreamState.SEALED):
+            self._records.end_update(scope, stream)
+            return DONE
+        if state not in (StreamState.ACTIVE, StreamState.UPDATING):
+            return POSTPONE
+        self._records.transition(scope, stream, StreamState.UPDATING)
+        self._step("updating")
+        self._records.update(scope, stream, lambda v: {**v, "config": config})
+        self._step("configuration stored")
+        scaling = StreamConfiguration.from_dict(config).scaling
+        for segment in self._records.info(scope, stream).segments:
+            self._set_policy(segment.name, scaling)
+        return self._end_update(scope, stream)
+
+    def _end_update(self, scope: str, stream: str) -> str:
+        self._records.transition(scope, stream, StreamState.ACTIVE)
+        self._records.end_update(scope, stream)
+        return DONE
+
+    # --- seal and delete -------------------------------------------------------------------------
+    def _on_seal(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        state = self._records.state(scope, stream)
+        if state is StreamState.SEALED:
+            return DONE
+        running = self._records.scale_record(scope, stream)
+        if running is not None and self.run_scale(scope, stream, running) == POSTPONE:
+            return POSTPONE
+        state = self._records.state(scope, stream)
+        if state is StreamState.CREATING:
+            return POSTPONE  # the create task finishes it first
+        if state is StreamState.UPDATING:
+            self._on_update(scope, stream, body)
+        self._records.transition(scope, stream, StreamState.SEALING)
+        self._step("sealing")
+        segments = self._records.info(scope, stream).segments
+        sizes = {s.segment_id: self._seal(s.name) for s in segments}
+        self._records.add_sealed_sizes(scope, stream, sizes)
+        self._step("segments sealed")
+        self._records.transition(scope, stream, StreamState.SEALED)
+        return DONE
+
+    def _on_delete(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        value = self._records.get(scope, stream)[0]
+        if value["state"] != StreamState.SEALED.value:
+            log.warning("delete of %s/%s dropped: the stream is not sealed", scope, stream)
+            return DONE
+        self.finish_delete(scope, stream)
+        return DONE
+
+    def finish_delete(self, scope: str, stream: str) -> None:
+        """Delete every segment of every epoch, remember the name's numbers, then the records."""
+        value = self._records.get(scope, stream)[0]
+        next_number = int(value["next_number"])
+        if self._store.safe_start("streams", scope, stream, 0) < next_number:
+            self._store.remember_deleted("streams", scope, stream, next_number)
+        self._step("numbers remembered")
+        for sid in self._records.all_segment_ids(scope, stream):
+            with contextlib.suppress(SegmentNotFoundError):
+                self._segments.delete_segment(stream_segment_name(scope, stream, sid))
+        self._step("segments deleted")
+        self._records.delete(scope, stream)
+
+    # --- auto-scale ------------------------------------------------------------------------------
+    def _on_report(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        name = parse_segment_name(str(body.get("segment")))
+        scope, stream, sid = name.scope, name.stream, name.segment_id
+        running = self._records.scale_record(scope, stream)
+        if running is not None:
+            return self.run_scale(scope, stream, running)
+        value = self._records.get(scope, stream)[0]
+        if value["state"] != StreamState.ACTIVE.value:
+            return DONE
+        now = self._wall_ms()
+        if now - int(value.get("scaled_ms", 0)) < AUTO_SCALE_STREAM_COOLDOWN_S * 1000:
+            return DONE
+        current = self._records.epoch(scope, stream, value["epoch"])
+        assert current is not None
+        row = next((r for r in current.segments if r[0] == sid), None)
+        if row is None:
+            return DONE  # scaled away since the report
+        if body.get("direction") == "up":
+            splits = max(2, min(int(body.get("splits", 2)), 10_000 - len(current.segments) + 1))
+            lo, hi = row[1], row[2]
+            ranges = [
+                (
+                    lo + (hi - lo) * i / splits,
+                    hi if i + 1 == splits else lo + (hi - lo) * (i + 1) / splits,
+                )
+                for i in range(splits)
+            ]
+            return self._auto_scale(scope, stream, [sid], ranges)
+        cold = {
+            c[0]: c[1] for c in value.get("cold", []) if now - c[1] < AUTO_SCALE_COLD_MARK_S * 1000
+        }
+        cold[sid] = now
+        self._records.update(
+            scope, stream, lambda v: {**v, "cold": sorted([k, t] for k, t in cold.items())}
+        )
+        return self._merge_cold(scope, stream)
+
+    def _on_sweep(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        if self._records.scale_record(scope, stream) is not None:
+            return DONE
+        return self._merge_cold(scope, stream)
+
+    def _merge_cold(self, scope: str, stream: str) -> str:
+        """Merge the first two neighbouring cold segments, if the stream may lose one."""
+        value = self._records.get(scope, stream)[0]
+        if value["state"] != StreamState.ACTIVE.value:
+            return DONE
+        now = self._wall_ms()
+        cold = set(_cold_marks(value, now))
+        current = self._records.epoch(scope, stream, value["epoch"])
+        assert current is not None
+        minimum = StreamConfiguration.from_dict(value["config"]).scaling.min_segments
+        if len(current.segments) <= minimum:
+            return DONE
+        rows = current.segments
+        for a, b in itertools.pairwise(rows):
+            if a[0] in cold and b[0] in cold and a[2] == b[1]:
+                return self._auto_scale(scope, stream, [a[0], b[0]], [(a[1], b[2])])
+        return DONE
+
+    def _auto_scale(
+        self, scope: str, stream: str, sealed: list[int], ranges: list[tuple[float, float]]
+    ) -> str:
+        try:
+            record = self._records.start_scale(scope, stream, sealed, ranges, self._wall_ms())
+        except (ScaleConflictError, StreamSealedError) as e:
+            log.info("auto-scale of %s/%s skipped: %s", scope, stream, e)
+            return DONE
+        log.info("auto-scale of %s/%s: %s -> %s", scope, stream, sealed, ranges)
+        return self.run_scale(scope, stream, record)
+
+
+def _cold_marks(value: dict[str, Any], now: int) -> dict[int, int]:
+    """The stream record's cold marks still fresh at ``now``: segment id -> when marked."""
+    limit = AUTO_SCALE_COLD_MARK_S * 1000
+    return {int(c[0]): int(c[1]) for c in value.get("cold", []) if now - c[1] < limit}
