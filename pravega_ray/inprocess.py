@@ -25,7 +25,7 @@ from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.service import method_name
-from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
+from pravega_ray.controller.table_metadata_store import open_metadata_store
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
@@ -78,7 +78,8 @@ class InProcessCluster(ClientFactory):
     def _new_controller(self) -> Controller:
         # No repeats: a container of this cluster is down only while a test restarts it.
         segments = SegmentHelper(SegmentStoreClient(self), attempts_max=1, call_timeout_s=30)
-        return Controller(ChunkMetadataStore(self.storage), segments, self.container_count)
+        store = open_metadata_store(SegmentStoreClient(self), self.storage)
+        return Controller(store, segments, self.container_count)
 
     def _new_container(self, container_id: int) -> SegmentContainer:
         container = build_in_memory_container(
