@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 from pravega_ray.constants import (
     CONTAINER_CALL_ATTEMPTS_MAX,
     CONTROLLER_METADATA_PARTITIONS,
+    KVT_PARTITIONS_MAX,
     TABLE_ITERATE_LIMIT,
     TABLE_KEY_BYTES_MAX,
     TABLE_VALUE_BYTES_MAX,
@@ -146,12 +147,18 @@ class TableMetadataStore:
         sleep: Callable[[float], None] = time.sleep,
         new_client_id: Callable[[], bytes] = lambda: os.urandom(CLIENT_ID_BYTES),
     ) -> None:
-        if not is_int(partitions) or partitions < 1:
-            raise InvalidArgumentError(f"partitions must be an int >= 1, got {partitions!r}")
+        if not is_int(partitions) or not 1 <= partitions <= KVT_PARTITIONS_MAX:
+            raise InvalidArgumentError(
+                f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}], got {partitions!r}"
+            )
         if not is_int(attempts_max) or attempts_max < 1:
             raise InvalidArgumentError(f"attempts_max must be an int >= 1, got {attempts_max!r}")
-        if call_timeout_s is not None and not call_timeout_s > 0:
-            raise InvalidArgumentError(f"call_timeout_s must be > 0, got {call_timeout_s!r}")
+        for name, seconds in (("call_timeout_s", call_timeout_s), ("pause_s", pause_s)):
+            if seconds is None and name == "call_timeout_s":
+                continue
+            least = 0.0 if name == "pause_s" else 1e-3
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < least:
+                raise InvalidArgumentError(f"{name} must be a number >= {least}, got {seconds!r}")
         self._client = client
         self.segments = [system_table_segment_name(CONTROLLER_TABLE, p) for p in range(partitions)]
         self._call_timeout_s = call_timeout_s

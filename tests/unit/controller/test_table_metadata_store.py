@@ -378,7 +378,19 @@ def test_bad_values_and_versions_are_refused_and_change_nothing(
     assert store.get("scopes/a") is None
 
 
-@pytest.mark.parametrize("options", [{"partitions": 0}, {"partitions": True}, {"attempts_max": 0}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"partitions": 0},
+        {"partitions": True},
+        {"partitions": 1025},
+        {"attempts_max": 0},
+        {"call_timeout_s": -1},
+        {"call_timeout_s": 0},
+        {"call_timeout_s": "1"},
+        {"pause_s": None},
+    ],
+)
 def test_bad_options_are_refused(cluster: InProcessCluster, options: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError):
         TableMetadataStore(SegmentStoreClient(cluster), **options)
