@@ -13,7 +13,7 @@ from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.reader_group_state import Assignment
 from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
 from pravega_ray.controller.segment_helper import SegmentHelper
-from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
+from pravega_ray.controller.table_metadata_store import open_metadata_store
 from pravega_ray.segmentstore.builder import build_chunk_storage
 from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
@@ -34,11 +34,13 @@ class ControllerActor:
     ) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         self._tiers = {"tier1": tier1, "tier2": tier2}
-        store = ChunkMetadataStore(build_chunk_storage(tier2))
         containers = [
             ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
         ]
         segments = SegmentHelper(SegmentStoreClient(RayServiceInvoker(containers)))
+        store = open_metadata_store(
+            SegmentStoreClient(RayServiceInvoker(containers)), build_chunk_storage(tier2)
+        )
         self._controller = Controller(store, segments, container_count)
 
     def describe(self) -> dict[str, object]:

@@ -9,7 +9,7 @@ Both return a :class:`Cluster`, whose client methods come from
 
 Data directory layout::
 
-    <data_dir>/cluster.json      {"format": 5, "container_count": N, "tier1": URL, "tier2": URL}
+    <data_dir>/cluster.json      {"format": 6, "container_count": N, "tier1": URL, "tier2": URL}
     <data_dir>/tier1/container-<i>/   durable logs (default Tier-1)
     <data_dir>/tier2/            Tier-2 chunks and controller records (default Tier-2)
 """
@@ -62,7 +62,7 @@ R = TypeVar("R")
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
-_FORMAT = 5
+_FORMAT = 6
 """Version of the stored formats (log records, chunks, records).
 
 2: appends carry attributes. 3: extended attributes persist in the B+tree attribute
@@ -74,6 +74,9 @@ data is read as it is, so upgrading 3 -> 4 only records the number.
 incarnation (``<segment>#incarnation.<epoch>-<n>``), so a segment deleted and created again
 never shares them with its predecessor; older segments keep their names, so upgrading
 4 -> 5 only records the number (a format-4 build would miss the new names: it is refused).
+6: controller records in table segments of _system; 5 -> 6 migrates on the controller's first
+start (``controller/table_metadata_store.open_metadata_store`` copies the ``_system/controller/``
+chunks, finishing a copy cut short by a crash; the chunks stay, unread).
 """
 
 
@@ -210,6 +213,13 @@ def _check_data_dir(
         if stored.get("format") == 4:
             log.info("upgrading %s from data format 4 to 5 (nothing to rewrite)", data_dir)
             stored = _record_format(path, stored, 5)
+        if stored.get("format") == 5:
+            log.info(
+                "upgrading %s from data format 5 to 6: the controller copies its records into "
+                "table segments when it starts",
+                data_dir,
+            )
+            stored = _record_format(path, stored, 6)
         if stored.get("format") != _FORMAT:
             raise ConfigurationError(
                 f"{data_dir} holds data in format {stored.get('format')}; this pravega-ray reads "

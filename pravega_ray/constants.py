@@ -187,3 +187,6 @@ KVT_PARTITIONS_DEFAULT = 4
 """Partitions of a key-value table when ``create_key_value_table`` is not told."""
 KVT_PARTITIONS_MAX = 1024
 """Most partitions (table segments) one key-value table may have."""
+CONTROLLER_METADATA_PARTITIONS = 4
+"""Table segments holding the controller's records in ``_system`` (a record goes to the
+partition of its parent key). Fixed for a data directory: changing it strands records."""

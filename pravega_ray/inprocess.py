@@ -27,8 +27,9 @@ from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.service import method_name
-from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.stream_workflows import StreamWorkflows
+from pravega_ray.controller.table_metadata_store import TableMetadataStore, open_metadata_store
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
@@ -75,6 +76,7 @@ class InProcessCluster(ClientFactory):
         self._containers: list[SegmentContainer | None] = [
             self._new_container(i) for i in range(container_count)
         ]
+        self.metadata: TableMetadataStore
         self._locked = _LockedController(self._new_controller())
         self.processor = self._new_processor()
         self.processor.start()
@@ -95,23 +97,20 @@ class InProcessCluster(ClientFactory):
         return SegmentHelper(SegmentStoreClient(self), attempts_max=1, call_timeout_s=30)
 
     def _new_controller(self) -> Controller:
-        return Controller(
-            ChunkMetadataStore(self.storage), self._segment_helper(), self.container_count
-        )
+        self.metadata = open_metadata_store(SegmentStoreClient(self), self.storage)
+        return Controller(self.metadata, self._segment_helper(), self.container_count)
 
     def new_workflows(self, step: Callable[[str], None] = lambda name: None) -> StreamWorkflows:
         """Stream workflows over this cluster's records (``step`` is called between steps)."""
-        store = StreamMetadataStore(ChunkMetadataStore(self.storage))
-        return StreamWorkflows(store, self._segment_helper(), step=step)
+        return StreamWorkflows(
+            StreamMetadataStore(self.metadata), self._segment_helper(), step=step
+        )
 
     def _new_processor(
         self, step: Callable[[str], None] = lambda name: None
     ) -> RequestEventProcessor:
-        segments = self._segment_helper()
         return RequestEventProcessor(
-            RequestStream(segments),
-            self.new_workflows(step).handle,
-            ChunkMetadataStore(self.storage),
+            RequestStream(self._segment_helper()), self.new_workflows(step).handle, self.metadata
         )
 
     def restart_processor(self, step: Callable[[str], None] = lambda name: None) -> None:

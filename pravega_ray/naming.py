@@ -15,7 +15,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from pravega_ray.constants import NAME_LENGTH_MAX
+from pravega_ray.constants import NAME_LENGTH_MAX, SYSTEM_SCOPE
 from pravega_ray.errors import InvalidNameError
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -115,6 +115,19 @@ def kvt_segment_name(scope: str, table: str, partition: int, number_base: int = 
     return stream_segment_name(
         scope, KVT_STREAM_PREFIX + table, segment_id(0, number_base + partition)
     )
+
+
+def system_table_segment_name(table: str, partition: int) -> str:
+    """The table segment of partition ``partition`` of system table ``table`` in ``_system``.
+
+    Named as a key-value table of the system scope (``_system/_kvt.<table>/<n>.#epoch.0``),
+    so placement and name parsing treat it as any other stream segment. ``table`` must be
+    a valid key-value table name (no leading ``_``); ``partition`` an int >= 0.
+    """
+    validate_kvt_name(table)
+    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise InvalidNameError(f"a system table partition is an int >= 0, got {partition!r}")
+    return stream_segment_name(SYSTEM_SCOPE, KVT_STREAM_PREFIX + table, segment_id(0, partition))
 
 
 def parse_segment_name(name: str) -> SegmentName:

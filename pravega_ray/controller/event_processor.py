@@ -203,7 +203,7 @@ class RequestEventProcessor:
         def loop() -> None:
             while not self._stopping.is_set():
                 try:
-                    self.run_once(0.5)
+                    self.run_once(0.05)
                 except Exception:  # the stream's container restarting, say: try again
                     log.exception("request event processor: reading failed; retrying")
                     self._stopping.wait(0.5)

@@ -47,6 +47,7 @@ from pravega_ray.errors import (
     IllegalStateTransitionError,
     InvalidArgumentError,
     KeyValueTableNotFoundError,
+    PravegaError,
     ReaderGroupNotFoundError,
 )
 from pravega_ray.naming import kvt_segment_name
@@ -144,7 +145,7 @@ class ChunkMetadataStore:
         raw = self._storage.read(chunk, 0, self._storage.length(chunk))
         if raw == _TOMBSTONE:
             return None
-        return Versioned(_decode(key, chunk, raw), _version_of(chunk))
+        return Versioned(decode_record(key, chunk, raw), _version_of(chunk))
 
     def get(self, key: str) -> Versioned | None:
         """See :meth:`MetadataStore.get`."""
@@ -171,7 +172,7 @@ class ChunkMetadataStore:
             raise ConflictingUpdateError(f"record {key} changed concurrently")
         version = _version_of(versions[-1]) + 1 if versions else 0
         try:
-            self._storage.create(f"{self._prefix(key)}{version:020d}", _encode(value))
+            self._storage.create(f"{self._prefix(key)}{version:020d}", encode_record(value))
         except AlreadyExistsError:
             raise ConflictingUpdateError(f"record {key} changed concurrently") from None
         self._delete_chunks(versions)
@@ -188,6 +189,28 @@ class ChunkMetadataStore:
     def _delete_chunks(self, chunks: list[str]) -> None:
         for chunk in chunks:
             self._storage.delete(chunk)
+
+    def all_keys(self) -> list[str]:
+        """Sorted keys of every live record, damaged ones too, at any depth (one listing).
+
+        For copying the whole store (the migration to table segments). A record whose
+        latest version cannot be read counts as live: the copy reports it as damaged.
+        """
+        latest: dict[str, str] = {}
+        for name in self._storage.list(f"{_ROOT}/"):
+            key, _, version = name[len(_ROOT) + 1 :].rpartition("/")
+            fresher = key not in latest or name > latest[key]
+            if key and version.isdigit() and len(version) == 20 and fresher:
+                latest[key] = name
+        live = []
+        for key, chunk in latest.items():
+            try:
+                tombstone = self._storage.read(chunk, 0, len(_TOMBSTONE) + 1) == _TOMBSTONE
+            except PravegaError:
+                tombstone = False  # unreadable: the copy reads it again and reports it
+            if not tombstone:
+                live.append(key)
+        return sorted(live)
 
     def list_keys(self, prefix: str) -> list[str]:
         """See :meth:`MetadataStore.list_keys`."""
@@ -210,13 +233,20 @@ def _version_of(chunk: str) -> int:
     return int(chunk.rsplit("/", 1)[1])
 
 
-def _encode(value: dict[str, Any]) -> bytes:
+def encode_record(value: dict[str, Any]) -> bytes:
+    """A record's stored form: ``crc32:<8 hex digits>\\n<JSON object, sorted keys>``.
+
+    Shared by every :class:`MetadataStore` (chunks and table segments store the same bytes).
+    """
     body = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
     return b"%s%08x\n%s" % (_CHECKSUM_TAG, zlib.crc32(body), body)
 
 
-def _decode(key: str, chunk: str, raw: bytes) -> dict[str, Any]:
-    """The record value stored as ``raw``; DataCorruptionError naming ``key`` and ``chunk``."""
+def decode_record(key: str, chunk: str, raw: bytes) -> dict[str, Any]:
+    """The record value stored as ``raw``; DataCorruptionError naming ``key`` and ``chunk``.
+
+    ``chunk`` names the stored object (a chunk, or a table segment and version).
+    """
     if raw.startswith(_CHECKSUM_TAG):
         header, body = raw[:_CHECKSUM_HEADER_BYTES], raw[_CHECKSUM_HEADER_BYTES:]
         digits = header[len(_CHECKSUM_TAG) : -1]

@@ -50,35 +50,37 @@ def test_a_torn_old_chunk_is_reported_not_skipped() -> None:
 
 
 def test_start_local_upgrades_a_format_2_data_directory(tmp_path: Path) -> None:
-    from pravega_ray.cluster import _check_data_dir
+    from pravega_ray.cluster import _FORMAT, _check_data_dir
     from pravega_ray.storage.filesystem import FileSystemChunkStorage
 
     tier2 = FileSystemChunkStorage(str(tmp_path / "tier2"))
     old_chunk(tier2, SEG, 0, {key(1): 5})
     (tmp_path / "cluster.json").write_text(json.dumps({"format": 2, "container_count": 2}))
     _check_data_dir(tmp_path, 2, None, None)
-    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 5
+    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == _FORMAT
     assert BTreeAttributeIndex(tier2).get(SEG, [key(1)]) == {key(1): 5}
     assert tier2.list("attributes/") == []
 
 
-@pytest.mark.parametrize("old", [3, 4])
-def test_start_local_upgrades_a_format_3_or_4_directory_by_recording_the_number(
+@pytest.mark.parametrize("old", [3, 4, 5])
+def test_start_local_upgrades_a_format_3_4_or_5_directory_by_recording_the_number(
     tmp_path: Path, old: int
 ) -> None:
-    from pravega_ray.cluster import _check_data_dir
+    from pravega_ray.cluster import _FORMAT, _check_data_dir
 
     (tmp_path / "cluster.json").write_text(json.dumps({"format": old, "container_count": 2}))
     _check_data_dir(tmp_path, 2, None, None)
-    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == 5
+    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == _FORMAT
 
 
 def test_start_local_refuses_a_newer_format(tmp_path: Path) -> None:
-    from pravega_ray.cluster import _check_data_dir
+    from pravega_ray.cluster import _FORMAT, _check_data_dir
     from pravega_ray.errors import ConfigurationError
 
-    (tmp_path / "cluster.json").write_text(json.dumps({"format": 6, "container_count": 2}))
-    with pytest.raises(ConfigurationError, match="format 6"):
+    (tmp_path / "cluster.json").write_text(
+        json.dumps({"format": _FORMAT + 1, "container_count": 2})
+    )
+    with pytest.raises(ConfigurationError, match=f"format {_FORMAT + 1}"):
         _check_data_dir(tmp_path, 2, None, None)
 
 

@@ -1,0 +1,411 @@
+"""The controller's records in table segments of the system scope (Pravega's
+``PravegaTablesStreamMetadataStore``), behind the :class:`MetadataStore` Protocol.
+
+Layout
+------
+
+Records live in ``partitions`` table segments (``CONTROLLER_METADATA_PARTITIONS``), named
+by :func:`~pravega_ray.naming.system_table_segment_name` (``_system/_kvt.controller/<n>.#epoch.0``).
+A record goes to the partition of its *parent* key (``streams/sc`` for ``streams/sc/st``;
+``""`` for a key without ``/``), by a stable hash: the children of one prefix share one
+partition, so :meth:`TableMetadataStore.list_keys` iterates one table segment, never all
+of them. The partition count is part of the data format: changing it strands records.
+
+Each entry: key = the record key in UTF-8; value = the same checksummed JSON as
+:class:`~pravega_ray.controller.stream_metadata_store.ChunkMetadataStore` stores
+(:func:`encode_record`); version = the table version (the entry's offset, >= 0). A put
+is one conditional table update (``NOT_EXISTS`` for "must not exist"), so the table
+segment's atomic check-and-append is the compare-and-set.
+
+Exactly once
+------------
+
+A table update whose outcome is unknown (the container died mid-call:
+:class:`RetriableError`, or the call timed out) is repeated with the same ``client_id``
+and ``client_last`` (the table segment's exactly-once retries), so a put that landed the
+first time returns its version instead of a false :class:`ConflictingUpdateError`. A
+client id sends one batch at a time per table segment; concurrent callers therefore
+take a *client slot* (an id and its last batch offset per partition) from a pool under
+a lock, and give it back after the call. A slot whose last outcome stayed unknown is
+dropped (a new random id replaces it).
+
+Thread-safe: several threads of one process may call one store at once. Several
+processes may use the same tables at once: nothing is cached, and compare-and-set by
+version keeps them correct.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pravega_ray.constants import (
+    CONTAINER_CALL_ATTEMPTS_MAX,
+    CONTROLLER_METADATA_PARTITIONS,
+    KVT_PARTITIONS_MAX,
+    TABLE_ITERATE_LIMIT,
+    TABLE_KEY_BYTES_MAX,
+    TABLE_VALUE_BYTES_MAX,
+)
+from pravega_ray.controller.stream_metadata_store import (
+    ChunkMetadataStore,
+    Versioned,
+    damaged,
+    decode_record,
+    encode_record,
+    is_int,
+)
+from pravega_ray.errors import (
+    BadKeyVersionError,
+    ConflictingUpdateError,
+    DataCorruptionError,
+    InvalidArgumentError,
+    InvalidNameError,
+    NoSuchKeyError,
+    RetriableError,
+    SegmentExistsError,
+    SegmentStoreUnavailableError,
+)
+from pravega_ray.naming import stable_hash64, system_table_segment_name
+from pravega_ray.retry import repeat_while
+from pravega_ray.segmentstore.attributes import NULL_VALUE
+from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableUpdate, TableUpdateResult
+from pravega_ray.segmentstore.service import SegmentStoreClient
+from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES
+from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
+
+__all__ = [
+    "CONTROLLER_TABLE",
+    "MIGRATION_MARKER",
+    "TableMetadataStore",
+    "migrate_chunk_records",
+    "open_metadata_store",
+]
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+CONTROLLER_TABLE = "controller"
+"""System table (``_system/_kvt.controller``) holding the controller's records."""
+
+MIGRATION_MARKER = "meta/migrated-from-chunks"
+"""Written last by :func:`migrate_chunk_records`: the chunk records were copied."""
+
+CALL_TIMEOUT_S = 30.0
+"""Default bound of one table call; past it the outcome is unknown and the call repeats."""
+
+RETRY_PAUSE_S = 0.5
+"""Pause between repeats of a table call whose outcome is unknown."""
+
+
+@dataclass
+class _ClientSlot:
+    """A table client id and the offset of its last batch on each partition."""
+
+    client_id: bytes
+    last: dict[int, int] = field(default_factory=dict)
+
+
+class TableMetadataStore:
+    """:class:`~pravega_ray.controller.stream_metadata_store.MetadataStore` on table segments.
+
+    Same contract as ``ChunkMetadataStore`` (see the module docstring for the layout):
+    ``get`` returns the value and version or None; ``put`` is compare-and-set by version
+    (``ConflictingUpdateError`` to the loser; ``DataCorruptionError`` naming the key if the
+    current entry is damaged, which is never overwritten); ``delete`` removes the key;
+    ``list_keys`` lists direct children, damaged ones too. Keys follow the chunk store's
+    rule (non-empty ``/``-separated components, no ``.``/``..``), at most
+    ``TABLE_KEY_BYTES_MAX`` UTF-8 bytes (else InvalidNameError); encoded values at most
+    ``TABLE_VALUE_BYTES_MAX`` (else InvalidArgumentError). Versions are ints >= 0.
+
+    Calls whose outcome is unknown are repeated ``attempts_max`` times at most,
+    ``pause_s`` apart, each bounded by ``call_timeout_s``; after the last one its
+    ``RetriableError`` (``SegmentStoreUnavailableError`` for a timeout) reaches the
+    caller, outcome still unknown. Call :meth:`ensure_created` once before use.
+    Thread-safe (client slots, see the module docstring).
+
+    One gap against the chunk store: a put naming the *current* version of an entry
+    whose value was damaged in place (the version unchanged) replaces it, as the table
+    checks versions, not values; the damaged bytes stay in the append-only segment.
+    """
+
+    def __init__(
+        self,
+        client: SegmentStoreClient,
+        *,
+        partitions: int = CONTROLLER_METADATA_PARTITIONS,
+        call_timeout_s: float | None = CALL_TIMEOUT_S,
+        attempts_max: int = CONTAINER_CALL_ATTEMPTS_MAX,
+        pause_s: float = RETRY_PAUSE_S,
+        sleep: Callable[[float], None] = time.sleep,
+        new_client_id: Callable[[], bytes] = lambda: os.urandom(CLIENT_ID_BYTES),
+    ) -> None:
+        if not is_int(partitions) or not 1 <= partitions <= KVT_PARTITIONS_MAX:
+            raise InvalidArgumentError(
+                f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}], got {partitions!r}"
+            )
+        if not is_int(attempts_max) or attempts_max < 1:
+            raise InvalidArgumentError(f"attempts_max must be an int >= 1, got {attempts_max!r}")
+        for name, seconds in (("call_timeout_s", call_timeout_s), ("pause_s", pause_s)):
+            if seconds is None and name == "call_timeout_s":
+                continue
+            least = 0.0 if name == "pause_s" else 1e-3
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < least:
+                raise InvalidArgumentError(f"{name} must be a number >= {least}, got {seconds!r}")
+        self._client = client
+        self.segments = [system_table_segment_name(CONTROLLER_TABLE, p) for p in range(partitions)]
+        self._call_timeout_s = call_timeout_s
+        self._attempts_max = attempts_max
+        self._pause_s = pause_s
+        self._sleep = sleep
+        self._new_client_id = new_client_id
+        self._lock = threading.Lock()
+        self._idle: list[_ClientSlot] = []
+
+    # --- layout ----------------------------------------------------------------------------------
+    def partition_of(self, key: str) -> int:
+        """The partition of record ``key``: the one of its parent key's children."""
+        return self.children_partition(key.rpartition("/")[0])
+
+    def children_partition(self, parent: str) -> int:
+        """The partition holding every record directly under ``parent``: a stable hash of it."""
+        return stable_hash64(parent) % len(self.segments)
+
+    def ensure_created(self) -> None:
+        """Create the table segments; those that exist already are left as they are."""
+        for segment in self.segments:
+            with contextlib.suppress(SegmentExistsError):
+                self._call(f"create {segment}", lambda s=segment: self._client.table_create(s))
+
+    # --- MetadataStore ---------------------------------------------------------------------------
+    def get(self, key: str) -> Versioned | None:
+        """See :meth:`MetadataStore.get`; DataCorruptionError names ``key`` (and the segment)."""
+        raw_key = _key_bytes(key)
+        segment = self.segments[self.partition_of(key)]
+        try:
+            (entry,) = self._call(f"get {key}", lambda: self._client.table_get(segment, [raw_key]))
+        except DataCorruptionError as e:
+            raise damaged(key, f"its table entry cannot be read ({e})", segment) from e
+        if entry is None or entry.value is None:
+            return None
+        where = f"{segment}@{entry.version}"
+        return Versioned(decode_record(key, where, entry.value), entry.version)
+
+    def put(self, key: str, value: dict[str, Any], expected_version: int | None) -> int:
+        """See :meth:`MetadataStore.put`.
+
+        InvalidArgumentError for a value that is not a JSON-encodable dict or is too big,
+        or an ``expected_version`` that is not an int (a negative one never matches).
+        """
+        raw_key = _key_bytes(key)
+        if not isinstance(value, dict):
+            raise InvalidArgumentError(f"record {key}: a value is a dict, not {type(value)}")
+        try:
+            data = encode_record(value)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"record {key}: value is not JSON: {e}") from None
+        if len(data) > TABLE_VALUE_BYTES_MAX:
+            raise InvalidArgumentError(
+                f"record {key} is {len(data)} bytes encoded, over {TABLE_VALUE_BYTES_MAX}"
+            )
+        if expected_version is None:
+            condition = NOT_EXISTS
+        elif not is_int(expected_version):
+            raise InvalidArgumentError(f"expected_version {expected_version!r} is not an int")
+        elif expected_version < 0:
+            self.get(key)  # damage first, as the chunk store reports it
+            raise ConflictingUpdateError(f"record {key} changed concurrently")
+        else:
+            condition = expected_version
+        partition = self.partition_of(key)
+        try:
+            result = self._update(partition, TableUpdate(raw_key, data, condition), key)
+        except (BadKeyVersionError, NoSuchKeyError):
+            self.get(key)  # a damaged current entry is DataCorruptionError, not a conflict
+            if expected_version is None:
+                raise ConflictingUpdateError(f"record {key} exists") from None
+            raise ConflictingUpdateError(f"record {key} changed concurrently") from None
+        return result.versions[0]
+
+    def delete(self, key: str) -> None:
+        """See :meth:`MetadataStore.delete`: one unconditional removal, damaged or not."""
+        raw_key = _key_bytes(key)
+        self._update(self.partition_of(key), TableUpdate(raw_key, None), key)
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """See :meth:`MetadataStore.list_keys`: iterates the one partition of ``prefix``."""
+        _key_bytes(prefix)
+        segment = self.segments[self.children_partition(prefix)]
+        keys = []
+        for entry_key in self._iterate_keys(segment):
+            parent, _, _ = entry_key.rpartition("/")
+            if parent == prefix:
+                keys.append(entry_key)
+        return sorted(keys)
+
+    # --- whole store -----------------------------------------------------------------------------
+    def all_keys(self) -> list[str]:
+        """Sorted keys of every record in every partition (damaged ones too)."""
+        return sorted(k for segment in self.segments for k in self._iterate_keys(segment))
+
+    def _iterate_keys(self, segment: str) -> list[str]:
+        keys: list[str] = []
+        cursor: bytes | None = None
+        while True:
+            try:
+                entries, cursor = self._call(
+                    f"iterate {segment}",
+                    lambda c=cursor: self._client.table_iterate(
+                        segment, c, TABLE_ITERATE_LIMIT, False
+                    ),
+                )
+            except DataCorruptionError as e:
+                raise DataCorruptionError(
+                    f"controller records in {segment} cannot be listed: {e}", chunk=segment
+                ) from e
+            for entry in entries:
+                try:
+                    keys.append(entry.key.decode("utf-8"))
+                except UnicodeDecodeError:
+                    log.error(
+                        "controller: %s holds a key that is not UTF-8: %r", segment, entry.key
+                    )
+            if cursor is None:
+                return keys
+
+    # --- calls -----------------------------------------------------------------------------------
+    def _call(self, what: str, call: Callable[[], Future[R]]) -> R:
+        """``call().result()``, repeated while its outcome is unknown (a timeout counts)."""
+
+        def once() -> R:
+            future = call()
+            try:
+                return future.result(self._call_timeout_s)
+            except TimeoutError:
+                raise SegmentStoreUnavailableError(
+                    f"{what}: no answer in {self._call_timeout_s} s"
+                ) from None
+
+        return repeat_while(
+            RetriableError,
+            once,
+            what=f"controller metadata: {what}",
+            log=log,
+            attempts_max=self._attempts_max,
+            pause_s=self._pause_s,
+            sleep=self._sleep,
+        )
+
+    def _update(self, partition: int, update: TableUpdate, key: str) -> TableUpdateResult:
+        """Apply one update exactly once, repeated while its outcome is unknown."""
+        segment = self.segments[partition]
+        slot = self._checkout()
+        known = False
+        try:
+            last = slot.last.get(partition, NULL_VALUE)
+            try:
+                result = self._call(
+                    f"update {key}",
+                    lambda: self._client.table_update(segment, [update], slot.client_id, last),
+                )
+            except (BadKeyVersionError, NoSuchKeyError):
+                known = True  # nothing was appended: the slot's offsets still hold
+                raise
+            if result.offset is not None:
+                slot.last[partition] = result.offset
+            known = True
+            return result
+        finally:
+            if known:
+                with self._lock:
+                    self._idle.append(slot)
+            # Otherwise the slot's last batch may or may not have landed: drop it.
+
+    def _checkout(self) -> _ClientSlot:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        client_id = self._new_client_id()
+        if not isinstance(client_id, bytes) or len(client_id) != CLIENT_ID_BYTES:
+            raise InvalidArgumentError(f"new_client_id must return {CLIENT_ID_BYTES} bytes")
+        return _ClientSlot(client_id)
+
+
+def _key_bytes(key: object) -> bytes:
+    """``key`` in UTF-8 after the chunk store's key rule; InvalidNameError otherwise."""
+    validate_chunk_name(key)
+    assert isinstance(key, str)
+    try:
+        raw = key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidNameError(f"record key {key!r} is not valid UTF-8") from None
+    if len(raw) > TABLE_KEY_BYTES_MAX:
+        raise InvalidNameError(f"record key longer than {TABLE_KEY_BYTES_MAX} bytes")
+    return raw
+
+
+# --- migration from chunk records (data format 5 -> 6) -------------------------------------------
+def migrate_chunk_records(source: ChunkMetadataStore, target: TableMetadataStore) -> int:
+    """Copy every record of ``source`` into ``target``; returns how many ``target`` holds.
+
+    Idempotent and crash-safe: a record already copied (same value) is left alone, one
+    copied with another value is brought up to date by version, and the marker
+    :data:`MIGRATION_MARKER` is written last, naming the count and the skipped records,
+    so a rerun after a crash finishes the copy. Damaged source records (and records the
+    target holds damaged) are logged and skipped, never stopping the rest; they are listed
+    in the marker's ``skipped`` (key -> reason). ``source`` is left unchanged. Other
+    errors (the target unavailable, a record too big for a table entry) propagate with
+    no marker written: the copy is not complete.
+    """
+    copied = 0
+    skipped: dict[str, str] = {}
+    for key in source.all_keys():
+        if key == MIGRATION_MARKER:
+            continue
+        try:
+            record = source.get(key)
+        except DataCorruptionError as e:
+            log.error("migration: controller record %s is damaged and not copied: %s", key, e)
+            skipped[key] = str(e)
+            continue
+        if record is None:
+            continue
+        try:
+            current = target.get(key)
+        except DataCorruptionError as e:
+            log.error("migration: target record %s is damaged; left as it is: %s", key, e)
+            skipped[key] = str(e)
+            continue
+        if current is None:
+            target.put(key, record.value, None)
+        elif current.value != record.value:
+            target.put(key, record.value, current.version)
+        copied += 1
+    marker = {"records": copied, "skipped": skipped}
+    current_marker = target.get(MIGRATION_MARKER)
+    target.put(MIGRATION_MARKER, marker, None if current_marker is None else current_marker.version)
+    log.info("migration: %d controller records in table segments, %d skipped", copied, len(skipped))
+    return copied
+
+
+def open_metadata_store(
+    client: SegmentStoreClient, chunk_storage: ChunkStorage
+) -> TableMetadataStore:
+    """The controller's record store: its table segments created, the chunk records of a
+    format-5 data directory copied into them on the first start (see
+    :func:`migrate_chunk_records`; a start after a crash mid-copy finishes it).
+
+    Once :data:`MIGRATION_MARKER` exists, a start costs one table get.
+    """
+    store = TableMetadataStore(client)
+    store.ensure_created()
+    if store.get(MIGRATION_MARKER) is None:
+        migrate_chunk_records(ChunkMetadataStore(chunk_storage), store)
+    return store
