@@ -111,6 +111,35 @@ CHECKPOINT_LOG_BYTES = 32 * MIB
 TRAFFIC_TIME_CONSTANT_S = 10.0
 """Time constant of the smoothed per-segment event and byte rates (exponential decay)."""
 
+# --- Auto-scaling (segment store side: segmentstore/auto_scale.py) ---------------------------
+AUTO_SCALE_PERIOD_S = 2.0
+"""How often a container compares its segments' rates with their scaling policies."""
+
+AUTO_SCALE_COOLDOWN_S = 10.0
+"""No report for a segment within this long after the monitor first saw it (its creation,
+or the container's recovery) or after its last delivered report."""
+
+AUTO_SCALE_MUTE_S = 30.0
+"""A report is not repeated in the same direction within this long (an "up" also mutes
+"down"): Pravega's mute duration, for when the controller did not act on a report."""
+
+AUTO_SCALE_COLD_FRACTION = 0.5
+"""A segment is cold when its rate stays below ``target_rate`` times this for a period."""
+
+AUTO_SCALE_WARMUP_S = TRAFFIC_TIME_CONSTANT_S
+"""A segment is not judged until its rate tracker ran this long (after one time constant the
+smoothed rate shows 63% of a steady rate, so a segment at target never looks cold)."""
+
+AUTO_SCALE_REPORTS_PER_PERIOD_MAX = 1000
+"""Most reports one container delivers per period; the rest stay due for the next."""
+
+AUTO_SCALE_POLICY_READS_PER_PERIOD_MAX = 256
+"""Most segments whose policy one period reads from the attribute index (after a recovery or
+an eviction); the rest are read in later periods."""
+
+AUTO_SCALE_REPORT_TIMEOUT_S = 30.0
+"""A reporter call taking longer is given up (outcome unknown: the report may come again)."""
+
 # --- Names --------------------------------------------------------------------------------
 NAME_LENGTH_MAX = 255
 SYSTEM_SCOPE = "_system"

@@ -12,9 +12,12 @@ A batch of updates is atomic: :func:`apply_updates` computes every new value
 or raises :class:`ConditionalUpdateError` having changed nothing. The log
 records the resulting values, never the verbs, so replay is deterministic.
 
-Core attributes have keys starting with ``0x80`` followed by seven zero bytes
-(reserved: user keys there are rejected); today the container keeps
-``EVENT_COUNT`` and ``CREATION_TIME`` as fields and reports them here.
+Core attributes have keys starting with ``0x80`` followed by seven zero bytes and
+an 8-byte id (reserved: user keys there are rejected); today the container keeps
+``EVENT_COUNT`` (id 1) and ``CREATION_TIME`` (id 2) as fields and reports them here.
+Core ids 16 to 31 are *settable*: stored like extended attributes, they may be set
+by attribute updates (the controller's scaling policy, ``segmentstore/auto_scale.py``,
+ids 16 to 18), but never used as a writer id, so no writer can clash with them.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ NULL_VALUE = NO_EVENT_NUMBER
 _CORE_PREFIX = b"\x80" + bytes(7)
 EVENT_COUNT = _CORE_PREFIX + (1).to_bytes(8, "big")
 CREATION_TIME = _CORE_PREFIX + (2).to_bytes(8, "big")
+SETTABLE_CORE_IDS = range(16, 32)
+"""Core attribute ids that attribute updates may set (the rest are rejected)."""
 _VALUE_MIN, _VALUE_MAX = -(2**63), 2**63 - 1
 
 
@@ -51,7 +56,7 @@ class AttributeUpdate:
     compare_value: int = NULL_VALUE
 
     def __post_init__(self) -> None:
-        check_key(self.key)
+        check_key(self.key, allow_core=is_settable_core_key(self.key))
         if not isinstance(self.update_type, AttributeUpdateType):
             raise InvalidArgumentError(f"unknown attribute update type {self.update_type!r}")
         for v in (self.value, self.compare_value):
@@ -70,6 +75,23 @@ def check_key(key: object, *, allow_core: bool = False) -> bytes:
 def is_core_key(key: bytes) -> bool:
     """Whether ``key`` is in the range reserved for core attributes."""
     return key.startswith(_CORE_PREFIX)
+
+
+def core_key(core_id: int) -> bytes:
+    """The key of core attribute ``core_id`` (0 to 2**63 - 1)."""
+    if isinstance(core_id, bool) or not isinstance(core_id, int) or not 0 <= core_id <= _VALUE_MAX:
+        raise InvalidArgumentError(f"core attribute ids are 0 to 2**63 - 1, got {core_id!r}")
+    return _CORE_PREFIX + core_id.to_bytes(8, "big")
+
+
+def is_settable_core_key(key: object) -> bool:
+    """Whether ``key`` is a core key that attribute updates may set (:data:`SETTABLE_CORE_IDS`)."""
+    return (
+        isinstance(key, bytes)
+        and len(key) == ATTRIBUTE_KEY_BYTES
+        and key.startswith(_CORE_PREFIX)
+        and int.from_bytes(key[8:], "big") in SETTABLE_CORE_IDS
+    )
 
 
 def apply_updates(

@@ -25,6 +25,13 @@ from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
 from pravega_ray.segmentstore.attribute_index import AttributeIndex
+from pravega_ray.segmentstore.auto_scale import (
+    AutoScaleConfig,
+    AutoScaleMonitor,
+    AutoScaler,
+    ScaleReporter,
+    check_reporter,
+)
 from pravega_ray.segmentstore.btree_attribute_index import BTreeAttributeIndex
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
@@ -124,6 +131,8 @@ def build_container(
     scheduler: Scheduler | None = None,
     attribute_index: AttributeIndex | None = None,
     on_fatal: Callable[[BaseException], None] | None = None,
+    scale_reporter: ScaleReporter | None = None,
+    auto_scale: AutoScaleConfig | None = None,
 ) -> SegmentContainer:
     """The one place a container is built from its config and backends (not yet recovered).
 
@@ -131,20 +140,38 @@ def build_container(
     once a successor claimed Tier-2 (storage/fenced.py); the attribute index is the
     B+tree over that storage unless ``attribute_index`` is given (tests). ``clock`` and
     ``scheduler`` are the seams of a deterministic simulation (``timing.py``).
+    ``scale_reporter``: if given, the container reports hot and cold segments to it
+    (``segmentstore/auto_scale.py``) with ``auto_scale``'s thresholds (defaults from
+    ``constants.py``); None (the default) monitors nothing. InvalidArgumentError for a
+    reporter without ``report`` or an ``auto_scale`` that is not an AutoScaleConfig.
     """
     check_clock(clock)
     if scheduler is not None:
         check_scheduler(scheduler)
+    if scale_reporter is not None:
+        check_reporter(scale_reporter)
+    if auto_scale is not None and not isinstance(auto_scale, AutoScaleConfig):
+        raise InvalidArgumentError(f"auto_scale must be an AutoScaleConfig, got {auto_scale!r}")
+    scheduler = scheduler if scheduler is not None else AsyncioScheduler()
     fenced = FencedChunkStorage(storage, f"container-{config.container_id}")
-    return SegmentContainer(
+    container = SegmentContainer(
         config,
         data_log,
         fenced,
         attribute_index if attribute_index is not None else BTreeAttributeIndex(fenced),
         clock=clock,
-        scheduler=scheduler if scheduler is not None else AsyncioScheduler(),
+        scheduler=scheduler,
         on_fatal=on_fatal,
     )
+    if scale_reporter is not None:
+        container.auto_scaler = AutoScaler(
+            AutoScaleMonitor(clock, scale_reporter, auto_scale),
+            container.metadata,
+            container.get_attributes,
+            clock=clock,
+            scheduler=scheduler,
+        )
+    return container
 
 
 def build_container_on(

@@ -1,33 +1,31 @@
 """The segment container: owns a set of segments; wires the parts that serve them.
 
-Pravega's ``StreamSegmentContainer``. It implements the segment store's service
-surface (:class:`~pravega_ray.segmentstore.service.SegmentStoreService`) and is
-built only by :func:`~pravega_ray.segmentstore.builder.build_container`. Its parts,
-each in a file named by its Pravega role (map in docs/design.md): ``container_metadata``,
-``durable_log`` with its ``operation_processor``, ``read_index`` with each segment's
-``chunk_layout``, ``attribute_cache``, ``storage_writer``, ``table_segment``.
+Pravega's ``StreamSegmentContainer``. It implements the segment store's service surface
+(:class:`~pravega_ray.segmentstore.service.SegmentStoreService`); only
+:func:`~pravega_ray.segmentstore.builder.build_container` builds it. Its parts, each in a file
+named by its Pravega role (map in docs/design.md): ``container_metadata``, ``durable_log``
+with its ``operation_processor``, ``read_index`` with each segment's ``chunk_layout``,
+``attribute_cache``, ``storage_writer``, ``table_segment``, ``auto_scale`` (if built so).
 
 How an operation goes (seed 000):
 
-* **Validate, then log, then apply.** A caller's operation is validated against the
-  *pending* metadata view, which it then updates, so pipelined appends of one writer
-  chain correctly. The durable log writes it in a group commit and, once durable,
-  applies it to the *durable* view and the read index and completes its caller.
-  Readers only see durable data.
-* **Conditional appends.** An append carries ``(writer_id, expected, last,
-  event_count)``: it succeeds only if the writer's attribute (16-byte key = writer id,
-  8-byte value = last event number) equals ``expected``; it then sets it to ``last``
-  and accumulates the segment's event count, atomically with the data. If
-  ``expected`` is *ahead* of the attribute, the writer's previous block has not
-  arrived yet (actor calls may be reordered), so the append waits up to
+* **Validate, then log, then apply.** A caller's operation is validated against the *pending*
+  metadata view, which it then updates, so pipelined appends of one writer chain correctly.
+  The durable log writes it in a group commit and, once durable, applies it to the *durable*
+  view and the read index and completes its caller. Readers only see durable data.
+* **Conditional appends.** An append carries ``(writer_id, expected, last, event_count)``: it
+  succeeds only if the writer's attribute (16-byte key = writer id, 8-byte value = last event
+  number) equals ``expected``; it then sets it to ``last`` and accumulates the segment's event
+  count, atomically with the data. If ``expected`` is *ahead* of the attribute, the writer's
+  previous block has not arrived yet (actor calls may be reordered), so the append waits up to
   ``append_reorder_wait_s`` for it before failing its condition.
-* **Failures.** An operation that fails validation fails alone. A durable log failure
-  (I/O error, fenced) leaves the pending view ahead of the durable one, so the
-  container stops: every queued caller fails, ``on_fatal`` is called (the actor shell
-  exits so Ray restarts it) and recovery rebuilds from the log. Nothing
-  unacknowledged was ever visible; nothing acknowledged is lost.
-* **Recovery** (:meth:`SegmentContainer.recover`, synchronous): take the log over (new
-  epoch, fencing older owners), claim Tier-2 for that epoch, replay every record.
+* **Failures.** An operation that fails validation fails alone. A durable log failure (I/O
+  error, fenced) leaves the pending view ahead of the durable one, so the container stops:
+  every queued caller fails, ``on_fatal`` is called (the actor shell exits so Ray restarts it)
+  and recovery rebuilds from the log. Nothing unacknowledged was ever visible; nothing
+  acknowledged is lost.
+* **Recovery** (:meth:`SegmentContainer.recover`, synchronous): take the log over (new epoch,
+  fencing older owners), claim Tier-2 for that epoch, replay every record.
 
 Not thread-safe: all methods run on one asyncio event loop.
 """
@@ -70,6 +68,7 @@ from pravega_ray.segmentstore.attributes import (
     apply_updates,
     check_key,
 )
+from pravega_ray.segmentstore.auto_scale import NO_AUTO_SCALER, ContainerPart
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container_metadata import (
     ContainerMetadata,
@@ -158,6 +157,7 @@ class SegmentContainer:
             fenced=self.fenced,
         )
         self._tables = TableSegments(self)
+        self.auto_scaler: ContainerPart = NO_AUTO_SCALER  # build_container sets one if asked
 
     # --- lifecycle -----------------------------------------------------------------------------
     def recover(self) -> RecoveryStats:
@@ -194,11 +194,13 @@ class SegmentContainer:
         if not self._durable_log.started:
             self._durable_log.start()
             self._storage_writer.start()
+            self.auto_scaler.start()
 
     async def close(self) -> None:
         """Stop the pipeline and the storage writer. Queued operations fail; the log stays."""
         self._closed = True
         self._storage_writer.stop()
+        self.auto_scaler.stop()
         self.metadata.wake_all_waiters()  # waiters re-check and find the container closed
         await self._durable_log.stop()
         self._durable_log.fail_all(ContainerNotReadyError("container closed"))
@@ -211,6 +213,7 @@ class SegmentContainer:
         self._failure = error
         self._durable_log.fail_all(ContainerNotReadyError(f"durable log failed: {error!r}"))
         self._storage_writer.stop()
+        self.auto_scaler.stop()
         if self._on_fatal is not None:
             self._on_fatal(error)
 
