@@ -147,6 +147,17 @@ CONTAINER_RECOVERY_ATTEMPTS_MAX = 20
 CONTAINER_PLACEMENT_ATTEMPTS_MAX = 10
 """start_local re-creates a new container found off its node at most this often."""
 
+# --- Cluster manager ------------------------------------------------------------------------
+CLUSTER_MANAGER_PERIOD_S = 2.0
+"""How often the cluster manager looks at the alive Ray nodes and the containers' places."""
+
+CLUSTER_MANAGER_CALL_TIMEOUT_S = 60.0
+"""Longest the cluster manager waits for one step of a move: a stopped container's name to
+free, or a container to answer (it answers once recovered)."""
+
+CLUSTER_MANAGER_RETRY_PERIODS = 5
+"""A move that failed is tried again after this many periods (not every period)."""
+
 # --- Table segments and key-value tables -----------------------------------------------------
 TABLE_KEY_BYTES_MAX = 8 * KIB
 """Longest table key (Pravega's ``TableSegment.MAXIMUM_KEY_LENGTH``)."""
