@@ -37,7 +37,7 @@ class ControllerActor:
         containers = [
             ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
         ]
-        segments = SegmentHelper(SegmentStoreClient(RayServiceInvoker(containers)))
+        segments = SegmentHelper(SegmentStoreClient(RayServiceInvoker(containers, namespace)))
         self._controller = Controller(store, segments, container_count)
 
     def describe(self) -> dict[str, object]:
