@@ -3,7 +3,8 @@
 One detached named actor (``cluster-manager``, options in ``actors/options.py``). Its
 work runs on a thread of its own, every ``period_s`` (``CLUSTER_MANAGER_PERIOD_S``):
 
-1. Look at the alive Ray nodes and ask every container where it runs (``describe``).
+1. Look at the alive Ray nodes (one that just joined counts from the next pass on) and ask
+   every container where it runs (``describe``).
 2. When the node set changed (or on start, or when asked by :meth:`rebalance_now`), plan
    the target map with :func:`~pravega_ray.cluster_assignment.plan_assignment` (balanced,
    fewest moves) from the current map, where a container whose mapped node is gone counts
@@ -131,6 +132,7 @@ class ClusterManagerActor:
         self._moves = 0
         self._moving: dict[str, Any] | None = None
         self._nodes: list[str] = []
+        self._alive_before: set[str] = set()
         self._passes = 0
         self._last_error: str | None = None
         self._retry_after: dict[int, float] = {}
@@ -198,7 +200,12 @@ class ClusterManagerActor:
 
     def _pass(self, replan: bool) -> None:
         """Under the pass lock: plan if needed, store the map, then move what must move."""
-        nodes = alive_node_ids()
+        alive = alive_node_ids()
+        # A node that just joined is used from the next pass on: Ray's scheduler learns of a
+        # node after its node table does, and until then node affinity to it falls back to
+        # another node. The first pass of an incarnation uses every alive node.
+        nodes = [n for n in alive if n in self._alive_before or self._passes == 0]
+        self._alive_before = set(alive)
         if not nodes:
             return
         placement = self._observe()
@@ -266,9 +273,9 @@ class ClusterManagerActor:
                 placement[c] = ray.get(ref, timeout=0)["node_id"]
             except GetTimeoutError:
                 placement[c] = None
-            except RayError:
-                self._handles.pop(c, None)  # died: found by name again next pass
-                placement[c] = None
+            except RayError:  # that actor died: is another one running under its name?
+                self._handles.pop(c, None)
+                placement[c] = _ABSENT if self._handle(c) is None else None
         return placement
 
     def _handle(self, container_id: int) -> Any | None:
