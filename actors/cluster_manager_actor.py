@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -155,7 +156,8 @@ class ClusterManagerActor:
         """The map and progress: ``assignment`` {container id: node id}, ``moves`` (done by
         this incarnation), ``moving`` (the move under way or None), ``nodes`` (alive at the
         last pass), ``passes``, ``damaged`` (why the stored map was rebuilt, or None),
-        ``last_error``, ``period_s`` and the tiers. Answers while a move runs."""
+        ``last_error``, ``period_s``, ``pid`` (changes when Ray restarts the manager) and the
+        tiers. Answers while a move runs."""
         with self._state:
             return {
                 **self._tiers,
@@ -168,6 +170,7 @@ class ClusterManagerActor:
                 "damaged": self._damage,
                 "last_error": self._last_error,
                 "period_s": self._period_s,
+                "pid": os.getpid(),
             }
 
     def rebalance_now(self) -> dict[str, Any]:

@@ -176,7 +176,7 @@ def test_damaged_stored_map_is_reported_and_rebuilt_from_the_live_containers(
     cluster = pr.start_local(data_dir=tmp_path, container_count=2, namespace=namespace)
     try:
         manager = ray.get_actor(CLUSTER_MANAGER_NAME, namespace=namespace)
-        wait_for(lambda: describe(manager).get("passes"), 30, "a first pass")
+        before = wait_for(lambda: (d := describe(manager)).get("passes") and d, 30, "a pass")
         storage = build_chunk_storage(json.loads((tmp_path / "cluster.json").read_text())["tier2"])
         chunk = storage.list(ASSIGNMENT_PREFIX)[-1]
         raw = storage.read(chunk, 0, storage.length(chunk))
@@ -184,7 +184,7 @@ def test_damaged_stored_map_is_reported_and_rebuilt_from_the_live_containers(
         storage.create(chunk, raw[:-4] + b"XXXX")  # same length, CRC no longer matches
         ray.kill(manager, no_restart=False)  # Ray restarts it; it reads the damaged map
         after = wait_for(
-            lambda: (d := describe(manager)).get("passes") and d,
+            lambda: (d := describe(manager)).get("passes") and d["pid"] != before["pid"] and d,
             60,
             "the restarted manager's first pass",
         )
