@@ -43,17 +43,13 @@ from pravega_ray.constants import (
     CLUSTER_MANAGER_RETRY_PERIODS,
     CONTAINER_PLACEMENT_ATTEMPTS_MAX,
 )
-from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
+from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, InvalidArgumentError
 from pravega_ray.segmentstore.builder import build_chunk_storage
 
 log = logging.getLogger(__name__)
 
 _ABSENT = "absent"
 """Placement of a container no actor of that name runs for (stopped, never started)."""
-
-
-class ContainerMoveError(RuntimeError):
-    """A move step did not finish in time; the manager tries the move again later."""
 
 
 def alive_node_ids() -> list[str]:
@@ -74,7 +70,13 @@ def wait_actor_gone(name: str, namespace: str, deadline: float) -> bool:
 
 
 def start_container_on(
-    container_id: int, namespace: str, node_id: str, tier1: str, tier2: str, env: dict[str, Any]
+    container_id: int,
+    namespace: str,
+    node_id: str,
+    tier1: str,
+    tier2: str,
+    env: dict[str, Any],
+    timeout_s: float | None = None,
 ) -> Any:
     """Create container ``container_id`` (its name must be free), preferably on ``node_id``.
 
@@ -82,19 +84,21 @@ def start_container_on(
     not always honour it on first placement (seen on a 3-node ``cluster_utils`` cluster),
     so a new container found on another node is re-created, at most
     ``CONTAINER_PLACEMENT_ATTEMPTS_MAX`` times; after that it stays where it is. Returns
-    once the container answered (recovered), with its handle.
+    once the container answered (recovered), with its handle. ``timeout_s`` bounds each
+    wait (None: no bound): GetTimeoutError if a new container did not answer in time,
+    ContainerNotReadyError if a stopped one's name did not free.
     """
     name = container_name(container_id)
     actor = ray.remote(SegmentContainerActor)
     options = {**segment_container_options(container_id, namespace, node_id), **env}
     for attempt in range(CONTAINER_PLACEMENT_ATTEMPTS_MAX):
         handle = actor.options(**options).remote(tier1, tier2, container_id)
-        placed = ray.get(handle.describe.remote(), timeout=CLUSTER_MANAGER_CALL_TIMEOUT_S)
+        placed = ray.get(handle.describe.remote(), timeout=timeout_s)
         if placed["node_id"] == node_id or attempt == CONTAINER_PLACEMENT_ATTEMPTS_MAX - 1:
             return handle
         ray.kill(handle, no_restart=True)
-        if not wait_actor_gone(name, namespace, time.monotonic() + CLUSTER_MANAGER_CALL_TIMEOUT_S):
-            raise ContainerMoveError(f"{name} was stopped but its name did not free")
+        if not wait_actor_gone(name, namespace, time.monotonic() + (timeout_s or 30.0)):
+            raise ContainerNotReadyError(f"{name} was stopped but its name did not free")
     raise AssertionError("unreachable")
 
 
@@ -136,7 +140,8 @@ class ClusterManagerActor:
         self._alive_before: set[str] = set()
         self._passes = 0
         self._last_error: str | None = None
-        self._retry_after: dict[int, float] = {}
+        self._retry_after: dict[int, tuple[int, float]] = {}
+        """Container -> (failed moves in a row, monotonic time before which none is tried)."""
         self._handles: dict[int, Any] = {}
         try:
             stored = self._store.load()
@@ -223,16 +228,16 @@ class ClusterManagerActor:
             where = placement.get(c)
             if where is None or where == target or target not in nodes:
                 continue  # unknown (still recovering): looked at again next pass
-            if time.monotonic() < self._retry_after.get(c, 0.0):
-                continue
+            if where != _ABSENT and time.monotonic() < self._retry_after.get(c, (0, 0.0))[1]:
+                continue  # a stopped container is created at once; a running one waits
             try:
                 self._move(c, target, where)
                 self._retry_after.pop(c, None)
-            except (ContainerMoveError, RayError) as e:
+            except (ContainerNotReadyError, RayError) as e:
                 log.warning("cluster manager: moving container %d to %s failed: %r", c, target, e)
-                self._retry_after[c] = (
-                    time.monotonic() + CLUSTER_MANAGER_RETRY_PERIODS * self._period_s
-                )
+                failures = self._retry_after.get(c, (0, 0.0))[0] + 1
+                wait_s = CLUSTER_MANAGER_RETRY_PERIODS * self._period_s * 2 ** min(failures, 5)
+                self._retry_after[c] = (failures, time.monotonic() + wait_s)
                 with self._state:
                     self._last_error = repr(e)
             finally:
@@ -303,17 +308,24 @@ class ClusterManagerActor:
         with contextlib.suppress(ValueError):
             ray.kill(ray.get_actor(name, namespace=self._namespace), no_restart=True)
         if not wait_actor_gone(name, self._namespace, started + CLUSTER_MANAGER_CALL_TIMEOUT_S):
-            raise ContainerMoveError(f"{name} was stopped but its name did not free")
-        self._handles[container_id] = start_container_on(
+            raise ContainerNotReadyError(f"{name} was stopped but its name did not free")
+        handle = start_container_on(
             container_id,
             self._namespace,
             node_id,
             self._tiers["tier1"],
             self._tiers["tier2"],
             self._env,
+            CLUSTER_MANAGER_CALL_TIMEOUT_S,
         )
+        self._handles[container_id] = handle
         with self._state:
             self._moves += 1
+        placed = ray.get(handle.describe.remote(), timeout=CLUSTER_MANAGER_CALL_TIMEOUT_S)
+        if placed["node_id"] != node_id:
+            # Ray kept placing it elsewhere; it serves there. Trying again at once would stop
+            # it every period, so the failure backs off (see _pass).
+            raise ContainerNotReadyError(f"{name} started on {placed['node_id']}, not {node_id}")
         log.info(
             "cluster manager: container %d now on %s (%.1fs)",
             container_id,

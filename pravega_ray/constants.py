@@ -151,12 +151,14 @@ CONTAINER_PLACEMENT_ATTEMPTS_MAX = 10
 CLUSTER_MANAGER_PERIOD_S = 2.0
 """How often the cluster manager looks at the alive Ray nodes and the containers' places."""
 
-CLUSTER_MANAGER_CALL_TIMEOUT_S = 60.0
+CLUSTER_MANAGER_CALL_TIMEOUT_S = 300.0
 """Longest the cluster manager waits for one step of a move: a stopped container's name to
-free, or a container to answer (it answers once recovered)."""
+free, or a moved container to answer (it answers once recovered, so this bounds recovery;
+a container still recovering then is left alone, not stopped)."""
 
 CLUSTER_MANAGER_RETRY_PERIODS = 5
-"""A move that failed is tried again after this many periods (not every period)."""
+"""A move that failed is tried again after this many periods, doubled for each failure in a
+row (at most 32 times); a container found stopped is created again at once."""
 
 # --- Table segments and key-value tables -----------------------------------------------------
 TABLE_KEY_BYTES_MAX = 8 * KIB
