@@ -23,6 +23,7 @@ import pravega_ray as pr
 from actors.cluster_manager_actor import ClusterManagerActor
 from actors.options import CLUSTER_MANAGER_NAME, container_name
 from pravega_ray.cluster_assignment import ASSIGNMENT_PREFIX, AssignmentStore
+from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import build_chunk_storage
 
 SCRIPT = Path(__file__).with_name("cluster_manager_scenario.py")
@@ -157,6 +158,13 @@ def test_container_stopped_for_good_is_created_again_and_clients_carry_on(
             per_key[e["k"]].append(e["n"])
         assert len(events) == len({e["n"] for e in events}) == written[0]
         assert all(v == sorted(v) for v in per_key.values())
+        # The controller's own handle of container 0 was dead too: it looks it up again.
+        assert mgr.create_stream("sc", "st2", pr.StreamConfiguration(pr.ScalingPolicy.fixed(4)))
+        segments = [seg.name for seg in mgr.get_stream_info("sc", "st2").segments]
+        assert 0 in {container_for_segment(seg, 2) for seg in segments}
+        with cluster.create_writer("sc", "st2") as w:
+            for i in range(8):
+                w.write_event(b"x", routing_key=f"k{i}").result(60)
     finally:
         cluster.shutdown()
     # shutdown stops the manager first, and the re-created container (found by name) too.
@@ -209,3 +217,58 @@ def test_cluster_manager_bad_arguments_raise_invalid_argument(
         ClusterManagerActor(
             "file:///nowhere/1", "file:///nowhere/2", container_count, "ns", period_s
         )
+
+
+SEG = "sc/st/0.#epoch.0"
+
+
+class _Echo:
+    """A stand-in container with one SegmentStoreService-named method (a real Ray actor)."""
+
+    def __init__(self, tag: str) -> None:
+        self._tag = tag
+
+    async def get_info(self, segment: str) -> str:
+        return f"{self._tag}:{segment}"
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(120)
+def test_invoker_looks_a_dead_container_up_by_name_once_per_failed_call(ray_session: None) -> None:
+    import ray
+
+    from actors.ray_calls import RayServiceInvoker
+    from pravega_ray.segmentstore.service import SegmentStoreService
+
+    namespace = "pravega-invoker-resolve"
+    options = {"name": container_name(0), "namespace": namespace, "lifetime": "detached"}
+    echo = ray.remote(_Echo).options(num_cpus=0, **options)
+    handles = [echo.remote("old")]
+    invoker = RayServiceInvoker(handles, namespace)
+    try:
+        assert invoker.invoke(SegmentStoreService.get_info, SEG).result(30) == f"old:{SEG}"
+        dead = handles[0]
+        ray.kill(dead, no_restart=True)
+        wait_for(lambda: not _named(namespace), 30, "the name to free")
+        # Mid-move (the name is free): calls fail fast as outcome unknown, nothing replaced.
+        for _ in range(2):
+            with pytest.raises(pr.SegmentStoreUnavailableError):
+                invoker.invoke(SegmentStoreService.get_info, SEG).result(30)
+        assert handles[0] is dead
+        echo.remote("new")
+        # The next call looks the name up again and reaches the new actor.
+        assert invoker.invoke(SegmentStoreService.get_info, SEG).result(30) == f"new:{SEG}"
+        assert handles[0] is not dead and invoker.handle(SEG) is handles[0]
+    finally:
+        if _named(namespace):
+            ray.kill(ray.get_actor(container_name(0), namespace=namespace), no_restart=True)
+
+
+def _named(namespace: str) -> bool:
+    import ray
+
+    try:
+        ray.get_actor(container_name(0), namespace=namespace)
+    except ValueError:
+        return False
+    return True
