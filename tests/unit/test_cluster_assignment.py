@@ -196,3 +196,12 @@ def test_assignment_store_bad_map_raises_and_writes_nothing(bad) -> None:
     with pytest.raises(InvalidArgumentError):
         AssignmentStore(storage).store(bad)
     assert storage.list(ASSIGNMENT_PREFIX) == []
+
+
+def test_plan_assignment_ignores_unknown_containers_and_repeated_nodes() -> None:
+    current = {0: "a", 1: "b", 99: "a"}
+    assert plan_assignment([0, 1], current, ["a", "b", "a"]) == {0: "a", 1: "b"}
+
+
+def test_moves_between_lists_changed_and_new_containers_in_order() -> None:
+    assert moves_between({0: "a", 1: "b"}, {2: "c", 1: "a", 0: "a"}) == [1, 2]
