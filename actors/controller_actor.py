@@ -37,10 +37,9 @@ class ControllerActor:
         containers = [
             ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
         ]
-        segments = SegmentHelper(SegmentStoreClient(RayServiceInvoker(containers)))
-        store = open_metadata_store(
-            SegmentStoreClient(RayServiceInvoker(containers)), build_chunk_storage(tier2)
-        )
+        invoker = RayServiceInvoker(containers, namespace)
+        segments = SegmentHelper(SegmentStoreClient(invoker))
+        store = open_metadata_store(SegmentStoreClient(invoker), build_chunk_storage(tier2))
         self._controller = Controller(store, segments, container_count)
 
     def describe(self) -> dict[str, object]:

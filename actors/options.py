@@ -21,6 +21,7 @@ from typing import Any
 
 NAMESPACE = "pravega"
 CONTROLLER_NAME = "controller"
+CLUSTER_MANAGER_NAME = "cluster-manager"
 
 
 def container_name(container_id: int) -> str:
@@ -64,4 +65,24 @@ def controller_options(namespace: str = NAMESPACE) -> dict[str, Any]:
         "max_task_retries": 0,
         # A sync actor runs one call at a time: the controller core is not thread-safe.
         "max_concurrency": 1,
+    }
+
+
+def cluster_manager_options(namespace: str = NAMESPACE) -> dict[str, Any]:
+    """Options of the cluster manager (``actors/cluster_manager_actor.py``).
+
+    Threaded (a sync actor running several calls at once): ``describe`` answers while a
+    move is under way, since the manager's work runs on its own thread. No task retries:
+    ``rebalance_now`` interrupted by a crash is not repeated by Ray (the restarted manager
+    reconciles on its own).
+    """
+    return {
+        "name": CLUSTER_MANAGER_NAME,
+        "namespace": namespace,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "num_cpus": 0,
+        "max_restarts": -1,
+        "max_task_retries": 0,
+        "max_concurrency": 4,
     }

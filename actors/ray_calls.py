@@ -10,6 +10,7 @@ error, and "outcome unknown" as a :class:`RetriableError` naming the actor:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
+from actors.options import container_name
 from pravega_ray.errors import PravegaError, RetriableError, SegmentStoreUnavailableError
 from pravega_ray.naming import container_for_segment
 
@@ -55,12 +57,23 @@ def call_with_unwrap(
         raise unwrapped from None
 
 
-def future_with_unwrap(ref: ray.ObjectRef) -> Future[Any]:
+def _actor_died(error: BaseException) -> bool:
+    """Whether ``error`` says the called actor died (directly or as a task's cause)."""
+    if isinstance(error, RayTaskError):
+        error = getattr(error, "cause", None) or error
+    return isinstance(error, RayActorError)
+
+
+def future_with_unwrap(
+    ref: ray.ObjectRef, on_actor_died: Callable[[], None] | None = None
+) -> Future[Any]:
     """A ``concurrent.futures.Future`` for ``ref`` that fails with typed errors.
 
     The returned future holds ``ref`` until it completes: a dropped ObjectRef
     may be released before its completion callback runs, and the future would
     then never complete (seen as a hung writer flush in the benchmark).
+    ``on_actor_died`` runs (on Ray's callback thread, so it must be quick and make no
+    Ray calls) before the future fails, if the call failed because its actor died.
     """
     result: Future[Any] = Future()
     result._pravega_ref = ref  # type: ignore[attr-defined]
@@ -70,6 +83,8 @@ def future_with_unwrap(ref: ray.ObjectRef) -> Future[Any]:
         if error is None:
             result.set_result(source.result())
         else:
+            if on_actor_died is not None and _actor_died(error):
+                on_actor_died()
             result.set_exception(unwrap_ray_error(error))
         result._pravega_ref = None  # type: ignore[attr-defined]
 
@@ -80,17 +95,58 @@ def future_with_unwrap(ref: ray.ObjectRef) -> Future[Any]:
 class RayServiceInvoker:
     """Calls :class:`SegmentStoreService` methods on the container actor owning a segment.
 
-    ``handles[i]`` is container ``i``'s actor. The method is named by the Protocol's own
-    function object (``SegmentStoreService.append``), so the actor's method of the same
+    ``handles[i]`` is container ``i``'s actor (the list is updated in place when a handle is
+    replaced, so its owner sees the current handles). The method is named by the Protocol's
+    own function object (``SegmentStoreService.append``), so the actor's method of the same
     name runs (tests hold the actor to the Protocol's signatures).
+
+    A container moved by the cluster manager is a new actor under the same name
+    (``segment-container-<i>`` in ``namespace``; None: this process's Ray namespace), and
+    the old handle is dead for good. So a call that fails because its actor died marks that
+    handle, and the next call to the container looks the name up again first: once per
+    failed call, never retrying the call itself (its outcome is unknown; it fails with
+    ``SegmentStoreUnavailableError`` and the caller's protocol resolves it). While the name
+    is free (mid-move) the old handle stays, its calls fail fast, and the next one looks
+    again.
     """
 
-    def __init__(self, handles: list[Any]) -> None:
+    def __init__(self, handles: list[Any], namespace: str | None = None) -> None:
         self._handles = handles
+        self._namespace = namespace
+        self._lock = threading.Lock()
+        self._dead: dict[int, Any] = {}
+        """Container index -> the handle a call found dead (replaced on the next call)."""
 
     def handle(self, segment: str) -> Any:
-        return self._handles[container_for_segment(segment, len(self._handles))]
+        """The current handle of the container owning ``segment`` (looked up again by name
+        if a call found the previous one dead)."""
+        return self._current(container_for_segment(segment, len(self._handles)))
 
     def invoke(self, method: Callable[..., Awaitable[R]], segment: str, *args: Any) -> Future[R]:
-        remote = getattr(self.handle(segment), method.__name__).remote
-        return future_with_unwrap(remote(segment, *args))
+        index = container_for_segment(segment, len(self._handles))
+        handle = self._current(index)
+        remote = getattr(handle, method.__name__).remote
+        return future_with_unwrap(
+            remote(segment, *args), on_actor_died=lambda: self._mark_dead(index, handle)
+        )
+
+    def _mark_dead(self, index: int, handle: Any) -> None:
+        with self._lock:
+            if self._handles[index] is handle:
+                self._dead[index] = handle
+
+    def _current(self, index: int) -> Any:
+        with self._lock:
+            dead = self._dead.get(index)
+            if dead is None:
+                return self._handles[index]
+        namespace = self._namespace or ray.get_runtime_context().namespace
+        try:
+            fresh = ray.get_actor(container_name(index), namespace=namespace)
+        except ValueError:
+            return dead  # no actor of that name now (mid-move): its calls fail fast
+        with self._lock:
+            if self._dead.get(index) is dead:
+                del self._dead[index]
+                self._handles[index] = fresh
+            return self._handles[index]

@@ -1,8 +1,9 @@
 """Find or create pravega-ray's actors on Ray and hand out clients.
 
 ``start_local`` is the embedded default: it starts (or joins) a local Ray and
-creates, in namespace ``pravega``, the detached named actors ``controller``
-and ``segment-container-<i>``, with data under ``data_dir``. ``connect`` joins
+creates, in namespace ``pravega``, the detached named actors ``controller``,
+``segment-container-<i>`` and ``cluster-manager`` (which owns where containers run
+from then on), with data under ``data_dir``. ``connect`` joins
 a running cluster whose actors exist already (e.g. on a ``ray up`` cluster).
 Both return a :class:`Cluster`, whose client methods come from
 :class:`~pravega_ray.client.client_factory.ClientFactory`.
@@ -26,21 +27,23 @@ from typing import Any, TypeVar
 
 import ray
 
+from actors.cluster_manager_actor import ClusterManagerActor, start_container_on, wait_actor_gone
 from actors.controller_actor import ControllerActor
 from actors.options import (
+    CLUSTER_MANAGER_NAME,
     CONTROLLER_NAME,
     NAMESPACE,
+    cluster_manager_options,
     container_name,
     controller_options,
-    segment_container_options,
 )
 from actors.ray_calls import RayServiceInvoker, call_with_unwrap
-from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
+from pravega_ray.cluster_assignment import AssignmentStore, plan_assignment
 from pravega_ray.constants import (
-    CONTAINER_PLACEMENT_ATTEMPTS_MAX,
+    CLUSTER_MANAGER_PERIOD_S,
     CONTROLLER_CALL_TIMEOUT_S,
     DEFAULT_CONTAINER_COUNT,
 )
@@ -114,7 +117,7 @@ class Cluster(ClientFactory):
         self.data_dir = data_dir
         self._controller_handle = controller
         self._container_handles = containers
-        self._invoker = RayServiceInvoker(containers)
+        self._invoker = RayServiceInvoker(containers, namespace)
         self._owns_ray = owns_ray
         self._closed = False
         super().__init__(
@@ -137,19 +140,24 @@ class Cluster(ClientFactory):
         return self._invoker.handle(segment)
 
     def shutdown(self) -> None:
-        """Stop the controller and container actors; the data stays in ``data_dir``.
+        """Stop the cluster manager, controller and container actors; the data stays in
+        ``data_dir``.
 
+        The manager goes first (it would start the containers stopped here again). Each
+        actor is found by name, so a container the manager moved (a new actor) stops too.
         If ``start_local`` started Ray itself, Ray is shut down too (stop a
         Spark session first: ``pravega_ray.spark.stop_spark()``).
         """
+        deadline = time.monotonic() + 30
+        _kill_by_name(CLUSTER_MANAGER_NAME, self.namespace, None)
+        wait_actor_gone(CLUSTER_MANAGER_NAME, self.namespace, deadline)
         handles = [(CONTROLLER_NAME, self._controller_handle)] + [
             (container_name(i), h) for i, h in enumerate(self._container_handles)
         ]
-        for _, handle in handles:
-            ray.kill(handle, no_restart=True)
-        deadline = time.monotonic() + 30
+        for name, handle in handles:
+            _kill_by_name(name, self.namespace, handle)
         for name, _ in handles:
-            _wait_actor_gone(name, self.namespace, deadline)
+            wait_actor_gone(name, self.namespace, deadline)
         log.info("pravega-ray cluster in namespace %r stopped", self.namespace)
         self.close()
 
@@ -267,38 +275,61 @@ def _storage_environment(tier1: str, tier2: str) -> dict[str, Any]:
 def _start_container(
     container_id: int, namespace: str, node_id: str, tier1: str, tier2: str, env: dict[str, Any]
 ) -> Any:
-    """Join container ``container_id`` if it runs, else create it, preferably on ``node_id``.
-
-    Soft node affinity lets a restart after a node loss go elsewhere, but Ray
-    2.60 does not always honour it on first placement (seen on a 3-node
-    ``cluster_utils`` cluster), so a new container found on another node is
-    re-created, a bounded number of times; after that it stays where it is.
-    """
-    name = container_name(container_id)
+    """Join container ``container_id`` if it runs, else create it, preferably on ``node_id``
+    (see ``start_container_on``); from then on the cluster manager owns its placement."""
     try:
-        return ray.get_actor(name, namespace=namespace)
+        return ray.get_actor(container_name(container_id), namespace=namespace)
     except ValueError:
-        pass
-    actor = ray.remote(SegmentContainerActor)
-    options = {**segment_container_options(container_id, namespace, node_id), **env}
-    for attempt in range(CONTAINER_PLACEMENT_ATTEMPTS_MAX):
-        handle = actor.options(**options).remote(tier1, tier2, container_id)
-        if attempt == CONTAINER_PLACEMENT_ATTEMPTS_MAX - 1:
-            return handle
-        if ray.get(handle.describe.remote())["node_id"] == node_id:
-            return handle
+        return start_container_on(container_id, namespace, node_id, tier1, tier2, env)
+
+
+def _kill_by_name(name: str, namespace: str, fallback: Any | None) -> None:
+    """Stop the actor now named ``name`` (else ``fallback``, if given) for good."""
+    try:
+        handle = ray.get_actor(name, namespace=namespace)
+    except ValueError:
+        handle = fallback
+    if handle is not None:
         ray.kill(handle, no_restart=True)
-        _wait_actor_gone(name, namespace, time.monotonic() + 30)
-    raise AssertionError("unreachable")
 
 
-def _wait_actor_gone(name: str, namespace: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            ray.get_actor(name, namespace=namespace)
-        except ValueError:
-            return
-        time.sleep(0.05)
+def _initial_placement(tier2: str, container_count: int) -> dict[int, str]:
+    """Where new containers start: the cluster manager's plan from its stored map.
+
+    The manager plans with the same function, so it finds them where it wants them and
+    moves nothing at start. A damaged stored map is ignored here (the manager reports it).
+    """
+    from pravega_ray.segmentstore.builder import build_chunk_storage
+
+    store = AssignmentStore(build_chunk_storage(tier2))
+    try:
+        stored = store.load() or {}
+    except DataCorruptionError:
+        stored = {}
+    return plan_assignment(range(container_count), stored, _alive_node_ids())
+
+
+def _start_cluster_manager(
+    namespace: str, tier1: str, tier2: str, container_count: int, env: dict[str, Any]
+) -> Any:
+    """Join or create the cluster manager; ConfigurationError if it serves other storage."""
+    manager = (
+        ray.remote(ClusterManagerActor)
+        .options(**cluster_manager_options(namespace), **env)
+        .remote(tier1, tier2, container_count, namespace, CLUSTER_MANAGER_PERIOD_S, env)
+    )
+    description = ray.get(manager.describe.remote())
+    if (description["tier1"], description["tier2"], description["container_count"]) != (
+        tier1,
+        tier2,
+        container_count,
+    ):
+        raise ConfigurationError(
+            f"a cluster manager for {description['tier1']} / {description['tier2']} "
+            f"({description['container_count']} containers) already runs in namespace "
+            f"{namespace!r}; shut it down or use another namespace"
+        )
+    return manager
 
 
 def _alive_node_ids() -> list[str]:
@@ -343,10 +374,10 @@ def start_local(
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
     owns_ray = _init_ray(None, namespace)
     started = time.monotonic()
-    nodes = _alive_node_ids()
+    placement = _initial_placement(tier2_url, container_count)
     env = _storage_environment(tier1_url, tier2_url)
     containers = [
-        _start_container(i, namespace, nodes[i % len(nodes)], tier1_url, tier2_url, env)
+        _start_container(i, namespace, placement[i], tier1_url, tier2_url, env)
         for i in range(container_count)
     ]
     controller = (
@@ -365,6 +396,7 @@ def start_local(
             )
     if descriptions[-1]["container_count"] != container_count:
         raise ConfigurationError("the running controller has a different container count")
+    _start_cluster_manager(namespace, tier1_url, tier2_url, container_count, env)
     log.info(
         "pravega-ray: %d containers ready in %.1fs (tier1 %s, tier2 %s)",
         container_count,

@@ -199,6 +199,19 @@ scales once)."""
 AUTO_SCALE_COLD_MARK_S = 120.0
 """A segment marked cold stays a merge candidate this long without a new cold report."""
 
+# --- Cluster manager ------------------------------------------------------------------------
+CLUSTER_MANAGER_PERIOD_S = 2.0
+"""How often the cluster manager looks at the alive Ray nodes and the containers' places."""
+
+CLUSTER_MANAGER_CALL_TIMEOUT_S = 300.0
+"""Longest the cluster manager waits for one step of a move: a stopped container's name to
+free, or a moved container to answer (it answers once recovered, so this bounds recovery;
+a container still recovering then is left alone, not stopped)."""
+
+CLUSTER_MANAGER_RETRY_PERIODS = 5
+"""A move that failed is tried again after this many periods, doubled for each failure in a
+row (at most 32 times); a container found stopped is created again at once."""
+
 # --- Table segments and key-value tables -----------------------------------------------------
 TABLE_KEY_BYTES_MAX = 8 * KIB
 """Longest table key (Pravega's ``TableSegment.MAXIMUM_KEY_LENGTH``)."""
