@@ -1,21 +1,16 @@
-"""Ray shell of the controller: owns one ``Controller``; its state lives in Tier-2 records."""
+"""Ray shell of the controller API: owns one ``Controller``; its records live in table segments
+of ``_system`` (the request event processor and the stream buckets are actors of their own)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-import ray
-
-from actors.options import NAMESPACE, container_name
-from actors.ray_calls import RayServiceInvoker
+from actors.controller_parts import controller_parts
+from actors.options import NAMESPACE
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.reader_group_state import Assignment
 from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
-from pravega_ray.controller.segment_helper import SegmentHelper
-from pravega_ray.controller.table_metadata_store import open_metadata_store
-from pravega_ray.segmentstore.builder import build_chunk_storage
-from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
 
@@ -34,13 +29,12 @@ class ControllerActor:
     ) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         self._tiers = {"tier1": tier1, "tier2": tier2}
-        containers = [
-            ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
-        ]
-        invoker = RayServiceInvoker(containers, namespace)
-        segments = SegmentHelper(SegmentStoreClient(invoker))
-        store = open_metadata_store(SegmentStoreClient(invoker), build_chunk_storage(tier2))
-        self._controller = Controller(store, segments, container_count)
+        parts = controller_parts(tier2, container_count, namespace)
+        segments = parts.segments
+        store = parts.metadata
+        self._controller = Controller(
+            store, segments, container_count, set_policy=segments.set_scale_policy
+        )
 
     def describe(self) -> dict[str, object]:
         return {**self._tiers, "container_count": self._controller.container_count}

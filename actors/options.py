@@ -86,3 +86,26 @@ def cluster_manager_options(namespace: str = NAMESPACE) -> dict[str, Any]:
         "max_task_retries": 0,
         "max_concurrency": 4,
     }
+
+
+REQUEST_PROCESSOR_NAME = "request-event-processor"
+
+
+def stream_bucket_name(bucket: int) -> str:
+    return f"stream-bucket-{bucket}"
+
+
+def controller_part_options(name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+    """Options of a controller-side worker actor (the request event processor, a stream
+    bucket): detached, restartable, threaded (its work runs on its own threads and
+    ``describe`` answers meanwhile), no task retries."""
+    return {
+        "name": name,
+        "namespace": namespace,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "num_cpus": 0,
+        "max_restarts": -1,
+        "max_task_retries": 0,
+        "max_concurrency": 4,
+    }

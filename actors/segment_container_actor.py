@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import ray
 
+from actors.scale_reporter import RayScaleReporter
 from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
 from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
 from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate
@@ -55,7 +56,11 @@ class SegmentContainerActor:
         self._container_id = container_id
         for attempt in range(CONTAINER_RECOVERY_ATTEMPTS_MAX):
             self._container = build_container_on(
-                tier1, tier2, ContainerConfig(container_id), on_fatal=_exit_for_restart
+                tier1,
+                tier2,
+                ContainerConfig(container_id),
+                on_fatal=_exit_for_restart,
+                scale_reporter=RayScaleReporter(),
             )
             try:
                 self._container.recover()

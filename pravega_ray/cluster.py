@@ -33,11 +33,16 @@ from actors.options import (
     CLUSTER_MANAGER_NAME,
     CONTROLLER_NAME,
     NAMESPACE,
+    REQUEST_PROCESSOR_NAME,
     cluster_manager_options,
     container_name,
     controller_options,
+    controller_part_options,
+    stream_bucket_name,
 )
 from actors.ray_calls import RayServiceInvoker, call_with_unwrap
+from actors.request_processor_actor import RequestProcessorActor
+from actors.stream_bucket_actor import StreamBucketActor
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
@@ -46,6 +51,7 @@ from pravega_ray.constants import (
     CLUSTER_MANAGER_PERIOD_S,
     CONTROLLER_CALL_TIMEOUT_S,
     DEFAULT_CONTAINER_COUNT,
+    RETENTION_BUCKETS_DEFAULT,
 )
 from pravega_ray.controller.service import method_name
 from pravega_ray.errors import (
@@ -151,6 +157,11 @@ class Cluster(ClientFactory):
         deadline = time.monotonic() + 30
         _kill_by_name(CLUSTER_MANAGER_NAME, self.namespace, None)
         wait_actor_gone(CLUSTER_MANAGER_NAME, self.namespace, deadline)
+        workers = _controller_worker_names(self.namespace)
+        for name in workers:
+            _kill_by_name(name, self.namespace, None)
+        for name in workers:
+            wait_actor_gone(name, self.namespace, deadline)
         handles = [(CONTROLLER_NAME, self._controller_handle)] + [
             (container_name(i), h) for i, h in enumerate(self._container_handles)
         ]
@@ -309,6 +320,46 @@ def _initial_placement(tier2: str, container_count: int) -> dict[int, str]:
     return plan_assignment(range(container_count), stored, _alive_node_ids())
 
 
+def _start_controller_workers(
+    namespace: str, tier1: str, tier2: str, container_count: int, env: dict[str, Any], buckets: int
+) -> None:
+    """Join or create the request event processor and the stream bucket actors."""
+    args = (tier1, tier2, container_count, namespace)
+    workers = [
+        ray.remote(RequestProcessorActor)
+        .options(**controller_part_options(REQUEST_PROCESSOR_NAME, namespace), **env)
+        .remote(*args)
+    ] + [
+        ray.remote(StreamBucketActor)
+        .options(**controller_part_options(stream_bucket_name(b), namespace), **env)
+        .remote(*args, b, buckets)
+        for b in range(buckets)
+    ]
+    for description in ray.get([w.describe.remote() for w in workers]):
+        if (description["tier1"], description["tier2"]) != (tier1, tier2):
+            raise ConfigurationError(
+                f"controller workers on {description['tier1']} / {description['tier2']} "
+                f"already run in namespace {namespace!r}; shut them down first"
+            )
+        if description.get("buckets", buckets) != buckets:
+            raise ConfigurationError(
+                f"the running cluster has {description['buckets']} stream buckets, not "
+                f"{buckets}: the bucket count is fixed for a cluster's life"
+            )
+
+
+def _controller_worker_names(namespace: str) -> list[str]:
+    """The request event processor and every stream bucket actor running in ``namespace``."""
+    names = [REQUEST_PROCESSOR_NAME]
+    for bucket in range(64):
+        try:
+            ray.get_actor(stream_bucket_name(bucket), namespace=namespace)
+        except ValueError:
+            break
+        names.append(stream_bucket_name(bucket))
+    return names
+
+
 def _start_cluster_manager(
     namespace: str, tier1: str, tier2: str, container_count: int, env: dict[str, Any]
 ) -> Any:
@@ -355,12 +406,15 @@ def start_local(
     tier1: str | None = None,
     tier2: str | None = None,
     namespace: str = NAMESPACE,
+    retention_buckets: int = RETENTION_BUCKETS_DEFAULT,
 ) -> Cluster:
     """Start (or rejoin) an embedded cluster on a local Ray.
 
-    Creates the detached actors ``controller`` and ``segment-container-<i>``
-    in ``namespace`` unless they run already (then they are joined, after
-    checking they serve the same storage). Every scope, stream and event is
+    Creates the detached actors ``segment-container-<i>``, ``controller`` (the API),
+    ``request-event-processor`` (stream workflows), ``stream-bucket-<i>`` (periodic
+    per-stream work, ``retention_buckets`` of them) and ``cluster-manager`` in
+    ``namespace`` unless they run already (then they are joined, after checking they
+    serve the same storage). Every scope, stream and event is
     recovered from storage. ``tier1`` (durable logs) and ``tier2`` (chunks,
     controller records) are ``file:///path`` or ``s3://bucket/prefix`` URLs;
     both default to directories under ``data_dir`` (default
@@ -370,6 +424,10 @@ def start_local(
     """
     if not isinstance(container_count, int) or not 1 <= container_count <= 1024:
         raise InvalidArgumentError("container_count must be an int in [1, 1024]")
+    if isinstance(retention_buckets, bool) or not isinstance(retention_buckets, int):
+        raise InvalidArgumentError("retention_buckets must be an int in [1, 64]")
+    if not 1 <= retention_buckets <= 64:
+        raise InvalidArgumentError("retention_buckets must be an int in [1, 64]")
     path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
     owns_ray = _init_ray(None, namespace)
@@ -396,6 +454,9 @@ def start_local(
             )
     if descriptions[-1]["container_count"] != container_count:
         raise ConfigurationError("the running controller has a different container count")
+    _start_controller_workers(
+        namespace, tier1_url, tier2_url, container_count, env, retention_buckets
+    )
     _start_cluster_manager(namespace, tier1_url, tier2_url, container_count, env)
     log.info(
         "pravega-ray: %d containers ready in %.1fs (tier1 %s, tier2 %s)",

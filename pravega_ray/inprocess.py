@@ -98,13 +98,16 @@ class InProcessCluster(ClientFactory):
 
     def _new_controller(self) -> Controller:
         self.metadata = open_metadata_store(SegmentStoreClient(self), self.storage)
-        return Controller(self.metadata, self._segment_helper(), self.container_count)
+        helper = self._segment_helper()
+        return Controller(
+            self.metadata, helper, self.container_count, set_policy=helper.set_scale_policy
+        )
 
     def new_workflows(self, step: Callable[[str], None] = lambda name: None) -> StreamWorkflows:
         """Stream workflows over this cluster's records (``step`` is called between steps)."""
-        return StreamWorkflows(
-            StreamMetadataStore(self.metadata), self._segment_helper(), step=step
-        )
+        store = StreamMetadataStore(self.metadata)
+        helper = self._segment_helper()
+        return StreamWorkflows(store, helper, step=step, set_policy=helper.set_scale_policy)
 
     def _new_processor(
         self, step: Callable[[str], None] = lambda name: None

@@ -27,16 +27,19 @@ import contextlib
 import json
 import logging
 import struct
+import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pravega_ray.constants import SYSTEM_SCOPE
 from pravega_ray.errors import InvalidArgumentError, SegmentExistsError
-from pravega_ray.naming import segment_id, stream_segment_name
+from pravega_ray.naming import parse_segment_name, segment_id, stream_segment_name
+from pravega_ray.segmentstore.auto_scale import ScaleReport
 from pravega_ray.segmentstore.contracts import ReadResult
 
-__all__ = ["REQUEST_SEGMENT", "Request", "RequestSegments", "RequestStream"]
+__all__ = ["REQUEST_SEGMENT", "Request", "RequestReporter", "RequestSegments", "RequestStream"]
 
 log = logging.getLogger(__name__)
 
@@ -151,3 +154,30 @@ class RequestStream:
     def truncate(self, offset: int) -> None:
         """Drop the requests below ``offset`` (all handled and checkpointed)."""
         self._segments.truncate_segment(self.segment, offset)
+
+
+class RequestReporter:
+    """A container's auto-scale reporter (``segmentstore/auto_scale.ScaleReporter``): posts
+    each report to the request stream, where the request event processor acts on it.
+
+    Thread-safe (one append per report); raises if the post failed, so the container sends
+    the report again next period.
+    """
+
+    def __init__(self, stream: RequestStream, wall_ms: Callable[[], int] | None = None) -> None:
+        self._stream = stream
+        self._wall_ms = wall_ms or (lambda: int(time.time() * 1000))
+
+    def report(self, report: ScaleReport) -> None:
+        name = parse_segment_name(report.segment)
+        self._stream.post(
+            {
+                "type": "scale_report",
+                "scope": name.scope,
+                "stream": name.stream,
+                "segment": report.segment,
+                "direction": report.direction,
+                "splits": report.splits,
+                "posted_ms": self._wall_ms(),
+            }
+        )

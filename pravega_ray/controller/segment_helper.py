@@ -21,8 +21,10 @@ from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.errors import RetriableError
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.attributes import AttributeUpdate
+from pravega_ray.segmentstore.auto_scale import policy_removal_updates, policy_updates
 from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.segmentstore.service import SegmentStoreClient
+from pravega_ray.stream_configuration import ScaleType, ScalingPolicy
 
 __all__ = ["SegmentHelper"]
 
@@ -90,3 +92,14 @@ class SegmentHelper:
 
     def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
         self._call(segment, lambda s: self._client.update_attributes(s, updates))
+
+    def set_scale_policy(self, segment: str, policy: ScalingPolicy) -> None:
+        """Hand ``policy`` to the segment (reserved attributes its container's auto-scale
+        monitor reads, ``segmentstore/auto_scale.py``); a fixed policy removes it."""
+        if policy.scale_type is ScaleType.BY_RATE_IN_EVENTS_PER_SEC:
+            updates = policy_updates("events", policy.target_rate, policy.scale_factor)
+        elif policy.scale_type is ScaleType.BY_RATE_IN_KBYTES_PER_SEC:
+            updates = policy_updates("bytes", policy.target_rate * 1024, policy.scale_factor)
+        else:
+            updates = policy_removal_updates()
+        self.update_attributes(segment, updates)

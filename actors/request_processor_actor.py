@@ -1,0 +1,44 @@
+"""Ray shell of the controller's request event processor (``request-event-processor``).
+
+One detached named actor runs :class:`~pravega_ray.controller.event_processor.RequestEventProcessor`
+over the internal request stream with the stream workflows
+(:class:`~pravega_ray.controller.stream_workflows.StreamWorkflows`): scale, update, seal,
+delete and auto-scale reports. Its work runs on threads of its own from the constructor
+on; the actor answers ``describe`` meanwhile. Killed at any moment, Ray restarts it
+(``max_restarts=-1``) and the new one resumes from the processor's stored checkpoint:
+every request is handled at least once, and every workflow is idempotent.
+
+The commit and abort event processors of transactions (next issue) get actors of their own
+next to this one, built the same way (``actors/controller_parts.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from actors.controller_parts import controller_parts
+from pravega_ray.controller.event_processor import RequestEventProcessor
+from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.stream_workflows import StreamWorkflows
+
+
+class RequestProcessorActor:
+    """Runs the request event processor; see the module docstring."""
+
+    def __init__(self, tier1: str, tier2: str, container_count: int, namespace: str) -> None:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        self._tiers = {"tier1": tier1, "tier2": tier2}
+        parts = controller_parts(tier2, container_count, namespace)
+        helper = parts.segments
+        workflows = StreamWorkflows(
+            StreamMetadataStore(parts.metadata), helper, set_policy=helper.set_scale_policy
+        )
+        self._processor = RequestEventProcessor(
+            RequestStream(helper), workflows.handle, parts.metadata
+        )
+        self._processor.start()
+
+    def describe(self) -> dict[str, object]:
+        return {**self._tiers, "pid": os.getpid(), "handled": self._processor.handled}

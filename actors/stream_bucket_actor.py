@@ -1,0 +1,97 @@
+"""Ray shell of a stream bucket (``stream-bucket-<i>``): the periodic work of its streams.
+
+Streams are hashed (their ``scope/stream`` name, stably) into ``buckets`` buckets; bucket
+``i``'s detached actor owns the periodic per-stream work of the streams in it (controller
+seed, "Stream Buckets"). Today that is the auto-scale merge sweep: a stream with segments
+marked cold gets a ``merge_sweep`` request, so two cold neighbours are merged even when no
+new cold report arrives. The retention issue adds the retention cycle here.
+
+The work runs on a thread of its own every ``period_s``; it holds no state but what is
+stored, so a bucket actor killed at any moment (Ray restarts it) loses nothing: the next
+period does the work again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from actors.controller_parts import controller_parts
+from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, BUCKET_PERIOD_S
+from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.errors import InvalidArgumentError, PravegaError
+from pravega_ray.naming import stable_hash64
+
+log = logging.getLogger(__name__)
+
+
+def bucket_of(scope: str, stream: str, buckets: int) -> int:
+    """The bucket stream ``scope/stream`` belongs to (stable across processes)."""
+    return stable_hash64(f"{scope}/{stream}") % buckets
+
+
+class StreamBucketActor:
+    """Runs the periodic work of bucket ``bucket`` of ``buckets``; see the module docstring."""
+
+    def __init__(
+        self,
+        tier1: str,
+        tier2: str,
+        container_count: int,
+        namespace: str,
+        bucket: int,
+        buckets: int,
+        period_s: float = BUCKET_PERIOD_S,
+    ) -> None:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        if not (isinstance(buckets, int) and buckets >= 1 and 0 <= bucket < buckets):
+            raise InvalidArgumentError("bucket must be an int in [0, buckets)")
+        self._tiers = {"tier1": tier1, "tier2": tier2}
+        self._bucket, self._buckets, self._period_s = bucket, buckets, period_s
+        parts = controller_parts(tier2, container_count, namespace)
+        self._metadata = parts.metadata
+        self._requests = RequestStream(parts.segments)
+        self.sweeps = 0
+        self.passes = 0
+        threading.Thread(target=self._loop, daemon=True, name="pravega-bucket").start()
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self._period_s)
+            try:
+                self.run_once()
+            except PravegaError as e:  # a container restarting, say: next period
+                log.warning("stream bucket %d: pass failed: %r", self._bucket, e)
+
+    def run_once(self) -> int:
+        """One pass over the bucket's streams; returns how many sweeps it asked for."""
+        now = int(time.time() * 1000)
+        posted = 0
+        for scope_key in self._metadata.list_keys("scopes"):
+            scope = scope_key.rsplit("/", 1)[1]
+            for key in self._metadata.list_keys(f"streams/{scope}"):
+                stream = key.rsplit("/", 1)[1]
+                if bucket_of(scope, stream, self._buckets) != self._bucket:
+                    continue
+                record = self._metadata.get(key)
+                cold = record.value.get("cold", []) if record else []
+                fresh = [c for c in cold if now - c[1] < AUTO_SCALE_COLD_MARK_S * 1000]
+                if len(fresh) >= 2:
+                    body = {"type": "merge_sweep", "scope": scope, "stream": stream}
+                    self._requests.post({**body, "posted_ms": now})
+                    posted += 1
+        self.sweeps += posted
+        self.passes += 1
+        return posted
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **self._tiers,
+            "pid": os.getpid(),
+            "bucket": self._bucket,
+            "buckets": self._buckets,
+            "passes": self.passes,
+            "sweeps": self.sweeps,
+        }
