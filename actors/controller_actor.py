@@ -4,6 +4,7 @@ of ``_system`` (the request event processor and the stream buckets are actors of
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from actors.controller_parts import controller_parts
@@ -37,7 +38,11 @@ class ControllerActor:
         )
 
     def describe(self) -> dict[str, object]:
-        return {**self._tiers, "container_count": self._controller.container_count}
+        return {
+            **self._tiers,
+            "container_count": self._controller.container_count,
+            "pid": os.getpid(),
+        }
 
     # --- cluster ---------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:

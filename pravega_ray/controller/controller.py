@@ -430,9 +430,10 @@ class Controller(KeyValueTableCalls, ReaderGroupCalls):
         state = self._store.streams.state(scope, stream)
         if state in (StreamState.SEALING, StreamState.SEALED):
             raise StreamSealedError(f"stream {scope}/{stream} is sealed")
-        self._post("update", scope, stream)
+        request = self._new_id()
+        self._post("update", scope, stream, request=request)
         try:
-            self._store.streams.put_update(scope, stream, stored)
+            self._store.streams.put_update(scope, stream, stored, request)
         except ConflictingUpdateError:
             raise ConflictingUpdateError(
                 f"an update of {scope}/{stream} is under way; try again once it is done"

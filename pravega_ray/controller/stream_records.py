@@ -522,13 +522,16 @@ class StreamRecords:
     def end_scale(self, scope: str, stream: str) -> None:
         self._records.delete(f"transition/{scope}/{stream}")
 
-    def put_update(self, scope: str, stream: str, config: dict[str, Any]) -> None:
-        """Store the temporary update property; ConflictingUpdateError if one is pending."""
-        self._records.put(f"update/{scope}/{stream}", {"config": config}, None)
+    def put_update(self, scope: str, stream: str, config: dict[str, Any], request: str) -> None:
+        """Store the temporary update property of request ``request``;
+        ConflictingUpdateError if one is pending."""
+        value = {"config": config, "request": request}
+        self._records.put(f"update/{scope}/{stream}", value, None)
 
-    def pending_update(self, scope: str, stream: str) -> dict[str, Any] | None:
+    def pending_update(self, scope: str, stream: str) -> tuple[dict[str, Any], str] | None:
+        """The pending update's configuration and request id, if one is pending."""
         value = self._read(f"update/{scope}/{stream}")
-        return None if value is None else value["config"]
+        return None if value is None else (value["config"], str(value.get("request")))
 
     def end_update(self, scope: str, stream: str) -> None:
         self._records.delete(f"update/{scope}/{stream}")

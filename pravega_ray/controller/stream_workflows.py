@@ -181,10 +181,16 @@ class StreamWorkflows:
 
     # --- update ----------------------------------------------------------------------------------
     def _on_update(self, scope: str, stream: str, body: dict[str, Any]) -> str:
-        config = self._records.pending_update(scope, stream)
-        state = self._records.state(scope, stream)
-        if config is None:
-            return DONE if state is not StreamState.UPDATING else self._end_update(scope, stream)
+        pending = self._records.pending_update(scope, stream)
+        value = self._records.get(scope, stream)[0]
+        state = StreamState(value["state"])
+        if pending is None:
+            if state is StreamState.UPDATING:  # done but for the last step
+                return self._end_update(scope, stream)
+            if body.get("request") in (None, value.get("updated_by")):
+                return DONE  # this update is done (a repeat of its request)
+            return POSTPONE  # its property is not written yet
+        config, request = pending
         if state in (StreamState.SEALING, StreamState.SEALED):
             self._records.end_update(scope, stream)
             return DONE
@@ -192,7 +198,9 @@ class StreamWorkflows:
             return POSTPONE
         self._records.transition(scope, stream, StreamState.UPDATING)
         self._step("updating")
-        self._records.update(scope, stream, lambda v: {**v, "config": config})
+        self._records.update(
+            scope, stream, lambda v: {**v, "config": config, "updated_by": request}
+        )
         self._step("configuration stored")
         scaling = StreamConfiguration.from_dict(config).scaling
         for segment in self._records.info(scope, stream).segments:
