@@ -307,3 +307,79 @@ def test_requests_of_one_stream_run_in_order_and_survive_a_restart(cluster) -> N
             assert mgr.get_stream_info("sc", f"s{i}").epoch == round_ + 1
     length = cluster.segments.get_info(REQUEST_SEGMENT).result(10).length
     assert length > 0
+
+
+WORKFLOW_STEPS = {
+    "update": ["updating", "configuration stored"],
+    "seal": ["sealing", "segments sealed"],
+    "delete": ["numbers remembered", "segments deleted"],
+}
+
+
+def _wait(condition, timeout_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("workflow", "step"), [(w, s) for w, steps in WORKFLOW_STEPS.items() for s in steps]
+)
+def test_processor_killed_at_every_step_of_update_seal_and_delete(
+    cluster, workflow: str, step: str
+) -> None:  # type: ignore[no-untyped-def]
+    mgr = _stream(cluster, 2)
+    if workflow == "delete":
+        assert mgr.seal_stream("sc", "st")
+    killed = []
+
+    def die_once(name: str) -> None:
+        if name == step and not killed:
+            killed.append(name)
+            raise SystemExit(f"processor killed after {name!r}")
+
+    cluster.restart_processor(step=die_once)
+    controller = cluster.core
+    config = pr.StreamConfiguration(pr.ScalingPolicy.by_event_rate(10, 2, 2))
+    {
+        "update": lambda: controller.update_stream("sc", "st", config),
+        "seal": lambda: controller.seal_stream("sc", "st"),
+        "delete": lambda: controller.delete_stream("sc", "st"),
+    }[workflow]()
+    _wait(lambda: bool(killed))
+    cluster.restart_processor()
+    if workflow == "update":
+        _wait(lambda: controller.check_update("sc", "st"))
+        info = mgr.get_stream_info("sc", "st")
+        assert info.configuration == config and info.state is pr.StreamState.ACTIVE
+    elif workflow == "seal":
+        _wait(lambda: mgr.get_stream_info("sc", "st").state is pr.StreamState.SEALED)
+        for segment in mgr.get_stream_info("sc", "st").segments:
+            assert cluster.segments.get_info(segment.name).result(10).sealed
+    else:
+        _wait(lambda: "st" not in mgr.list_streams("sc"))
+        assert _segments_on_containers(cluster) == set()
+        assert mgr.create_stream("sc", "st", None)  # numbers after the deleted ones
+        assert mgr.get_stream_info("sc", "st").segments[0].segment_id == 2
+
+
+@pytest.mark.parametrize("step", SCALE_STEPS)
+def test_a_container_restarted_at_every_step_of_a_scale_delays_it_only(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
+    mgr = _stream(cluster, 4)
+    restarted = []
+
+    def restart_containers(name: str) -> None:
+        if name == step and not restarted:
+            restarted.append(name)
+            for container_id in range(cluster.container_count):
+                cluster.restart_container(container_id)
+
+    cluster.restart_processor(step=restart_containers)
+    segments = mgr.get_stream_info("sc", "st").segments
+    assert mgr.scale_stream(
+        "sc", "st", [segments[0].segment_id, segments[1].segment_id], [(0.0, 0.5)]
+    )
+    info = mgr.get_stream_info("sc", "st")
+    assert restarted and info.epoch == 1 and len(info.segments) == 3
+    assert info.segments[0].segment_id == segment_id(1, 4)
