@@ -38,6 +38,7 @@ from pravega_ray.stream_configuration import (
     ScalingPolicy,
     StreamConfiguration,
 )
+from pravega_ray.stream_cut import StreamCut
 
 if TYPE_CHECKING:
     from pravega_ray import spark
@@ -83,6 +84,7 @@ __all__ = sorted(
         "SegmentRange",
         "Serializer",
         "StreamConfiguration",
+        "StreamCut",
         "StreamInfo",
         "StreamManager",
         "StreamState",
