@@ -9,8 +9,11 @@ Run with ``make demo`` (or ``.venv/bin/python examples/quickstart.py``). It
    and per-key order,
 5. reads the stream into a Spark DataFrame (RayDP) and prints a per-key
    aggregate,
-6. stores the aggregate in a key-value table and reads it back, then prints
-   a short summary.
+6. stores the aggregate in a key-value table and reads it back,
+7. auto-scaling: writes a stream made with ``ScalingPolicy.by_event_rate(1000, 2, 1)``
+   at about ten times that rate until the controller splits it, prints its epochs,
+   and reads it back exactly once, in order per key, across the scale; then prints a
+   short summary.
 
 Each run uses a fresh stream name, so it can be run again on the same data dir.
 """
@@ -47,7 +50,9 @@ def write(cluster: pr.Cluster, scope: str, stream: str) -> float:
     return time.monotonic() - started
 
 
-def read(cluster: pr.Cluster, scope: str, stream: str) -> tuple[list[pr.EventRead], float]:
+def read(
+    cluster: pr.Cluster, scope: str, stream: str, expected: int = EVENTS
+) -> tuple[list[pr.EventRead], float]:
     group = f"{stream}-readers"  # a fresh group per run, like the stream
     cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}"))
     events: list[pr.EventRead] = []
@@ -61,7 +66,7 @@ def read(cluster: pr.Cluster, scope: str, stream: str) -> tuple[list[pr.EventRea
                 event = reader.read_next_event(timeout_s=0.5)
                 if event is None:
                     with lock:
-                        if len(events) >= EVENTS:
+                        if len(events) >= expected:
                             return
                     continue
                 idle_since = time.monotonic()
@@ -76,11 +81,11 @@ def read(cluster: pr.Cluster, scope: str, stream: str) -> tuple[list[pr.EventRea
     return events, time.monotonic() - started
 
 
-def check(events: list[pr.EventRead]) -> None:
+def check(events: list[pr.EventRead], expected: int = EVENTS) -> None:
     seqs = [e.event["seq"] for e in events]
-    if len(seqs) != EVENTS or len(set(seqs)) != EVENTS:
+    if len(seqs) != expected or len(set(seqs)) != expected:
         raise SystemExit(
-            f"FAILED: read {len(seqs)} events ({len(set(seqs))} distinct), wrote {EVENTS}"
+            f"FAILED: read {len(seqs)} events ({len(set(seqs))} distinct), wrote {expected}"
         )
     last: dict[str, int] = defaultdict(lambda: -1)
     for e in events:
@@ -88,6 +93,44 @@ def check(events: list[pr.EventRead]) -> None:
         if seq <= last[key]:
             raise SystemExit(f"FAILED: routing key {key} out of order")
         last[key] = seq
+
+
+def autoscale(cluster: pr.Cluster, scope: str, stream: str) -> dict[str, object]:
+    """Write at ~10x the stream's target rate until it scales; print its epochs; read back."""
+    manager = cluster.stream_manager()
+    policy = pr.ScalingPolicy.by_event_rate(target_rate=1000, scale_factor=2, min_segments=1)
+    manager.create_stream(scope, stream, pr.StreamConfiguration(scaling=policy))
+    step(f"created {scope}/{stream} with {policy}; writing ~10,000 events/s until it scales ...")
+    started = time.monotonic()
+    written = 0
+    with cluster.create_writer(scope, stream, serializer=pr.JsonSerializer()) as writer:
+        while manager.get_stream_info(scope, stream).epoch == 0:
+            if time.monotonic() - started > 120:
+                raise SystemExit("FAILED: the stream did not auto-scale within 120 s")
+            batch_started = time.monotonic()
+            for _ in range(500):
+                key = f"sensor-{written % KEYS}"
+                writer.write_event({"key": key, "seq": written, "value": 1}, routing_key=key)
+                written += 1
+            writer.flush()
+            time.sleep(max(0.0, 0.05 - (time.monotonic() - batch_started)))
+        scaled_s = time.monotonic() - started
+        for _ in range(5_000):  # a few more after the scale, into the new segments
+            key = f"sensor-{written % KEYS}"
+            writer.write_event({"key": key, "seq": written, "value": 1}, routing_key=key)
+            written += 1
+    info = manager.get_stream_info(scope, stream)
+    step(f"auto-scaled after {scaled_s:.1f}s of writing; epochs of {scope}/{stream}:")
+    for epoch in range(info.epoch + 1):
+        ranges = ", ".join(
+            f"{s.segment_id >> 32}.{s.segment_id & 0xFFFFFFFF} [{s.key_low:.2f}, {s.key_high:.2f})"
+            for s in manager.get_epoch_segments(scope, stream, epoch)
+        )
+        print(f"    epoch {epoch}: {ranges}", flush=True)
+    events, _ = read(cluster, scope, stream, expected=written)
+    check(events, expected=written)
+    step(f"read {len(events):,} events back across the scale: exactly once, in order per key")
+    return {"autoscale_epochs": info.epoch + 1, "autoscale_after_s": round(scaled_s, 1)}
 
 
 def main() -> None:
@@ -155,6 +198,8 @@ def main() -> None:
             f"{sum(1 for _ in kvt.iter_keys())} keys, read back with get_all"
         )
 
+        scaled = autoscale(cluster, scope, f"autoscale-{stream.removeprefix('readings-')}")
+
         summary = {
             "stream": f"{scope}/{stream}",
             "segments": SEGMENTS,
@@ -165,6 +210,7 @@ def main() -> None:
             "spark_rows": spark_total,
             "spark_keys": len(rows),
             "kvt_keys": len(stored),
+            **scaled,
             "total_s": round(time.monotonic() - t0, 1),
         }
         step("summary: " + json.dumps(summary))

@@ -165,6 +165,12 @@ class StreamManager:
         """The segments that replaced ``segment_id``, each with its predecessors' ids."""
         return self._controller.get_successors(scope, stream, segment_id)
 
+    def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        """The segments of epoch ``epoch`` (0 .. ``get_stream_info(...).epoch``).
+
+        Raises StreamNotFoundError if the stream has no such epoch."""
+        return self._controller.get_epoch_segments(scope, stream, epoch)
+
     def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
         """The segments of the epoch current at ``time_ms`` (ms since 1970), from offset 0."""
         return self._controller.get_segments_at_time(scope, stream, time_ms)
