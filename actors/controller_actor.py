@@ -117,6 +117,12 @@ class ControllerActor:
     def check_update(self, scope: str, stream: str) -> bool:
         return self._controller.check_update(scope, stream)
 
+    def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> bool:
+        return self._controller.truncate_stream(scope, stream, cut)
+
+    def check_truncate(self, scope: str, stream: str) -> bool:
+        return self._controller.check_truncate(scope, stream)
+
     def seal_stream(self, scope: str, stream: str) -> bool:
         return self._controller.seal_stream(scope, stream)
 

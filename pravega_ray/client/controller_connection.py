@@ -197,6 +197,12 @@ class ControllerClient:
     def check_update(self, scope: str, stream: str) -> bool:
         return self._repeated(ControllerService.check_update, scope, stream)
 
+    def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> bool:
+        return self._repeated(ControllerService.truncate_stream, scope, stream, cut)
+
+    def check_truncate(self, scope: str, stream: str) -> bool:
+        return self._repeated(ControllerService.check_truncate, scope, stream)
+
     def seal_stream(self, scope: str, stream: str) -> bool:
         return self._repeated(ControllerService.seal_stream, scope, stream)
 

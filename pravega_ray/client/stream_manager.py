@@ -159,6 +159,23 @@ class StreamManager:
         )
         return True
 
+    def truncate_stream(
+        self, scope: str, stream: str, cut: StreamCut, timeout_s: float = WORKFLOW_WAIT_S
+    ) -> bool:
+        """Drop everything before ``cut``: segments wholly before it are deleted, the cut's
+        segments truncated at its offsets; True once done.
+
+        Raises InvalidArgumentError (not a cut of this stream, or behind its current
+        truncation), StreamSealedError, StreamNotFoundError, ConflictingUpdateError.
+        """
+        self._controller.truncate_stream(scope, stream, cut)
+        _wait(
+            lambda: self._controller.check_truncate(scope, stream),
+            f"truncating {scope}/{stream}",
+            timeout_s,
+        )
+        return True
+
     def get_successors(
         self, scope: str, stream: str, segment_id: int
     ) -> dict[SegmentRange, list[int]]:

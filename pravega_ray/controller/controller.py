@@ -64,11 +64,12 @@ from pravega_ray.errors import (
     ScopeNotEmptyError,
     ScopeNotFoundError,
     SegmentExistsError,
+    SegmentNotFoundError,
     StreamNotFoundError,
     StreamNotSealedError,
     StreamSealedError,
 )
-from pravega_ray.naming import segment_epoch, validate_name
+from pravega_ray.naming import segment_epoch, stream_segment_name, validate_name
 from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
@@ -457,6 +458,56 @@ class Controller(KeyValueTableCalls, ReaderGroupCalls):
             self._run_workflow(key, lambda: self._finish_create(scope, stream))
         self._post("seal", scope, stream)
         return False
+
+    def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> bool:
+        """Ask for the stream to be truncated at ``cut`` (poll :meth:`check_truncate`).
+
+        Raises InvalidArgumentError (not a cut of this stream: segments that do not cover
+        the key space once, offsets past a segment's end, a cut behind the stream's current
+        truncation), StreamSealedError, StreamNotFoundError, ConflictingUpdateError
+        (another truncation under way); nothing changed then.
+        """
+        self._ready()
+        self._stream_args(scope, stream)
+        if not isinstance(cut, StreamCut) or (cut.scope, cut.stream) != (scope, stream):
+            raise InvalidArgumentError(f"cut must be a StreamCut of {scope}/{stream}")
+        records = self._store.streams
+        if records.state(scope, stream) in (StreamState.SEALING, StreamState.SEALED):
+            raise StreamSealedError(f"stream {scope}/{stream} is sealed")
+        positions = cut.positions
+        records.check_cut(scope, stream, positions)
+        truncation = records.truncation(scope, stream)
+        current = {int(k): int(v) for k, v in truncation["cut"].items()}
+        for sid, offset in positions.items():
+            name = stream_segment_name(scope, stream, sid)
+            if sid in truncation["deleted"]:
+                raise InvalidArgumentError(f"the cut is behind the stream's truncation ({name})")
+            try:
+                length = self._segments.segment_length(name)
+            except SegmentNotFoundError:
+                raise InvalidArgumentError(f"segment {name} of the cut is gone") from None
+            if offset > length:
+                raise InvalidArgumentError(f"offset {offset} is past the end of {name}")
+        before = set(records.before_cut(scope, stream, positions))
+        for sid, offset in current.items():
+            if not (positions.get(sid, -1) >= offset or sid in before):
+                raise InvalidArgumentError(
+                    f"the cut is behind the stream's current truncation at segment {sid}"
+                )
+        request = self._new_id()
+        self._post("truncate", scope, stream, request=request)
+        try:
+            records.put_truncate(scope, stream, positions, request)
+        except ConflictingUpdateError:
+            raise ConflictingUpdateError(
+                f"a truncation of {scope}/{stream} is under way; try again once it is done"
+            ) from None
+        return True
+
+    def check_truncate(self, scope: str, stream: str) -> bool:
+        """Whether no truncation of the stream is pending."""
+        self._stream_args(scope, stream)
+        return self._store.streams.pending_truncate(scope, stream) is None
 
     def _request_seal(self, scope: str, stream: str) -> None:
         """Post a seal request for a stream found SEALING (a seal cut short before its

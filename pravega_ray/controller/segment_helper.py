@@ -87,6 +87,9 @@ class SegmentHelper:
     def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
         return self._call(segment, lambda s: self._client.read(s, offset, max_bytes, wait_s))
 
+    def segment_length(self, segment: str) -> int:
+        return self._call(segment, self._client.get_info).length
+
     def truncate_segment(self, segment: str, offset: int) -> None:
         self._call(segment, lambda s: self._client.truncate(s, offset))
 

@@ -147,6 +147,16 @@ class ControllerService(Protocol):
         """Whether no update of the stream is pending."""
         ...
 
+    def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> bool:
+        """Ask for the stream to be truncated at ``cut`` (poll ``check_truncate``);
+        InvalidArgumentError (not a cut of the stream, or behind its truncation),
+        StreamSealedError, ConflictingUpdateError."""
+        ...
+
+    def check_truncate(self, scope: str, stream: str) -> bool:
+        """Whether no truncation of the stream is pending."""
+        ...
+
     def seal_stream(self, scope: str, stream: str) -> bool:
         """Ask for the stream to be sealed; True if it is SEALED already (else poll
         ``get_stream_info``)."""

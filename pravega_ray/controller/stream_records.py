@@ -438,8 +438,64 @@ class StreamRecords:
         return {int(k): int(v) for k, v in value["sizes"].items()} if value else {}
 
     def truncation(self, scope: str, stream: str) -> dict[str, Any]:
-        """The truncation record (empty cut until the retention issue fills it)."""
+        """The truncation record: ``cut`` (segment id, as a str -> offset) the stream was last
+        truncated at, ``deleted`` (ids of the segments wholly before it)."""
         return self._read(f"truncation/{scope}/{stream}") or {"cut": {}, "deleted": []}
+
+    def set_truncation(
+        self, scope: str, stream: str, cut: dict[int, int], deleted: list[int]
+    ) -> None:
+        value = {"cut": {str(k): v for k, v in cut.items()}, "deleted": sorted(deleted)}
+        self._put_any(f"truncation/{scope}/{stream}", value)
+
+    def put_truncate(self, scope: str, stream: str, cut: dict[int, int], request: str) -> None:
+        """Store the temporary truncate property; ConflictingUpdateError if one is pending."""
+        value = {"cut": {str(k): v for k, v in cut.items()}, "request": request}
+        self._records.put(f"truncate/{scope}/{stream}", value, None)
+
+    def pending_truncate(self, scope: str, stream: str) -> tuple[dict[int, int], str] | None:
+        key = f"truncate/{scope}/{stream}"
+        value = self._read(key)
+        if value is None:
+            return None
+        with self._parsing(key):
+            return {int(k): int(v) for k, v in value["cut"].items()}, str(value["request"])
+
+    def end_truncate(self, scope: str, stream: str) -> None:
+        self._records.delete(f"truncate/{scope}/{stream}")
+
+    def before_cut(self, scope: str, stream: str, cut: dict[int, int]) -> list[int]:
+        """Ids of the segments wholly before ``cut``: sealed by an epoch no later than the
+        creation epoch of every cut segment overlapping them."""
+        rows = {sid: self.segment_row(scope, stream, sid) for sid in cut}
+        out = []
+        for sid in self.all_segment_ids(scope, stream):
+            if sid in cut:
+                continue
+            me = self.segment_row(scope, stream, sid)
+            replaced = self.sealed_in(scope, stream, sid)
+            if me is None or replaced is None:
+                continue
+            overlapping = [c for c, r in rows.items() if r is not None and _overlaps(r[0], me[0])]
+            if overlapping and all(segment_epoch(c) >= replaced.epoch for c in overlapping):
+                out.append(sid)
+        return out
+
+    def check_cut(self, scope: str, stream: str, cut: dict[int, int]) -> None:
+        """InvalidArgumentError unless ``cut``'s segments are segments of the stream whose key
+        ranges cover [0, 1) without overlap (a stream cut)."""
+        ranges = []
+        for sid in cut:
+            row = self.segment_row(scope, stream, sid)
+            if row is None:
+                raise InvalidArgumentError(f"segment {sid} is not a segment of {scope}/{stream}")
+            ranges.append((row[0][1], row[0][2]))
+        try:
+            covered = _union(ranges)
+        except ScaleConflictError:
+            raise InvalidArgumentError("a stream cut's segments overlap") from None
+        if covered != [(0.0, 1.0)]:
+            raise InvalidArgumentError("a stream cut's segments must cover the key space [0, 1)")
 
     # --- temporary properties: scale and update --------------------------------------------------
     def start_scale(
@@ -543,7 +599,7 @@ class StreamRecords:
         highest = self.highest_epoch(scope, stream)
         for epoch in range(highest + 1):
             self._records.delete(f"history/{scope}/{stream}/{epoch:010d}")
-        for kind in ("index", "sealedsizes", "truncation", "transition", "update"):
+        for kind in ("index", "sealedsizes", "truncation", "transition", "update", "truncate"):
             self._records.delete(f"{kind}/{scope}/{stream}")
         self._records.delete(self.key(scope, stream))
 

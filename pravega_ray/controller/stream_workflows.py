@@ -60,6 +60,8 @@ class WorkflowSegments(Protocol):
 
     def delete_segment(self, segment: str) -> None: ...
 
+    def truncate_segment(self, segment: str, offset: int) -> None: ...
+
 
 class StreamWorkflows:
     """The request handler of the controller's request event processor."""
@@ -91,6 +93,7 @@ class StreamWorkflows:
             "delete": self._on_delete,
             "scale_report": self._on_report,
             "merge_sweep": self._on_sweep,
+            "truncate": self._on_truncate,
         }
         handler = handlers.get(kind) if isinstance(kind, str) else None
         if handler is None:
@@ -210,6 +213,43 @@ class StreamWorkflows:
     def _end_update(self, scope: str, stream: str) -> str:
         self._records.transition(scope, stream, StreamState.ACTIVE)
         self._records.end_update(scope, stream)
+        return DONE
+
+    # --- truncate ---
+    def _on_truncate(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        pending = self._records.pending_truncate(scope, stream)
+        value = self._records.get(scope, stream)[0]
+        state = StreamState(value["state"])
+        if pending is None:
+            if state is StreamState.TRUNCATING:  # done but for the last step
+                self._records.transition(scope, stream, StreamState.ACTIVE)
+                return DONE
+            return DONE if body.get("request") == value.get("truncated_by") else POSTPONE
+        cut, request = pending
+        if state in (StreamState.SEALING, StreamState.SEALED):
+            self._records.end_truncate(scope, stream)
+            return DONE
+        if state not in (StreamState.ACTIVE, StreamState.TRUNCATING):
+            return POSTPONE
+        self._records.transition(scope, stream, StreamState.TRUNCATING)
+        self._step("truncating")
+        before = self._records.before_cut(scope, stream, cut)
+        for sid in before:
+            with contextlib.suppress(SegmentNotFoundError):
+                self._segments.delete_segment(stream_segment_name(scope, stream, sid))
+        self._step("segments deleted")
+        for sid, offset in cut.items():
+            with contextlib.suppress(SegmentNotFoundError):
+                self._segments.truncate_segment(stream_segment_name(scope, stream, sid), offset)
+        self._step("segments truncated")
+        deleted = set(self._records.truncation(scope, stream)["deleted"]) | set(before)
+        self._records.set_truncation(scope, stream, cut, sorted(deleted))
+
+        def done(v: dict[str, Any]) -> dict[str, Any]:
+            return {**v, "state": StreamState.ACTIVE.value, "truncated_by": request}
+
+        self._records.update(scope, stream, done)
+        self._records.end_truncate(scope, stream)
         return DONE
 
     # --- seal and delete -------------------------------------------------------------------------

@@ -383,3 +383,67 @@ def test_a_container_restarted_at_every_step_of_a_scale_delays_it_only(cluster, 
     info = mgr.get_stream_info("sc", "st")
     assert restarted and info.epoch == 1 and len(info.segments) == 3
     assert info.segments[0].segment_id == segment_id(1, 4)
+
+
+def _append(cluster: InProcessCluster, segment: str, data: bytes) -> None:
+    cluster.segments.append_conditional(segment, data).result(10)
+
+
+def test_truncate_goes_through_truncating_and_drops_what_is_before_the_cut(cluster) -> None:  # type: ignore[no-untyped-def]
+    mgr = _stream(cluster, 2)
+    s0, s1 = mgr.get_stream_info("sc", "st").segments
+    for segment in (s0, s1):
+        _append(cluster, segment.name, b"x" * 100)
+    assert mgr.scale_stream("sc", "st", [s0.segment_id], [(0.0, 0.5)])
+    new = mgr.get_stream_info("sc", "st").segments[0]
+    _append(cluster, new.name, b"y" * 50)
+    seen = []
+    cluster.restart_processor(step=seen.append)
+    cut = pr.StreamCut("sc", "st", {new.segment_id: 20, s1.segment_id: 40})
+    assert mgr.truncate_stream("sc", "st", cut)
+    assert seen[:3] == ["truncating", "segments deleted", "segments truncated"]
+    assert mgr.get_stream_info("sc", "st").state is pr.StreamState.ACTIVE
+    assert s0.name not in _segments_on_containers(cluster)  # wholly before the cut
+    assert cluster.segments.get_info(s1.name).result(10).start_offset == 40
+    assert cluster.segments.get_info(new.name).result(10).start_offset == 20
+    # A cut behind the truncation, or not a cut of the stream, is refused; nothing changes.
+    for bad in (
+        pr.StreamCut("sc", "st", {new.segment_id: 10, s1.segment_id: 40}),
+        pr.StreamCut("sc", "st", {s0.segment_id: 0, s1.segment_id: 40}),
+        pr.StreamCut("sc", "st", {new.segment_id: 20}),  # does not cover [0, 1)
+        pr.StreamCut("sc", "st", {new.segment_id: 20, s1.segment_id: 10_000}),  # past the end
+        pr.StreamCut("sc", "other", {new.segment_id: 20, s1.segment_id: 40}),
+    ):
+        with pytest.raises(pr.InvalidArgumentError):
+            mgr.truncate_stream("sc", "st", bad)
+    with pytest.raises(pr.InvalidArgumentError):
+        mgr.truncate_stream("sc", "st", {new.segment_id: 20})  # type: ignore[arg-type]
+    assert mgr.truncate_stream(
+        "sc", "st", pr.StreamCut("sc", "st", {new.segment_id: 50, s1.segment_id: 100})
+    )
+
+
+@pytest.mark.parametrize("step", ["truncating", "segments deleted", "segments truncated"])
+def test_processor_killed_at_every_step_of_a_truncation(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
+    mgr = _stream(cluster, 1)
+    s0 = mgr.get_stream_info("sc", "st").segments[0]
+    _append(cluster, s0.name, b"x" * 100)
+    assert mgr.scale_stream("sc", "st", [s0.segment_id], [(0.0, 1.0)])
+    new = mgr.get_stream_info("sc", "st").segments[0]
+    _append(cluster, new.name, b"y" * 100)
+    killed = []
+
+    def die_once(name: str) -> None:
+        if name == step and not killed:
+            killed.append(name)
+            raise SystemExit(f"processor killed after {name!r}")
+
+    cluster.restart_processor(step=die_once)
+    controller = cluster.core
+    controller.truncate_stream("sc", "st", pr.StreamCut("sc", "st", {new.segment_id: 30}))
+    _wait(lambda: bool(killed))
+    cluster.restart_processor()
+    _wait(lambda: controller.check_truncate("sc", "st"))
+    assert mgr.get_stream_info("sc", "st").state is pr.StreamState.ACTIVE
+    assert _segments_on_containers(cluster) == {new.name}
+    assert cluster.segments.get_info(new.name).result(10).start_offset == 30

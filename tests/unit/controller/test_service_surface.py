@@ -27,7 +27,7 @@ IMPLEMENTATIONS = [Controller, ControllerActor, ControllerClient]
 
 
 def test_the_surface_is_what_clients_call() -> None:
-    assert len(SERVICE_METHODS) == 35
+    assert len(SERVICE_METHODS) == 37
     assert {"get_current_segments", "reader_group_sync", "damaged_records"} <= set(SERVICE_METHODS)
 
 
