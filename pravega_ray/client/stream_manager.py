@@ -182,6 +182,11 @@ class StreamManager:
         """The segments that replaced ``segment_id``, each with its predecessors' ids."""
         return self._controller.get_successors(scope, stream, segment_id)
 
+    def list_segments(self, scope: str, stream: str) -> list[SegmentRange]:
+        """Every segment the stream has now, of every epoch (sealed predecessors too), in
+        creation order; segments truncated away are left out."""
+        return self._controller.get_segments_between(scope, stream, {}, None)
+
     def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
         """The segments of epoch ``epoch`` (0 .. ``get_stream_info(...).epoch``).
 

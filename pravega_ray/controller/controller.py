@@ -352,10 +352,12 @@ class Controller(KeyValueTableCalls, ReaderGroupCalls):
         self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
     ) -> list[SegmentRange]:
         """Every segment between two cuts (segment id -> offset; ``end`` None: the tail),
-        across epochs, in creation order: for the batch client."""
+        across epochs, in creation order, leaving out segments truncated away: for the
+        batch client and the Spark reader."""
         self._stream_args(scope, stream)
         records = self._store.streams
-        ids = records.all_segment_ids(scope, stream)
+        deleted = set(records.truncation(scope, stream)["deleted"])
+        ids = [s for s in records.all_segment_ids(scope, stream) if s not in deleted]
         rows = {sid: records.segment_row(scope, stream, sid) for sid in ids}
         low = min((segment_epoch(s) for s in start), default=0)
         high = max((segment_epoch(s) for s in end), default=None) if end else None

@@ -2,7 +2,7 @@
 
 Path of the data::
 
-    get_stream_info + get_info per segment (driver)   -> a snapshot: [start_offset, length)
+    list_segments + get_info per segment (driver)   -> a snapshot: [start_offset, length)
     one Ray task per non-empty segment                -> reads the container actor in chunks of
        (streaming generator, 0.25 CPU)                   READ_BYTES_MAX, parses frames, yields
                                                          pyarrow pieces of <= BLOCK_BYTES_TARGET
@@ -267,8 +267,8 @@ def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None)
 
     Columns as Pravega's Spark connector: ``event`` (binary payload), ``scope``,
     ``stream`` (strings), ``segment_id``, ``offset`` (longs; ``offset`` is where
-    the event's frame starts in its segment). All segments of the stream's
-    current epoch are read from their start offset to the length they have
+    the event's frame starts in its segment). All segments of the stream, of
+    every epoch, are read from their start offset to the length they have
     when this is called (a snapshot; later appends are not included). Rows of
     one segment appear in offset order within a partition; no order holds
     across segments. An empty stream gives an empty DataFrame of the same
@@ -297,13 +297,13 @@ def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None)
 
         cluster = connect()
 
-    info = cluster.stream_manager().get_stream_info(scope, stream)
-    containers = [cluster.container_handle(segment.name) for segment in info.segments]
+    segments = cluster.stream_manager().list_segments(scope, stream)
+    containers = [cluster.container_handle(segment.name) for segment in segments]
     try:
         segment_infos = call_with_unwrap(
             [
                 container.get_info.remote(segment.name)
-                for container, segment in zip(containers, info.segments, strict=True)
+                for container, segment in zip(containers, segments, strict=True)
             ],
             READ_CALL_TIMEOUT_S,
         )
@@ -312,7 +312,7 @@ def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None)
 
     reads = [
         (container, _SegmentRead(segment.name, segment.segment_id, si.start_offset, si.length))
-        for container, segment, si in zip(containers, info.segments, segment_infos, strict=True)
+        for container, segment, si in zip(containers, segments, segment_infos, strict=True)
         if si.length > si.start_offset
     ]
     if not reads:

@@ -397,6 +397,8 @@ def test_truncate_goes_through_truncating_and_drops_what_is_before_the_cut(clust
     assert mgr.scale_stream("sc", "st", [s0.segment_id], [(0.0, 0.5)])
     new = mgr.get_stream_info("sc", "st").segments[0]
     _append(cluster, new.name, b"y" * 50)
+    listed = [s.segment_id for s in mgr.list_segments("sc", "st")]
+    assert listed == [s0.segment_id, s1.segment_id, new.segment_id]  # every epoch's
     seen = []
     cluster.restart_processor(step=seen.append)
     cut = pr.StreamCut("sc", "st", {new.segment_id: 20, s1.segment_id: 40})
@@ -404,6 +406,10 @@ def test_truncate_goes_through_truncating_and_drops_what_is_before_the_cut(clust
     assert seen[:3] == ["truncating", "segments deleted", "segments truncated"]
     assert mgr.get_stream_info("sc", "st").state is pr.StreamState.ACTIVE
     assert s0.name not in _segments_on_containers(cluster)  # wholly before the cut
+    assert [s.segment_id for s in mgr.list_segments("sc", "st")] == [
+        s1.segment_id,
+        new.segment_id,
+    ]
     assert cluster.segments.get_info(s1.name).result(10).start_offset == 40
     assert cluster.segments.get_info(new.name).result(10).start_offset == 20
     # A cut behind the truncation, or not a cut of the stream, is refused; nothing changes.
