@@ -82,6 +82,21 @@ def test_read_stream_is_a_snapshot_of_the_call_time(cluster, spark, unique_name)
     assert read_stream(spark, f"{scope}/{stream}", cluster=cluster).count() == 80
 
 
+def test_read_stream_reads_every_epoch_of_a_scaled_stream(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
+    scope, stream = unique_name, "scaled"
+    mgr = make_stream(cluster, scope, stream, segment_count=2)
+    write_events(cluster, scope, stream, [(f"k{i}", b"epoch0-%d" % i) for i in range(40)])
+    last = mgr.get_stream_info(scope, stream).segments[-1]
+    assert mgr.scale_stream(scope, stream, [last.segment_id], [(0.5, 0.7), (0.7, 1.0)])
+    write_events(cluster, scope, stream, [(f"k{i}", b"epoch1-%d" % i) for i in range(40)])
+
+    rows = read_stream(spark, f"{scope}/{stream}", cluster=cluster).collect()
+
+    expected = [b"epoch0-%d" % i for i in range(40)] + [b"epoch1-%d" % i for i in range(40)]
+    assert sorted(bytes(r.event) for r in rows) == sorted(expected)
+    assert last.segment_id in {r.segment_id for r in rows}  # the sealed predecessor too
+
+
 def test_read_stream_empty_stream_gives_empty_dataframe(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
     scope, stream = unique_name, "empty"
     make_stream(cluster, scope, stream, segment_count=2)
