@@ -105,14 +105,12 @@ class StreamManager:
         if not self._controller.delete_stream(scope, stream):
             return False
 
-        def gone() -> bool:
-            try:
-                self._controller.get_stream_info(scope, stream)
-            except StreamNotFoundError:
-                return True
-            return False
-
-        _wait(gone, f"deleting {scope}/{stream}", timeout_s)
+        # Gone once its stream record is (deleted last: its history rows go first).
+        _wait(
+            lambda: stream not in self._controller.list_streams(scope),
+            f"deleting {scope}/{stream}",
+            timeout_s,
+        )
         return True
 
     def update_stream(
