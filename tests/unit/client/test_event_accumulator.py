@@ -34,7 +34,7 @@ def make(target: int = 1000, clock: ManualClock | None = None) -> tuple[EventAcc
 
 
 def add(accumulator: EventAccumulator, blocks: SegmentBlocks, payload: bytes) -> Block:
-    return accumulator.append(blocks, accumulator.headers[len(payload)], payload)
+    return accumulator.append(blocks, accumulator.headers[len(payload)], payload, None)
 
 
 # --- framing --------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def test_append_batch_keeps_the_batch_whole_in_the_next_block() -> None:
     data, count = accumulator.frame_batch(
         [b"a" * (3 * MIB), b"b" * (3 * MIB)], pr.BytesSerializer().serialize, True
     )
-    batch = accumulator.append_batch(blocks, data, count)
+    batch = accumulator.append_batch(blocks, data, count, None)
     assert batch is not first and list(blocks.queued) == [first]
     assert (batch.first, batch.last) == (1, 2) and blocks.next_event_number == 3
     assert batch.seal() == data

@@ -17,6 +17,7 @@ import pravega_ray as pr
 from pravega_ray.client.event_accumulator import Block, EventAccumulator
 from pravega_ray.client.segment_output_stream import SegmentOutputStream, Send, WriterContext
 from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.controller.records import StreamState
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ContainerNotReadyError,
@@ -75,11 +76,22 @@ class FakeConnection:
 
 
 class FakeController:
+    """Answers ``get_stream_info`` from ``sealed`` and ``get_successors`` from
+    ``successors`` (popping an exception to raise first, if any)."""
+
     def __init__(self) -> None:
         self.sealed = False
+        self.successors: dict[Any, list[int]] = {}
+        self.successor_errors: list[BaseException] = []
 
     def get_stream_info(self, scope: str, stream: str) -> Any:
-        return SimpleNamespace(sealed=self.sealed)
+        state = StreamState.SEALED if self.sealed else StreamState.ACTIVE
+        return SimpleNamespace(sealed=self.sealed, state=state)
+
+    def get_successors(self, scope: str, stream: str, segment_id: int) -> dict[Any, list[int]]:
+        if self.successor_errors:
+            raise self.successor_errors.pop(0)
+        return self.successors
 
 
 class Harness:
@@ -93,6 +105,7 @@ class Harness:
         self.connection = FakeConnection()
         self.controller = FakeController()
         self.sealed_streams: list[StreamSealedError] = []
+        self.rerouted: list[tuple[Any, list[Block]]] = []
         self.context = WriterContext(
             scope="sc",
             stream="st",
@@ -102,6 +115,9 @@ class Harness:
             config=self.config,
             scheduler=self.scheduler,
             on_stream_sealed=self.sealed_streams.append,
+            on_segment_sealed=lambda _out, successors, blocks: self.rerouted.append(
+                (successors, blocks)
+            ),
         )
         self.stream = SegmentOutputStream(SEGMENT, self.context)
         self.accumulator = EventAccumulator(
@@ -111,7 +127,7 @@ class Harness:
     def write(self, payload: bytes = EVENT) -> Block:
         with self.context.lock:
             header = self.accumulator.headers[len(payload)]
-            return self.accumulator.append(self.stream.blocks, header, payload)
+            return self.accumulator.append(self.stream.blocks, header, payload, "k")
 
     def pump(self) -> None:
         """One round, as the writer's pump does it: send, watchdog, reconnect."""
@@ -120,6 +136,7 @@ class Harness:
             self.stream.collect_sends(self.clock.monotonic(), sends)
             self.stream.give_up_on_stuck_calls(self.clock.monotonic())
             due = self.stream.reconnect_due()
+        self.context.complete_settled()
         for stream, block, expected in sends:
             stream.send(block, expected)
         if due:
@@ -257,7 +274,7 @@ def test_refused_block_fails_with_its_error_and_every_later_block_with_a_derived
     h.pump()
     with h.context.lock:
         open_block = h.accumulator.append(
-            h.stream.blocks, h.accumulator.headers[1], b"o"
+            h.stream.blocks, h.accumulator.headers[1], b"o", None
         )  # a small one stays open
     refusal = InvalidArgumentError("refused by the test")
     h.fail(1, refusal)
@@ -294,10 +311,11 @@ def test_sealed_segment_fails_what_is_left_with_segment_sealed() -> None:
     h.connection.setup_answers = [0]
     h.pump()
     assert [outcome(b) for b in blocks] == ["ok", "SegmentSealedError", "SegmentSealedError"]
-    assert h.stream.sealed and h.sealed_streams == []
-    h.write()
+    assert h.stream.sealed and h.sealed_streams == [] and h.rerouted == []
+    later = h.write()
     h.pump()
     assert len(h.sent()) == 2  # a sealed segment sends nothing more
+    assert outcome(later) == "SegmentSealedError"  # and fails what is written to it
 
 
 def test_sealed_stream_fails_with_stream_sealed_and_tells_the_writer() -> None:
