@@ -17,7 +17,7 @@ import pravega_ray as pr
 from pravega_ray.client.event_accumulator import Block, EventAccumulator
 from pravega_ray.client.segment_output_stream import SegmentOutputStream, Send, WriterContext
 from pravega_ray.constants import NO_EVENT_NUMBER
-from pravega_ray.controller.records import StreamState
+from pravega_ray.controller.records import SegmentRange, StreamState
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ContainerNotReadyError,
@@ -329,6 +329,92 @@ def test_sealed_stream_fails_with_stream_sealed_and_tells_the_writer() -> None:
     h.pump()
     assert outcome(block) == "StreamSealedError"
     assert [type(e) for e in h.sealed_streams] == [StreamSealedError]
+
+
+SUCCESSORS = {
+    SegmentRange("sc", "st", 1 << 32 | 1, "sc/st/1.#epoch.1", 0.0, 0.5): [0],
+    SegmentRange("sc", "st", 1 << 32 | 2, "sc/st/2.#epoch.1", 0.5, 1.0): [0],
+}
+
+
+def test_sealed_segment_of_a_scaled_stream_hands_what_is_left_to_the_writer_in_order() -> None:
+    h = Harness(blocks_in_flight_max=3)
+    blocks = [h.write() for _ in range(5)]  # three in flight, two queued
+    h.pump()
+    with h.context.lock:
+        open_block = h.accumulator.append(h.stream.blocks, h.accumulator.headers[1], b"o", "k")
+    h.ack(0)
+    h.fail(1, SegmentSealedError("sealed"))
+    h.fail(2, SegmentSealedError("sealed"))
+    h.connection.sealed = True
+    h.controller.successors = SUCCESSORS
+    h.connection.setup_answers = [0]
+    h.pump()
+    assert outcome(blocks[0]) == "ok"
+    assert len(h.rerouted) == 1
+    successors, handed = h.rerouted[0]
+    assert successors == SUCCESSORS
+    assert handed == [*blocks[1:], open_block]  # resends first, then queued, then open
+    assert h.stream.sealed and h.stream.sealed_error is None
+    assert h.stream.blocks.pending() == [] and h.sealed_streams == []
+    assert [outcome(b) for b in handed] == ["pending"] * 5  # the successors complete them
+
+
+def test_sealed_segment_asks_an_unreachable_controller_again_then_fails_and_retries() -> None:
+    h = Harness(reconnect_attempts_max=2)
+    block = h.write()
+    h.pump()
+    h.fail(0, SegmentSealedError("sealed"))
+    h.connection.sealed = True
+    h.controller.successors = SUCCESSORS
+    unavailable = pr.ControllerUnavailableError("down")
+    h.controller.successor_errors = [unavailable, unavailable]
+    h.connection.setup_answers = [NO_EVENT_NUMBER]
+    h.pump()
+    assert outcome(block) == "ControllerUnavailableError"  # outcome unknown, given up
+    assert not h.stream.sealed and h.stream.reconnecting  # and it looks again
+    later = h.write()
+    h.connection.setup_answers = [NO_EVENT_NUMBER]
+    h.pump()
+    assert [b for _, blocks in h.rerouted for b in blocks] == [later]
+
+
+def test_sealed_segment_of_a_stream_being_sealed_fails_with_stream_sealed() -> None:
+    h = Harness()
+    block = h.write()
+    h.pump()
+    h.fail(0, SegmentSealedError("sealed"))
+    h.connection.sealed = True
+    h.controller.get_stream_info = lambda scope, stream: SimpleNamespace(  # type: ignore[method-assign]
+        sealed=False, state=StreamState.SEALING
+    )
+    h.connection.setup_answers = [NO_EVENT_NUMBER]
+    h.pump()
+    assert outcome(block) == "StreamSealedError"
+    assert [type(e) for e in h.sealed_streams] == [StreamSealedError]
+
+
+def test_handshake_numbers_events_after_what_the_writer_has_on_the_segment() -> None:
+    h = Harness()
+    h.stream = SegmentOutputStream(SEGMENT, h.context, handshake=True)
+    blocks = [h.write() for _ in range(2)]
+    assert [(b.first, b.last) for b in blocks] == [(0, 0), (1, 1)]
+    h.connection.setup_answers = [41]  # reached before through another predecessor
+    h.pump()  # the handshake: nothing is sent before it
+    assert h.sent() == [] and not h.stream.reconnecting and not h.stream.handshake
+    assert [(b.first, b.last) for b in blocks] == [(42, 42), (43, 43)]
+    h.pump()
+    assert h.sent() == [(41, 42), (42, 43)]  # full blocks, chained on event 41
+    h.ack(1)
+    assert h.write().first == 44
+    # A fresh segment: numbers stay as they are.
+    h2 = Harness()
+    h2.stream = SegmentOutputStream(SEGMENT, h2.context, handshake=True)
+    block = h2.write()
+    h2.connection.setup_answers = [NO_EVENT_NUMBER]
+    h2.pump()
+    h2.pump()
+    assert h2.sent() == [(NO_EVENT_NUMBER, 0)] and block.first == 0
 
 
 # --- the stuck-call watchdog ----------------------------------------------------------------

@@ -382,3 +382,31 @@ def test_sealed_stream_still_fails_with_stream_sealed(cluster) -> None:  # type:
         writer.write_event({"k": "k0", "n": 2}, "k0")
     writer.close()  # nothing left pending
     check_exactly_once_in_key_order(cluster, 1)
+
+
+def test_containers_restarting_while_the_stream_scales_lose_and_duplicate_nothing(cluster) -> None:  # type: ignore[no-untyped-def]
+    mgr = make_stream(cluster, 2)
+    rng = random.Random(11)
+    stop = threading.Event()
+
+    def chaos() -> None:
+        chaos_rng = random.Random(5)
+        while not stop.is_set():
+            time.sleep(0.03)
+            cluster.restart_container(chaos_rng.randrange(cluster.container_count))
+
+    writer = cluster.create_writer("sc", "st", pr.JsonSerializer())
+    background = BackgroundWriter(writer)
+    restarts = threading.Thread(target=chaos)
+    restarts.start()
+    try:
+        for i in range(5):
+            time.sleep(0.03)
+            scale_once(mgr, rng, split=i % 2 == 0)
+    finally:
+        stop.set()
+        restarts.join(30)
+    written = background.finish()
+    writer.close()
+    assert mgr.get_stream_info("sc", "st").epoch == 5
+    check_exactly_once_in_key_order(cluster, written)
