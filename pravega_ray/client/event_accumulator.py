@@ -110,9 +110,10 @@ class Block:
         """The block's events as ``(routing_key, bytes, count)`` units, in order: a single
         event is its payload (count 0), a ``write_events`` batch of ``count`` events its
         framed bytes."""
-        frames, consumed = parse_events(self.seal())
+        data = self.seal()
+        frames, consumed = parse_events(data)
         invariant(
-            len(frames) == self.count == len(self.keys) and consumed == len(self.data or b""),
+            len(frames) == self.count == len(self.keys) and consumed == len(data),
             "a block's frames match its events",
         )
         batches = dict(self.batches or ())
@@ -124,7 +125,7 @@ class Block:
                 start = frames[i][0]
                 end_offset, end_payload = frames[i + count - 1]
                 end = end_offset + EVENT_HEADER_BYTES + len(end_payload)
-                units.append((self.keys[i], self.data[start:end], count))  # type: ignore[index]
+                units.append((self.keys[i], data[start:end], count))
                 i += count
             else:
                 units.append((self.keys[i], frames[i][1], 0))
