@@ -410,3 +410,23 @@ def test_containers_restarting_while_the_stream_scales_lose_and_duplicate_nothin
     writer.close()
     assert mgr.get_stream_info("sc", "st").epoch == 5
     check_exactly_once_in_key_order(cluster, written)
+
+
+def test_an_idle_writer_follows_a_chain_of_scales_on_its_next_write(cluster) -> None:  # type: ignore[no-untyped-def]
+    mgr = make_stream(cluster, 1)
+    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as writer:
+        writer.write_event({"k": "k7", "n": 0}, "k7").result(10)
+        point = routing_key_hash("k7")
+        for _ in range(6):  # split the segment holding k7, again and again
+            s = next(
+                s
+                for s in mgr.get_stream_info("sc", "st").segments
+                if s.key_low <= point < s.key_high
+            )
+            middle = (s.key_low + s.key_high) / 2
+            assert mgr.scale_stream(
+                "sc", "st", [s.segment_id], [(s.key_low, middle), (middle, s.key_high)]
+            )
+        futures = [writer.write_event({"k": "k7", "n": n}, "k7") for n in range(1, 30)]
+        assert all(f.exception(30) is None for f in futures)
+    check_exactly_once_in_key_order(cluster, 30)
