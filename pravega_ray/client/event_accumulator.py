@@ -18,6 +18,16 @@ left-hand side: it moves blocks from queued (or open) into flight and settles th
 One future per block, not per event (docs/stack.md: 3.5 us per future): a
 ``WriteFuture`` is a handle on its block's future.
 
+*re-routing* A block remembers each event's routing key (and where a ``write_events``
+batch lies in it), so that when its segment is sealed, :meth:`EventAccumulator.reroute`
+can move its events, in order, to the successor segments owning their keys. The moved
+events land in *child* blocks (the successors' open blocks, shared with other events);
+the original block becomes their *parent*: its future completes once every child that
+holds some of its events has completed (or fails with the first child's error), which
+:meth:`~pravega_ray.client.segment_output_stream.WriterContext.settle` arranges. A
+child may itself be re-routed (its successor was sealed too): the chain resolves from
+the bottom up.
+
 Not thread-safe by itself: every method runs under the writer's lock.
 """
 
@@ -28,10 +38,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from pravega_ray.client.event_framing import EventHeaders
+from pravega_ray.client.event_framing import EventHeaders, parse_events
 from pravega_ray.client.serializers import serialized_bytes
-from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX, EVENT_HEADER_BYTES
+from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX, EVENT_HEADER_BYTES, NO_EVENT_NUMBER
 from pravega_ray.errors import EventTooLargeError, PravegaError
+from pravega_ray.invariant import invariant
 from pravega_ray.timing import Clock
 
 __all__ = ["Block", "EventAccumulator", "SegmentBlocks"]
@@ -44,18 +55,28 @@ class Block:
     :meth:`seal` joins them into ``data``. ``created`` (when the block opened) drives
     the linger and ``sent_at`` (when it last went out) the stuck-call watchdog, both
     in seconds of the writer's clock.
+
+    ``keys`` holds each event's routing key, in event order; ``batches`` the
+    ``(index, count)`` of each ``write_events`` batch in it (None if none), so a
+    re-route keeps a batch whole. ``parents`` are the blocks whose events were
+    re-routed into this one (None if none); ``waiting`` counts the children of a
+    re-routed block that have not completed yet.
     """
 
     __slots__ = (
+        "batches",
         "created",
         "data",
         "first",
         "future",
+        "keys",
         "last",
+        "parents",
         "parts",
         "rejection",
         "sent_at",
         "size",
+        "waiting",
     )
 
     def __init__(self, first_event_number: int, created_s: float) -> None:
@@ -69,6 +90,10 @@ class Block:
         self.data: bytes | None = None
         # The store refused this block itself (not its condition): fail it, never resend it.
         self.rejection: PravegaError | None = None
+        self.keys: list[str | None] = []
+        self.batches: list[tuple[int, int]] | None = None
+        self.parents: list[Block] | None = None
+        self.waiting = 0
 
     @property
     def count(self) -> int:
@@ -80,6 +105,32 @@ class Block:
             self.data = b"".join(self.parts)
             self.parts = []
         return self.data
+
+    def units(self) -> list[tuple[str | None, bytes, int]]:
+        """The block's events as ``(routing_key, bytes, count)`` units, in order: a single
+        event is its payload (count 0), a ``write_events`` batch of ``count`` events its
+        framed bytes."""
+        data = self.seal()
+        frames, consumed = parse_events(data)
+        invariant(
+            len(frames) == self.count == len(self.keys) and consumed == len(data),
+            "a block's frames match its events",
+        )
+        batches = dict(self.batches or ())
+        units: list[tuple[str | None, bytes, int]] = []
+        i = 0
+        while i < len(frames):
+            count = batches.get(i, 0)
+            if count:
+                start = frames[i][0]
+                end_offset, end_payload = frames[i + count - 1]
+                end = end_offset + EVENT_HEADER_BYTES + len(end_payload)
+                units.append((self.keys[i], data[start:end], count))
+                i += count
+            else:
+                units.append((self.keys[i], frames[i][1], 0))
+                i += 1
+        return units
 
 
 class SegmentBlocks:
@@ -115,6 +166,18 @@ class SegmentBlocks:
         """Put ``blocks`` (to be sent again, in order) before everything queued."""
         self.queued.extendleft(reversed(blocks))
 
+    def renumber_after(self, last: int) -> None:
+        """Number the events, none of them sent yet, from ``last + 1`` instead of 0: the
+        writer's last event number on the segment, from a handshake."""
+        invariant(not self.inflight, "nothing is sent before the handshake")
+        if last == NO_EVENT_NUMBER:
+            return
+        shift = last + 1
+        for block in self.pending():
+            block.first += shift
+            block.last += shift
+        self.next_event_number += shift
+
     def take_unsent(self) -> list[Block]:
         """Remove and return the queued and open blocks, in order (they are to be failed)."""
         blocks = list(self.queued)
@@ -142,9 +205,12 @@ class EventAccumulator:
         self._monotonic = clock.monotonic
         self._wake = wake
 
-    def append(self, blocks: SegmentBlocks, header: bytes, payload: bytes) -> Block:
-        """Add one event (its frame ``header`` from :attr:`headers`, and ``payload``) to the
-        segment's open block, numbered after the segment's last; return that block.
+    def append(
+        self, blocks: SegmentBlocks, header: bytes, payload: bytes, routing_key: str | None
+    ) -> Block:
+        """Add one event (its frame ``header`` from :attr:`headers`, and ``payload``) for
+        ``routing_key`` to the segment's open block, numbered after the segment's last;
+        return that block.
 
         Never raises: the size was checked when the header was looked up.
         """
@@ -157,6 +223,7 @@ class EventAccumulator:
         parts = block.parts
         parts.append(header)
         parts.append(payload)
+        block.keys.append(routing_key)
         block.size += size
         block.last = number = blocks.next_event_number
         blocks.next_event_number = number + 1
@@ -201,13 +268,20 @@ class EventAccumulator:
                 )
         return b"".join(parts), len(parts) // 2
 
-    def append_batch(self, blocks: SegmentBlocks, data: bytes, count: int) -> Block:
-        """Add a framed batch of ``count`` events (from :meth:`frame_batch`) to one block.
+    def append_batch(
+        self, blocks: SegmentBlocks, data: bytes, count: int, routing_key: str | None
+    ) -> Block:
+        """Add a framed batch of ``count`` events (from :meth:`frame_batch`) for
+        ``routing_key`` to one block.
 
         The batch goes whole into the segment's open block, or into a new one if it does
         not fit; the events are numbered after the segment's last. Returns that block.
         """
         block = self._block_with_room(blocks, len(data))
+        if block.batches is None:
+            block.batches = []
+        block.batches.append((block.count, count))
+        block.keys.extend([routing_key] * count)
         block.parts.append(data)
         block.size += len(data)
         blocks.next_event_number += count
@@ -217,6 +291,36 @@ class EventAccumulator:
             blocks.open = None
         self._wake()
         return block
+
+    def reroute(self, block: Block, target: Callable[[str | None], SegmentBlocks]) -> None:
+        """Move ``block``'s events, in order, to the segments ``target(routing_key)`` names.
+
+        Each event (a ``write_events`` batch whole) is appended as a new event of its
+        target segment, numbered there; the blocks that take them become ``block``'s
+        children (see the module docstring), so its future completes once they all have.
+        ``block`` keeps no data afterwards. Run under the writer's lock, after ``block``
+        left its own segment's queues.
+        """
+        children: list[Block] = []
+        seen: set[int] = set()
+        for key, data, count in block.units():
+            if count:
+                child = self.append_batch(target(key), data, count, key)
+            else:
+                child = self.append(target(key), self.headers[len(data)], data, key)
+            if id(child) not in seen:
+                seen.add(id(child))
+                children.append(child)
+        invariant(bool(children), "a block has at least one event")
+        block.waiting = len(children)
+        for child in children:
+            if child.parents is None:
+                child.parents = []
+            child.parents.append(block)
+        block.data = None
+        block.parts = []
+        block.keys = []
+        block.batches = None
 
     def _block_with_room(self, blocks: SegmentBlocks, size_bytes: int) -> Block:
         """The open block if it can take ``size_bytes`` more, else a new one.

@@ -19,13 +19,23 @@ What an answer does:
   the pump calls :meth:`~SegmentOutputStream.reconnect`: ``setup_append`` returns the
   writer's last persisted event number, every block at or below it completes, and the
   rest are sent again, in order, before anything newer. Nothing acknowledged is lost
-  and nothing is written twice. A sealed segment fails what is left with
-  SegmentSealedError, or StreamSealedError if its stream is sealed;
+  and nothing is written twice. A sealed segment of a stream that is not sealed hands
+  what is left (in flight, queued, open: in order) to the writer with the segment's
+  successors (``WriterContext.on_segment_sealed``), which re-routes it (after Pravega's
+  ``EventStreamWriterImpl.handleSegmentSealed``); StreamSealedError fails it if the
+  stream is sealed (or being sealed), SegmentSealedError if a sealed segment has no
+  successors while its stream is not sealed (which a scale never leaves);
 * any other error means the store *refused* the block itself (e.g.
   InvalidArgumentError). It is never resent: the reconnect fails it with the store's
   error and every later block of the segment (in flight, queued or open: each was
   conditional on its predecessor) with an error of the same type saying an earlier
   event was refused, and the segment goes on with new writes.
+
+A stream opened for a successor segment starts with a *handshake*: before it sends
+anything it asks ``setup_append`` for the writer's last event number there. A writer
+that already wrote to that segment (it was reached earlier through another sealed
+predecessor, and retired since) numbers its events after that number, so no conditional
+append takes new events for ones already there.
 
 Backpressure: :meth:`~SegmentOutputStream.wait_for_space` blocks a writing thread
 while ``blocks_queued_max`` full blocks wait to be sent, except a thread that
@@ -51,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.event_accumulator import Block, SegmentBlocks
+from pravega_ray.controller.records import SegmentRange, StreamState
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     PravegaError,
@@ -59,6 +70,7 @@ from pravega_ray.errors import (
     StreamSealedError,
 )
 from pravega_ray.invariant import invariant
+from pravega_ray.naming import parse_segment_name
 from pravega_ray.timing import ThreadScheduler
 
 if TYPE_CHECKING:
@@ -83,6 +95,14 @@ _completing = threading.local()
 Send = tuple["SegmentOutputStream", Block, int]
 """A block to send now: its stream, the block, and the last event number it expects."""
 
+Successors = dict[SegmentRange, list[int]]
+"""A sealed segment's successors, each with all its predecessors' ids (the controller's
+``get_successors``)."""
+
+SegmentSealedHandler = Callable[["SegmentOutputStream", Successors, list[Block]], None]
+"""Called under the writer's lock with a sealed segment's stream, its successors and
+its unacknowledged blocks in order; re-routes them (``EventStreamWriter``)."""
+
 
 class WriterContext:
     """What the output streams of one writer share.
@@ -92,7 +112,8 @@ class WriterContext:
     conditions on it (``wake``: the pump has work; ``space``: a segment's queue shrank),
     and the blocks settled under the lock whose futures complete once it is released.
     ``on_stream_sealed`` is called under the lock when a reconnect finds the stream
-    sealed, so the writer refuses new events.
+    sealed, so the writer refuses new events; ``on_segment_sealed`` when it finds its
+    segment sealed and successors in its place (:data:`SegmentSealedHandler`).
     """
 
     __slots__ = (
@@ -101,6 +122,7 @@ class WriterContext:
         "connection",
         "controller",
         "lock",
+        "on_segment_sealed",
         "on_stream_sealed",
         "pump_is_caller",
         "pump_thread_ident",
@@ -123,6 +145,7 @@ class WriterContext:
         config: WriterConfig,
         scheduler: ThreadScheduler,
         on_stream_sealed: Callable[[StreamSealedError], None],
+        on_segment_sealed: SegmentSealedHandler,
     ) -> None:
         self.scope = scope
         self.stream = stream
@@ -132,6 +155,7 @@ class WriterContext:
         self.config = config
         self.scheduler = scheduler
         self.on_stream_sealed = on_stream_sealed
+        self.on_segment_sealed = on_segment_sealed
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)
         self.space = threading.Condition(self.lock)
@@ -144,9 +168,26 @@ class WriterContext:
         """Under the lock: note that ``block`` is done; its future completes later.
 
         Futures are completed only after the lock is released (:meth:`complete_settled`),
-        because their callbacks run user code, which may call the writer again.
+        because their callbacks run user code, which may call the writer again. A block
+        holding re-routed events settles its parents too: a parent fails with the first
+        error of a child and completes once its last child has.
         """
         self._settled.append((block, error))
+        parents = block.parents
+        if parents is None:
+            return
+        block.parents = None  # settled twice: the parents count it once
+        for parent in parents:
+            if error is not None:
+                self.settle(parent, error)
+            else:
+                parent.waiting -= 1
+                if parent.waiting == 0:
+                    self.settle(parent)
+
+    def has_settled(self) -> bool:
+        """Under the lock: whether some settled block's future waits to be completed."""
+        return bool(self._settled)
 
     def complete_settled(self) -> None:
         """Not under the lock: complete the futures of settled blocks (first outcome wins)."""
@@ -193,20 +234,43 @@ def refused_earlier(rejection: PravegaError, segment: str) -> PravegaError:
 class SegmentOutputStream:
     """The sending side of one segment of a writer (see the module docstring)."""
 
-    __slots__ = ("_context", "blocks", "name", "reconnecting", "sealed", "sent_last")
+    __slots__ = (
+        "_context",
+        "blocks",
+        "handshake",
+        "name",
+        "reconnecting",
+        "sealed",
+        "sealed_error",
+        "sent_last",
+    )
 
-    def __init__(self, name: str, context: WriterContext) -> None:
+    def __init__(self, name: str, context: WriterContext, *, handshake: bool = False) -> None:
+        """``handshake``: ask ``setup_append`` for the writer's last event number before
+        sending anything (a successor segment the writer may have written to before)."""
         self.name = name
         self.blocks = SegmentBlocks(name)
         self._context = context
         self.sent_last = constants.NO_EVENT_NUMBER  # last event number of the last sent block
-        self.reconnecting = False
+        # A handshake is a reconnect with nothing in flight: the pump runs it first.
+        self.handshake = handshake
+        self.reconnecting = handshake
+        # Sealed: nothing more is sent. Re-routed (sealed_error None: the writer no longer
+        # routes here) or failed for good (later events fail with sealed_error).
         self.sealed = False
+        self.sealed_error: PravegaError | None = None
 
     # --- sending (the pump) --------------------------------------------------------------------
     def collect_sends(self, now: float, sends: list[Send]) -> None:
-        """Under the lock: add the blocks to send now to ``sends`` and mark them in flight."""
-        if self.reconnecting or self.sealed:
+        """Under the lock: add the blocks to send now to ``sends`` and mark them in flight.
+
+        On a segment sealed for good, fails every block written to it since instead.
+        """
+        if self.sealed:
+            if self.sealed_error is not None and (self.blocks.queued or self.blocks.open):
+                self.fail(self.sealed_error)
+            return
+        if self.reconnecting:
             return
         context = self._context
         blocks = self.blocks
@@ -330,9 +394,9 @@ class SegmentOutputStream:
         """
         try:
             last, error = self._last_persisted()
-            sealed_error = self._sealed_error() if last is not None else None
+            sealed = self._sealed_outcome() if last is not None else None
             with self._context.lock:
-                self._resolve(last, error, sealed_error)
+                self._resolve(last, error, sealed)
         finally:
             self._context.complete_settled()
 
@@ -355,7 +419,10 @@ class SegmentOutputStream:
         return None, error
 
     def _resolve(
-        self, last: int | None, error: BaseException | None, sealed_error: PravegaError | None
+        self,
+        last: int | None,
+        error: BaseException | None,
+        sealed: PravegaError | Successors | None,
     ) -> None:
         """Under the lock: settle, fail or resend every in-flight block, given ``last``.
 
@@ -365,7 +432,8 @@ class SegmentOutputStream:
         segment, because each block's condition chains on its predecessor and the refused
         events will never be there (:func:`refused_earlier`); otherwise resent, in order,
         before anything newer. Without ``last`` (the store stayed unavailable), everything
-        pending fails with ``error``.
+        pending fails with ``error``. A sealed segment (``sealed``: its successors or the
+        error to fail with) resends nothing: what is left is re-routed or failed.
         """
         context = self._context
         blocks = [b for b, _ in self.blocks.inflight]
@@ -394,14 +462,38 @@ class SegmentOutputStream:
         self.reconnecting = False
         if refused is not None:
             self._fail_refused(refused, behind)
-        if sealed_error is not None:
+        if isinstance(sealed, dict):
             self.sealed = True
-            if isinstance(sealed_error, StreamSealedError):
-                context.on_stream_sealed(sealed_error)
-            self.fail(sealed_error, resend)
+            unsent = resend + self.blocks.take_unsent()
+            context.space.notify_all()
+            log.info(
+                "writer: %s sealed, re-routing %d blocks to %s",
+                self.name,
+                len(unsent),
+                sorted(r.name for r in sealed),
+            )
+            context.on_segment_sealed(self, sealed, unsent)
+            context.wake.notify()
             return
+        if isinstance(sealed, RetriableError):
+            # The controller stayed unreachable: fail what is left (outcome unknown, as
+            # when setup_append gives up) and look again on the next round.
+            self.reconnecting = True
+            self.fail(sealed, resend)
+            return
+        if sealed is not None:
+            self.sealed = True
+            self.sealed_error = sealed
+            if isinstance(sealed, StreamSealedError):
+                context.on_stream_sealed(sealed)
+            self.fail(sealed, resend)
+            return
+        handshake, self.handshake = self.handshake, False
+        if handshake:
+            invariant(not resend, "nothing is sent before the handshake")
+            self.blocks.renumber_after(last)
         self.blocks.requeue(resend)
-        if refused is None:
+        if refused is None and not handshake:
             log.info(
                 "writer reconnected to %s: last persisted event %d, resending %d blocks",
                 self.name,
@@ -435,19 +527,40 @@ class SegmentOutputStream:
             len(later),
         )
 
-    def _sealed_error(self) -> PravegaError | None:
-        """Not under the lock: a typed error if the segment is sealed (StreamSealedError if
-        its stream is), None if it is not or that cannot be found out."""
+    def _sealed_outcome(self) -> PravegaError | Successors | None:
+        """Not under the lock: None if the segment is not sealed (or that cannot be found
+        out: the resend finds out again); else its successors, or the error that fails
+        what is left: StreamSealedError if the stream is sealed or being sealed,
+        SegmentSealedError if it is not and the segment has no successors, or the
+        controller's error once ``reconnect_attempts_max`` calls could not reach it."""
         context = self._context
         try:
             if not context.connection.get_info(self.name).result(60).sealed:
                 return None
         except (PravegaError, FutureTimeoutError):
             return None
-        with contextlib.suppress(PravegaError):
-            if context.controller.get_stream_info(context.scope, context.stream).sealed:
-                return StreamSealedError(f"stream {context.scope}/{context.stream} is sealed")
-        return SegmentSealedError(f"segment {self.name} is sealed")
+        scope, stream = context.scope, context.stream
+        backoff_s = context.config.reconnect_backoff_s
+        failure: PravegaError = SegmentSealedError(f"segment {self.name} is sealed")
+        for attempt in range(context.config.reconnect_attempts_max):
+            try:
+                segment_id = parse_segment_name(self.name).segment_id
+                successors = context.controller.get_successors(scope, stream, segment_id)
+                if successors:
+                    return successors
+                # None: the stream was sealed (a scale adds its successors before it
+                # seals a segment), or is being sealed.
+                state = context.controller.get_stream_info(scope, stream).state
+                if state in (StreamState.SEALING, StreamState.SEALED):
+                    return StreamSealedError(f"stream {scope}/{stream} is sealed")
+                return failure
+            except RetriableError as e:
+                failure = e
+                context.scheduler.sleep(min(2.0, backoff_s * (attempt + 1)))
+            except PravegaError as e:
+                log.warning("successors of sealed %s not found: %r", self.name, e)
+                return failure
+        return failure
 
     # --- failing and backpressure --------------------------------------------------------------
     def fail(self, error: PravegaError, first: list[Block] | None = None) -> None:

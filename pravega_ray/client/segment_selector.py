@@ -9,9 +9,11 @@ random. Answers for keys are cached, up to ``ROUTING_KEY_CACHE_ENTRIES_MAX`` key
 (the cache is emptied when full: keys repeat, and a hash is cheap to redo).
 
 The selector is generic in what it hands out (the writer's per-segment output
-streams). :meth:`SegmentSelector.set_segments` replaces the whole table at once and
-empties the cache, which is how a later change will put the successors of a sealed
-segment in its place.
+streams). :meth:`SegmentSelector.set_segments` replaces the whole table at once;
+:meth:`SegmentSelector.replace` puts the successors of a sealed segment in its place
+(after Pravega's ``SegmentSelector.refreshSegmentEventWritersUponSealed``): each range
+the sealed segment had is split into its overlaps with the successors' ranges, so keys
+outside it keep their segment. Both empty the key cache.
 
 Not thread-safe by itself: the writer calls it under its lock.
 """
@@ -25,6 +27,7 @@ from typing import Generic, TypeVar
 
 from pravega_ray.constants import ROUTING_KEY_CACHE_ENTRIES_MAX
 from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.invariant import invariant
 from pravega_ray.naming import routing_key_hash
 
 __all__ = ["SegmentSelector"]
@@ -42,7 +45,7 @@ class SegmentSelector(Generic[S]):
     for a reproducible run.
     """
 
-    __slots__ = ("_choice", "_lows", "_segments", "key_cache")
+    __slots__ = ("_choice", "_distinct", "_lows", "_segments", "key_cache")
 
     def __init__(
         self, segments: Sequence[tuple[float, S]], rng: random.Random | None = None
@@ -54,19 +57,67 @@ class SegmentSelector(Generic[S]):
         self._choice: Callable[[Sequence[S]], S] = random.choice if rng is None else rng.choice
         self._lows: list[float] = []
         self._segments: list[S] = []
+        self._distinct: list[S] = []
         self.set_segments(segments)
 
     @property
     def segments(self) -> list[S]:
-        """The current segments, in key-range order."""
-        return list(self._segments)
+        """The current segments, in key-range order, each once."""
+        return list(self._distinct)
+
+    @property
+    def ranges(self) -> list[tuple[float, float, S]]:
+        """The routing table: ``(key_low, key_high, segment)`` in key order."""
+        highs = [*self._lows[1:], 1.0]
+        return list(zip(self._lows, highs, self._segments, strict=True))
 
     def set_segments(self, segments: Sequence[tuple[float, S]]) -> None:
-        """Route to ``segments`` from now on; forget every cached key."""
+        """Route to ``segments`` from now on; forget every cached key.
+
+        Neighbouring ranges of one segment are joined into one.
+        """
         ordered = sorted(segments, key=lambda pair: pair[0])
-        self._lows = [low for low, _ in ordered]
-        self._segments = [segment for _, segment in ordered]
+        lows: list[float] = []
+        routed: list[S] = []
+        for low, segment in ordered:
+            if routed and routed[-1] is segment:
+                continue
+            lows.append(low)
+            routed.append(segment)
+        self._lows = lows
+        self._segments = routed
+        self._distinct = list({id(s): s for s in routed}.values())
         self.key_cache.clear()
+
+    def replace(self, sealed: S, successors: Sequence[tuple[float, float, S]]) -> None:
+        """Route the keys of ``sealed`` to ``successors``, given as ``(key_low, key_high,
+        segment)``; forget every cached key.
+
+        Each range routed to ``sealed`` is split into its overlaps with the successors'
+        ranges, which must cover it exactly (they come from the controller, which
+        guarantees that a scale's new ranges cover the sealed ones); a successor that
+        overlaps none of them is not routed to. Nothing changes if ``sealed`` is not
+        routed to.
+        """
+        table: list[tuple[float, S]] = []
+        for low, high, segment in self.ranges:
+            if segment is not sealed:
+                table.append((low, segment))
+                continue
+            covered = low
+            for s_low, s_high, successor in sorted(successors, key=lambda r: r[0]):
+                start, end = max(low, s_low), min(high, s_high)
+                if start < end:
+                    invariant(start == covered, "successors cover a sealed range without gaps")
+                    table.append((start, successor))
+                    covered = end
+            invariant(covered == high, "successors cover the whole sealed range")
+        self.set_segments(table)
+
+    def choose(self, segments: Sequence[S]) -> S:
+        """One of ``segments`` at random (the selector's ``rng``): for an event without a
+        routing key."""
+        return self._choice(segments)
 
     def select(self, routing_key: str | None) -> S:
         """The segment for ``routing_key``, a random one for None.
@@ -75,7 +126,7 @@ class SegmentSelector(Generic[S]):
         as UTF-8 (e.g. a lone surrogate).
         """
         if routing_key is None:
-            return self._choice(self._segments)
+            return self._choice(self._distinct)
         if not isinstance(routing_key, str):
             raise InvalidArgumentError(
                 f"routing_key must be a str or None, got {type(routing_key).__name__}"

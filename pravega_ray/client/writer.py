@@ -20,7 +20,18 @@ How a write travels (docs/design.md "The append path", seed 000 "Preventing Dupl
    rest. So nothing acknowledged is lost and nothing is written twice; order
    per routing key is kept because a key always maps to one segment and
    blocks of a segment are applied in event-number order.
-4. A block the store *refuses* (any other error, e.g. InvalidArgumentError: the
+4. A sealed segment of a stream that is not sealed (the stream scaled): once its
+   other calls finished, the pump completes what persisted (``setup_append``), asks
+   the controller for the segment's successors, puts them in its place in the
+   segment selector (each over its part of the sealed segment's key range) and moves
+   every unacknowledged event of the segment, in order, to the successor owning its
+   routing key, before anything written later (the move and the new routing happen
+   under the writer's lock). Their futures complete once the successors acknowledge
+   them. Events written meanwhile queue behind them on the sealed segment and move
+   with them. A successor sealed in turn does the same, so any number of scales in a
+   row work; two sealed segments merged into one successor share its output stream.
+   Only a sealed *stream* fails events (StreamSealedError).
+5. A block the store *refuses* (any other error, e.g. InvalidArgumentError: the
    request itself is bad) is never resent. After the segment's other calls finish,
    the reconnect completes what persisted, fails the refused block with the store's
    error and every later block of the segment (in flight, queued or open: each was
@@ -67,8 +78,13 @@ from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.event_accumulator import Block, EventAccumulator
-from pravega_ray.client.segment_output_stream import SegmentOutputStream, Send, WriterContext
+from pravega_ray.client.event_accumulator import Block, EventAccumulator, SegmentBlocks
+from pravega_ray.client.segment_output_stream import (
+    SegmentOutputStream,
+    Send,
+    Successors,
+    WriterContext,
+)
 from pravega_ray.client.segment_selector import SegmentSelector
 from pravega_ray.client.serializers import (
     BytesSerializer,
@@ -270,12 +286,15 @@ class EventStreamWriter(Generic[T]):
             config=self._config,
             scheduler=scheduler,
             on_stream_sealed=self._on_stream_sealed,
+            on_segment_sealed=self._on_segment_sealed,
         )
         self._lock = self._context.lock
         self._wake = self._context.wake
         self._monotonic = clock.monotonic
         ranges = sorted(info.segments, key=lambda s: s.key_low)
         self._streams = [SegmentOutputStream(s.name, self._context) for s in ranges]
+        # The live output streams by segment name: successors shared by merged segments.
+        self._by_name = {out.name: out for out in self._streams}
         self._selector = SegmentSelector(
             [(s.key_low, out) for s, out in zip(ranges, self._streams, strict=True)], rng
         )
@@ -329,7 +348,7 @@ class EventStreamWriter(Generic[T]):
             if stream is None:
                 stream = self._selector.select(routing_key)
             blocks = stream.blocks
-            block = self._append(blocks, header, payload)
+            block = self._append(blocks, header, payload, routing_key)
             if len(blocks.queued) >= self._blocks_queued_max:
                 stream.wait_for_space(self._usable)
             future: WriteFuture = _new_write_future(WriteFuture)
@@ -364,7 +383,7 @@ class EventStreamWriter(Generic[T]):
             if self._closed or self._failure is not None:
                 self._raise_unusable()
             stream = self._selector.select(routing_key)
-            block = self._accumulator.append_batch(stream.blocks, data, count)
+            block = self._accumulator.append_batch(stream.blocks, data, count, routing_key)
             if len(stream.blocks.queued) >= self._blocks_queued_max:
                 stream.wait_for_space(self._usable)
             return WriteFuture(block)
@@ -452,10 +471,12 @@ class EventStreamWriter(Generic[T]):
             if self._closed:
                 return None
             sends, reconnects = self._plan_round()
-            if not sends and not reconnects:
-                return self._idle_wait_s()
+            wait_s = self._idle_wait_s() if not sends and not reconnects else 0.0
+        self._context.complete_settled()  # blocks a round failed (written to a sealed segment)
+        if not sends and not reconnects:
+            return wait_s
         self._run_round(sends, reconnects)
-        return 0.0
+        return wait_s
 
     def _run_pump(self) -> None:
         """The pump thread: rounds until close, sleeping while there is nothing to do."""
@@ -466,12 +487,15 @@ class EventStreamWriter(Generic[T]):
                     if self._closed:
                         return
                     sends, reconnects = self._plan_round()
-                    if not sends and not reconnects:
+                    idle = not sends and not reconnects
+                    if idle and not self._context.has_settled():
                         # Waits under the same lock the round was planned under, so an
                         # answer or a new block arriving in between is not missed.
                         self._wake.wait(self._idle_wait_s())
                         continue
-                self._run_round(sends, reconnects)
+                self._context.complete_settled()
+                if not idle:
+                    self._run_round(sends, reconnects)
         except BaseException as e:  # pragma: no cover - a bug; fail loudly, not silently
             log.exception("writer pump crashed")
             self._fail_all(PravegaError(f"writer pump crashed: {e!r}"))
@@ -521,6 +545,43 @@ class EventStreamWriter(Generic[T]):
     def _on_stream_sealed(self, error: StreamSealedError) -> None:
         """Under the lock: a reconnect found the stream sealed; refuse every later write."""
         self._failure = error
+
+    def _on_segment_sealed(
+        self, sealed: SegmentOutputStream, successors: Successors, blocks: list[Block]
+    ) -> None:
+        """Under the lock: put ``successors`` in the place of ``sealed`` and re-route
+        ``blocks`` (its unacknowledged blocks, in order) to them by routing key.
+
+        A successor this writer has no stream for gets one that starts with a handshake
+        (``SegmentOutputStream``): the writer may have written to it before, through
+        another predecessor, and retired it since.
+        """
+        targets: list[tuple[float, float, SegmentOutputStream]] = []
+        for segment in sorted(successors, key=lambda r: r.key_low):
+            out = self._by_name.get(segment.name)
+            if out is None:
+                out = SegmentOutputStream(segment.name, self._context, handshake=True)
+            targets.append((segment.key_low, segment.key_high, out))
+        self._selector.replace(sealed, targets)  # checks the ranges before anything changes
+        for _, _, out in targets:
+            if out.name not in self._by_name:
+                self._by_name[out.name] = out
+                self._streams.append(out)
+        if self._by_name.get(sealed.name) is sealed:
+            del self._by_name[sealed.name]
+        if sealed in self._streams:
+            self._streams.remove(sealed)
+        outs = [out for _, _, out in targets]
+        select = self._selector.select
+
+        def target(routing_key: str | None) -> SegmentBlocks:
+            if routing_key is None:
+                return self._selector.choose(outs).blocks
+            return select(routing_key).blocks
+
+        for block in blocks:
+            self._accumulator.reroute(block, target)
+        self._context.space.notify_all()
 
     def _fail_all(self, error: PravegaError) -> None:
         with self._lock:

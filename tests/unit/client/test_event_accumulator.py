@@ -34,7 +34,7 @@ def make(target: int = 1000, clock: ManualClock | None = None) -> tuple[EventAcc
 
 
 def add(accumulator: EventAccumulator, blocks: SegmentBlocks, payload: bytes) -> Block:
-    return accumulator.append(blocks, accumulator.headers[len(payload)], payload)
+    return accumulator.append(blocks, accumulator.headers[len(payload)], payload, None)
 
 
 # --- framing --------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def test_append_batch_keeps_the_batch_whole_in_the_next_block() -> None:
     data, count = accumulator.frame_batch(
         [b"a" * (3 * MIB), b"b" * (3 * MIB)], pr.BytesSerializer().serialize, True
     )
-    batch = accumulator.append_batch(blocks, data, count)
+    batch = accumulator.append_batch(blocks, data, count, None)
     assert batch is not first and list(blocks.queued) == [first]
     assert (batch.first, batch.last) == (1, 2) and blocks.next_event_number == 3
     assert batch.seal() == data
@@ -201,3 +201,102 @@ def test_segment_blocks_list_requeue_and_take_in_event_order() -> None:
     assert list(blocks.queued) == [made[1], made[2], made[3]]
     assert blocks.take_unsent() == made[1:]
     assert blocks.open is None and not blocks.queued and blocks.pending() == [made[0]]
+
+
+# --- routing keys and re-routing -------------------------------------------------------------
+
+
+def test_blocks_keep_each_events_routing_key_and_batch_bounds() -> None:
+    accumulator, _ = make(target=10_000)
+    blocks = SegmentBlocks("s")
+    accumulator.append(blocks, accumulator.headers[1], b"a", "k1")
+    data, count = accumulator.frame_batch([b"b", b"cc"], lambda e: e, True)
+    accumulator.append_batch(blocks, data, count, "k2")
+    block = accumulator.append(blocks, accumulator.headers[1], b"d", None)
+    assert block.keys == ["k1", "k2", "k2", None]
+    assert block.batches == [(1, 2)]
+    assert block.units() == [
+        ("k1", b"a", 0),
+        ("k2", frame_events([b"b", b"cc"]), 2),
+        (None, b"d", 0),
+    ]
+
+
+def test_reroute_moves_events_in_order_and_keeps_a_batch_whole() -> None:
+    accumulator, _ = make(target=10_000)
+    sealed, left, right = SegmentBlocks("s"), SegmentBlocks("l"), SegmentBlocks("r")
+    right.next_event_number = 7  # the target numbers the moved events after its own
+    for i in range(4):
+        accumulator.append(sealed, accumulator.headers[2], f"e{i}".encode(), "L" if i % 2 else "R")
+    data, count = accumulator.frame_batch([b"b0", b"b1", b"b2"], lambda e: e, True)
+    parent = accumulator.append_batch(sealed, data, count, "L")
+    assert parent.count == 7
+    accumulator.reroute(parent, lambda key: left if key == "L" else right)
+    assert parent.waiting == 2 and parent.data is None and parent.keys == []
+    assert left.open is not None and right.open is not None
+    assert left.open.parents == [parent] and right.open.parents == [parent]
+    assert parse_payloads(left.open) == [b"e1", b"e3", b"b0", b"b1", b"b2"]
+    assert left.open.batches == [(2, 3)] and left.open.keys == ["L"] * 5
+    assert parse_payloads(right.open) == [b"e0", b"e2"]
+    assert (right.open.first, right.open.last) == (7, 8)
+
+
+def test_reroute_of_a_sent_block_parses_its_joined_bytes() -> None:
+    accumulator, _ = make(target=10_000)
+    sealed, target = SegmentBlocks("s"), SegmentBlocks("t")
+    block = add(accumulator, sealed, b"x")
+    add(accumulator, sealed, b"yy")
+    block.seal()  # as send() does
+    accumulator.reroute(block, lambda key: target)
+    assert target.open is not None and parse_payloads(target.open) == [b"x", b"yy"]
+
+
+def parse_payloads(block: Block) -> list[bytes]:
+    return [payload for _, payload in parse_events(b"".join(block.parts))[0]]
+
+
+def test_a_parent_completes_once_every_child_has_and_fails_with_the_first_error() -> None:
+    from pravega_ray.client.segment_output_stream import WriterContext
+
+    accumulator, _ = make(target=10_000)
+    context = WriterContext(
+        scope="sc",
+        stream="st",
+        writer_id=b"w" * 16,
+        connection=None,  # type: ignore[arg-type]
+        controller=None,  # type: ignore[arg-type]
+        config=pr.WriterConfig(),
+        scheduler=None,  # type: ignore[arg-type]
+        on_stream_sealed=lambda e: None,
+        on_segment_sealed=lambda *a: None,
+    )
+    sealed, a, b = SegmentBlocks("s"), SegmentBlocks("a"), SegmentBlocks("b")
+    ok = add(accumulator, sealed, b"1")
+    add(accumulator, sealed, b"2")
+    accumulator.reroute(ok, lambda key: a if key is None and a.open is None else b)
+    child_a, child_b = a.open, b.open
+    assert child_a is not None and child_b is not None
+    with context.lock:
+        context.settle(child_a)
+    context.complete_settled()
+    assert not ok.future.done()
+    with context.lock:
+        context.settle(child_b)
+        context.settle(child_b)  # twice: counted once
+    context.complete_settled()
+    assert ok.future.result(0) is None and ok.waiting == 0
+    # A grandparent through two re-routes; a child's error fails both.
+    top = add(accumulator, SegmentBlocks("t"), b"3")
+    middle_segment, bottom_segment = SegmentBlocks("m"), SegmentBlocks("n")
+    accumulator.reroute(top, lambda key: middle_segment)
+    middle = middle_segment.open
+    assert middle is not None
+    accumulator.reroute(middle, lambda key: bottom_segment)
+    bottom = bottom_segment.open
+    assert bottom is not None
+    error = pr.SegmentStoreUnavailableError("gave up")
+    with context.lock:
+        context.settle(bottom, error)
+        context.settle(bottom)  # too late: the first outcome wins
+    context.complete_settled()
+    assert middle.future.exception(0) is error and top.future.exception(0) is error

@@ -17,6 +17,7 @@ import pravega_ray as pr
 from pravega_ray.client.event_accumulator import Block, EventAccumulator
 from pravega_ray.client.segment_output_stream import SegmentOutputStream, Send, WriterContext
 from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.controller.records import SegmentRange, StreamState
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ContainerNotReadyError,
@@ -75,11 +76,22 @@ class FakeConnection:
 
 
 class FakeController:
+    """Answers ``get_stream_info`` from ``sealed`` and ``get_successors`` from
+    ``successors`` (popping an exception to raise first, if any)."""
+
     def __init__(self) -> None:
         self.sealed = False
+        self.successors: dict[Any, list[int]] = {}
+        self.successor_errors: list[BaseException] = []
 
     def get_stream_info(self, scope: str, stream: str) -> Any:
-        return SimpleNamespace(sealed=self.sealed)
+        state = StreamState.SEALED if self.sealed else StreamState.ACTIVE
+        return SimpleNamespace(sealed=self.sealed, state=state)
+
+    def get_successors(self, scope: str, stream: str, segment_id: int) -> dict[Any, list[int]]:
+        if self.successor_errors:
+            raise self.successor_errors.pop(0)
+        return self.successors
 
 
 class Harness:
@@ -93,6 +105,7 @@ class Harness:
         self.connection = FakeConnection()
         self.controller = FakeController()
         self.sealed_streams: list[StreamSealedError] = []
+        self.rerouted: list[tuple[Any, list[Block]]] = []
         self.context = WriterContext(
             scope="sc",
             stream="st",
@@ -102,6 +115,9 @@ class Harness:
             config=self.config,
             scheduler=self.scheduler,
             on_stream_sealed=self.sealed_streams.append,
+            on_segment_sealed=lambda _out, successors, blocks: self.rerouted.append(
+                (successors, blocks)
+            ),
         )
         self.stream = SegmentOutputStream(SEGMENT, self.context)
         self.accumulator = EventAccumulator(
@@ -111,7 +127,7 @@ class Harness:
     def write(self, payload: bytes = EVENT) -> Block:
         with self.context.lock:
             header = self.accumulator.headers[len(payload)]
-            return self.accumulator.append(self.stream.blocks, header, payload)
+            return self.accumulator.append(self.stream.blocks, header, payload, "k")
 
     def pump(self) -> None:
         """One round, as the writer's pump does it: send, watchdog, reconnect."""
@@ -120,6 +136,7 @@ class Harness:
             self.stream.collect_sends(self.clock.monotonic(), sends)
             self.stream.give_up_on_stuck_calls(self.clock.monotonic())
             due = self.stream.reconnect_due()
+        self.context.complete_settled()
         for stream, block, expected in sends:
             stream.send(block, expected)
         if due:
@@ -257,7 +274,7 @@ def test_refused_block_fails_with_its_error_and_every_later_block_with_a_derived
     h.pump()
     with h.context.lock:
         open_block = h.accumulator.append(
-            h.stream.blocks, h.accumulator.headers[1], b"o"
+            h.stream.blocks, h.accumulator.headers[1], b"o", None
         )  # a small one stays open
     refusal = InvalidArgumentError("refused by the test")
     h.fail(1, refusal)
@@ -294,10 +311,11 @@ def test_sealed_segment_fails_what_is_left_with_segment_sealed() -> None:
     h.connection.setup_answers = [0]
     h.pump()
     assert [outcome(b) for b in blocks] == ["ok", "SegmentSealedError", "SegmentSealedError"]
-    assert h.stream.sealed and h.sealed_streams == []
-    h.write()
+    assert h.stream.sealed and h.sealed_streams == [] and h.rerouted == []
+    later = h.write()
     h.pump()
     assert len(h.sent()) == 2  # a sealed segment sends nothing more
+    assert outcome(later) == "SegmentSealedError"  # and fails what is written to it
 
 
 def test_sealed_stream_fails_with_stream_sealed_and_tells_the_writer() -> None:
@@ -311,6 +329,92 @@ def test_sealed_stream_fails_with_stream_sealed_and_tells_the_writer() -> None:
     h.pump()
     assert outcome(block) == "StreamSealedError"
     assert [type(e) for e in h.sealed_streams] == [StreamSealedError]
+
+
+SUCCESSORS = {
+    SegmentRange("sc", "st", 1 << 32 | 1, "sc/st/1.#epoch.1", 0.0, 0.5): [0],
+    SegmentRange("sc", "st", 1 << 32 | 2, "sc/st/2.#epoch.1", 0.5, 1.0): [0],
+}
+
+
+def test_sealed_segment_of_a_scaled_stream_hands_what_is_left_to_the_writer_in_order() -> None:
+    h = Harness(blocks_in_flight_max=3)
+    blocks = [h.write() for _ in range(5)]  # three in flight, two queued
+    h.pump()
+    with h.context.lock:
+        open_block = h.accumulator.append(h.stream.blocks, h.accumulator.headers[1], b"o", "k")
+    h.ack(0)
+    h.fail(1, SegmentSealedError("sealed"))
+    h.fail(2, SegmentSealedError("sealed"))
+    h.connection.sealed = True
+    h.controller.successors = SUCCESSORS
+    h.connection.setup_answers = [0]
+    h.pump()
+    assert outcome(blocks[0]) == "ok"
+    assert len(h.rerouted) == 1
+    successors, handed = h.rerouted[0]
+    assert successors == SUCCESSORS
+    assert handed == [*blocks[1:], open_block]  # resends first, then queued, then open
+    assert h.stream.sealed and h.stream.sealed_error is None
+    assert h.stream.blocks.pending() == [] and h.sealed_streams == []
+    assert [outcome(b) for b in handed] == ["pending"] * 5  # the successors complete them
+
+
+def test_sealed_segment_asks_an_unreachable_controller_again_then_fails_and_retries() -> None:
+    h = Harness(reconnect_attempts_max=2)
+    block = h.write()
+    h.pump()
+    h.fail(0, SegmentSealedError("sealed"))
+    h.connection.sealed = True
+    h.controller.successors = SUCCESSORS
+    unavailable = pr.ControllerUnavailableError("down")
+    h.controller.successor_errors = [unavailable, unavailable]
+    h.connection.setup_answers = [NO_EVENT_NUMBER]
+    h.pump()
+    assert outcome(block) == "ControllerUnavailableError"  # outcome unknown, given up
+    assert not h.stream.sealed and h.stream.reconnecting  # and it looks again
+    later = h.write()
+    h.connection.setup_answers = [NO_EVENT_NUMBER]
+    h.pump()
+    assert [b for _, blocks in h.rerouted for b in blocks] == [later]
+
+
+def test_sealed_segment_of_a_stream_being_sealed_fails_with_stream_sealed() -> None:
+    h = Harness()
+    block = h.write()
+    h.pump()
+    h.fail(0, SegmentSealedError("sealed"))
+    h.connection.sealed = True
+    h.controller.get_stream_info = lambda scope, stream: SimpleNamespace(  # type: ignore[method-assign]
+        sealed=False, state=StreamState.SEALING
+    )
+    h.connection.setup_answers = [NO_EVENT_NUMBER]
+    h.pump()
+    assert outcome(block) == "StreamSealedError"
+    assert [type(e) for e in h.sealed_streams] == [StreamSealedError]
+
+
+def test_handshake_numbers_events_after_what_the_writer_has_on_the_segment() -> None:
+    h = Harness()
+    h.stream = SegmentOutputStream(SEGMENT, h.context, handshake=True)
+    blocks = [h.write() for _ in range(2)]
+    assert [(b.first, b.last) for b in blocks] == [(0, 0), (1, 1)]
+    h.connection.setup_answers = [41]  # reached before through another predecessor
+    h.pump()  # the handshake: nothing is sent before it
+    assert h.sent() == [] and not h.stream.reconnecting and not h.stream.handshake
+    assert [(b.first, b.last) for b in blocks] == [(42, 42), (43, 43)]
+    h.pump()
+    assert h.sent() == [(41, 42), (42, 43)]  # full blocks, chained on event 41
+    h.ack(1)
+    assert h.write().first == 44
+    # A fresh segment: numbers stay as they are.
+    h2 = Harness()
+    h2.stream = SegmentOutputStream(SEGMENT, h2.context, handshake=True)
+    block = h2.write()
+    h2.connection.setup_answers = [NO_EVENT_NUMBER]
+    h2.pump()
+    h2.pump()
+    assert h2.sent() == [(NO_EVENT_NUMBER, 0)] and block.first == 0
 
 
 # --- the stuck-call watchdog ----------------------------------------------------------------

@@ -83,3 +83,73 @@ def test_set_segments_replaces_the_table_and_forgets_cached_keys() -> None:
     assert selector.key_cache is cache and cache == {}
     assert selector.select("k") == ("low" if routing_key_hash("k") < 0.5 else "high")
     assert selector.segments == ["low", "high"]
+
+
+# --- successors in a sealed segment's place ---------------------------------------------------
+
+
+def test_replace_splits_a_sealed_range_among_its_successors() -> None:
+    selector = SegmentSelector(QUARTERS)
+    assert selector.select("key-1") == expected_segment("key-1")  # cached
+    selector.replace("s1", [(0.25, 0.4, "a"), (0.4, 0.5, "b")])
+    assert selector.key_cache == {}
+    assert selector.ranges == [
+        (0.0, 0.25, "s0"),
+        (0.25, 0.4, "a"),
+        (0.4, 0.5, "b"),
+        (0.5, 0.75, "s2"),
+        (0.75, 1.0, "s3"),
+    ]
+    for key in (f"key-{i}" for i in range(300)):
+        point = routing_key_hash(key)
+        want = "a" if 0.25 <= point < 0.4 else "b" if 0.4 <= point < 0.5 else expected_segment(key)
+        assert selector.select(key) == want
+
+
+def test_replace_of_merged_segments_routes_both_ranges_to_one_successor() -> None:
+    selector = SegmentSelector(QUARTERS)
+    # s1 and s2 merged into m, which covers more than either; each keeps only its own range.
+    selector.replace("s1", [(0.25, 0.75, "m")])
+    assert selector.ranges[1] == (0.25, 0.5, "m")
+    selector.replace("s2", [(0.25, 0.75, "m")])
+    assert selector.ranges == [(0.0, 0.25, "s0"), (0.25, 0.75, "m"), (0.75, 1.0, "s3")]
+    assert selector.segments == ["s0", "m", "s3"]
+    # A successor of the merged one, after a later split: only the part it covers.
+    selector.replace("m", [(0.25, 0.6, "x"), (0.6, 0.75, "y")])
+    assert [s for _, _, s in selector.ranges] == ["s0", "x", "y", "s3"]
+
+
+def test_replace_ignores_successors_outside_the_sealed_range_and_unknown_segments() -> None:
+    selector = SegmentSelector(QUARTERS)
+    selector.replace("s0", [(0.0, 0.25, "a"), (0.25, 0.5, "elsewhere")])
+    assert [s for _, _, s in selector.ranges] == ["a", "s1", "s2", "s3"]
+    before = selector.ranges
+    selector.replace("gone", [(0.0, 1.0, "z")])
+    assert selector.ranges == before
+
+
+@pytest.mark.parametrize(
+    "successors",
+    [
+        [(0.25, 0.3, "a"), (0.35, 0.5, "b")],  # a gap
+        [(0.25, 0.45, "a")],  # short of the end
+        [(0.3, 0.5, "a")],  # short of the start
+    ],
+)
+def test_replace_with_successors_that_do_not_cover_the_range_changes_nothing(successors) -> None:  # type: ignore[no-untyped-def]
+    selector = SegmentSelector(QUARTERS)
+    with pytest.raises(AssertionError):  # InvariantViolation: the controller guarantees cover
+        selector.replace("s1", successors)
+    assert selector.ranges == SegmentSelector(QUARTERS).ranges
+
+
+def test_random_choice_counts_a_segment_with_two_ranges_once() -> None:
+    selector = SegmentSelector([(0.0, "a"), (0.5, "b")], random.Random(3))
+    selector.replace("b", [(0.0, 1.0, "a")])  # a now owns both halves
+    assert selector.ranges == [(0.0, 1.0, "a")]
+    selector = SegmentSelector([(0.0, "a"), (0.25, "b"), (0.5, "c")], random.Random(3))
+    selector.replace("c", [(0.5, 1.0, "a")])  # a owns two ranges, not neighbours
+    assert selector.segments == ["a", "b"]
+    counts = Counter(selector.select(None) for _ in range(2000))
+    assert 800 < counts["a"] < 1200 and 800 < counts["b"] < 1200
+    assert selector.choose(["x"]) == "x"
