@@ -35,6 +35,7 @@ futures stay in real time: a simulated connection completes its futures itself.
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -117,7 +118,8 @@ class EventStreamReader(Generic[T]):
         self._clock = clock
         self._scheduler = scheduler
         self._owned: dict[str, _SegmentReader] = {}
-        self._completed: list[str] = []
+        # Segments read to their end and not yet reported to the group: name -> end offset.
+        self._completed: dict[str, int] = {}
         self._last_sync = 0.0
         self._turn = 0
         self._closed = False
@@ -176,7 +178,11 @@ class EventStreamReader(Generic[T]):
             self._collect_reads()
 
     def position(self) -> Position:
-        return Position(tuple(sorted((s.name, s.next_offset) for s in self._owned.values())))
+        """For each segment the group has this reader hold, the offset of the next event
+        not returned (a segment read to its end and not yet reported: its end)."""
+        offsets = {s.name: s.next_offset for s in self._owned.values()}
+        offsets.update(self._completed)
+        return Position(tuple(sorted(offsets.items())))
 
     def skip_event(self, error: SerializationError) -> None:
         """Pass over the undecodable event ``error`` (from :meth:`read_next_event`) names.
@@ -218,8 +224,9 @@ class EventStreamReader(Generic[T]):
         if self._closed:
             return
         self._closed = True
-        offsets = {s.name: s.next_offset for s in self._owned.values()}
+        offsets = self.position().to_dict()
         self._owned.clear()
+        self._completed.clear()
         if self._stopped is not None:
             return  # not a member any more: nothing to hand back
         try:
@@ -251,7 +258,7 @@ class EventStreamReader(Generic[T]):
     def _sync(self) -> None:
         self._last_sync = self._clock.monotonic()
         offsets = {s.name: s.next_offset for s in self._owned.values()}
-        completed = list(self._completed)
+        completed = sorted(self._completed)
         assignment = self._controller.reader_group_sync(
             self.scope,
             self.group,
@@ -263,7 +270,8 @@ class EventStreamReader(Generic[T]):
         )
         # Reported only now: if the call failed they are reported again next time (else the
         # group would hand them back to this reader and they would be read again).
-        self._completed = [c for c in self._completed if c not in completed]
+        for name in completed:
+            self._completed.pop(name, None)
         # The answer is the whole owned set: a segment a lost reply assigned shows up here.
         for name in [n for n in self._owned if n not in assignment.owned]:
             del self._owned[name]
@@ -285,6 +293,13 @@ class EventStreamReader(Generic[T]):
             )
 
     def _next_buffered(self) -> EventRead | None:
+        for segment in list(self._owned.values()):
+            if segment.end_of_segment and not segment.events and segment.pending is None:
+                # Every event of it was returned: report it at the next sync, due at once,
+                # so its successors (held by the group until now) are handed out soon.
+                del self._owned[segment.name]
+                self._completed[segment.name] = segment.next_offset
+                self._last_sync = -math.inf
         readers = list(self._owned.values())
         for i in range(len(readers)):
             segment = readers[(self._turn + i) % len(readers)]
@@ -305,10 +320,6 @@ class EventStreamReader(Generic[T]):
                 segment.events.popleft()
                 segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
                 return EventRead(event, segment.name, offset, self.position())
-        for segment in readers:
-            if segment.end_of_segment and not segment.events and segment.pending is None:
-                del self._owned[segment.name]
-                self._completed.append(segment.name)
         return None
 
     def _issue_reads(self, remaining: float) -> None:

@@ -25,7 +25,16 @@ group. Rebalancing is cooperative (Pravega's ``ReaderGroupStateManager``):
 * a reader gives a segment up with ``release(segment, offset)``, where
   ``offset`` is the offset of the next event it has *not* returned, so the next
   owner continues exactly there: nothing is skipped or read twice;
-* fair share is ``ceil(live segments / readers)``.
+* fair share is ``ceil(live segments / readers)``;
+* across epochs (Pravega's ``segmentCompleted`` and ``futureSegments``): a reader that read a
+  sealed segment to its end reports it *completed*; the group records it, looks up its
+  successors (each with all its predecessors) and keeps each successor as a *future*
+  segment until every one of its predecessors is completed; only then does the successor
+  become unassigned (at offset 0) and get handed out like any other. So no successor is
+  read before all its predecessors were read to their ends, and per routing key order
+  holds for the whole group across any number of splits and merges. Futures belong to
+  the group, not to a reader: a reader leaving or declared offline loses none. Completed
+  segments are kept, so a late or repeated report changes nothing.
 
 Every call can be repeated after a lost reply with the same effect (the controller
 connection retries them): joining again with the same session, releasing a segment
@@ -42,6 +51,7 @@ change of ownership.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +87,22 @@ class Assignment:
     release_count: int
 
 
+SuccessorLookup = Callable[[str], dict[str, list[str]]]
+"""Segment name -> its successors' names, each with ALL its predecessors' names (the
+controller's ``get_successors``); empty while the segment is active or once its stream is
+sealed."""
+
+
+def no_successors(segment: str) -> dict[str, list[str]]:
+    """The lookup of a group whose streams never scale."""
+    return {}
+
+
 @dataclass
 class ReaderGroupState:
+    """The group's segments, each in exactly one place: unassigned (offset), assigned to a
+    reader (offset), future (waiting for its predecessors) or completed."""
+
     scope: str
     name: str
     streams: list[str]
@@ -90,6 +114,8 @@ class ReaderGroupState:
     """This incarnation of the group (records from before group ids have ``""``)."""
     request_id: str | None = None
     """The create request that made it (a repeated create that landed answers True)."""
+    future: dict[str, list[str]] = field(default_factory=dict)
+    """Successor name -> all its predecessors' names: held until all are completed."""
 
     @classmethod
     def new(
@@ -191,8 +217,19 @@ class ReaderGroupState:
         return owned
 
     def sync(
-        self, reader_id: str, session: str, offsets: dict[str, int], completed: list[str]
+        self,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int],
+        completed: list[str],
+        successors: SuccessorLookup = no_successors,
     ) -> Assignment:
+        """Record ``offsets`` and ``completed`` of the segments this reader owns, then top
+        its share up from the unassigned ones.
+
+        ``successors`` is asked about each segment completed here (once: a repeated report
+        of a completed segment, or one of a segment this reader does not own, is ignored).
+        """
         owned = self._owned(reader_id, session)
         for segment, offset in offsets.items():
             if segment in owned:
@@ -200,13 +237,50 @@ class ReaderGroupState:
         for segment in completed:
             if segment in owned:
                 del owned[segment]
-                self.completed.add(segment)
+                self.segment_completed(segment, successors(segment))
         live = len(self.unassigned) + sum(len(o) for o in self.assigned.values())
         fair = math.ceil(live / len(self.assigned)) if live else 0
         while len(owned) < fair and self.unassigned:
             segment = min(self.unassigned)
             owned[segment] = self.unassigned.pop(segment)
         return Assignment(dict(owned), max(0, len(owned) - fair))
+
+    def segment_completed(self, segment: str, successors: dict[str, list[str]]) -> None:
+        """``segment`` was read to its end: record it, keep each of its ``successors``
+        (name -> all its predecessors' names) not seen before as a future segment, and
+        release every future segment whose predecessors are now all completed.
+
+        ``segment`` must be held by nobody (its reader dropped it first); a repeat is a
+        no-op. Pravega's ``ReaderGroupState.segmentCompleted``.
+        """
+        invariant(
+            segment not in self.unassigned
+            and segment not in self.future
+            and self._owner(segment) is None,
+            f"completed segment {segment} is still held",
+        )
+        self.completed.add(segment)
+        for successor, predecessors in successors.items():
+            if not self._known(successor):
+                self.future[successor] = sorted(predecessors)
+        for successor, predecessors in list(self.future.items()):
+            if all(p in self.completed for p in predecessors):
+                del self.future[successor]
+                self.unassigned[successor] = 0
+
+    def _known(self, segment: str) -> bool:
+        return (
+            segment in self.unassigned
+            or segment in self.future
+            or segment in self.completed
+            or self._owner(segment) is not None
+        )
+
+    def _owner(self, segment: str) -> str | None:
+        for reader_id, owned in self.assigned.items():
+            if segment in owned:
+                return reader_id
+        return None
 
     def release(self, reader_id: str, session: str, segment: str, offset: int) -> bool:
         """Give ``segment`` back at ``offset``; False (a no-op) if the reader does not own it."""
@@ -230,6 +304,7 @@ class ReaderGroupState:
             "sessions": self.sessions,
             "group_id": self.group_id,
             "request_id": self.request_id,
+            "future": {s: list(p) for s, p in sorted(self.future.items())},
         }
 
     @classmethod
@@ -238,7 +313,8 @@ class ReaderGroupState:
         reports it as damaged): wrong types, negative offsets, a segment owned twice.
 
         Records from before sessions have none: their readers must be declared offline
-        before their ids join again. Records from before group ids have the id ``""``.
+        before their ids join again. Records from before group ids have the id ``""``,
+        records from before epochs no future segments.
         """
         state = cls(
             _str(d["scope"]),
@@ -253,10 +329,19 @@ class ReaderGroupState:
             {_str(r): _str(s) for r, s in _typed(d.get("sessions", {}), dict).items()},
             _str(d.get("group_id", "")),
             None if d.get("request_id") is None else _str(d["request_id"]),
+            {
+                _str(s): [_str(p) for p in _typed(preds, list)]
+                for s, preds in _typed(d.get("future", {}), dict).items()
+            },
         )
         held = [s for o in state.assigned.values() for s in o] + list(state.unassigned)
+        held += list(state.future)
         if len(held) != len(set(held)):
             raise ValueError("a segment is held twice in the reader group record")
+        if state.completed.intersection(held):
+            raise ValueError("a completed segment is held in the reader group record")
+        if any(not preds for preds in state.future.values()):
+            raise ValueError("a future segment without predecessors in the reader group record")
         return state
 
 

@@ -7,6 +7,7 @@ arguments, load it, apply one change and store it over the version read.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -15,11 +16,22 @@ from pravega_ray.constants import READER_GROUP_OFFSETS_SAVE_INTERVAL_S
 from pravega_ray.controller.reader_group_state import Assignment, ReaderGroupState, check_offsets
 from pravega_ray.controller.records import SegmentRange, check_request_id
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
-from pravega_ray.errors import InvalidArgumentError, ReaderGroupNotFoundError
-from pravega_ray.naming import parse_scoped_stream, validate_name
+from pravega_ray.errors import (
+    InvalidArgumentError,
+    PravegaError,
+    ReaderGroupNotFoundError,
+)
+from pravega_ray.naming import (
+    parse_scoped_stream,
+    parse_segment_name,
+    stream_segment_name,
+    validate_name,
+)
 from pravega_ray.stream_configuration import ReaderGroupConfig
 
 __all__ = ["ReaderGroupCalls"]
+
+log = logging.getLogger(__name__)
 
 
 class ReaderGroupCalls:
@@ -176,7 +188,8 @@ class ReaderGroupCalls:
         state, version = self._group(scope, group)
         state.check_group_id(group_id)
         before = {r: dict(o) for r, o in state.assigned.items()}
-        assignment = state.sync(reader_id, session, offsets, list(completed))
+        pool = (dict(state.unassigned), len(state.future), len(state.completed))
+        assignment = state.sync(reader_id, session, offsets, list(completed), self._successors)
         # Ownership changes are stored at once; offsets alone at most every
         # READER_GROUP_OFFSETS_SAVE_INTERVAL_S (readers report their exact offsets again
         # when they release a segment or leave), so syncs do not write a record each.
@@ -184,7 +197,7 @@ class ReaderGroupCalls:
         now = self._monotonic()
         owned_changed = {r: set(o) for r, o in before.items()} != {
             r: set(o) for r, o in state.assigned.items()
-        }
+        } or pool != (dict(state.unassigned), len(state.future), len(state.completed))
         offsets_due = before != state.assigned and (
             now - self._offsets_saved.get(key, -math.inf) >= READER_GROUP_OFFSETS_SAVE_INTERVAL_S
         )
@@ -192,6 +205,22 @@ class ReaderGroupCalls:
             self._store.save_reader_group(state, version)
             self._offsets_saved[key] = now
         return assignment
+
+    def _successors(self, segment: str) -> dict[str, list[str]]:
+        """The successors of a segment a reader read to its end, each with all its
+        predecessors, by name (empty once its stream is sealed or deleted)."""
+        try:
+            name = parse_segment_name(segment)
+            rows = self._store.streams.successors(name.scope, name.stream, name.segment_id)
+        except PravegaError as e:  # the stream was deleted meanwhile: nothing follows
+            log.info("no successors of %s: %s", segment, e)
+            return {}
+        return {
+            stream_segment_name(name.scope, name.stream, row[0]): [
+                stream_segment_name(name.scope, name.stream, p) for p in predecessors
+            ]
+            for row, predecessors in rows
+        }
 
     def reader_group_release(
         self,
