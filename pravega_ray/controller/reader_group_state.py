@@ -1,9 +1,13 @@
 """Reader group state: which reader owns which segment, at which offset. Pure logic.
 
-The controller owns it (it stores one per reader group and answers every reader-group
-call from it); the client sees it only through the controller's answers
-(:class:`Assignment`) and shares :func:`check_offsets` for positions, so the import
-arrow points one way: ``client`` -> ``controller``.
+Where it lives (Pravega's state synchronizer): each incarnation of a group has a *state
+segment*, a table segment of the ``_system`` scope (:func:`reader_group_state_segment`)
+holding this state as one JSON value under :data:`STATE_KEY`, versioned by the table.
+The controller creates and deletes that segment and keeps the group's *record* (this
+state as it was at creation, which also seeds the state segment); readers and
+``ReaderGroup`` objects read the state and change it themselves with conditional updates
+(``client/reader_group_synchronizer.py``), so no reader calls the controller to sync.
+The client imports this module, never the reverse: ``client`` -> ``controller``.
 
 Readers of a group share the segments of its streams; each segment is owned by
 at most one reader at a time, so each event is delivered to one reader of the
@@ -36,16 +40,15 @@ group. Rebalancing is cooperative (Pravega's ``ReaderGroupStateManager``):
   the group, not to a reader: a reader leaving or declared offline loses none. Completed
   segments are kept, so a late or repeated report changes nothing.
 
-Every call can be repeated after a lost reply with the same effect (the controller
-connection retries them): joining again with the same session, releasing a segment
-no longer owned and leaving twice are no-ops, and a sync answers with the whole owned
-set, so a reader never misses a segment a lost reply had assigned to it.
+Every change can be applied again after a lost reply with the same effect (the
+synchronizer repeats a change whose outcome is unknown): joining again with the same
+session, releasing a segment no longer owned and leaving twice are no-ops, and a sync
+answers with the whole owned set, so a reader never misses a segment a lost reply had
+assigned to it.
 
 A reader that leaves returns its segments at the offsets it reports; a reader declared
 offline returns them at the position given for it (Pravega's ``readerOffline``), else
-at the offsets it last synced. The state
-is a plain value (``to_dict``/``from_dict``) that its host persists after every
-change of ownership.
+at the offsets it last synced. The state is a plain value (``to_dict``/``from_dict``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pravega_ray.constants import SYSTEM_SCOPE
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderAlreadyExistsError,
@@ -62,6 +66,18 @@ from pravega_ray.errors import (
     ReaderNotInGroupError,
 )
 from pravega_ray.invariant import invariant
+from pravega_ray.naming import segment_id, stable_hash64, stream_segment_name
+
+STATE_KEY = b"state"
+"""The key of a state segment's one entry: the group's state as JSON."""
+
+
+def reader_group_state_segment(scope: str, group: str, group_id: str) -> str:
+    """The state segment of incarnation ``group_id`` of group ``scope/group``: a table
+    segment of the ``_system`` scope, never shared by two incarnations (records from
+    before group ids, ``group_id == ""``, are told apart by their names)."""
+    digest = f"{stable_hash64(f'{scope}/{group}/{group_id}'):016x}"
+    return stream_segment_name(SYSTEM_SCOPE, f"_RG{group_id[:32]}{digest}", segment_id(0, 0))
 
 
 def check_offsets(data: object, what: str = "offsets") -> dict[str, int]:
@@ -116,6 +132,8 @@ class ReaderGroupState:
     """The create request that made it (a repeated create that landed answers True)."""
     future: dict[str, list[str]] = field(default_factory=dict)
     """Successor name -> all its predecessors' names: held until all are completed."""
+    state_segment: str | None = None
+    """Where the live state is (None in records from before state segments)."""
 
     @classmethod
     def new(
@@ -305,6 +323,7 @@ class ReaderGroupState:
             "group_id": self.group_id,
             "request_id": self.request_id,
             "future": {s: list(p) for s, p in sorted(self.future.items())},
+            "state_segment": self.state_segment,
         }
 
     @classmethod
@@ -314,7 +333,8 @@ class ReaderGroupState:
 
         Records from before sessions have none: their readers must be declared offline
         before their ids join again. Records from before group ids have the id ``""``,
-        records from before epochs no future segments.
+        records from before epochs no future segments, records from before state segments
+        none (the controller creates one when the group is next looked up).
         """
         state = cls(
             _str(d["scope"]),
@@ -333,6 +353,7 @@ class ReaderGroupState:
                 _str(s): [_str(p) for p in _typed(preds, list)]
                 for s, preds in _typed(d.get("future", {}), dict).items()
             },
+            None if d.get("state_segment") is None else _str(d["state_segment"]),
         )
         held = [s for o in state.assigned.values() for s in o] + list(state.unassigned)
         held += list(state.future)

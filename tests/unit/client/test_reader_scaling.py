@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import pravega_ray as pr
+from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import routing_key_hash
 from tests.checks import assert_exactly_once_in_key_order, read_with_threads
@@ -82,6 +83,12 @@ def _group(cluster: InProcessCluster, readers: int) -> list[Any]:
     return [cluster.create_reader(f"r{i}", "sc", "rg", pr.JsonSerializer()) for i in range(readers)]
 
 
+def _state(cluster: InProcessCluster) -> dict[str, Any]:
+    """The group's live state, read from its state segment."""
+    state, _ = ReaderGroupSynchronizer("sc", "rg", cluster.core, cluster.segments).fetch()
+    return state.to_dict()
+
+
 def _stream(cluster: InProcessCluster, segments: int = 2) -> pr.StreamManager:
     mgr = cluster.stream_manager()
     mgr.create_scope("sc")
@@ -104,7 +111,7 @@ def test_group_reads_every_event_once_in_key_order_across_scales(cluster, scales
     got += read_with_threads(group, n - len(got), timeout_s=60)
     assert_exactly_once_in_key_order(got, n)
     assert all(r.read_next_event(0.05) is None for r in group)
-    state = cluster.core.get_reader_group("sc", "rg")
+    state = _state(cluster)
     assert state["future"] == {}
     current = {s.name for s in mgr.get_stream_info("sc", "st").segments}
     held = set(state["unassigned"]) | {s for o in state["assigned"].values() for s in o}
@@ -132,7 +139,7 @@ def test_a_merge_successor_waits_for_both_predecessors(cluster) -> None:  # type
         event = reader.read_next_event(1.0)
         assert event is not None
         got.append(event)
-        state = cluster.core.get_reader_group("sc", "rg")
+        state = _state(cluster)
         if state["completed"]:
             break
     assert state["completed"] == [b.name]
@@ -143,9 +150,7 @@ def test_a_merge_successor_waits_for_both_predecessors(cluster) -> None:  # type
     first_of_merged = next(i for i, e in enumerate(got) if e.segment == merged)
     assert {e.segment for e in got[:first_of_merged]} == {a.name, b.name}
     assert all(e.segment == merged for e in got[first_of_merged:])
-    assert sorted(cluster.core.get_reader_group("sc", "rg")["completed"]) == sorted(
-        [a.name, b.name]
-    )
+    assert sorted(_state(cluster)["completed"]) == sorted([a.name, b.name])
     reader.close()
 
 
@@ -166,7 +171,7 @@ def test_reader_declared_offline_while_holding_a_predecessor_loses_nothing(clust
     assert any(e.segment in held for e in got), "r0 has read part of one"
     # r0 dies; the application saved the position of the last event it finished with.
     assert cluster.reader_group("sc", "rg").reader_offline("r0", r0.position())
-    state = cluster.core.get_reader_group("sc", "rg")
+    state = _state(cluster)
     assert "r0" not in state["assigned"]
     got += read_with_threads([r1], n - len(got), timeout_s=60)
     assert_exactly_once_in_key_order(got, n)
@@ -185,13 +190,13 @@ def test_future_segments_survive_the_reader_leaving(cluster) -> None:  # type: i
     assert mgr.scale_stream("sc", "st", [a.segment_id, b.segment_id], [(0.0, 1.0)])
     n = _write_batch(cluster, n, 200)
     got: list[Any] = []
-    while not cluster.core.get_reader_group("sc", "rg")["future"]:
+    while not _state(cluster)["future"]:
         _read_in_turn([r0, r1], got)
     # One predecessor is done, the other one is held: the reader holding it goes away.
     holder = next(r for r in (r0, r1) if r.position().to_dict())
     other = r1 if holder is r0 else r0
     assert cluster.reader_group("sc", "rg").reader_offline(holder.reader_id, holder.position())
-    assert cluster.core.get_reader_group("sc", "rg")["future"]
+    assert _state(cluster)["future"]
     got += read_with_threads([other], n - len(got), timeout_s=30)
     assert_exactly_once_in_key_order(got, n)
     other.close()
@@ -207,9 +212,9 @@ def test_group_state_reloads_after_a_restart_mid_scale(cluster) -> None:  # type
         _read_some(group, 120, got)
         _scale_once(mgr, rng)
         n = _write_batch(cluster, n, 300)
-    before = cluster.core.get_reader_group("sc", "rg")
+    before = _state(cluster)
     cluster.restart()  # the controller (and every container) recovers from storage
-    after = cluster.core.get_reader_group("sc", "rg")
+    after = _state(cluster)
     assert after["future"] == before["future"] and after["completed"] == before["completed"]
     assert after["assigned"].keys() == before["assigned"].keys()
     _scale_once(mgr, rng)
@@ -228,6 +233,6 @@ def test_completed_segments_of_a_sealed_stream_have_no_successors(cluster) -> No
     got = read_with_threads([reader], n, timeout_s=30)
     assert_exactly_once_in_key_order(got, n)
     assert reader.read_next_event(0.3) is None
-    state = cluster.core.get_reader_group("sc", "rg")
+    state = _state(cluster)
     assert len(state["completed"]) == 2 and state["future"] == {} and state["unassigned"] == {}
     reader.close()
