@@ -10,7 +10,6 @@ from typing import Any
 from actors.controller_parts import controller_parts
 from actors.options import NAMESPACE
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.reader_group_state import Assignment
 from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
@@ -161,64 +160,3 @@ class ControllerActor:
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
         return self._controller.delete_reader_group(scope, group)
-
-    def reader_group_online_readers(
-        self, scope: str, group: str, group_id: str | None = None
-    ) -> list[str]:
-        return self._controller.reader_group_online_readers(scope, group, group_id)
-
-    def reader_group_reader_offline(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        return self._controller.reader_group_reader_offline(
-            scope, group, reader_id, offsets, group_id
-        )
-
-    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
-        return self._controller.reader_group_add_reader(scope, group, reader_id, session)
-
-    def reader_group_remove_reader(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        return self._controller.reader_group_remove_reader(
-            scope, group, reader_id, session, offsets, group_id
-        )
-
-    def reader_group_sync(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int],
-        completed: list[str],
-        group_id: str | None = None,
-    ) -> Assignment:
-        return self._controller.reader_group_sync(
-            scope, group, reader_id, session, offsets, completed, group_id
-        )
-
-    def reader_group_release(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        segment: str,
-        offset: int,
-        group_id: str | None = None,
-    ) -> None:
-        self._controller.reader_group_release(
-            scope, group, reader_id, session, segment, offset, group_id
-        )

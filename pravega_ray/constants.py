@@ -162,6 +162,17 @@ READER_GROUP_OFFSETS_SAVE_INTERVAL_S = 1.0
 """Offsets readers report are stored with their group at most this often (ownership changes
 are stored at once); ``reader_offline`` without a position returns segments there."""
 
+READER_GROUP_STATE_ATTEMPTS_MAX = 100
+"""Tries of one change of a reader group's state: each lost race (a conditional update
+beaten by another reader's) or outcome-unknown call costs one."""
+
+READER_GROUP_STATE_RETRY_PAUSE_S = 0.1
+"""Pause before trying a state change again after an outcome-unknown call (a container
+restarting); a lost race is tried again at once."""
+
+READER_GROUP_STATE_CALL_TIMEOUT_S = 60.0
+"""Longest wait for one call to a state segment's container (then: outcome unknown)."""
+
 # --- Controller ---------------------------------------------------------------------------
 CONTROLLER_CALL_TIMEOUT_S = 120.0
 CONTROLLER_CALL_ATTEMPTS_MAX = 60

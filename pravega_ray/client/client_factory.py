@@ -69,7 +69,7 @@ class ClientFactory:
 
         Raises ReaderGroupNotFoundError, ScopeNotFoundError, InvalidNameError.
         """
-        return ReaderGroup(scope, group, self._controller)
+        return ReaderGroup(scope, group, self._controller, self._segments)
 
     def create_reader(
         self, reader_id: str, scope: str, group: str, serializer: Serializer[T] | None = None

@@ -11,19 +11,17 @@ it is safe only if doing it twice is the same as doing it once, so
 :class:`ControllerClient` repeats (at most ``CONTROLLER_CALL_ATTEMPTS_MAX`` times, 0.5 s
 apart, logging each) exactly these:
 
-* reads (``list_*``, ``get_*``, ``damaged_records``, ``reader_group_online_readers``);
+* reads (``list_*``, ``get_*``, ``damaged_records``);
 * ``seal_stream``, ``update_stream`` and ``scale_stream``: a repeated request runs the same
   idempotent workflow (a repeated scale of the scale under way answers its epoch; one that
   finished in between fails with ScaleConflictError, its segments being sealed);
 * creates, which it sends with a ``request_id`` the controller stores in the record,
-  so a create that landed before its reply was lost answers True again, not False;
-* the reader-group calls of a reader, which carry its session and are idempotent
-  (``controller/reader_group_state.py``): joining again, leaving again, releasing a
-  segment no longer owned; a sync answers with the whole owned set.
+  so a create that landed before its reply was lost answers True again, not False.
 
-Deletes (``delete_stream`` too) and ``reader_group_reader_offline`` are not repeated: a
-repeat could not tell "I deleted it" from "it was not there". Their
-ControllerUnavailableError reaches the caller, who knows whether to try again.
+Deletes (``delete_stream`` too) are not repeated: a repeat could not tell "I deleted it"
+from "it was not there". Their ControllerUnavailableError reaches the caller, who knows
+whether to try again. (Readers do not sync through the controller: they change their
+group's state in its state segment, ``client/reader_group_synchronizer.py``.)
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
-from pravega_ray.controller.reader_group_state import Assignment
 from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
 from pravega_ray.controller.service import ControllerService
 from pravega_ray.errors import ControllerUnavailableError
@@ -253,94 +250,6 @@ class ControllerClient:
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
         return self._once(ControllerService.delete_reader_group, scope, group)
-
-    def reader_group_online_readers(
-        self, scope: str, group: str, group_id: str | None = None
-    ) -> list[str]:
-        return self._repeated(ControllerService.reader_group_online_readers, scope, group, group_id)
-
-    def reader_group_reader_offline(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        return self._once(
-            ControllerService.reader_group_reader_offline,
-            scope,
-            group,
-            reader_id,
-            offsets,
-            group_id,
-        )
-
-    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
-        return self._repeated(
-            ControllerService.reader_group_add_reader, scope, group, reader_id, session
-        )
-
-    def reader_group_remove_reader(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        return self._repeated(
-            ControllerService.reader_group_remove_reader,
-            scope,
-            group,
-            reader_id,
-            session,
-            offsets,
-            group_id,
-        )
-
-    def reader_group_sync(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int],
-        completed: list[str],
-        group_id: str | None = None,
-    ) -> Assignment:
-        return self._repeated(
-            ControllerService.reader_group_sync,
-            scope,
-            group,
-            reader_id,
-            session,
-            offsets,
-            completed,
-            group_id,
-        )
-
-    def reader_group_release(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        segment: str,
-        offset: int,
-        group_id: str | None = None,
-    ) -> None:
-        return self._repeated(
-            ControllerService.reader_group_release,
-            scope,
-            group,
-            reader_id,
-            session,
-            segment,
-            offset,
-            group_id,
-        )
 
 
 def _request_id(request_id: str | None) -> str:

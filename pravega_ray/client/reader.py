@@ -9,6 +9,17 @@ the last event it returned; that is what it reports to the group and where the
 next owner continues after a release, so no event is skipped or repeated
 within the group.
 
+Across epochs: a segment sealed by a scale and read to its end (every event returned) is
+reported *completed* at the next sync, which the reader makes at once; the group hands
+out its successors only once all their predecessors are completed, so per routing key
+order holds across scales. Until reported, a completed segment stays in the reader's
+position at its end offset.
+
+The reader syncs with its group (every ``READER_GROUP_SYNC_INTERVAL_S``, and whenever it
+owns nothing or finished a segment) by reading and conditionally updating the group's state
+segment itself (:mod:`reader_group_synchronizer`); it calls the controller only when it
+joins (the group's record) and for the successors of segments it finished.
+
 Each reader has a *session* in its group: another reader with the same id is refused
 (ReaderAlreadyExistsError) while this one is a member, and once this one is declared
 offline its calls raise ReaderNotInGroupError instead of touching segments others own.
@@ -35,6 +46,7 @@ futures stay in real time: a simulated connection completes its futures itself.
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -45,6 +57,7 @@ from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.event_framing import parse_events
 from pravega_ray.client.events import EventRead, Position
+from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.serializers import Serializer, check_serializer
 from pravega_ray.errors import (
     ClientClosedError,
@@ -56,7 +69,9 @@ from pravega_ray.errors import (
     RetriableError,
     ScopeNotFoundError,
     SerializationError,
+    StreamNotFoundError,
 )
+from pravega_ray.naming import parse_segment_name, stream_segment_name
 from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.timing import (
     DAEMON_THREADS,
@@ -117,14 +132,20 @@ class EventStreamReader(Generic[T]):
         self._clock = clock
         self._scheduler = scheduler
         self._owned: dict[str, _SegmentReader] = {}
-        self._completed: list[str] = []
+        # Segments read to their end and not yet reported to the group: name -> end offset.
+        self._completed: dict[str, int] = {}
+        self._successors: dict[str, dict[str, list[str]]] = {}  # asked of the controller
         self._last_sync = 0.0
+        self._offsets_reported = -math.inf
         self._turn = 0
         self._closed = False
         self._stopped: PravegaError | None = None  # why the group no longer has this reader
-        self._group_id: str | None = controller.reader_group_add_reader(
-            scope, group, reader_id, self._session
+        # The group's state, in its state segment: joined, synced and left through it.
+        self._state = ReaderGroupSynchronizer(
+            scope, group, controller, segments, sleep=scheduler.sleep
         )
+        session = self._session
+        self._state.update(lambda state: state.add_reader(reader_id, session))
 
     # --- public API ----------------------------------------------------------------------------
     def read_next_event(self, timeout_s: float = 1.0) -> EventRead | None:
@@ -176,7 +197,11 @@ class EventStreamReader(Generic[T]):
             self._collect_reads()
 
     def position(self) -> Position:
-        return Position(tuple(sorted((s.name, s.next_offset) for s in self._owned.values())))
+        """For each segment the group has this reader hold, the offset of the next event
+        not returned (a segment read to its end and not yet reported: its end)."""
+        offsets = {s.name: s.next_offset for s in self._owned.values()}
+        offsets.update(self._completed)
+        return Position(tuple(sorted(offsets.items())))
 
     def skip_event(self, error: SerializationError) -> None:
         """Pass over the undecodable event ``error`` (from :meth:`read_next_event`) names.
@@ -218,18 +243,14 @@ class EventStreamReader(Generic[T]):
         if self._closed:
             return
         self._closed = True
-        offsets = {s.name: s.next_offset for s in self._owned.values()}
+        offsets = self.position().to_dict()
         self._owned.clear()
+        self._completed.clear()
         if self._stopped is not None:
             return  # not a member any more: nothing to hand back
         try:
-            self._controller.reader_group_remove_reader(
-                self.scope,
-                self.group,
-                self.reader_id,
-                self._session,
-                offsets,
-                group_id=self._group_id,
+            self._state.update(
+                lambda state: state.remove_reader(self.reader_id, self._session, offsets)
             )
         except (ReaderGroupNotFoundError, ReaderNotInGroupError, ScopeNotFoundError) as e:
             log.info("reader %s closed; its group had gone: %s", self.reader_id, e)
@@ -249,21 +270,27 @@ class EventStreamReader(Generic[T]):
         self._completed.clear()
 
     def _sync(self) -> None:
-        self._last_sync = self._clock.monotonic()
-        offsets = {s.name: s.next_offset for s in self._owned.values()}
-        completed = list(self._completed)
-        assignment = self._controller.reader_group_sync(
-            self.scope,
-            self.group,
-            self.reader_id,
-            self._session,
-            offsets,
-            completed,
-            group_id=self._group_id,
+        """Report completed segments (offsets at most every
+        READER_GROUP_OFFSETS_SAVE_INTERVAL_S) and take the owned set the group answers; one
+        read of the state segment when nothing changed, a conditional update otherwise."""
+        now = self._clock.monotonic()
+        self._last_sync = now
+        report = now - self._offsets_reported >= constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S
+        offsets = {s.name: s.next_offset for s in self._owned.values()} if report else {}
+        completed = sorted(self._completed)
+        assignment = self._state.update(
+            lambda state: state.sync(
+                self.reader_id, self._session, offsets, completed, self._successors_of
+            )
         )
+        if report:
+            self._offsets_reported = now
+        for name in completed:
+            self._successors.pop(name, None)
         # Reported only now: if the call failed they are reported again next time (else the
         # group would hand them back to this reader and they would be read again).
-        self._completed = [c for c in self._completed if c not in completed]
+        for name in completed:
+            self._completed.pop(name, None)
         # The answer is the whole owned set: a segment a lost reply assigned shows up here.
         for name in [n for n in self._owned if n not in assignment.owned]:
             del self._owned[name]
@@ -274,17 +301,39 @@ class EventStreamReader(Generic[T]):
             # Prefer giving up a segment with nothing buffered: less read work thrown away.
             victim = min(self._owned.values(), key=lambda s: (len(s.events), s.name))
             del self._owned[victim.name]
-            self._controller.reader_group_release(
-                self.scope,
-                self.group,
-                self.reader_id,
-                self._session,
-                victim.name,
-                victim.next_offset,
-                group_id=self._group_id,
-            )
+            self._release(victim.name, victim.next_offset)
+
+    def _release(self, segment: str, offset: int) -> None:
+        self._state.update(
+            lambda state: state.release(self.reader_id, self._session, segment, offset)
+        )
+
+    def _successors_of(self, segment: str) -> dict[str, list[str]]:
+        """Successors of ``segment`` (read to its end), each with all its predecessors, by
+        name: asked of the controller once per segment (a state change may be applied
+        again after a lost race)."""
+        if segment not in self._successors:
+            name = parse_segment_name(segment)
+            try:
+                found = self._controller.get_successors(name.scope, name.stream, name.segment_id)
+            except StreamNotFoundError:  # deleted since: nothing follows it
+                found = {}
+            self._successors[segment] = {
+                successor.name: [
+                    stream_segment_name(name.scope, name.stream, p) for p in predecessors
+                ]
+                for successor, predecessors in found.items()
+            }
+        return self._successors[segment]
 
     def _next_buffered(self) -> EventRead | None:
+        for segment in list(self._owned.values()):
+            if segment.end_of_segment and not segment.events and segment.pending is None:
+                # Every event of it was returned: report it at the next sync, due at once,
+                # so its successors (held by the group until now) are handed out soon.
+                del self._owned[segment.name]
+                self._completed[segment.name] = segment.next_offset
+                self._last_sync = -math.inf
         readers = list(self._owned.values())
         for i in range(len(readers)):
             segment = readers[(self._turn + i) % len(readers)]
@@ -305,10 +354,6 @@ class EventStreamReader(Generic[T]):
                 segment.events.popleft()
                 segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
                 return EventRead(event, segment.name, offset, self.position())
-        for segment in readers:
-            if segment.end_of_segment and not segment.events and segment.pending is None:
-                del self._owned[segment.name]
-                self._completed.append(segment.name)
         return None
 
     def _issue_reads(self, remaining: float) -> None:

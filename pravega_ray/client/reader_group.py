@@ -6,8 +6,9 @@ cuts and ``reset_to`` to this class, as Pravega's ``ReaderGroup`` has them.
 
 from __future__ import annotations
 
-from pravega_ray.client.connection import ControllerConnection
+from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.events import Position
+from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.naming import validate_name
 
@@ -18,23 +19,29 @@ class ReaderGroup:
     Raises ReaderGroupNotFoundError (and ScopeNotFoundError, InvalidNameError) if it does
     not exist. If the group is deleted later, every method raises ReaderGroupNotFoundError,
     even once a group of the same name exists again (that is another group: get a new
-    object for it). Outcome-unknown failures raise ControllerUnavailableError.
+    object for it). It reads and changes the group's state in its state segment, as the
+    readers do (:mod:`reader_group_synchronizer`); a container that stays unreachable is
+    SegmentStoreUnavailableError, a controller that stays unreachable when the object is
+    made ControllerUnavailableError.
     """
 
-    def __init__(self, scope: str, name: str, controller: ControllerConnection) -> None:
+    def __init__(
+        self,
+        scope: str,
+        name: str,
+        controller: ControllerConnection,
+        segments: SegmentStoreConnection,
+    ) -> None:
         validate_name("scope", scope)
         validate_name("reader group", name)
         self.scope = scope
         self.name = name
-        self._controller = controller
-        state = controller.get_reader_group(scope, name)  # ReaderGroupNotFoundError, ...
-        self._group_id: str | None = state.get("group_id")
+        # ReaderGroupNotFoundError, ScopeNotFoundError, DataCorruptionError, ...
+        self._state = ReaderGroupSynchronizer(scope, name, controller, segments)
 
     def get_online_readers(self) -> list[str]:
         """Ids of the readers that are members of the group, sorted."""
-        return self._controller.reader_group_online_readers(
-            self.scope, self.name, group_id=self._group_id
-        )
+        return self._state.update(lambda state: state.readers)  # a read: stores nothing
 
     def reader_offline(self, reader_id: str, position: Position | None = None) -> bool:
         """Declare a reader gone (its process died without ``close()``); False if not a member.
@@ -47,7 +54,8 @@ class ReaderGroup:
         join again; the old reader object, if it still runs, gets ReaderNotInGroupError
         and stops. InvalidArgumentError for a bad ``reader_id`` or ``position``. Not
         repeated automatically after an outcome-unknown failure
-        (ControllerUnavailableError): check ``get_online_readers()`` and call again.
+        (SegmentStoreUnavailableError) unless the state shows it landed: check
+        ``get_online_readers()`` and call again.
         """
         if not isinstance(reader_id, str) or not reader_id:
             raise InvalidArgumentError("reader_id must be a non-empty str")
@@ -59,6 +67,6 @@ class ReaderGroup:
             offsets = None if position is None else Position.from_dict(position.to_dict()).to_dict()
         except (TypeError, ValueError) as e:  # a tampered-with Position
             raise InvalidArgumentError(f"position does not validate: {e}") from None
-        return self._controller.reader_group_reader_offline(
-            self.scope, self.name, reader_id, offsets, group_id=self._group_id
+        return self._state.update(
+            lambda state: state.reader_offline(reader_id, offsets), repeat_unknown=False
         )

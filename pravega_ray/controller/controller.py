@@ -126,7 +126,6 @@ class Controller(KeyValueTableCalls, ReaderGroupCalls):
         self._resumed = False
         self._unresumed: dict[str, str] = {}  # key -> state, to retry (outcome unknown)
         self._last_resume = 0.0
-        self._offsets_saved: dict[str, float] = {}  # group key -> when its offsets were stored
 
     # --- cluster -------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:

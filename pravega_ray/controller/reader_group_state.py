@@ -1,9 +1,13 @@
 """Reader group state: which reader owns which segment, at which offset. Pure logic.
 
-The controller owns it (it stores one per reader group and answers every reader-group
-call from it); the client sees it only through the controller's answers
-(:class:`Assignment`) and shares :func:`check_offsets` for positions, so the import
-arrow points one way: ``client`` -> ``controller``.
+Where it lives (Pravega's state synchronizer): each incarnation of a group has a *state
+segment*, a table segment of the ``_system`` scope (:func:`reader_group_state_segment`)
+holding this state as one JSON value under :data:`STATE_KEY`, versioned by the table.
+The controller creates and deletes that segment and keeps the group's *record* (this
+state as it was at creation, which also seeds the state segment); readers and
+``ReaderGroup`` objects read the state and change it themselves with conditional updates
+(``client/reader_group_synchronizer.py``), so no reader calls the controller to sync.
+The client imports this module, never the reverse: ``client`` -> ``controller``.
 
 Readers of a group share the segments of its streams; each segment is owned by
 at most one reader at a time, so each event is delivered to one reader of the
@@ -25,26 +29,36 @@ group. Rebalancing is cooperative (Pravega's ``ReaderGroupStateManager``):
 * a reader gives a segment up with ``release(segment, offset)``, where
   ``offset`` is the offset of the next event it has *not* returned, so the next
   owner continues exactly there: nothing is skipped or read twice;
-* fair share is ``ceil(live segments / readers)``.
+* fair share is ``ceil(live segments / readers)``;
+* across epochs (Pravega's ``segmentCompleted`` and ``futureSegments``): a reader that read a
+  sealed segment to its end reports it *completed*; the group records it, looks up its
+  successors (each with all its predecessors) and keeps each successor as a *future*
+  segment until every one of its predecessors is completed; only then does the successor
+  become unassigned (at offset 0) and get handed out like any other. So no successor is
+  read before all its predecessors were read to their ends, and per routing key order
+  holds for the whole group across any number of splits and merges. Futures belong to
+  the group, not to a reader: a reader leaving or declared offline loses none. Completed
+  segments are kept, so a late or repeated report changes nothing.
 
-Every call can be repeated after a lost reply with the same effect (the controller
-connection retries them): joining again with the same session, releasing a segment
-no longer owned and leaving twice are no-ops, and a sync answers with the whole owned
-set, so a reader never misses a segment a lost reply had assigned to it.
+Every change can be applied again after a lost reply with the same effect (the
+synchronizer repeats a change whose outcome is unknown): joining again with the same
+session, releasing a segment no longer owned and leaving twice are no-ops, and a sync
+answers with the whole owned set, so a reader never misses a segment a lost reply had
+assigned to it.
 
 A reader that leaves returns its segments at the offsets it reports; a reader declared
 offline returns them at the position given for it (Pravega's ``readerOffline``), else
-at the offsets it last synced. The state
-is a plain value (``to_dict``/``from_dict``) that its host persists after every
-change of ownership.
+at the offsets it last synced. The state is a plain value (``to_dict``/``from_dict``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pravega_ray.constants import SYSTEM_SCOPE
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderAlreadyExistsError,
@@ -52,6 +66,18 @@ from pravega_ray.errors import (
     ReaderNotInGroupError,
 )
 from pravega_ray.invariant import invariant
+from pravega_ray.naming import segment_id, stable_hash64, stream_segment_name
+
+STATE_KEY = b"state"
+"""The key of a state segment's one entry: the group's state as JSON."""
+
+
+def reader_group_state_segment(scope: str, group: str, group_id: str) -> str:
+    """The state segment of incarnation ``group_id`` of group ``scope/group``: a table
+    segment of the ``_system`` scope, never shared by two incarnations (records from
+    before group ids, ``group_id == ""``, are told apart by their names)."""
+    digest = f"{stable_hash64(f'{scope}/{group}/{group_id}'):016x}"
+    return stream_segment_name(SYSTEM_SCOPE, f"_RG{group_id[:32]}{digest}", segment_id(0, 0))
 
 
 def check_offsets(data: object, what: str = "offsets") -> dict[str, int]:
@@ -77,8 +103,22 @@ class Assignment:
     release_count: int
 
 
+SuccessorLookup = Callable[[str], dict[str, list[str]]]
+"""Segment name -> its successors' names, each with ALL its predecessors' names (the
+controller's ``get_successors``); empty while the segment is active or once its stream is
+sealed."""
+
+
+def no_successors(segment: str) -> dict[str, list[str]]:
+    """The lookup of a group whose streams never scale."""
+    return {}
+
+
 @dataclass
 class ReaderGroupState:
+    """The group's segments, each in exactly one place: unassigned (offset), assigned to a
+    reader (offset), future (waiting for its predecessors) or completed."""
+
     scope: str
     name: str
     streams: list[str]
@@ -90,6 +130,10 @@ class ReaderGroupState:
     """This incarnation of the group (records from before group ids have ``""``)."""
     request_id: str | None = None
     """The create request that made it (a repeated create that landed answers True)."""
+    future: dict[str, list[str]] = field(default_factory=dict)
+    """Successor name -> all its predecessors' names: held until all are completed."""
+    state_segment: str | None = None
+    """Where the live state is (None in records from before state segments)."""
 
     @classmethod
     def new(
@@ -191,8 +235,19 @@ class ReaderGroupState:
         return owned
 
     def sync(
-        self, reader_id: str, session: str, offsets: dict[str, int], completed: list[str]
+        self,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int],
+        completed: list[str],
+        successors: SuccessorLookup = no_successors,
     ) -> Assignment:
+        """Record ``offsets`` and ``completed`` of the segments this reader owns, then top
+        its share up from the unassigned ones.
+
+        ``successors`` is asked about each segment completed here (once: a repeated report
+        of a completed segment, or one of a segment this reader does not own, is ignored).
+        """
         owned = self._owned(reader_id, session)
         for segment, offset in offsets.items():
             if segment in owned:
@@ -200,13 +255,50 @@ class ReaderGroupState:
         for segment in completed:
             if segment in owned:
                 del owned[segment]
-                self.completed.add(segment)
+                self.segment_completed(segment, successors(segment))
         live = len(self.unassigned) + sum(len(o) for o in self.assigned.values())
         fair = math.ceil(live / len(self.assigned)) if live else 0
         while len(owned) < fair and self.unassigned:
             segment = min(self.unassigned)
             owned[segment] = self.unassigned.pop(segment)
         return Assignment(dict(owned), max(0, len(owned) - fair))
+
+    def segment_completed(self, segment: str, successors: dict[str, list[str]]) -> None:
+        """``segment`` was read to its end: record it, keep each of its ``successors``
+        (name -> all its predecessors' names) not seen before as a future segment, and
+        release every future segment whose predecessors are now all completed.
+
+        ``segment`` must be held by nobody (its reader dropped it first); a repeat is a
+        no-op. Pravega's ``ReaderGroupState.segmentCompleted``.
+        """
+        invariant(
+            segment not in self.unassigned
+            and segment not in self.future
+            and self._owner(segment) is None,
+            f"completed segment {segment} is still held",
+        )
+        self.completed.add(segment)
+        for successor, predecessors in successors.items():
+            if not self._known(successor):
+                self.future[successor] = sorted(predecessors)
+        for successor, predecessors in list(self.future.items()):
+            if all(p in self.completed for p in predecessors):
+                del self.future[successor]
+                self.unassigned[successor] = 0
+
+    def _known(self, segment: str) -> bool:
+        return (
+            segment in self.unassigned
+            or segment in self.future
+            or segment in self.completed
+            or self._owner(segment) is not None
+        )
+
+    def _owner(self, segment: str) -> str | None:
+        for reader_id, owned in self.assigned.items():
+            if segment in owned:
+                return reader_id
+        return None
 
     def release(self, reader_id: str, session: str, segment: str, offset: int) -> bool:
         """Give ``segment`` back at ``offset``; False (a no-op) if the reader does not own it."""
@@ -230,6 +322,8 @@ class ReaderGroupState:
             "sessions": self.sessions,
             "group_id": self.group_id,
             "request_id": self.request_id,
+            "future": {s: list(p) for s, p in sorted(self.future.items())},
+            "state_segment": self.state_segment,
         }
 
     @classmethod
@@ -238,7 +332,9 @@ class ReaderGroupState:
         reports it as damaged): wrong types, negative offsets, a segment owned twice.
 
         Records from before sessions have none: their readers must be declared offline
-        before their ids join again. Records from before group ids have the id ``""``.
+        before their ids join again. Records from before group ids have the id ``""``,
+        records from before epochs no future segments, records from before state segments
+        none (the controller creates one when the group is next looked up).
         """
         state = cls(
             _str(d["scope"]),
@@ -253,10 +349,20 @@ class ReaderGroupState:
             {_str(r): _str(s) for r, s in _typed(d.get("sessions", {}), dict).items()},
             _str(d.get("group_id", "")),
             None if d.get("request_id") is None else _str(d["request_id"]),
+            {
+                _str(s): [_str(p) for p in _typed(preds, list)]
+                for s, preds in _typed(d.get("future", {}), dict).items()
+            },
+            None if d.get("state_segment") is None else _str(d["state_segment"]),
         )
         held = [s for o in state.assigned.values() for s in o] + list(state.unassigned)
+        held += list(state.future)
         if len(held) != len(set(held)):
             raise ValueError("a segment is held twice in the reader group record")
+        if state.completed.intersection(held):
+            raise ValueError("a completed segment is held in the reader group record")
+        if any(not preds for preds in state.future.values()):
+            raise ValueError("a future segment without predecessors in the reader group record")
         return state
 
 

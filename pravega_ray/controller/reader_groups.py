@@ -1,34 +1,48 @@
-"""The controller's reader-group calls: a group's state as a versioned record.
+"""The controller's reader-group calls: create, look up and delete groups.
 
-A mixin of :class:`~pravega_ray.controller.controller.Controller`. The state itself (who
-owns which segment at which offset) is :class:`ReaderGroupState`; these calls check
-arguments, load it, apply one change and store it over the version read.
+A mixin of :class:`~pravega_ray.controller.controller.Controller`. The controller keeps
+each group's *record* (its :class:`ReaderGroupState` at creation, naming its state
+segment) and creates and deletes the group's *state segment*, a table segment of the
+``_system`` scope. The live state (who owns which segment at which offset, completed and
+future segments) is read and changed there by the group's readers themselves, with
+conditional updates (``client/reader_group_synchronizer.py``, Pravega's state
+synchronizer): no reader calls the controller to sync, and the controller answers them
+only the successors of segments they read to their ends (``get_successors``).
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from pravega_ray.constants import READER_GROUP_OFFSETS_SAVE_INTERVAL_S
-from pravega_ray.controller.reader_group_state import Assignment, ReaderGroupState, check_offsets
+from pravega_ray.controller.reader_group_state import (
+    ReaderGroupState,
+    reader_group_state_segment,
+)
 from pravega_ray.controller.records import SegmentRange, check_request_id
-from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
-from pravega_ray.errors import InvalidArgumentError, ReaderGroupNotFoundError
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.errors import (
+    InvalidArgumentError,
+    ReaderGroupNotFoundError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+)
 from pravega_ray.naming import parse_scoped_stream, validate_name
 from pravega_ray.stream_configuration import ReaderGroupConfig
 
 __all__ = ["ReaderGroupCalls"]
+
+log = logging.getLogger(__name__)
 
 
 class ReaderGroupCalls:
     """Reader-group calls; the controller provides the attributes annotated here."""
 
     _store: StreamMetadataStore
-    _monotonic: Callable[[], float]
+    _segments: Any
     _new_id: Callable[[], str]
-    _offsets_saved: dict[str, float]
     _ready: Callable[[], None]
     _check_scope: Callable[[str], None]
     get_current_segments: Callable[[str, str], tuple[SegmentRange, ...]]
@@ -69,8 +83,17 @@ class ReaderGroupCalls:
         state = ReaderGroupState.new(
             scope, group, list(config.streams), segments, self._new_id(), request_id
         )
+        # The state segment first: a crash before the record leaves an empty segment of an
+        # incarnation nobody knows, never a group without its state segment.
+        state.state_segment = self._create_state_segment(state)
         self._store.create_reader_group(state)
         return True
+
+    def _create_state_segment(self, state: ReaderGroupState) -> str:
+        segment = reader_group_state_segment(state.scope, state.name, state.group_id)
+        with contextlib.suppress(SegmentExistsError):  # a repeated create
+            self._segments.create_table_segment(segment)
+        return segment
 
     def _group(self, scope: str, group: str) -> tuple[ReaderGroupState, int]:
         self._check_scope(scope)
@@ -82,135 +105,34 @@ class ReaderGroupCalls:
         return self._store.list_names("readergroups", scope)
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
-        """The group's state as stored (``group_id``, owners, offsets)."""
-        return self._group(scope, group)[0].to_dict()
+        """The group's record: its state at creation, ``group_id`` and ``state_segment``
+        (where its members keep the live state).
+
+        A record from before state segments gets one now (seeded from the record by the
+        first member that reads it). Raises ReaderGroupNotFoundError, ScopeNotFoundError,
+        InvalidNameError, DataCorruptionError.
+        """
+        state, version = self._group(scope, group)
+        if state.state_segment is None:
+            state.state_segment = self._create_state_segment(state)
+            self._store.save_reader_group(state, version)
+        return state.to_dict()
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
-        """Delete the group; False if it does not exist. Its readers' next calls fail.
+        """Delete the group and its state segment; False if it does not exist. Its readers'
+        next syncs fail with ReaderGroupNotFoundError.
 
-        Raises ScopeNotFoundError, InvalidNameError, DataCorruptionError (a damaged
-        record is not deleted blindly).
+        The state segment goes first, so a crash in between leaves a record that a repeated
+        delete removes. Raises ScopeNotFoundError, InvalidNameError, DataCorruptionError
+        (a damaged record is not deleted blindly).
         """
         try:
-            self._group(scope, group)
+            state = self._group(scope, group)[0]
         except ReaderGroupNotFoundError:
             return False
+        segment = state.state_segment or reader_group_state_segment(scope, group, state.group_id)
+        # A repeated delete, or a record from before state segments, finds none.
+        with contextlib.suppress(SegmentNotFoundError):
+            self._segments.delete_segment(segment)
         self._store.delete_reader_group(scope, group)
-        self._offsets_saved.pop(f"{scope}/{group}", None)
         return True
-
-    # Reader calls. ``group_id`` (from joining, or from ``get_reader_group``) names the
-    # incarnation the caller knows: ReaderGroupNotFoundError if the group was re-created
-    # since. None skips that check (callers that do not know it yet).
-
-    def reader_group_online_readers(
-        self, scope: str, group: str, group_id: str | None = None
-    ) -> list[str]:
-        state = self._group(scope, group)[0]
-        state.check_group_id(group_id)
-        return state.readers
-
-    def reader_group_reader_offline(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        """Declare ``reader_id`` gone; its segments return at ``offsets`` (or as last synced)."""
-        if offsets is not None:
-            check_offsets(offsets)
-        state, version = self._group(scope, group)
-        state.check_group_id(group_id)
-        if not state.reader_offline(reader_id, offsets):
-            return False
-        self._store.save_reader_group(state, version)
-        return True
-
-    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
-        """Join ``reader_id`` with ``session``; returns the group id the reader must carry.
-
-        A no-op for a repeated join of the same session; ReaderAlreadyExistsError if the
-        id is online with another session.
-        """
-        _check_session(session)
-        state, version = self._group(scope, group)
-        joining = reader_id not in state.assigned
-        state.add_reader(reader_id, session)  # a no-op for a repeated join of this session
-        if joining:
-            self._store.save_reader_group(state, version)
-        return state.group_id
-
-    def reader_group_remove_reader(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        if offsets is not None:
-            check_offsets(offsets)
-        state, version = self._group(scope, group)
-        state.check_group_id(group_id)
-        if not state.remove_reader(reader_id, session, offsets):
-            return False
-        self._store.save_reader_group(state, version)
-        return True
-
-    def reader_group_sync(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int],
-        completed: list[str],
-        group_id: str | None = None,
-    ) -> Assignment:
-        check_offsets(offsets)
-        if not isinstance(completed, list) or not all(isinstance(c, str) for c in completed):
-            raise InvalidArgumentError("completed must be a list of segment names")
-        state, version = self._group(scope, group)
-        state.check_group_id(group_id)
-        before = {r: dict(o) for r, o in state.assigned.items()}
-        assignment = state.sync(reader_id, session, offsets, list(completed))
-        # Ownership changes are stored at once; offsets alone at most every
-        # READER_GROUP_OFFSETS_SAVE_INTERVAL_S (readers report their exact offsets again
-        # when they release a segment or leave), so syncs do not write a record each.
-        key = f"{scope}/{group}"
-        now = self._monotonic()
-        owned_changed = {r: set(o) for r, o in before.items()} != {
-            r: set(o) for r, o in state.assigned.items()
-        }
-        offsets_due = before != state.assigned and (
-            now - self._offsets_saved.get(key, -math.inf) >= READER_GROUP_OFFSETS_SAVE_INTERVAL_S
-        )
-        if owned_changed or offsets_due:
-            self._store.save_reader_group(state, version)
-            self._offsets_saved[key] = now
-        return assignment
-
-    def reader_group_release(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        segment: str,
-        offset: int,
-        group_id: str | None = None,
-    ) -> None:
-        if not is_int(offset) or offset < 0:
-            raise InvalidArgumentError("offset must be an int >= 0")
-        state, version = self._group(scope, group)
-        state.check_group_id(group_id)
-        if state.release(reader_id, session, segment, offset):
-            self._store.save_reader_group(state, version)
-
-
-def _check_session(session: object) -> None:
-    if not isinstance(session, str) or not 0 < len(session) <= 64:
-        raise InvalidArgumentError("a reader session is a str of 1 to 64 characters")

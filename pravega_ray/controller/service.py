@@ -20,9 +20,10 @@ Errors are the typed errors of :mod:`pravega_ray.errors`. Through an invoker, a 
 outcome is unknown (the controller actor died or restarted mid-call) raises
 :class:`~pravega_ray.errors.ControllerUnavailableError`. Creates take an optional
 ``request_id``, stored in the record, so a repeated create that landed answers True.
-Reader-group calls take the ``group_id`` of the incarnation the caller joined (from
-``reader_group_add_reader`` or ``get_reader_group``): ReaderGroupNotFoundError once that
-group was deleted, even if re-created since; None skips the check.
+Reader groups: the controller creates, looks up and deletes them (and their state
+segments); their members read and change the group's state in its state segment
+themselves (``client/reader_group_synchronizer.py``), asking the controller only for
+successors of segments they read to their ends.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pravega_ray.controller.reader_group_state import Assignment
 from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
 from pravega_ray.invariant import invariant
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
@@ -211,86 +211,18 @@ class ControllerService(Protocol):
         ...
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
-        """The group's state as stored (``group_id``, owners, offsets)."""
+        """The group's record: its state at creation, ``group_id`` and ``state_segment``,
+        the table segment where its members keep the live state (readers and
+        ``ReaderGroup`` objects read and change it there, not through the controller)."""
         ...
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
-        """Delete the group; False if it does not exist. Its readers' next calls fail.
+        """Delete the group and its state segment; False if it does not exist. Its readers'
+        next syncs fail.
 
         Raises ScopeNotFoundError, InvalidNameError, DataCorruptionError (a damaged
         record is not deleted blindly).
         """
-        ...
-
-    def reader_group_online_readers(
-        self, scope: str, group: str, group_id: str | None = None
-    ) -> list[str]:
-        """The ids of the readers in the group, sorted."""
-        ...
-
-    def reader_group_reader_offline(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        """Declare ``reader_id`` gone; its segments return at ``offsets`` (or as last synced).
-
-        False if it is not in the group.
-        """
-        ...
-
-    def reader_group_add_reader(self, scope: str, group: str, reader_id: str, session: str) -> str:
-        """Join ``reader_id`` with ``session``; returns the group id the reader must carry.
-
-        A no-op for a repeated join of the same session; ReaderAlreadyExistsError if the
-        id is online with another session.
-        """
-        ...
-
-    def reader_group_remove_reader(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int] | None,
-        group_id: str | None = None,
-    ) -> bool:
-        """The reader leaves; its segments return at ``offsets`` (else as last synced).
-
-        False if this session is not in the group (it left already, or was declared offline).
-        """
-        ...
-
-    def reader_group_sync(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        offsets: dict[str, int],
-        completed: list[str],
-        group_id: str | None = None,
-    ) -> Assignment:
-        """Report the offsets reached and the segments read to the end; the answer lists
-        every segment the reader owns and how many it should release."""
-        ...
-
-    def reader_group_release(
-        self,
-        scope: str,
-        group: str,
-        reader_id: str,
-        session: str,
-        segment: str,
-        offset: int,
-        group_id: str | None = None,
-    ) -> None:
-        """Give ``segment`` back at ``offset`` (the next event not returned); a no-op if the
-        reader does not own it."""
         ...
 
 

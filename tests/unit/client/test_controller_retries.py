@@ -82,49 +82,6 @@ def _controller_and_core() -> tuple[ControllerClient, ReplyLost, Controller]:
     return ControllerClient(lost, pause_s=0.0), lost, controller
 
 
-def test_read_next_event_goes_on_when_a_release_reply_is_lost(lossy) -> None:
-    clients, lost = lossy
-    events = _stream_with_events(clients, 200)
-    first = clients.create_reader("r1", "sc", "rg")
-    got = [first.read_next_event(timeout_s=5).event for _ in range(100)]  # type: ignore[union-attr]
-    second = clients.create_reader("r2", "sc", "rg")
-    lost.lose["reader_group_release"] = 2  # r1 gives two segments up; both replies lost
-    idle = 0
-    while idle < 30:
-        progressed = False
-        for reader in (first, second):
-            event = reader.read_next_event(timeout_s=0.05)
-            if event is not None:
-                got.append(event.event)
-                progressed = True
-        idle = 0 if progressed else idle + 1
-    assert lost.calls["reader_group_release"] == 4  # each repeated once, harmlessly
-    assert sorted(got) == sorted(events)
-    first.close()
-    second.close()
-
-
-def test_reader_group_sync_reply_lost_does_not_strand_segments() -> None:
-    controller, lost = _controller()
-    controller.create_scope("sc")
-    controller.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(3)))
-    controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
-    lost.lose["reader_group_add_reader"] = 1
-    group_id = controller.reader_group_add_reader("sc", "rg", "r1", "session-1")
-    lost.lose["reader_group_sync"] = 1  # the reply assigning all three segments is lost
-    answer = controller.reader_group_sync(
-        "sc", "rg", "r1", "session-1", {}, [], group_id=group_id
-    )
-    assert len(answer.owned) == 3 and lost.calls["reader_group_sync"] == 2
-    state = controller.get_reader_group("sc", "rg")
-    assert state["assigned"] == {"r1": answer.owned} and state["unassigned"] == {}
-    lost.lose["reader_group_remove_reader"] = 1
-    assert not controller.reader_group_remove_reader(
-        "sc", "rg", "r1", "session-1", {}, group_id=group_id
-    )  # the repeat finds it gone: False, no error
-    assert controller.reader_group_online_readers("sc", "rg") == []
-
-
 def test_create_reply_lost_answers_true_and_seal_reply_lost_answers_true() -> None:
     controller, lost = _controller()
     for method in ("create_scope", "create_stream", "create_key_value_table"):
@@ -150,7 +107,6 @@ NOT_REPEATED = [
     "delete_scope",
     "delete_key_value_table",
     "delete_reader_group",
-    "reader_group_reader_offline",
     "delete_stream",
 ]
 
@@ -164,12 +120,10 @@ def test_delete_outcome_unknown_is_not_repeated(method: str) -> None:
     assert seal(core, "sc", "sealed")
     controller.create_key_value_table("sc", "t", 1)
     controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
-    controller.reader_group_add_reader("sc", "rg", "r1", "session-1")
     args = {
         "delete_scope": ("other",),
         "delete_key_value_table": ("sc", "t"),
         "delete_reader_group": ("sc", "rg"),
-        "reader_group_reader_offline": ("sc", "rg", "r1", None),
         "delete_stream": ("sc", "sealed"),
     }[method]
     if method == "delete_scope":
@@ -232,34 +186,6 @@ def test_creates_that_landed_answer_true_when_repeated(lossy) -> None:
     assert not mgr.create_scope("sc")  # a new create of an existing scope is still False
 
 
-
-def test_readers_carry_on_through_lost_replies_of_every_reader_group_call(lossy) -> None:
-    cluster, losing = lossy
-    events = _stream_with_events(cluster, 400)
-    losing.lose.update({"reader_group_add_reader": 1, "reader_group_sync": 3})
-    first = cluster.create_reader("r1", "sc", "rg")
-    got = [first.read_next_event(timeout_s=5).event for _ in range(50)]
-    # A second reader joins: the first must release segments, and those replies are lost.
-    losing.lose.update({"reader_group_release": 2, "reader_group_sync": 2})
-    second = cluster.create_reader("r2", "sc", "rg")
-    readers = [first, second]
-    idle = 0
-    while idle < 50:  # about a second with nothing new for either reader
-        progressed = False
-        for reader in readers:
-            event = reader.read_next_event(timeout_s=0.01)
-            if event is not None:
-                got.append(event.event)
-                progressed = True
-        idle = 0 if progressed else idle + 1
-    losing.lose["reader_group_remove_reader"] = 2
-    first.close()
-    second.close()
-    assert sorted(got) == sorted(events)  # every event once: nothing stranded, nothing twice
-    assert losing.calls["reader_group_release"] >= 2
-
-
-
 def test_deletes_are_not_repeated_after_an_unknown_outcome(lossy) -> None:
     cluster, losing = lossy
     mgr = cluster.stream_manager()
@@ -271,11 +197,10 @@ def test_deletes_are_not_repeated_after_an_unknown_outcome(lossy) -> None:
     assert mgr.list_scopes() == []  # it had landed; the caller was told the outcome is unknown
 
 
-
 CREATES = {"create_scope", "create_stream", "create_key_value_table", "create_reader_group"}
-# The policy of client/controller_connection.py's docstring: NOT_REPEATED (deletes and
-# reader_group_reader_offline) are sent once, every other call is repeated, creates with a
-# request id.
+# The policy of client/controller_connection.py's docstring: NOT_REPEATED (deletes) are
+# sent once, every other call is repeated, creates with a request id. (Readers change their
+# group's state in its state segment: tests/unit/client/test_reader_group_synchronizer.py.)
 
 
 class FirstReplyLost:

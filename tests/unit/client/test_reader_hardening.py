@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,11 +12,9 @@ import pytest
 import pravega_ray as pr
 from pravega_ray import constants
 from pravega_ray.client.client_factory import ClientFactory
-from pravega_ray.client.controller_connection import ControllerClient, ControllerInvoker
-from pravega_ray.controller.service import ControllerService
+from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.errors import (
     ClientClosedError,
-    ControllerUnavailableError,
     IllegalStateError,
     InvalidArgumentError,
     ReaderAlreadyExistsError,
@@ -25,9 +22,12 @@ from pravega_ray.errors import (
     ReaderNotInGroupError,
     ScopeNotEmptyError,
     ScopeNotFoundError,
+    SegmentStoreUnavailableError,
     SerializationError,
 )
 from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.segmentstore.service import SegmentStoreClient
+from tests.unit.client.test_reader_group_synchronizer import StateCallFaults
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -159,7 +159,10 @@ def test_skip_event_refuses_an_error_for_other_bytes_and_after_close(single) -> 
             reader.read_next_event(timeout_s=1)
     error = raised.value
     forged = SerializationError(
-        "forged", data=b"other", segment=error.segment, offset=error.offset  # type: ignore[attr-defined]
+        "forged",
+        data=b"other",
+        segment=error.segment,
+        offset=error.offset,  # type: ignore[attr-defined]
     )
     with pytest.raises(IllegalStateError):
         reader.skip_event(forged)
@@ -172,39 +175,28 @@ def test_skip_event_refuses_an_error_for_other_bytes_and_after_close(single) -> 
         reader.skip_event(error)
 
 
-class FailingSyncs:
-    """A controller invoker whose next ``fail`` syncs are lost before reaching it."""
-
-    def __init__(self, inner: ControllerInvoker) -> None:
-        self._inner = inner
-        self.fail = 0
-
-    def invoke(self, method: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        if method is ControllerService.reader_group_sync and self.fail > 0:
-            self.fail -= 1
-            raise ControllerUnavailableError("controller restarting")
-        return self._inner.invoke(method, *args, **kwargs)
-
-
 def test_read_next_event_after_a_failed_sync_does_not_read_a_finished_segment_again(
-    single,
+    single, monkeypatch
 ) -> None:
+    monkeypatch.setattr(constants, "READER_GROUP_STATE_ATTEMPTS_MAX", 2)
+    monkeypatch.setattr(constants, "READER_GROUP_STATE_RETRY_PAUSE_S", 0.0)
     events = [f"e{i}".encode() for i in range(5)]
     _write(single, events)
     single.stream_manager().seal_stream("sc", "st")
-    failing = FailingSyncs(single._locked)
-    clients = ClientFactory(ControllerClient(failing, attempts_max=1), single._segments)
+    faults = StateCallFaults(single)
+    clients = ClientFactory(single._controller, SegmentStoreClient(faults))
     reader = clients.create_reader("r1", "sc", "rg")
     got = [reader.read_next_event(timeout_s=5).event for _ in range(5)]  # type: ignore[union-attr]
-    failing.fail = 1  # the sync reporting the finished segment fails
-    with pytest.raises(ControllerUnavailableError):
+    faults.fail_before["table_update"] = 2  # the sync reporting the finished segment fails
+    with pytest.raises(SegmentStoreUnavailableError):
         for _ in range(20):
             assert reader.read_next_event(timeout_s=0.2) is None
+    assert reader.position().to_dict() == {"sc/st/0.#epoch.0": 5 * (8 + 2)}  # its end
     got += _drain(reader)
     assert got == events  # nothing read twice
-    assert single._controller.get_reader_group("sc", "rg")["completed"] == ["sc/st/0.#epoch.0"]
+    state = ReaderGroupSynchronizer("sc", "rg", single.core, single.segments).fetch()[0]
+    assert state.completed == {"sc/st/0.#epoch.0"}
     reader.close()
-
 
 
 def test_a_second_reader_with_the_same_id_is_refused_and_nothing_is_read_twice(cluster) -> None:
@@ -217,7 +209,6 @@ def test_a_second_reader_with_the_same_id_is_refused_and_nothing_is_read_twice(c
     got += _drain(first)
     first.close()
     assert sorted(got) == sorted(events)
-
 
 
 def test_reader_declared_offline_hands_back_its_segments_and_is_stopped(cluster) -> None:
@@ -239,7 +230,6 @@ def test_reader_declared_offline_hands_back_its_segments_and_is_stopped(cluster)
     crashed.close()  # quiet: it is not a member any more
     assert group.get_online_readers() == ["r1"]
     successor.close()
-
 
 
 def test_undecodable_event_is_not_consumed_until_skipped(cluster) -> None:
@@ -272,11 +262,9 @@ def test_undecodable_event_is_not_consumed_until_skipped(cluster) -> None:
     reader.close()
 
 
-
 def _next(reader: pr.EventStreamReader) -> object:
     event = reader.read_next_event(timeout_s=0.5)
     return None if event is None else event.event
-
 
 
 def test_an_undecodable_event_left_unskipped_goes_to_the_next_reader(cluster) -> None:
@@ -289,7 +277,6 @@ def test_an_undecodable_event_left_unskipped_goes_to_the_next_reader(cluster) ->
     second = cluster.create_reader("r2", "sc", "rg", pr.BytesSerializer())
     assert _drain(second) == [b"\xff"]
     second.close()
-
 
 
 def test_scopes_with_reader_groups_are_not_empty_and_deleted_groups_stop_their_readers(
@@ -310,4 +297,3 @@ def test_scopes_with_reader_groups_are_not_empty_and_deleted_groups_stop_their_r
         cluster.create_reader("r", "missing-" + uuid.uuid4().hex[:6], "rg")
     with pytest.raises(ReaderGroupNotFoundError):
         cluster.reader_group("sc", "nope")
-

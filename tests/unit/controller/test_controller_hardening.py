@@ -210,7 +210,7 @@ def test_reader_group_record_holding_a_segment_twice_is_damaged(storage) -> None
     )
     restarted = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     with pytest.raises(DataCorruptionError, match="readergroups/sc/rg"):
-        restarted.reader_group_add_reader("sc", "rg", "r2", "session")
+        restarted.get_reader_group("sc", "rg")
     assert restarted.create_reader_group("sc", "rg2", pr.ReaderGroupConfig.for_streams("sc/a"))
 
 
@@ -324,7 +324,7 @@ def test_damaged_scope_and_reader_group_records_are_named(storage) -> None:
     _overwrite(storage, _latest(storage, "readergroups/sc/rg"), b'{"scope": 1}')
     restarted = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     with pytest.raises(DataCorruptionError, match="readergroups/sc/rg"):
-        restarted.reader_group_add_reader("sc", "rg", "r1", "session")
+        restarted.get_reader_group("sc", "rg")
     _overwrite(storage, _latest(storage, "scopes/sc"), b"{")
     with pytest.raises(DataCorruptionError, match="scopes/sc"):
         restarted.create_stream("sc", "other", None)

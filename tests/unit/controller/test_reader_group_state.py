@@ -72,3 +72,95 @@ def test_state_round_trips_through_a_dict() -> None:
     old = ReaderGroupState.from_dict(legacy)
     with pytest.raises(ReaderAlreadyExistsError):
         old.add_reader("r1", "new")
+
+
+# --- across epochs ---------------------------------------------------------------------------
+SPLIT = {"a": {"a1": ["a"], "a2": ["a"]}}
+MERGE = {"a": {"ab": ["a", "b"]}, "b": {"ab": ["a", "b"]}}
+
+
+def test_split_successors_are_handed_out_once_their_predecessor_completes() -> None:
+    state = ReaderGroupState.new("sc", "rg", ["sc/st"], ["a", "b"])
+    state.add_reader("r1", "s1")
+    assert state.sync("r1", "s1", {}, []).owned == {"a": 0, "b": 0}
+    lookups: list[str] = []
+
+    def successors(segment: str) -> dict[str, list[str]]:
+        lookups.append(segment)
+        return SPLIT.get(segment, {})
+
+    answer = state.sync("r1", "s1", {"b": 4}, ["a"], successors)
+    assert answer.owned == {"b": 4, "a1": 0, "a2": 0}
+    assert state.completed == {"a"} and state.future == {}
+    # A repeated report (a lost reply) looks nothing up and changes nothing.
+    assert state.sync("r1", "s1", {}, ["a"], successors).owned == answer.owned
+    assert lookups == ["a"]
+
+
+def test_merge_successor_waits_until_all_predecessors_complete() -> None:
+    state = ReaderGroupState.new("sc", "rg", ["sc/st"], ["a", "b"])
+    state.add_reader("r1", "s1")
+    state.add_reader("r2", "s2")
+    assert state.sync("r1", "s1", {}, []).owned == {"a": 0}
+    assert state.sync("r2", "s2", {}, []).owned == {"b": 0}
+    assert state.sync("r1", "s1", {}, ["a"], MERGE.__getitem__).owned == {}
+    assert state.future == {"ab": ["a", "b"]} and state.unassigned == {}
+    assert state.sync("r1", "s1", {}, []).owned == {}  # not before b is done
+    assert state.sync("r2", "s2", {}, ["b"], MERGE.__getitem__).owned == {"ab": 0}
+    assert state.future == {} and state.completed == {"a", "b"}
+
+
+def test_future_segments_stay_with_the_group_when_readers_go() -> None:
+    state = ReaderGroupState.new("sc", "rg", ["sc/st"], ["a", "b"])
+    state.add_reader("r1", "s1")
+    state.add_reader("r2", "s2")
+    state.sync("r1", "s1", {}, [])
+    state.sync("r2", "s2", {}, [])
+    state.sync("r1", "s1", {}, ["a"], MERGE.__getitem__)
+    assert state.reader_offline("r2", {"b": 7})  # died holding the other predecessor
+    assert state.remove_reader("r1", "s1", None)
+    assert state.future == {"ab": ["a", "b"]} and state.unassigned == {"b": 7}
+    state.add_reader("r3", "s3")
+    assert state.sync("r3", "s3", {}, []).owned == {"b": 7}
+    assert state.sync("r3", "s3", {}, ["b"], MERGE.__getitem__).owned == {"ab": 0}
+
+
+def test_a_completion_of_a_segment_not_owned_is_ignored() -> None:
+    state = ReaderGroupState.new("sc", "rg", ["sc/st"], ["a", "b"])
+    state.add_reader("r1", "s1")
+    state.add_reader("r2", "s2")
+    state.sync("r1", "s1", {}, [])
+    state.sync("r2", "s2", {}, [])
+    assert state.sync("r2", "s2", {}, ["a", "zzz"], MERGE.__getitem__).owned == {"b": 0}
+    assert state.completed == set() and state.future == {}
+    assert state.sync("r1", "s1", {}, []).owned == {"a": 0}
+
+
+def test_state_with_futures_round_trips_and_older_layouts_load() -> None:
+    state = ReaderGroupState.new("sc", "rg", ["sc/st"], ["a", "b"])
+    state.add_reader("r1", "s1")
+    state.sync("r1", "s1", {}, [])
+    state.sync("r1", "s1", {}, ["a"], MERGE.__getitem__)
+    stored = state.to_dict()
+    assert stored["future"] == {"ab": ["a", "b"]}
+    assert ReaderGroupState.from_dict(stored) == state
+    older = dict(stored)
+    del older["future"]  # a record from before epochs
+    assert ReaderGroupState.from_dict(older).future == {}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"future": {"ab": ["a"]}, "unassigned": {"ab": 0}},  # held twice
+        {"future": {"ab": []}},  # no predecessors
+        {"future": {"ab": "a"}},  # not a list
+        {"future": ["ab"]},  # not a dict
+        {"completed": ["b"]},  # completed and held
+    ],
+)
+def test_damaged_future_records_are_refused(change: dict[str, object]) -> None:
+    state = ReaderGroupState.new("sc", "rg", ["sc/st"], ["a", "b"])
+    stored = {**state.to_dict(), **change}
+    with pytest.raises(ValueError):
+        ReaderGroupState.from_dict(stored)
