@@ -141,15 +141,17 @@ class ReaderGroupState:
         scope: str,
         name: str,
         streams: list[str],
-        segments: list[str],
+        segments: list[str] | dict[str, int],
         group_id: str = "",
         request_id: str | None = None,
     ) -> ReaderGroupState:
+        """A new group; ``segments`` are where it starts (a list: each at offset 0)."""
+        start = dict(segments) if isinstance(segments, dict) else {s: 0 for s in segments}
         return cls(
             scope,
             name,
             list(streams),
-            {s: 0 for s in segments},
+            start,
             group_id=group_id,
             request_id=request_id,
         )

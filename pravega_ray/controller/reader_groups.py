@@ -21,7 +21,7 @@ from pravega_ray.controller.reader_group_state import (
     ReaderGroupState,
     reader_group_state_segment,
 )
-from pravega_ray.controller.records import SegmentRange, check_request_id
+from pravega_ray.controller.records import SegmentRange, StreamInfo, check_request_id
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
     InvalidArgumentError,
@@ -29,7 +29,7 @@ from pravega_ray.errors import (
     SegmentExistsError,
     SegmentNotFoundError,
 )
-from pravega_ray.naming import parse_scoped_stream, validate_name
+from pravega_ray.naming import parse_scoped_stream, stream_segment_name, validate_name
 from pravega_ray.stream_configuration import ReaderGroupConfig
 
 __all__ = ["ReaderGroupCalls"]
@@ -46,6 +46,7 @@ class ReaderGroupCalls:
     _ready: Callable[[], None]
     _check_scope: Callable[[str], None]
     get_current_segments: Callable[[str, str], tuple[SegmentRange, ...]]
+    get_stream_info: Callable[[str, str], StreamInfo]
 
     # --- reader groups -------------------------------------------------------------------------
     def create_reader_group(
@@ -76,10 +77,10 @@ class ReaderGroupCalls:
         if existing is not None:
             self._group(scope, group)  # a damaged record is named, not "exists"
             return request_id is not None and existing.get("request_id") == request_id
-        segments: list[str] = []
+        segments: dict[str, int] = {}
         for scoped in config.streams:
             s_scope, s_stream = parse_scoped_stream(scoped)
-            segments += [s.name for s in self.get_current_segments(s_scope, s_stream)]
+            segments.update(self._head_of(s_scope, s_stream))
         state = ReaderGroupState.new(
             scope, group, list(config.streams), segments, self._new_id(), request_id
         )
@@ -99,6 +100,19 @@ class ReaderGroupCalls:
         self._check_scope(scope)
         validate_name("reader group", group)
         return self._store.get_reader_group(scope, group)
+
+    def _head_of(self, scope: str, stream: str) -> dict[str, int]:
+        """Where a new group starts reading ``scope/stream``: its head, the segments of epoch 0
+        at offset 0, or the truncation cut once the stream was truncated (older segments are
+        then gone). Readers reach later epochs through successors."""
+        self.get_stream_info(scope, stream)  # StreamNotFoundError, damage named
+        records = self._store.streams
+        cut = records.truncation(scope, stream)["cut"]
+        if cut:
+            return {stream_segment_name(scope, stream, int(k)): int(v) for k, v in cut.items()}
+        first = records.epoch(scope, stream, 0)
+        assert first is not None
+        return {stream_segment_name(scope, stream, sid): 0 for sid, _, _ in first.segments}
 
     def list_reader_groups(self, scope: str) -> list[str]:
         self._check_scope(scope)

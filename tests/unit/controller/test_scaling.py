@@ -453,3 +453,26 @@ def test_processor_killed_at_every_step_of_a_truncation(cluster, step: str) -> N
     assert mgr.get_stream_info("sc", "st").state is pr.StreamState.ACTIVE
     assert _segments_on_containers(cluster) == {new.name}
     assert cluster.segments.get_info(new.name).result(10).start_offset == 30
+
+
+def test_a_group_created_after_scales_reads_from_the_head(cluster) -> None:  # type: ignore[no-untyped-def]
+    mgr = _stream(cluster, 2)
+    written = 0
+    for _ in range(3):
+        with cluster.create_writer("sc", "st", pr.JsonSerializer()) as writer:
+            for _ in range(50):
+                writer.write_event({"n": written}, routing_key=f"k{written % 7}")
+                written += 1
+        last = mgr.get_stream_info("sc", "st").segments[-1]
+        middle = (last.key_low + last.key_high) / 2
+        assert mgr.scale_stream(
+            "sc", "st", [last.segment_id], [(last.key_low, middle), (middle, last.key_high)]
+        )
+    cluster.create_reader_group("sc", "late", pr.ReaderGroupConfig.for_streams("sc/st"))
+    got = []
+    with cluster.create_reader("r", "sc", "late", pr.JsonSerializer()) as reader:
+        while len(got) < written:
+            event = reader.read_next_event(timeout_s=5)
+            assert event is not None, f"read {len(got)} of {written}"
+            got.append(event.event["n"])
+    assert sorted(got) == list(range(written))
