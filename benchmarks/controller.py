@@ -1,0 +1,647 @@
+"""The controller on a real local Ray: scaling, auto-scaling and metadata at scale, with baselines.
+
+Starts its own cluster (``pr.start_local`` in a temporary directory, a fresh namespace, file
+tiers) and shuts it down at the end. Prints one table per part (each selectable, ``--parts``):
+
+1. ``scale``: ``--scales`` manual scales of a 1-segment stream, alternately splitting its one
+   segment in two and merging the two back, timed from the ``scale_stream`` call to its return
+   (the new epoch is active), while a writer thread writes ``--event-bytes`` events (in
+   ``write_events`` batches of ``--batch-events``, 16 routing keys) as fast as it can. Reported:
+   the rate the writer reached, and its longest *ack gap* (time between consecutive
+   acknowledgements, from its futures' completion times) during a scale against the longest
+   with no scale under way. A writer whose segment was sealed under it may fail the events
+   routed there (``SegmentSealedError``) or leave them unanswered: the load writer counts
+   them, drops that writer and writes on with a new one (``writers renewed``), so this part
+   runs whether or not writers re-route to successors.
+2. ``autoscale``: ``--auto-scales`` streams with ``ScalingPolicy.by_event_rate(1000, 2, 1)``,
+   each written at 10x that rate (10 events a millisecond); time from the writer's start, and
+   from the ``posted_ms`` of the first hot ``scale_report`` on the controller's request stream
+   (read from the driver as it is posted), to the new epoch visible in ``get_stream_info``.
+3. ``metadata``: streams of 10 segments (``ScalingPolicy.fixed(10)``) created up to each level of
+   ``--streams`` (4 threads fill; the last ``--create-sample`` creates of each level timed from
+   one thread), then ``get_stream_info`` calls/s from 1 and 4 threads, and bytes of metadata:
+   the summed lengths of the controller's table segments (``_system/_kvt.controller/<n>``)
+   divided by the streams. A level whose fill would take longer than ``--fill-budget-s`` at
+   the create rate measured so far is skipped with a note (0: no limit).
+4. ``baseline`` (measured first, on an idle cluster): a plain detached Ray actor's trivial method
+   next to ``get_stream_info`` and ``list_scopes``, sequential calls, p50/p99 and calls/s.
+
+Run: ``make bench-controller`` or ``.venv/bin/python benchmarks/controller.py --help``
+(``--quick``: levels 200,1000 and fewer scales). Progress goes to stderr, tables to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import contextlib
+import itertools
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pravega_ray as pr
+from pravega_ray.constants import CONTROLLER_METADATA_PARTITIONS
+from pravega_ray.controller.request_stream import REQUEST_SEGMENT, RequestStream
+from pravega_ray.controller.segment_helper import SegmentHelper
+from pravega_ray.errors import PravegaError, SegmentSealedError, SegmentTruncatedError
+from pravega_ray.naming import system_table_segment_name
+from pravega_ray.segmentstore.service import SegmentStoreClient
+
+PARTS = ("baseline", "scale", "autoscale", "metadata")
+KEYS = [f"key-{i}" for i in range(16)]
+STALL_S = 1.0
+"""A load writer whose outstanding events got no answer for this long is replaced."""
+OUTSTANDING_EVENTS_MAX = 200_000
+"""A load writer waits (for acks) once this many of its events are unanswered."""
+SETTLE_S = 0.5
+"""After a scale returns, the next SETTLE_S are neither "during a scale" nor "no scale"."""
+AUTO_TARGET_EVENTS_PER_S = 1000
+AUTO_POLL_S = 0.05
+_T0 = time.perf_counter()
+
+
+def log(message: str) -> None:
+    """A progress line on stderr (stdout holds only the report)."""
+    print(f"[bench {time.perf_counter() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of ``values`` (``q`` in [0, 1]); ValueError if empty."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """A plain fixed-width table: first column left-aligned, the others right-aligned."""
+    cells = [[str(h) for h in header]] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    print(f"\n{title}")
+    for n, row in enumerate(cells):
+        line = "  ".join(
+            c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)
+        )
+        print(line.rstrip())
+        if n == 0:
+            print("-" * len(line))
+    sys.stdout.flush()
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+# --- The load writer ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Generation:
+    """One EventStreamWriter of a load writer and the events it was handed."""
+
+    writer: Any
+    written: int = 0
+    settled: int = 0
+    last_settled_at: float = field(default_factory=time.monotonic)
+    sealed: bool = False
+
+
+class LoadWriter:
+    """A thread writing batches to one stream, recording when each batch is acknowledged.
+
+    ``events_per_s`` None: as fast as it can (at most OUTSTANDING_EVENTS_MAX unanswered);
+    otherwise paced on an absolute schedule of one batch per ``batch_events / events_per_s``.
+    A failed batch is counted by error type; after a ``SegmentSealedError``, or once its
+    events stay unanswered for STALL_S, the writer is dropped (not closed: its flush could
+    wait forever) and a new one, made from the stream's current segments, writes on.
+    """
+
+    def __init__(
+        self,
+        cluster: Any,
+        scope: str,
+        stream: str,
+        batch_events: int,
+        event_bytes: int,
+        events_per_s: float | None = None,
+    ) -> None:
+        self._cluster = cluster
+        self._scope, self._stream = scope, stream
+        self._batch = [os.urandom(event_bytes) for _ in range(batch_events)]
+        self._interval_s = None if events_per_s is None else batch_events / events_per_s
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.acks: list[float] = []
+        self.acked = self.failed = self.renewals = 0
+        self.errors: dict[str, int] = {}
+        self.generations: list[_Generation] = []
+        self.started = self.stopped = 0.0
+        self._thread = threading.Thread(target=self._run, name="load-writer", daemon=True)
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self._thread.start()
+
+    def stop(self, drain_s: float = 5.0) -> None:
+        """Stop writing; wait up to ``drain_s`` for the current writer's outstanding events."""
+        self._stop.set()
+        self._thread.join()
+        self.stopped = time.monotonic()
+        deadline = time.monotonic() + drain_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                current = self.generations[-1] if self.generations else None
+                if current is None or current.settled >= current.written:
+                    break
+            time.sleep(0.01)
+
+    @property
+    def written(self) -> int:
+        return sum(g.written for g in self.generations)
+
+    @property
+    def unanswered(self) -> int:
+        """Events handed to a writer and neither acknowledged nor failed (so far)."""
+        with self._lock:
+            return sum(g.written - g.settled for g in self.generations)
+
+    def ack_rate(self) -> float:
+        """Events acknowledged per second of writing."""
+        return self.acked / max(1e-9, (self.stopped or time.monotonic()) - self.started)
+
+    def _new_generation(self) -> _Generation:
+        while not self._stop.is_set():
+            try:
+                writer = self._cluster.create_writer(
+                    self._scope, self._stream, pr.BytesSerializer()
+                )
+            except PravegaError as e:
+                log(f"load writer: new writer failed ({e!r}); retrying")
+                time.sleep(0.05)
+                continue
+            generation = _Generation(writer)
+            with self._lock:
+                self.generations.append(generation)
+            return generation
+        raise _Stopped
+
+    def _run(self) -> None:
+        with contextlib.suppress(_Stopped):
+            self._write_until_stopped()
+
+    def _write_until_stopped(self) -> None:
+        generation = self._new_generation()
+        batch, n = self._batch, len(self._batch)
+        due = time.monotonic()
+        i = 0
+        while not self._stop.is_set():
+            if self._must_renew(generation):
+                self.renewals += 1
+                generation = self._new_generation()
+            if self._interval_s is not None:
+                due += self._interval_s
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            try:
+                future = generation.writer.write_events(batch, KEYS[i % len(KEYS)])
+            except PravegaError as e:
+                self._count_failure(generation, e, n, written=False)
+                generation.sealed = True  # the writer refuses writes: replace it
+                continue
+            i += 1
+            with self._lock:
+                generation.written += n
+            future.add_done_callback(lambda f, g=generation: self._on_done(g, f, n))
+
+    def _must_renew(self, generation: _Generation) -> bool:
+        """Wait while too much is unanswered; True if the writer should be replaced."""
+        while not self._stop.is_set():
+            with self._lock:
+                if generation.sealed:
+                    return True
+                unanswered = generation.written - generation.settled
+                quiet_s = time.monotonic() - generation.last_settled_at
+            if unanswered and quiet_s > STALL_S:
+                return True
+            if unanswered < OUTSTANDING_EVENTS_MAX:
+                return False
+            time.sleep(0.001)
+        return False
+
+    def _on_done(self, generation: _Generation, future: Any, n: int) -> None:
+        error = future.exception()
+        now = time.monotonic()
+        with self._lock:
+            generation.settled += n
+            generation.last_settled_at = now
+            if error is None:
+                self.acked += n
+                self.acks.append(now)
+                return
+        self._count_failure(generation, error, n, written=True)
+
+    def _count_failure(
+        self, generation: _Generation, error: BaseException, n: int, written: bool
+    ) -> None:
+        with self._lock:
+            if written:
+                self.failed += n
+            name = type(error).__name__ + ("" if written else " (raised)")
+            self.errors[name] = self.errors.get(name, 0) + n
+            if isinstance(error, SegmentSealedError):
+                generation.sealed = True
+
+    def gaps_during(self, windows: Sequence[tuple[float, float]]) -> list[float]:
+        """For each window, the longest gap between consecutive acks that overlaps it (a gap
+        that starts before the window or ends after it counts whole)."""
+        acks = sorted(self.acks)
+        out = []
+        for start, end in windows:
+            first = max(0, bisect.bisect_right(acks, start) - 1)
+            last = min(len(acks) - 1, bisect.bisect_left(acks, end))
+            span = acks[first : last + 1]
+            out.append(max((b - a for a, b in itertools.pairwise(span)), default=end - start))
+        return out
+
+    def longest_gap_within(self, windows: Sequence[tuple[float, float]]) -> float:
+        """The longest gap between consecutive acks both inside one of ``windows``."""
+        acks = sorted(self.acks)
+        longest = 0.0
+        for start, end in windows:
+            span = acks[bisect.bisect_left(acks, start) : bisect.bisect_right(acks, end)]
+            longest = max([longest, *(b - a for a, b in itertools.pairwise(span))])
+        return longest
+
+
+class _Stopped(Exception):
+    """The load writer was stopped while it waited for a new writer."""
+
+
+# --- Part 4: baselines -------------------------------------------------------------------------
+
+
+class _TrivialActor:
+    def ping(self) -> int:
+        return 0
+
+
+def sequential_calls(call: Callable[[], object], calls: int) -> tuple[float, float, float]:
+    """(p50 ms, p99 ms, calls/s) of ``calls`` sequential calls (after 10 warm-up calls)."""
+    for _ in range(10):
+        call()
+    latencies = []
+    start = time.perf_counter()
+    for _ in range(calls):
+        t = time.perf_counter()
+        call()
+        latencies.append(time.perf_counter() - t)
+    elapsed = time.perf_counter() - start
+    return percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000, calls / elapsed
+
+
+def run_baselines(cluster: Any, args: argparse.Namespace) -> None:
+    import ray
+
+    mgr = cluster.stream_manager()
+    mgr.create_scope("base")
+    mgr.create_stream("base", "s", pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(1)))
+    name = f"bench-trivial-{os.getpid()}"
+    actor = (
+        ray.remote(_TrivialActor)
+        .options(name=name, namespace=cluster.namespace, lifetime="detached", num_cpus=0)
+        .remote()
+    )
+    try:
+        rows = [
+            ("plain Ray actor call", *sequential_calls(lambda: ray.get(actor.ping.remote()), 500)),
+            ("get_stream_info", *sequential_calls(lambda: mgr.get_stream_info("base", "s"), 200)),
+            ("list_scopes", *sequential_calls(mgr.list_scopes, 200)),
+        ]
+    finally:
+        ray.kill(actor)
+    print_table(
+        "Baselines: one thread, sequential calls, idle cluster",
+        ["call", "p50 ms", "p99 ms", "calls/s"],
+        rows,
+    )
+
+
+# --- Part 1: manual scaling under a writer ------------------------------------------------------
+
+
+def run_manual_scaling(cluster: Any, args: argparse.Namespace) -> None:
+    mgr = cluster.stream_manager()
+    mgr.create_scope("scale")
+    mgr.create_stream("scale", "s", pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(1)))
+    writer = LoadWriter(cluster, "scale", "s", args.batch_events, args.event_bytes)
+    writer.start()
+    time.sleep(args.warm_up_s)
+    quiet = [(writer.started + 1.0, time.monotonic())]
+    windows: list[tuple[float, float]] = []
+    times: list[float] = []
+    for k in range(args.scales):
+        info = mgr.get_stream_info("scale", "s")
+        ids = [s.segment_id for s in sorted(info.segments, key=lambda s: s.key_low)]
+        ranges = [(0.0, 0.5), (0.5, 1.0)] if len(ids) == 1 else [(0.0, 1.0)]
+        start = time.monotonic()
+        mgr.scale_stream("scale", "s", ids, ranges)
+        end = time.monotonic()
+        times.append(end - start)
+        windows.append((start, end))
+        log(f"scale {k + 1}/{args.scales} ({len(ids)} -> {len(ranges)}): {end - start:.3f} s")
+        time.sleep(args.scale_pause_s)
+        quiet.append((end + SETTLE_S, time.monotonic()))
+    writer.stop()
+    during = writer.gaps_during(windows)
+    no_scale = writer.longest_gap_within(quiet)
+    rows = [
+        ("scale_stream call -> new epoch active", percentile(times, 0.5) * 1000,
+         percentile(times, 0.99) * 1000, max(times) * 1000),
+        ("writer's longest ack gap, per scale", percentile(during, 0.5) * 1000,
+         percentile(during, 0.99) * 1000, max(during) * 1000),
+        ("writer's longest ack gap, no scale", None, None, no_scale * 1000),
+    ]  # fmt: skip
+    print_table(
+        f"Manual scale: {args.scales} scales of a 1-segment stream (split 1 -> 2, merge 2 -> 1)",
+        ["measure", "p50 ms", "p99 ms", "max ms"],
+        rows,
+    )
+    _print_writer(writer, f"{args.event_bytes} B events, write_events({args.batch_events})")
+
+
+def _print_writer(writer: LoadWriter, what: str) -> None:
+    errors = ", ".join(f"{k} {v:,}" for k, v in sorted(writer.errors.items())) or "none"
+    print(
+        f"writer ({what}): {writer.ack_rate():,.0f} events/s acknowledged; "
+        f"{writer.written:,} written, {writer.acked:,} acked, {writer.failed:,} failed, "
+        f"{writer.unanswered:,} never answered (left behind in dropped writers); "
+        f"writers renewed {writer.renewals}; errors: {errors}"
+    )
+
+
+# --- Part 2: auto-scaling ----------------------------------------------------------------------
+
+
+class RequestTail:
+    """Reads the controller's request stream from its current end, keeping the first hot
+    ``scale_report`` seen per stream (its ``posted_ms``, wall-clock ms)."""
+
+    def __init__(self, cluster: Any) -> None:
+        client = SegmentStoreClient(_invoker(cluster))
+        self._requests = RequestStream(SegmentHelper(client))
+        self._offset = client.get_info(REQUEST_SEGMENT).result(30).length
+        self._client = client
+        self.first_hot_ms: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="request-tail", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                requests, self._offset = self._requests.read(self._offset, 0.2)
+            except SegmentTruncatedError:
+                self._offset = self._client.get_info(REQUEST_SEGMENT).result(30).start_offset
+                continue
+            except PravegaError as e:
+                log(f"request tail: {e!r}")
+                time.sleep(0.1)
+                continue
+            for request in requests:
+                body = request.body
+                if body.get("type") == "scale_report" and body.get("direction") == "up":
+                    self.first_hot_ms.setdefault(body["stream"], int(body["posted_ms"]))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _invoker(cluster: Any) -> Any:
+    from actors.ray_calls import RayServiceInvoker
+
+    return RayServiceInvoker(cluster.container_handles(), cluster.namespace)
+
+
+def run_auto_scaling(cluster: Any, args: argparse.Namespace) -> None:
+    mgr = cluster.stream_manager()
+    mgr.create_scope("auto")
+    tail = RequestTail(cluster)
+    rows = []
+    rate = 10 * AUTO_TARGET_EVENTS_PER_S
+    for run in range(args.auto_scales):
+        stream = f"s{run}"
+        policy = pr.ScalingPolicy.by_event_rate(AUTO_TARGET_EVENTS_PER_S, 2, 1)
+        mgr.create_stream("auto", stream, pr.StreamConfiguration(scaling=policy))
+        writer = LoadWriter(cluster, "auto", stream, 10, args.event_bytes, events_per_s=rate)
+        wall_minus_mono = time.time() - time.monotonic()
+        writer.start()
+        deadline = writer.started + args.auto_timeout_s
+        info = mgr.get_stream_info("auto", stream)
+        while info.epoch == 0 and time.monotonic() < deadline:
+            time.sleep(AUTO_POLL_S)
+            info = mgr.get_stream_info("auto", stream)
+        visible = time.monotonic()
+        time.sleep(1.0)
+        writer.stop()
+        posted_ms = tail.first_hot_ms.get(stream)
+        posted = None if posted_ms is None else posted_ms / 1000 - wall_minus_mono
+        if info.epoch == 0:
+            log(f"auto-scale {run + 1}: no new epoch within {args.auto_timeout_s:.0f} s")
+            rows.append((stream, None, None, None, None, 0, len(info.segments)))
+            continue
+        hot = posted if posted is not None else writer.started
+        during = writer.gaps_during([(hot, visible)])[0]
+        quiet = writer.longest_gap_within([(writer.started + 1.0, hot)])
+        log(f"auto-scale {run + 1}: epoch {info.epoch} ({len(info.segments)} segments)")
+        rows.append((
+            stream,
+            visible - writer.started,
+            None if posted is None else visible - posted,
+            during * 1000,
+            quiet * 1000,
+            info.epoch,
+            len(info.segments),
+        ))  # fmt: skip
+        _print_writer(writer, f"{rate:,} events/s paced, write_events(10)")
+    tail.stop()
+    print_table(
+        f"Auto-scale: by_event_rate({AUTO_TARGET_EVENTS_PER_S}, 2, 1) written at {rate:,} "
+        "events/s, until the new epoch is visible in get_stream_info",
+        ["stream", "from writer start s", "from hot report s", "ack gap ms",
+         "gap before ms", "epoch", "segments"],
+        rows,
+    )  # fmt: skip
+
+
+# --- Part 3: metadata at scale -----------------------------------------------------------------
+
+
+def metadata_bytes(cluster: Any) -> int:
+    """Summed lengths of the controller's table segments (every record, with its history)."""
+    client = SegmentStoreClient(_invoker(cluster))
+    names = [
+        system_table_segment_name("controller", n) for n in range(CONTROLLER_METADATA_PARTITIONS)
+    ]
+    return sum(int(client.get_info(name).result(30).length) for name in names)
+
+
+def _create(mgr: Any, names: Sequence[str], threads: int) -> float:
+    """Create ``names`` (10 segments each) from ``threads`` threads; streams per second."""
+    config = pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(10))
+    start = time.perf_counter()
+    if threads == 1:
+        for name in names:
+            mgr.create_stream("meta", name, config)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda n: mgr.create_stream("meta", n, config), names))
+    return len(names) / (time.perf_counter() - start)
+
+
+def _info_rate(mgr: Any, names: Sequence[str], threads: int, seconds: float) -> float:
+    """get_stream_info calls per second from ``threads`` threads for about ``seconds``."""
+    counts = [0] * threads
+    deadline = time.monotonic() + seconds
+
+    def loop(t: int) -> None:
+        rng = random.Random(t)
+        while time.monotonic() < deadline:
+            mgr.get_stream_info("meta", rng.choice(names))
+            counts[t] += 1
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(loop, range(threads)))
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def run_metadata(cluster: Any, args: argparse.Namespace) -> None:
+    mgr = cluster.stream_manager()
+    mgr.create_scope("meta")
+    before = metadata_bytes(cluster)
+    names: list[str] = []
+    fill_rate: float | None = None
+    rows = []
+    for level in args.streams:
+        sample = min(args.create_sample, level - len(names))
+        fill = [f"s{i}" for i in range(len(names), level - sample)]
+        if fill and fill_rate and args.fill_budget_s and len(fill) / fill_rate > args.fill_budget_s:
+            note = (
+                f"{level:,} streams: skipped; filling {len(fill):,} more at {fill_rate:.1f} "
+                f"streams/s would take ~{len(fill) / fill_rate / 60:.0f} min "
+                f"(over --fill-budget-s {args.fill_budget_s:.0f}; 0 lifts it)"
+            )
+            log(note)
+            rows.append((level, None, None, None, None, None, None, note))
+            continue
+        if fill:
+            log(f"creating {len(fill):,} streams of 10 segments (4 threads)")
+            fill_rate = _create(mgr, fill, 4)
+            names += fill
+        timed = [f"s{i}" for i in range(len(names), len(names) + sample)]
+        create_rate = _create(mgr, timed, 1) if timed else None
+        names += timed
+        fill_rate = fill_rate or create_rate
+        log(f"{len(names):,} streams; measuring get_stream_info")
+        one = _info_rate(mgr, names, 1, args.info_seconds)
+        four = _info_rate(mgr, names, 4, args.info_seconds)
+        total = metadata_bytes(cluster)
+        rows.append((
+            len(names), len(names) * 10, fill_rate, create_rate, one, four,
+            total // len(names), f"{(total - before) / len(names):,.0f} B/stream added",
+        ))  # fmt: skip
+    print_table(
+        "Metadata: streams of 10 segments in one scope (metadata bytes = summed lengths of "
+        f"the {CONTROLLER_METADATA_PARTITIONS} controller table segments / streams)",
+        ["streams", "segments", "create/s 4 thr", "create/s 1 thr", "info/s 1 thr",
+         "info/s 4 thr", "bytes/stream", "note"],
+        rows,
+    )  # fmt: skip
+
+
+# --- Main --------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of %(default)s")
+    p.add_argument("--quick", action="store_true", help="levels 200,1000; 6 scales; 1 auto-scale")
+    p.add_argument("--containers", type=int, default=4)
+    p.add_argument("--scales", type=int, default=20, help="manual scales (split/merge)")
+    p.add_argument("--scale-pause-s", type=float, default=1.0, help="writer alone between scales")
+    p.add_argument("--warm-up-s", type=float, default=3.0, help="writer alone before the scales")
+    p.add_argument("--event-bytes", type=int, default=100)
+    p.add_argument("--batch-events", type=int, default=100, help="events per write_events call")
+    p.add_argument("--auto-scales", type=int, default=2, help="auto-scaled streams, one at a time")
+    p.add_argument("--auto-timeout-s", type=float, default=60.0)
+    p.add_argument("--streams", default="1000,10000", help="metadata levels (stream counts)")
+    p.add_argument("--create-sample", type=int, default=100, help="creates timed at each level")
+    p.add_argument("--info-seconds", type=float, default=3.0, help="get_stream_info run length")
+    p.add_argument("--fill-budget-s", type=float, default=300.0, help="skip slower levels; 0: none")
+    p.add_argument("--keep-data", action="store_true", help="keep the temporary data directory")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.streams, args.scales, args.auto_scales = "200,1000", 6, 1
+    args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
+    bad = [part for part in args.parts if part not in PARTS]
+    levels = [int(s) for s in str(args.streams).split(",") if s.strip()]
+    if bad or not levels or sorted(levels) != levels or levels[0] < 1:
+        p.error(f"bad --parts {bad} or --streams {args.streams} (ascending positive counts)")
+    for name in ("scales", "event_bytes", "batch_events", "auto_scales", "create_sample"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    args.streams = levels
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-controller-"))
+    namespace = f"bench-controller-{os.getpid()}-{int(time.time())}"
+    print(
+        f"benchmarks/controller.py {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
+        f"{args.containers} containers, file tiers"
+    )
+    log(f"starting a cluster in {data_dir} (namespace {namespace})")
+    cluster = pr.start_local(data_dir, args.containers, namespace=namespace)
+    try:
+        steps = {
+            "baseline": run_baselines,
+            "scale": run_manual_scaling,
+            "autoscale": run_auto_scaling,
+            "metadata": run_metadata,
+        }
+        for part in PARTS:
+            if part in args.parts:
+                log(f"part {part}")
+                steps[part](cluster, args)
+    finally:
+        cluster.shutdown()
+        if not args.keep_data:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
