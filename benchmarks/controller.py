@@ -33,9 +33,6 @@ Run: ``make bench-controller`` or ``.venv/bin/python benchmarks/controller.py --
 from __future__ import annotations
 
 import argparse
-import bisect
-import contextlib
-import itertools
 import os
 import random
 import shutil
@@ -45,44 +42,28 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ray
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from load_writer import LoadWriter, log, percentile
 
 import pravega_ray as pr
 from pravega_ray.constants import CONTROLLER_METADATA_PARTITIONS
 from pravega_ray.controller.request_stream import REQUEST_SEGMENT, RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper
-from pravega_ray.errors import PravegaError, SegmentSealedError, SegmentTruncatedError
+from pravega_ray.errors import PravegaError, SegmentTruncatedError
 from pravega_ray.naming import system_table_segment_name
 from pravega_ray.segmentstore.service import SegmentStoreClient
 
 PARTS = ("baseline", "scale", "autoscale", "metadata")
-KEYS = [f"key-{i}" for i in range(16)]
-STALL_S = 1.0
-"""A load writer whose outstanding events got no answer for this long is replaced."""
-OUTSTANDING_EVENTS_MAX = 200_000
-"""A load writer waits (for acks) once this many of its events are unanswered."""
 SETTLE_S = 0.5
 """After a scale returns, the next SETTLE_S are neither "during a scale" nor "no scale"."""
 AUTO_TARGET_EVENTS_PER_S = 1000
 AUTO_POLL_S = 0.05
-_T0 = time.perf_counter()
-
-
-def log(message: str) -> None:
-    """A progress line on stderr (stdout holds only the report)."""
-    print(f"[bench {time.perf_counter() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of ``values`` (``q`` in [0, 1]); ValueError if empty."""
-    if not values:
-        raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -110,198 +91,22 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-# --- The load writer ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Generation:
-    """One EventStreamWriter of a load writer and the events it was handed."""
-
-    writer: Any
-    written: int = 0
-    settled: int = 0
-    last_settled_at: float = field(default_factory=time.monotonic)
-    sealed: bool = False
-
-
-class LoadWriter:
-    """A thread writing batches to one stream, recording when each batch is acknowledged.
-
-    ``events_per_s`` None: as fast as it can (at most OUTSTANDING_EVENTS_MAX unanswered);
-    otherwise paced on an absolute schedule of one batch per ``batch_events / events_per_s``.
-    A failed batch is counted by error type; after a ``SegmentSealedError``, or once its
-    events stay unanswered for STALL_S, the writer is dropped (not closed: its flush could
-    wait forever) and a new one, made from the stream's current segments, writes on.
-    """
-
-    def __init__(
-        self,
-        cluster: Any,
-        scope: str,
-        stream: str,
-        batch_events: int,
-        event_bytes: int,
-        events_per_s: float | None = None,
-    ) -> None:
-        self._cluster = cluster
-        self._scope, self._stream = scope, stream
-        self._batch = [os.urandom(event_bytes) for _ in range(batch_events)]
-        self._interval_s = None if events_per_s is None else batch_events / events_per_s
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.acks: list[float] = []
-        self.acked = self.failed = self.renewals = 0
-        self.errors: dict[str, int] = {}
-        self.generations: list[_Generation] = []
-        self.started = self.stopped = 0.0
-        self._thread = threading.Thread(target=self._run, name="load-writer", daemon=True)
-
-    def start(self) -> None:
-        self.started = time.monotonic()
-        self._thread.start()
-
-    def stop(self, drain_s: float = 5.0) -> None:
-        """Stop writing; wait up to ``drain_s`` for the current writer's outstanding events."""
-        self._stop.set()
-        self._thread.join()
-        self.stopped = time.monotonic()
-        deadline = time.monotonic() + drain_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                current = self.generations[-1] if self.generations else None
-                if current is None or current.settled >= current.written:
-                    break
-            time.sleep(0.01)
-
-    @property
-    def written(self) -> int:
-        return sum(g.written for g in self.generations)
-
-    @property
-    def unanswered(self) -> int:
-        """Events handed to a writer and neither acknowledged nor failed (so far)."""
-        with self._lock:
-            return sum(g.written - g.settled for g in self.generations)
-
-    def ack_rate(self) -> float:
-        """Events acknowledged per second of writing."""
-        return self.acked / max(1e-9, (self.stopped or time.monotonic()) - self.started)
-
-    def _new_generation(self) -> _Generation:
-        while not self._stop.is_set():
-            try:
-                writer = self._cluster.create_writer(
-                    self._scope, self._stream, pr.BytesSerializer()
-                )
-            except PravegaError as e:
-                log(f"load writer: new writer failed ({e!r}); retrying")
-                time.sleep(0.05)
-                continue
-            generation = _Generation(writer)
-            with self._lock:
-                self.generations.append(generation)
-            return generation
-        raise _Stopped
-
-    def _run(self) -> None:
-        with contextlib.suppress(_Stopped):
-            self._write_until_stopped()
-
-    def _write_until_stopped(self) -> None:
-        generation = self._new_generation()
-        batch, n = self._batch, len(self._batch)
-        due = time.monotonic()
-        i = 0
-        while not self._stop.is_set():
-            if self._must_renew(generation):
-                self.renewals += 1
-                generation = self._new_generation()
-            if self._interval_s is not None:
-                due += self._interval_s
-                delay = due - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-            try:
-                future = generation.writer.write_events(batch, KEYS[i % len(KEYS)])
-            except PravegaError as e:
-                self._count_failure(generation, e, n, written=False)
-                generation.sealed = True  # the writer refuses writes: replace it
-                continue
-            i += 1
-            with self._lock:
-                generation.written += n
-            future.add_done_callback(lambda f, g=generation: self._on_done(g, f, n))
-
-    def _must_renew(self, generation: _Generation) -> bool:
-        """Wait while too much is unanswered; True if the writer should be replaced."""
-        while not self._stop.is_set():
-            with self._lock:
-                if generation.sealed:
-                    return True
-                unanswered = generation.written - generation.settled
-                quiet_s = time.monotonic() - generation.last_settled_at
-            if unanswered and quiet_s > STALL_S:
-                return True
-            if unanswered < OUTSTANDING_EVENTS_MAX:
-                return False
-            time.sleep(0.001)
-        return False
-
-    def _on_done(self, generation: _Generation, future: Any, n: int) -> None:
-        error = future.exception()
-        now = time.monotonic()
-        with self._lock:
-            generation.settled += n
-            generation.last_settled_at = now
-            if error is None:
-                self.acked += n
-                self.acks.append(now)
-                return
-        self._count_failure(generation, error, n, written=True)
-
-    def _count_failure(
-        self, generation: _Generation, error: BaseException, n: int, written: bool
-    ) -> None:
-        with self._lock:
-            if written:
-                self.failed += n
-            name = type(error).__name__ + ("" if written else " (raised)")
-            self.errors[name] = self.errors.get(name, 0) + n
-            if isinstance(error, SegmentSealedError):
-                generation.sealed = True
-
-    def gaps_during(self, windows: Sequence[tuple[float, float]]) -> list[float]:
-        """For each window, the longest gap between consecutive acks that overlaps it (a gap
-        that starts before the window or ends after it counts whole)."""
-        acks = sorted(self.acks)
-        out = []
-        for start, end in windows:
-            first = max(0, bisect.bisect_right(acks, start) - 1)
-            last = min(len(acks) - 1, bisect.bisect_left(acks, end))
-            span = acks[first : last + 1]
-            out.append(max((b - a for a, b in itertools.pairwise(span)), default=end - start))
-        return out
-
-    def longest_gap_within(self, windows: Sequence[tuple[float, float]]) -> float:
-        """The longest gap between consecutive acks both inside one of ``windows``."""
-        acks = sorted(self.acks)
-        longest = 0.0
-        for start, end in windows:
-            span = acks[bisect.bisect_left(acks, start) : bisect.bisect_right(acks, end)]
-            longest = max([longest, *(b - a for a, b in itertools.pairwise(span))])
-        return longest
-
-
-class _Stopped(Exception):
-    """The load writer was stopped while it waited for a new writer."""
-
-
 # --- Part 4: baselines -------------------------------------------------------------------------
 
 
 class _TrivialActor:
     def ping(self) -> int:
         return 0
+
+
+def _trivial_actor(cluster: Any, tag: str) -> Any:
+    """A detached actor with one trivial method (the plain Ray call baseline); kill it after."""
+    name = f"bench-trivial-{tag}-{os.getpid()}"
+    return (
+        ray.remote(_TrivialActor)
+        .options(name=name, namespace=cluster.namespace, lifetime="detached", num_cpus=0)
+        .remote()
+    )
 
 
 def sequential_calls(call: Callable[[], object], calls: int) -> tuple[float, float, float]:
@@ -319,17 +124,10 @@ def sequential_calls(call: Callable[[], object], calls: int) -> tuple[float, flo
 
 
 def run_baselines(cluster: Any, args: argparse.Namespace) -> None:
-    import ray
-
     mgr = cluster.stream_manager()
     mgr.create_scope("base")
     mgr.create_stream("base", "s", pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(1)))
-    name = f"bench-trivial-{os.getpid()}"
-    actor = (
-        ray.remote(_TrivialActor)
-        .options(name=name, namespace=cluster.namespace, lifetime="detached", num_cpus=0)
-        .remote()
-    )
+    actor = _trivial_actor(cluster, "base")
     try:
         rows = [
             ("plain Ray actor call", *sequential_calls(lambda: ray.get(actor.ping.remote()), 500)),
@@ -539,44 +337,53 @@ def run_metadata(cluster: Any, args: argparse.Namespace) -> None:
     mgr = cluster.stream_manager()
     mgr.create_scope("meta")
     before = metadata_bytes(cluster)
+    actor = _trivial_actor(cluster, "meta")
     names: list[str] = []
     fill_rate: float | None = None
-    rows = []
-    for level in args.streams:
-        sample = min(args.create_sample, level - len(names))
-        fill = [f"s{i}" for i in range(len(names), level - sample)]
-        if fill and fill_rate and args.fill_budget_s and len(fill) / fill_rate > args.fill_budget_s:
-            note = (
-                f"{level:,} streams: skipped; filling {len(fill):,} more at {fill_rate:.1f} "
-                f"streams/s would take ~{len(fill) / fill_rate / 60:.0f} min "
-                f"(over --fill-budget-s {args.fill_budget_s:.0f}; 0 lifts it)"
-            )
-            log(note)
-            rows.append((level, None, None, None, None, None, None, note))
-            continue
-        if fill:
-            log(f"creating {len(fill):,} streams of 10 segments (4 threads)")
-            fill_rate = _create(mgr, fill, 4)
-            names += fill
-        timed = [f"s{i}" for i in range(len(names), len(names) + sample)]
-        create_rate = _create(mgr, timed, 1) if timed else None
-        names += timed
-        fill_rate = fill_rate or create_rate
-        log(f"{len(names):,} streams; measuring get_stream_info")
-        one = _info_rate(mgr, names, 1, args.info_seconds)
-        four = _info_rate(mgr, names, 4, args.info_seconds)
-        total = metadata_bytes(cluster)
-        rows.append((
-            len(names), len(names) * 10, fill_rate, create_rate, one, four,
-            total // len(names), f"{(total - before) / len(names):,.0f} B/stream added",
-        ))  # fmt: skip
+    rows: list[tuple[object, ...]] = []
+    notes: list[str] = []
+    try:
+        for level in args.streams:
+            sample = min(args.create_sample, level - len(names))
+            fill = [f"s{i}" for i in range(len(names), level - sample)]
+            budget = args.fill_budget_s
+            if fill and fill_rate and budget and len(fill) / fill_rate > budget:
+                notes.append(
+                    f"{level:,} streams: skipped; {len(fill):,} more creates at "
+                    f"{fill_rate:.1f}/s would take ~{len(fill) / fill_rate / 60:.0f} min, over "
+                    f"--fill-budget-s {budget:.0f} (0 lifts it)"
+                )
+                log(notes[-1])
+                continue
+            if fill:
+                log(f"creating {len(fill):,} streams of 10 segments (4 threads)")
+                fill_rate = _create(mgr, fill, 4)
+                names += fill
+            timed = [f"s{i}" for i in range(len(names), len(names) + sample)]
+            create_rate = _create(mgr, timed, 1) if timed else None
+            names += timed
+            fill_rate = fill_rate or create_rate
+            log(f"{len(names):,} streams; measuring get_stream_info")
+            one = _info_rate(mgr, names, 1, args.info_seconds)
+            four = _info_rate(mgr, names, 4, args.info_seconds)
+            ray_rate = sequential_calls(lambda: ray.get(actor.ping.remote()), 300)[2]
+            total = metadata_bytes(cluster)
+            rows.append((
+                len(names), len(names) * 10, fill_rate, create_rate, one, four, ray_rate,
+                total // len(names), round((total - before) / len(names)),
+            ))  # fmt: skip
+            log(f"metadata row: {rows[-1]}")
+    finally:
+        ray.kill(actor)
     print_table(
-        "Metadata: streams of 10 segments in one scope (metadata bytes = summed lengths of "
-        f"the {CONTROLLER_METADATA_PARTITIONS} controller table segments / streams)",
+        "Metadata: streams of 10 segments in one scope; bytes = summed lengths of the "
+        f"{CONTROLLER_METADATA_PARTITIONS} controller table segments / streams",
         ["streams", "segments", "create/s 4 thr", "create/s 1 thr", "info/s 1 thr",
-         "info/s 4 thr", "bytes/stream", "note"],
+         "info/s 4 thr", "Ray call/s", "bytes/stream", "added B/stream"],
         rows,
     )  # fmt: skip
+    for note in notes:
+        print(note)
 
 
 # --- Main --------------------------------------------------------------------------------------
@@ -624,7 +431,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{args.containers} containers, file tiers"
     )
     log(f"starting a cluster in {data_dir} (namespace {namespace})")
-    cluster = pr.start_local(data_dir, args.containers, namespace=namespace)
+    # A Ray of its own: ray.init() without an address joins the latest Ray instance started
+    # on this machine (e.g. another user's `ray start` or a test's cluster_utils cluster).
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+    ray.init(address="local", namespace=namespace, include_dashboard=False, logging_level="WARNING")
+    try:
+        cluster = pr.start_local(data_dir, args.containers, namespace=namespace)
+    except BaseException:
+        ray.shutdown()
+        raise
     try:
         steps = {
             "baseline": run_baselines,
@@ -638,6 +453,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 steps[part](cluster, args)
     finally:
         cluster.shutdown()
+        ray.shutdown()
         if not args.keep_data:
             shutil.rmtree(data_dir, ignore_errors=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
