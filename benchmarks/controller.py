@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from load_writer import LoadWriter, log, percentile
 
 import pravega_ray as pr
+from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX as MAX_BATCH_BYTES
 from pravega_ray.constants import CONTROLLER_METADATA_PARTITIONS
 from pravega_ray.controller.request_stream import REQUEST_SEGMENT, RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper
@@ -411,12 +412,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.streams, args.scales, args.auto_scales = "200,1000", 6, 1
     args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
     bad = [part for part in args.parts if part not in PARTS]
-    levels = [int(s) for s in str(args.streams).split(",") if s.strip()]
-    if bad or not levels or sorted(levels) != levels or levels[0] < 1:
-        p.error(f"bad --parts {bad} or --streams {args.streams} (ascending positive counts)")
-    for name in ("scales", "event_bytes", "batch_events", "auto_scales", "create_sample"):
+    if bad:
+        p.error(f"unknown --parts {bad}; choose from {','.join(PARTS)}")
+    try:
+        levels = [int(s) for s in str(args.streams).split(",") if s.strip()]
+    except ValueError:
+        levels = []
+    if not levels or sorted(set(levels)) != levels or levels[0] < 1:
+        p.error(f"--streams {args.streams!r}: give ascending stream counts, e.g. 1000,10000")
+    for name in ("containers", "scales", "event_bytes", "batch_events", "auto_scales"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.create_sample < 1 or (args.event_bytes + 8) * args.batch_events > MAX_BATCH_BYTES:
+        p.error(f"--create-sample >= 1; a batch (events + 8 B each) <= {MAX_BATCH_BYTES:,} B")
+    seconds = ("scale_pause_s", "warm_up_s", "auto_timeout_s", "info_seconds", "fill_budget_s")
+    if any(not getattr(args, n) >= 0 for n in seconds) or not args.info_seconds > 0:
+        p.error("seconds must be >= 0 (--info-seconds > 0)")
     args.streams = levels
     return args
 

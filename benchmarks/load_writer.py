@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_ray as pr
-from pravega_ray.errors import PravegaError, SegmentSealedError
+from pravega_ray.errors import PravegaError, SegmentSealedError, StreamSealedError
 
 KEYS = [f"key-{i}" for i in range(16)]
 """Routing keys the batches cycle through, so every segment of a stream gets events."""
@@ -29,6 +29,8 @@ STALL_S = 1.0
 """A load writer whose outstanding events got no answer for this long is replaced."""
 OUTSTANDING_EVENTS_MAX = 200_000
 """A load writer waits (for acks) once this many of its events are unanswered."""
+NEW_WRITER_WAIT_S = 30.0
+"""A load writer that cannot get a new writer for this long gives up (``fatal``)."""
 _T0 = time.perf_counter()
 
 
@@ -63,7 +65,9 @@ class LoadWriter:
     otherwise paced on an absolute schedule of one batch per ``batch_events / events_per_s``.
     A failed batch is counted by error type; after a ``SegmentSealedError``, or once its
     events stay unanswered for STALL_S, the writer is dropped (not closed: its flush could
-    wait forever) and a new one, made from the stream's current segments, writes on.
+    wait forever) and a new one, made from the stream's current segments, writes on. Any
+    other error raised by ``write_events`` (e.g. EventTooLargeError), or no new writer for
+    NEW_WRITER_WAIT_S, stops the thread with that error in ``fatal``; :meth:`stop` raises it.
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class LoadWriter:
         self.errors: dict[str, int] = {}
         self.generations: list[_Generation] = []
         self.started = self.stopped = 0.0
+        self.fatal: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="load-writer", daemon=True)
 
     def start(self) -> None:
@@ -93,10 +98,15 @@ class LoadWriter:
         self._thread.start()
 
     def stop(self, drain_s: float = 5.0) -> None:
-        """Stop writing; wait up to ``drain_s`` for the current writer's outstanding events."""
+        """Stop writing; wait up to ``drain_s`` for the current writer's outstanding events.
+
+        Raises RuntimeError (from ``fatal``) if the thread stopped on an error of its own.
+        """
         self._stop.set()
         self._thread.join()
         self.stopped = time.monotonic()
+        if self.fatal is not None:
+            raise RuntimeError(f"load writer failed: {self.fatal!r}") from self.fatal
         deadline = time.monotonic() + drain_s
         while time.monotonic() < deadline:
             with self._lock:
@@ -120,12 +130,15 @@ class LoadWriter:
         return self.acked / max(1e-9, (self.stopped or time.monotonic()) - self.started)
 
     def _new_generation(self) -> _Generation:
+        deadline = time.monotonic() + NEW_WRITER_WAIT_S
         while not self._stop.is_set():
             try:
                 writer = self._cluster.create_writer(
                     self._scope, self._stream, pr.BytesSerializer()
                 )
             except PravegaError as e:
+                if time.monotonic() > deadline:
+                    raise
                 log(f"load writer: new writer failed ({e!r}); retrying")
                 time.sleep(0.05)
                 continue
@@ -136,8 +149,12 @@ class LoadWriter:
         raise _Stopped
 
     def _run(self) -> None:
-        with contextlib.suppress(_Stopped):
-            self._write_until_stopped()
+        try:
+            with contextlib.suppress(_Stopped):
+                self._write_until_stopped()
+        except BaseException as e:
+            self.fatal = e
+            log(f"load writer stopped: {e!r}")
 
     def _write_until_stopped(self) -> None:
         generation = self._new_generation()
@@ -155,7 +172,7 @@ class LoadWriter:
                     time.sleep(delay)
             try:
                 future = generation.writer.write_events(batch, KEYS[i % len(KEYS)])
-            except PravegaError as e:
+            except (SegmentSealedError, StreamSealedError) as e:
                 self._count_failure(generation, e, n, written=False)
                 generation.sealed = True  # the writer refuses writes: replace it
                 continue
