@@ -5,8 +5,9 @@ tiers) and shuts it down at the end. Prints one table per part (each selectable,
 
 1. ``scale``: ``--scales`` manual scales of a 1-segment stream, alternately splitting its one
    segment in two and merging the two back, timed from the ``scale_stream`` call to its return
-   (the new epoch is active), while a writer thread writes ``--event-bytes`` events (in
-   ``write_events`` batches of ``--batch-events``, 16 routing keys) as fast as it can. Reported:
+   (the new epoch is active): first with no writer (the baseline), then while a writer thread
+   writes ``--event-bytes`` events (in ``write_events`` batches of ``--batch-events``, 16
+   routing keys) as fast as it can. Reported:
    the rate the writer reached, and its longest *ack gap* (time between consecutive
    acknowledgements, from its futures' completion times) during a scale against the longest
    with no scale under way. A writer whose segment was sealed under it may fail the events
@@ -147,38 +148,45 @@ def run_baselines(cluster: Any, args: argparse.Namespace) -> None:
 # --- Part 1: manual scaling under a writer ------------------------------------------------------
 
 
+def _scale_once(mgr: Any, k: int, total: int, what: str) -> tuple[float, float]:
+    """Split the stream's one segment in two, or merge its two back; (call, return) times."""
+    info = mgr.get_stream_info("scale", "s")
+    ids = [s.segment_id for s in sorted(info.segments, key=lambda s: s.key_low)]
+    ranges = [(0.0, 0.5), (0.5, 1.0)] if len(ids) == 1 else [(0.0, 1.0)]
+    start = time.monotonic()
+    mgr.scale_stream("scale", "s", ids, ranges)
+    end = time.monotonic()
+    log(f"scale {k + 1}/{total} {what} ({len(ids)} -> {len(ranges)}): {end - start:.3f} s")
+    return start, end
+
+
 def run_manual_scaling(cluster: Any, args: argparse.Namespace) -> None:
     mgr = cluster.stream_manager()
     mgr.create_scope("scale")
     mgr.create_stream("scale", "s", pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(1)))
+    alone = [_scale_once(mgr, k, args.scales, "no writer") for k in range(args.scales)]
     writer = LoadWriter(cluster, "scale", "s", args.batch_events, args.event_bytes)
     writer.start()
     time.sleep(args.warm_up_s)
     quiet = [(writer.started + 1.0, time.monotonic())]
     windows: list[tuple[float, float]] = []
-    times: list[float] = []
     for k in range(args.scales):
-        info = mgr.get_stream_info("scale", "s")
-        ids = [s.segment_id for s in sorted(info.segments, key=lambda s: s.key_low)]
-        ranges = [(0.0, 0.5), (0.5, 1.0)] if len(ids) == 1 else [(0.0, 1.0)]
-        start = time.monotonic()
-        mgr.scale_stream("scale", "s", ids, ranges)
-        end = time.monotonic()
-        times.append(end - start)
-        windows.append((start, end))
-        log(f"scale {k + 1}/{args.scales} ({len(ids)} -> {len(ranges)}): {end - start:.3f} s")
+        windows.append(_scale_once(mgr, k, args.scales, "under the writer"))
         time.sleep(args.scale_pause_s)
-        quiet.append((end + SETTLE_S, time.monotonic()))
+        quiet.append((windows[-1][1] + SETTLE_S, time.monotonic()))
     writer.stop()
     during = writer.gaps_during(windows)
-    no_scale = writer.longest_gap_within(quiet)
+
+    def row(what: str, seconds: list[float]) -> tuple[object, ...]:
+        ms = [x * 1000 for x in seconds]
+        return (what, percentile(ms, 0.5), percentile(ms, 0.99), max(ms))
+
     rows = [
-        ("scale_stream call -> new epoch active", percentile(times, 0.5) * 1000,
-         percentile(times, 0.99) * 1000, max(times) * 1000),
-        ("writer's longest ack gap, per scale", percentile(during, 0.5) * 1000,
-         percentile(during, 0.99) * 1000, max(during) * 1000),
-        ("writer's longest ack gap, no scale", None, None, no_scale * 1000),
-    ]  # fmt: skip
+        row("scale_stream -> new epoch active, no writer", [e - s for s, e in alone]),
+        row("scale_stream -> new epoch active, writer", [e - s for s, e in windows]),
+        row("writer's longest ack gap, per scale", during),
+        ("writer's longest ack gap, no scale", None, None, writer.longest_gap_within(quiet) * 1000),
+    ]
     print_table(
         f"Manual scale: {args.scales} scales of a 1-segment stream (split 1 -> 2, merge 2 -> 1)",
         ["measure", "p50 ms", "p99 ms", "max ms"],
