@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean check-java venv
+.PHONY: demo test lint bench bench-controller clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -21,6 +21,9 @@ lint: venv
 
 bench: venv
 	$(PY) benchmarks/append_throughput.py
+
+bench-controller: venv
+	$(PY) benchmarks/controller.py
 
 venv: $(STAMP)
 
