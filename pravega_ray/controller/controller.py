@@ -40,6 +40,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pravega_ray.controller.epochs import check_key_ranges, to_range
 from pravega_ray.controller.key_value_tables import KeyValueTableCalls
 from pravega_ray.controller.reader_groups import ReaderGroupCalls
 from pravega_ray.controller.records import (
@@ -55,7 +56,6 @@ from pravega_ray.controller.stream_metadata_store import (
     StreamMetadataStore,
     is_int,
 )
-from pravega_ray.controller.stream_records import check_key_ranges, to_range
 from pravega_ray.errors import (
     ConflictingUpdateError,
     InvalidArgumentError,

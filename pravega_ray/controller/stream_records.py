@@ -32,14 +32,13 @@ binary search over the history rows.
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
 from pravega_ray.constants import STREAM_SEGMENTS_MAX
-from pravega_ray.controller.records import STATE_TRANSITIONS, SegmentRange, StreamInfo, StreamState
+from pravega_ray.controller.epochs import EpochRecord, Row, ScaleRecord, overlaps, to_range, union
+from pravega_ray.controller.records import STATE_TRANSITIONS, StreamInfo, StreamState
 from pravega_ray.errors import (
     ConflictingUpdateError,
     IllegalStateTransitionError,
@@ -48,81 +47,8 @@ from pravega_ray.errors import (
     StreamNotFoundError,
     StreamSealedError,
 )
-from pravega_ray.naming import segment_epoch, segment_id, stream_segment_name
+from pravega_ray.naming import segment_epoch, segment_id
 from pravega_ray.stream_configuration import StreamConfiguration
-
-Row = tuple[int, float, float]
-"""A segment in a history row: ``(id, key_low, key_high)``."""
-
-
-@dataclass(frozen=True, slots=True)
-class EpochRecord:
-    """One row of the history table."""
-
-    epoch: int
-    created_ms: int
-    segments: tuple[Row, ...]
-    sealed: tuple[int, ...]
-    partial: bool
-
-    def ids(self) -> set[int]:
-        return {sid for sid, _, _ in self.segments}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "created_ms": self.created_ms,
-            "segments": [list(r) for r in self.segments],
-            "sealed": list(self.sealed),
-            "partial": self.partial,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleRecord:
-    """The temporary scale property: what one scale seals and creates."""
-
-    epoch: int
-    sealed: tuple[int, ...]
-    segments: tuple[Row, ...]
-    created_ms: int
-
-
-def _overlaps(a: Row, b: Row) -> bool:
-    return a[1] < b[2] and b[1] < a[2]
-
-
-def _union(ranges: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Sorted ranges with adjacent ones joined; ScaleConflictError if any overlap."""
-    merged: list[tuple[float, float]] = []
-    for lo, hi in sorted(ranges):
-        if merged and lo < merged[-1][1]:
-            raise ScaleConflictError(f"key ranges overlap at {lo}")
-        if merged and lo == merged[-1][1]:
-            merged[-1] = (merged[-1][0], hi)
-        else:
-            merged.append((lo, hi))
-    return merged
-
-
-def check_key_ranges(ranges: object) -> list[tuple[float, float]]:
-    """``ranges`` as a list of ``(low, high)`` floats with 0 <= low < high <= 1.
-
-    Raises InvalidArgumentError for anything else (NaN, bools, wrong shapes).
-    """
-    if not isinstance(ranges, (list, tuple)) or not ranges:
-        raise InvalidArgumentError("new_key_ranges must be a non-empty list of (low, high)")
-    out = []
-    for r in ranges:
-        if not isinstance(r, (list, tuple)) or len(r) != 2:
-            raise InvalidArgumentError(f"a key range must be a (low, high) pair, got {r!r}")
-        for v in r:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise InvalidArgumentError(f"a key range bound must be a finite number, got {v!r}")
-        lo, hi = float(r[0]), float(r[1])
-        if not 0.0 <= lo < hi <= 1.0:
-            raise InvalidArgumentError(f"a key range needs 0 <= low < high <= 1, got {r!r}")
-        out.append((lo, hi))
-    return out
 
 
 class StreamRecords:
@@ -371,8 +297,8 @@ class StreamRecords:
         new = [r for r in replaced.segments if segment_epoch(r[0]) == replaced.epoch]
         out = []
         for succ in new:
-            if _overlaps(succ, me[0]):
-                out.append((succ, sorted(p[0] for p in sealed_rows if _overlaps(p, succ))))
+            if overlaps(succ, me[0]):
+                out.append((succ, sorted(p[0] for p in sealed_rows if overlaps(p, succ))))
         return out
 
     def predecessors(self, scope: str, stream: str, sid: int) -> list[Row]:
@@ -381,7 +307,7 @@ class StreamRecords:
         if me is None or created == 0:
             return []
         row = self._active_epoch_row(scope, stream, created)
-        return [p for p in self._rows_of(scope, stream, row.sealed) if _overlaps(p, me[0])]
+        return [p for p in self._rows_of(scope, stream, row.sealed) if overlaps(p, me[0])]
 
     def _rows_of(self, scope: str, stream: str, ids: Sequence[int]) -> list[Row]:
         out = []
@@ -476,7 +402,7 @@ class StreamRecords:
             replaced = self.sealed_in(scope, stream, sid)
             if me is None or replaced is None:
                 continue
-            overlapping = [c for c, r in rows.items() if r is not None and _overlaps(r[0], me[0])]
+            overlapping = [c for c, r in rows.items() if r is not None and overlaps(r[0], me[0])]
             if overlapping and all(segment_epoch(c) >= replaced.epoch for c in overlapping):
                 out.append(sid)
         return out
@@ -491,7 +417,7 @@ class StreamRecords:
                 raise InvalidArgumentError(f"segment {sid} is not a segment of {scope}/{stream}")
             ranges.append((row[0][1], row[0][2]))
         try:
-            covered = _union(ranges)
+            covered = union(ranges)
         except ScaleConflictError:
             raise InvalidArgumentError("a stream cut's segments overlap") from None
         if covered != [(0.0, 1.0)]:
@@ -526,8 +452,8 @@ class StreamRecords:
             )
         if len(set(sealed)) != len(sealed):
             raise ScaleConflictError("a segment is named twice in sealed_segment_ids")
-        new_union = _union(ranges)
-        if _union([(by_id[s][1], by_id[s][2]) for s in sealed]) != new_union:
+        new_union = union(ranges)
+        if union([(by_id[s][1], by_id[s][2]) for s in sealed]) != new_union:
             raise ScaleConflictError(
                 "the new key ranges must exactly cover the sealed segments' ranges, "
                 "with no gap and no overlap"
@@ -606,8 +532,3 @@ class StreamRecords:
     def _put_any(self, key: str, value: dict[str, Any]) -> None:
         current = self._records.get(key)
         self._records.put(key, value, None if current is None else current.version)
-
-
-def to_range(scope: str, stream: str, row: Row) -> SegmentRange:
-    sid, lo, hi = row
-    return SegmentRange(scope, stream, sid, stream_segment_name(scope, stream, sid), lo, hi)
