@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pravega_ray.constants import SYSTEM_SCOPE
-from pravega_ray.errors import InvalidArgumentError, SegmentExistsError
+from pravega_ray.errors import InvalidArgumentError, RetriableError, SegmentExistsError
 from pravega_ray.naming import parse_segment_name, segment_id, stream_segment_name
+from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.auto_scale import ScaleReport
 from pravega_ray.segmentstore.contracts import ReadResult
 
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 REQUEST_STREAM = "_requeststream"
 REQUEST_SEGMENT = stream_segment_name(SYSTEM_SCOPE, REQUEST_STREAM, segment_id(0, 0))
 REQUEST_BYTES_MAX = 64 * 1024
+POST_ATTEMPTS_MAX = 20
+POST_PAUSE_S = 0.05
 READ_BYTES_MAX = 1024 * 1024
 
 _MAGIC = b"RQ"
@@ -138,10 +141,25 @@ class RequestStream:
             self._created = True
 
     def post(self, body: dict[str, Any]) -> int:
-        """Append one request durably; returns its offset. At least once (see module)."""
+        """Append one request durably; returns its offset. At least once (see module): an
+        append whose outcome is unknown (the stream's container restarting) is repeated, up
+        to ``POST_ATTEMPTS_MAX`` times ``POST_PAUSE_S`` apart, on top of what ``segments``
+        repeats itself."""
         frame = encode(body)
-        self.ensure_created()
-        return self._segments.append_plain(self.segment, frame)
+
+        def append() -> int:
+            self.ensure_created()
+            return self._segments.append_plain(self.segment, frame)
+
+        return repeat_while(
+            RetriableError,
+            append,
+            what=f"posting a {body.get('type')} request",
+            log=log,
+            attempts_max=POST_ATTEMPTS_MAX,
+            pause_s=POST_PAUSE_S,
+            sleep=time.sleep,
+        )
 
     def read(self, offset: int, wait_s: float) -> tuple[list[Request], int]:
         """Requests from ``offset`` (waiting up to ``wait_s`` at the tail) and the offset
