@@ -76,16 +76,7 @@ def cluster_manager_options(namespace: str = NAMESPACE) -> dict[str, Any]:
     ``rebalance_now`` interrupted by a crash is not repeated by Ray (the restarted manager
     reconciles on its own).
     """
-    return {
-        "name": CLUSTER_MANAGER_NAME,
-        "namespace": namespace,
-        "lifetime": "detached",
-        "get_if_exists": True,
-        "num_cpus": 0,
-        "max_restarts": -1,
-        "max_task_retries": 0,
-        "max_concurrency": 4,
-    }
+    return controller_part_options(CLUSTER_MANAGER_NAME, namespace)
 
 
 REQUEST_PROCESSOR_NAME = "request-event-processor"
@@ -97,8 +88,8 @@ def stream_bucket_name(bucket: int) -> str:
 
 def controller_part_options(name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
     """Options of a controller-side worker actor (the request event processor, a stream
-    bucket): detached, restartable, threaded (its work runs on its own threads and
-    ``describe`` answers meanwhile), no task retries."""
+    bucket, the cluster manager): detached, restartable, threaded (its work runs on its own
+    threads and ``describe`` answers meanwhile), no task retries."""
     return {
         "name": name,
         "namespace": namespace,

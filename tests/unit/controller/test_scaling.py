@@ -175,6 +175,17 @@ def test_one_scale_at_a_time_per_stream(cluster) -> None:  # type: ignore[no-unt
     assert mgr.get_stream_info("sc", "st").epoch == 1
 
 
+def _die_once_after(step: str, killed: list[str]):  # type: ignore[no-untyped-def]
+    """A workflow ``step`` hook that kills the processor (once) right after ``step``."""
+
+    def die_once(name: str) -> None:
+        if name == step and not killed:
+            killed.append(name)
+            raise SystemExit(f"processor killed after {name!r}")
+
+    return die_once
+
+
 SCALE_STEPS = ["scaling", "segments created", "epoch added", "old segments sealed", "epoch current"]
 
 
@@ -184,14 +195,8 @@ def test_processor_killed_at_every_step_of_a_scale_finishes_it_exactly_once(
 ) -> None:  # type: ignore[no-untyped-def]
     mgr = _stream(cluster, 2)
     s0, s1 = mgr.get_stream_info("sc", "st").segments
-    killed = []
-
-    def die_once(name: str) -> None:
-        if name == step and not killed:
-            killed.append(name)
-            raise SystemExit(f"processor killed after {name!r}")
-
-    cluster.restart_processor(step=die_once)
+    killed: list[str] = []
+    cluster.restart_processor(step=_die_once_after(step, killed))
     controller = cluster.core
     epoch = controller.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.6), (0.6, 1.0)])
     deadline = time.monotonic() + 10
@@ -332,14 +337,8 @@ def test_processor_killed_at_every_step_of_update_seal_and_delete(
     mgr = _stream(cluster, 2)
     if workflow == "delete":
         assert mgr.seal_stream("sc", "st")
-    killed = []
-
-    def die_once(name: str) -> None:
-        if name == step and not killed:
-            killed.append(name)
-            raise SystemExit(f"processor killed after {name!r}")
-
-    cluster.restart_processor(step=die_once)
+    killed: list[str] = []
+    cluster.restart_processor(step=_die_once_after(step, killed))
     controller = cluster.core
     config = pr.StreamConfiguration(pr.ScalingPolicy.by_event_rate(10, 2, 2))
     {
@@ -437,14 +436,8 @@ def test_processor_killed_at_every_step_of_a_truncation(cluster, step: str) -> N
     assert mgr.scale_stream("sc", "st", [s0.segment_id], [(0.0, 1.0)])
     new = mgr.get_stream_info("sc", "st").segments[0]
     _append(cluster, new.name, b"y" * 100)
-    killed = []
-
-    def die_once(name: str) -> None:
-        if name == step and not killed:
-            killed.append(name)
-            raise SystemExit(f"processor killed after {name!r}")
-
-    cluster.restart_processor(step=die_once)
+    killed: list[str] = []
+    cluster.restart_processor(step=_die_once_after(step, killed))
     controller = cluster.core
     controller.truncate_stream("sc", "st", pr.StreamCut("sc", "st", {new.segment_id: 30}))
     _wait(lambda: bool(killed))
