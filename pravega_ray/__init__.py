@@ -30,6 +30,8 @@ from pravega_ray.controller.records import (
     SegmentRange,
     StreamInfo,
     StreamState,
+    TxnInfo,
+    TxnStatus,
 )
 from pravega_ray.errors import *
 from pravega_ray.stream_configuration import (
@@ -88,6 +90,8 @@ __all__ = sorted(
         "StreamInfo",
         "StreamManager",
         "StreamState",
+        "TxnInfo",
+        "TxnStatus",
         "TableEntry",
         "TableKey",
         "Utf8Serializer",

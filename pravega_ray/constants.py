@@ -210,6 +210,27 @@ scales once)."""
 AUTO_SCALE_COLD_MARK_S = 120.0
 """A segment marked cold stays a merge candidate this long without a new cold report."""
 
+# --- Transactions (seed 002) and large events (seed 003) --------------------------------------
+TXN_LEASE_S_DEFAULT = 30.0
+"""A transaction's lease when the writer is not told: it is aborted this long after its
+last ping."""
+TXN_LEASE_S_MAX = 600.0
+"""Longest lease one create or ping may ask for."""
+TXN_MAX_EXECUTION_S = 3600.0
+"""A transaction must be committed or aborted within this long of its creation: pings
+cannot extend its lease beyond it (LeaseExpiredError), and the timer aborts it then."""
+TXN_COMPLETED_KEEP_S = 600.0
+"""A committed or aborted transaction's status stays queryable this long, then is forgotten."""
+TXN_TIMER_PERIOD_S = 0.5
+"""How often the transaction timer looks for leases that ran out."""
+LARGE_EVENT_BYTES_MAX = 1024 * MIB
+"""Largest event ``write_event`` takes; one over MAX_EVENT_SIZE_BYTES is a *large event*
+written through a transient segment (seed 003)."""
+TRANSIENT_SEGMENT_IDLE_S = 300.0
+"""An unmerged transient segment untouched this long is deleted by its container's cleanup."""
+TRANSIENT_CLEANUP_PERIOD_S = 60.0
+"""How often a container looks for idle transient segments."""
+
 # --- Cluster manager ------------------------------------------------------------------------
 CLUSTER_MANAGER_PERIOD_S = 2.0
 """How often the cluster manager looks at the alive Ray nodes and the containers' places."""

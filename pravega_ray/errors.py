@@ -155,6 +155,11 @@ class ReaderGroupNotFoundError(NotFoundError):
     pass
 
 
+class TxnNotFoundError(NotFoundError):
+    """No transaction with this id on this stream (never created, or completed long enough
+    ago to have been forgotten)."""
+
+
 class KeyValueTableNotFoundError(NotFoundError):
     pass
 
@@ -197,6 +202,16 @@ class ScopeNotEmptyError(IllegalStateError):
 
 class StreamNotSealedError(IllegalStateError):
     """Only a sealed stream can be deleted: seal it first."""
+
+
+class TxnFailedError(IllegalStateError):
+    """The transaction cannot do this any more: it is aborting or aborted (by the user or
+    because its lease ran out), or committing/committed when an abort was asked."""
+
+
+class LeaseExpiredError(TxnFailedError):
+    """A ping came after the transaction's lease ran out, or would extend it beyond the
+    transaction's maximum execution time."""
 
 
 class ReaderNotInGroupError(IllegalStateError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from enum import Enum
 
@@ -64,6 +65,40 @@ class StreamInfo:
     @property
     def sealed(self) -> bool:
         return self.state is StreamState.SEALED
+
+
+class TxnStatus(str, Enum):
+    """Where a transaction is (controller seed, "Transaction Manager")."""
+
+    OPEN = "open"
+    COMMITTING = "committing"
+    COMMITTED = "committed"
+    ABORTING = "aborting"
+    ABORTED = "aborted"
+
+    @property
+    def completed(self) -> bool:
+        return self in (TxnStatus.COMMITTED, TxnStatus.ABORTED)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnInfo:
+    """A transaction as the controller created it.
+
+    ``segments`` are the active segments of ``epoch`` (the parents); the transaction's
+    own segment on each is ``naming.transaction_segment_name(parent.name, txn_id.bytes)``.
+    Times are wall-clock milliseconds; ``lease_deadline_ms`` moves with each ping, never
+    beyond ``max_deadline_ms``.
+    """
+
+    scope: str
+    stream: str
+    txn_id: uuid.UUID
+    epoch: int
+    segments: tuple[SegmentRange, ...]
+    status: TxnStatus
+    lease_deadline_ms: int
+    max_deadline_ms: int
 
 
 class KeyValueTableState(str, Enum):
