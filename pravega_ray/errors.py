@@ -17,6 +17,7 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── StreamNotFoundError
     │   ├── SegmentNotFoundError
     │   ├── ReaderGroupNotFoundError
+    │   ├── TxnNotFoundError            unknown (or long completed) transaction id
     │   └── KeyValueTableNotFoundError
     ├── AlreadyExistsError
     │   ├── SegmentExistsError
@@ -28,6 +29,8 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── IllegalStateTransitionError
     │   ├── ScopeNotEmptyError
     │   ├── StreamNotSealedError        delete of a stream not sealed yet
+    │   ├── TxnFailedError              the transaction is no longer open / was aborted
+    │   │   └── LeaseExpiredError       ping after the lease ran out or past max execution
     │   ├── ReaderNotInGroupError       the reader was declared offline (or never joined)
     │   └── ClientClosedError           the writer or reader was closed
     ├── ConditionalUpdateError          a condition of the update did not hold
@@ -68,6 +71,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidNameError",
     "KeyValueTableNotFoundError",
+    "LeaseExpiredError",
     "NoSuchKeyError",
     "NotFoundError",
     "PravegaError",
@@ -87,6 +91,8 @@ __all__ = [
     "StreamNotFoundError",
     "StreamNotSealedError",
     "StreamSealedError",
+    "TxnFailedError",
+    "TxnNotFoundError",
 ]
 
 
