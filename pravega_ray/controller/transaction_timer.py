@@ -98,7 +98,8 @@ class TransactionTimer:
         for txn_id in self._txns.list_completed(scope, stream):
             completed = self._txns.completed(scope, stream, txn_id)
             if completed is not None:
-                out.append((completed[1] + keep_ms, "completed", scope, stream, -1, txn_id.hex))
+                due = completed.status_ms + keep_ms
+                out.append((due, "completed", scope, stream, -1, txn_id.hex))
         return out
 
     @staticmethod
@@ -134,7 +135,7 @@ class TransactionTimer:
         txn_id = uuid.UUID(hex=hex_id)
         if kind == "completed":
             completed = self._txns.completed(scope, stream, txn_id)
-            if completed is not None and completed[1] + TXN_COMPLETED_KEEP_S * 1000 <= now:
+            if completed is not None and completed.status_ms + TXN_COMPLETED_KEEP_S * 1000 <= now:
                 self._txns.forget(scope, stream, txn_id)
             return 0
         record = self._txns.active(scope, stream, epoch, txn_id)

@@ -98,8 +98,8 @@ def test_commit_merges_after_what_was_appended_before(cluster) -> None:  # type:
     with pytest.raises(pr.TxnFailedError):
         cluster._controller.abort_transaction("sc", "st", txn.txn_id)
     assert cluster._controller.list_transactions("sc", "st") == {}
-    with pytest.raises(pr.TxnFailedError):
-        cluster._controller.get_transaction("sc", "st", txn.txn_id)
+    ended = cluster._controller.get_transaction("sc", "st", txn.txn_id)
+    assert ended.status is TxnStatus.COMMITTED and ended.segments == txn.segments
 
 
 def test_abort_deletes_the_segments_and_commit_then_fails(cluster) -> None:  # type: ignore[no-untyped-def]
