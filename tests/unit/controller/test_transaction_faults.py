@@ -327,3 +327,66 @@ def test_a_waiting_request_never_expires_and_does_not_hold_up_other_streams(clus
         assert calls["a"] == 20  # retried until DONE, never dropped as expired
     finally:
         processor.stop()
+
+
+def test_commits_of_many_transactions_are_each_contiguous_in_commit_order(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    txns = [c.create_transaction("sc", "st", 60.0) for _ in range(6)]
+    written = [write_txn(cluster, t, b"T%d" % i) for i, t in enumerate(txns)]
+    order = [3, 0, 5, 1, 4, 2]
+    for i in order:
+        c.commit_transaction("sc", "st", txns[i].txn_id)
+    # A commit event posted again (posting is at least once) changes nothing.
+    body = {"type": "commit", "scope": "sc", "stream": "st", "epoch": 0, "posted_ms": 0}
+    cluster.core._transactions().commits.post({**body, "txn": txns[order[0]].txn_id.hex})
+    wait_for(lambda: all(status(cluster, t) is TxnStatus.COMMITTED for t in txns))
+    for parent in txns[0].segments:
+        expected = b"".join(written[i][parent.name] for i in order)
+        assert read_all(cluster, parent.name) == expected
+    wait_for(lambda: cluster.commit_processor.drain(1.0))
+    for parent in txns[0].segments:
+        assert read_all(cluster, parent.name) == b"".join(written[i][parent.name] for i in order)
+
+
+def test_a_creation_that_finds_its_epoch_closed_moves_to_the_new_epoch(
+    cluster, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    _, s1 = c.get_stream_info("sc", "st").segments
+    old = c.create_transaction("sc", "st", 60.0)
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
+    txns = StreamMetadataStore(cluster.metadata).txns
+    wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale closed epoch 0 and waits
+    records = cluster.core._store.streams
+    real = records.highest_epoch
+    seen: list[int] = []
+
+    def stale_once(scope: str, stream: str) -> int:  # read before the scale's new epoch
+        seen.append(0)
+        return 0 if len(seen) == 1 else real(scope, stream)
+
+    monkeypatch.setattr(records, "highest_epoch", stale_once)
+    new = c.create_transaction("sc", "st", 60.0)
+    assert len(seen) == 2 and new.epoch == 1
+    assert txns.list_epoch("sc", "st", 0) == [old.txn_id]  # its record under 0 was removed
+    assert s1.segment_id not in [s.segment_id for s in new.segments]
+    with pytest.raises(pr.SegmentNotFoundError):  # none on the old epoch's sealed-to-be one
+        cluster.segments.get_info(transaction_segment_name(s1.name, new.txn_id.bytes)).result(10)
+    c.abort_transaction("sc", "st", old.txn_id)
+    wait_for(lambda: c.check_scale("sc", "st", epoch))
+    assert status(cluster, new) is TxnStatus.OPEN
+
+
+def test_transactions_survive_a_restart_of_the_whole_cluster(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    txn = c.create_transaction("sc", "st", 60.0)
+    written = write_txn(cluster, txn, b"T")
+    cluster.restart()
+    assert c.get_transaction("sc", "st", txn.txn_id) == txn
+    c.commit_transaction("sc", "st", txn.txn_id)
+    wait_for(lambda: status(cluster, txn) is TxnStatus.COMMITTED)
+    for parent in txn.segments:
+        assert read_all(cluster, parent.name) == written[parent.name]
