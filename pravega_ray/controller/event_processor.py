@@ -234,7 +234,12 @@ class RequestEventProcessor:
         self._thread = threading.Thread(target=loop, daemon=True, name=f"pravega-{self._name}")
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Ask the processor to stop, without waiting (several stop side by side)."""
+        self._stopping.set()
+
     def stop(self) -> None:
+        """Stop reading and handling, and wait for the threads (at most a few seconds)."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(5)
