@@ -4,6 +4,7 @@ clock), a scale waiting for its old epoch's transactions, a seal with open ones.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -390,3 +391,35 @@ def test_transactions_survive_a_restart_of_the_whole_cluster(cluster) -> None:  
     wait_for(lambda: status(cluster, txn) is TxnStatus.COMMITTED)
     for parent in txn.segments:
         assert read_all(cluster, parent.name) == written[parent.name]
+
+
+def test_commits_while_a_container_restarts_again_and_again_end_exactly_once(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    c = cluster._controller
+    txns = [c.create_transaction("sc", "st", 60.0) for _ in range(4)]
+    written = [write_txn(cluster, t, b"T%d" % i) for i, t in enumerate(txns)]
+    (parent,) = txns[0].segments
+    container = container_for_segment(parent.name, cluster.container_count)
+    stop = threading.Event()
+
+    def restarts() -> None:
+        while not stop.is_set():
+            cluster.restart_container(container)
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=restarts)
+    thread.start()
+    try:
+        for txn in txns:
+            for _ in range(200):  # the caller repeats a commit whose outcome is unknown
+                try:
+                    c.commit_transaction("sc", "st", txn.txn_id)
+                    break
+                except pr.RetriableError:
+                    time.sleep(0.02)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join()
+    wait_for(lambda: all(status(cluster, t) is TxnStatus.COMMITTED for t in txns), 40.0)
+    assert read_all(cluster, parent.name) == b"".join(w[parent.name] for w in written)
