@@ -423,3 +423,19 @@ def test_commits_while_a_container_restarts_again_and_again_end_exactly_once(clu
         thread.join()
     wait_for(lambda: all(status(cluster, t) is TxnStatus.COMMITTED for t in txns), 40.0)
     assert read_all(cluster, parent.name) == b"".join(w[parent.name] for w in written)
+
+
+def test_a_seal_during_a_scale_waiting_for_transactions_aborts_them(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    _, s1 = c.get_stream_info("sc", "st").segments
+    txn = c.create_transaction("sc", "st", 600.0)
+    write_txn(cluster, txn, b"T")
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
+    txns = StreamMetadataStore(cluster.metadata).txns
+    wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale waits for the transaction
+    assert not c.seal_stream("sc", "st")
+    wait_for(lambda: c.get_stream_info("sc", "st").state is pr.StreamState.SEALED)
+    assert c.check_scale("sc", "st", epoch)
+    assert status(cluster, txn) is TxnStatus.ABORTED
+    assert read_all(cluster, s1.name) == b""
