@@ -32,7 +32,7 @@ from pravega_ray.controller.records import TxnStatus
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_workflows import TransactionWorkflows
-from pravega_ray.errors import PravegaError
+from pravega_ray.errors import DataCorruptionError, PravegaError
 from pravega_ray.timing import SYSTEM_CLOCK, Clock
 
 __all__ = ["RESCAN_S", "STUCK_REPOST_S", "TransactionTimer", "transaction_timer"]
@@ -91,12 +91,20 @@ class TransactionTimer:
         out: list[_Entry] = []
         for epoch in self._workflows.candidate_epochs(scope, stream):
             for txn_id in self._txns.list_epoch(scope, stream, epoch):
-                record = self._txns.active(scope, stream, epoch, txn_id)
+                try:
+                    record = self._txns.active(scope, stream, epoch, txn_id)
+                except DataCorruptionError as e:  # quarantined; the others go on
+                    log.error("transaction timer: %s", e)
+                    continue
                 if record is not None:
                     out.append(self._active_entry(scope, stream, epoch, txn_id, record))
         keep_ms = int(TXN_COMPLETED_KEEP_S * 1000)
         for txn_id in self._txns.list_completed(scope, stream):
-            completed = self._txns.completed(scope, stream, txn_id)
+            try:
+                completed = self._txns.completed(scope, stream, txn_id)
+            except DataCorruptionError as e:
+                log.error("transaction timer: %s", e)
+                continue
             if completed is not None:
                 due = completed.status_ms + keep_ms
                 out.append((due, "completed", scope, stream, -1, txn_id.hex))

@@ -439,3 +439,20 @@ def test_a_seal_during_a_scale_waiting_for_transactions_aborts_them(cluster) -> 
     assert c.check_scale("sc", "st", epoch)
     assert status(cluster, txn) is TxnStatus.ABORTED
     assert read_all(cluster, s1.name) == b""
+
+
+def test_a_damaged_transaction_record_is_named_and_the_others_still_time_out(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    c = cluster._controller
+    damaged = c.create_transaction("sc", "st", 60.0)
+    healthy = c.create_transaction("sc", "st", 5.0)
+    key = f"txn/sc/st/{0:010d}/{damaged.txn_id.hex}"
+    current = cluster.metadata.get(key)
+    cluster.metadata.put(key, {**current.value, "status": "bogus"}, current.version)
+    with pytest.raises(pr.DataCorruptionError):
+        c.check_transaction_status("sc", "st", damaged.txn_id)
+    assert status(cluster, healthy) is TxnStatus.OPEN
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    clock.advance(6)
+    assert manual_timer(cluster, clock).run_once() == 1
+    wait_for(lambda: status(cluster, healthy) is TxnStatus.ABORTED)
