@@ -49,8 +49,8 @@ _Entry = tuple[int, str, str, str, int, str]
 
 
 class TransactionTimer:
-    """Aborts transactions whose lease ran out (module docstring). Not thread-safe:
-    :meth:`run_once` is called by one thread (its own, or a test's)."""
+    """Aborts transactions whose lease ran out (module docstring). Thread-safe: sweeps
+    (its own thread's, a caller's :meth:`run_once`) run one at a time."""
 
     def __init__(
         self,
@@ -71,6 +71,7 @@ class TransactionTimer:
         self._scanned_ms: int | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._sweeping = threading.Lock()
         self.aborted = 0
 
     # --- the heap --------------------------------------------------------------------------------
@@ -125,8 +126,12 @@ class TransactionTimer:
         """Handle every entry due by ``now_ms`` (default: the clock's wall time), rebuilding
         the heap first when it is older than ``RESCAN_S``; returns how many transactions it
         aborted."""
-        now = self._clock.wall_time_ms() if now_ms is None else now_ms
-        if self._scanned_ms is None or now - self._scanned_ms >= self._rescan_ms:
+        with self._sweeping:
+            return self._sweep(self._clock.wall_time_ms() if now_ms is None else now_ms)
+
+    def _sweep(self, now: int) -> int:
+        # Rebuilt when old, and when time went back (a caller's sweep "in the future").
+        if self._scanned_ms is None or not 0 <= now - self._scanned_ms < self._rescan_ms:
             self.rebuild(now)
         aborted = 0
         while self._heap and self._heap[0][0] <= now:
