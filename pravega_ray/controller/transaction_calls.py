@@ -146,11 +146,14 @@ class TransactionCalls:
                 with contextlib.suppress(SegmentExistsError):
                     self._segments.create_transaction_segment(txn_segment)
             if txns.active(scope, stream, epoch, txn_id) != record:
-                # Aborted meanwhile (a seal): its abort may have run before these creates.
+                # Aborted meanwhile (a seal, or a lease shorter than the creation): its abort
+                # may have run before these creates.
                 for _, txn_segment in pairs:
                     with contextlib.suppress(SegmentNotFoundError):
                         self._segments.delete_segment(txn_segment)
-                raise StreamSealedError(f"stream {scope}/{stream} is being sealed")
+                if streams.state(scope, stream) in (StreamState.SEALING, StreamState.SEALED):
+                    raise StreamSealedError(f"stream {scope}/{stream} is being sealed")
+                raise TxnFailedError(f"transaction {txn_id} was aborted while being created")
             return self._txn_info(record)
         raise TxnFailedError(
             f"no epoch of {scope}/{stream} stayed open to new transactions; try again"
