@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from typing import Any
 
 from actors.controller_parts import controller_parts
 from actors.options import NAMESPACE
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
+from pravega_ray.controller.records import (
+    KeyValueTableInfo,
+    SegmentRange,
+    StreamInfo,
+    TxnInfo,
+    TxnStatus,
+)
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
 
@@ -160,3 +167,25 @@ class ControllerActor:
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
         return self._controller.delete_reader_group(scope, group)
+
+    # --- transactions ----------------------------------------------------------------------------
+    def create_transaction(self, scope: str, stream: str, lease_s: float) -> TxnInfo:
+        return self._controller.create_transaction(scope, stream, lease_s)
+
+    def ping_transaction(self, scope: str, stream: str, txn_id: uuid.UUID, lease_s: float) -> int:
+        return self._controller.ping_transaction(scope, stream, txn_id, lease_s)
+
+    def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        return self._controller.commit_transaction(scope, stream, txn_id)
+
+    def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        return self._controller.abort_transaction(scope, stream, txn_id)
+
+    def check_transaction_status(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        return self._controller.check_transaction_status(scope, stream, txn_id)
+
+    def get_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnInfo:
+        return self._controller.get_transaction(scope, stream, txn_id)
+
+    def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        return self._controller.list_transactions(scope, stream)

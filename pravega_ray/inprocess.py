@@ -30,6 +30,8 @@ from pravega_ray.controller.service import method_name
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray.controller.table_metadata_store import TableMetadataStore, open_metadata_store
+from pravega_ray.controller.transaction_timer import transaction_timer
+from pravega_ray.controller.transaction_workflows import abort_processor, commit_processor
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
@@ -80,6 +82,7 @@ class InProcessCluster(ClientFactory):
         self._locked = _LockedController(self._new_controller())
         self.processor = self._new_processor()
         self.processor.start()
+        self._start_transaction_services()
         super().__init__(ControllerClient(self._locked), SegmentStoreConnection(self))
 
     @property
@@ -122,6 +125,39 @@ class InProcessCluster(ClientFactory):
         self.processor.stop()
         self.processor = self._new_processor(step)
         self.processor.start()
+
+    # --- transactions: the commit and abort event processors and the timer -----------------------
+    def _start_transaction_services(self) -> None:
+        self.commit_processor = commit_processor(self.metadata, self._segment_helper())
+        self.abort_processor = abort_processor(self.metadata, self._segment_helper())
+        self.txn_timer = transaction_timer(self.metadata, self._segment_helper())
+        self.commit_processor.start()
+        self.abort_processor.start()
+        self.txn_timer.start()
+
+    def _stop_transaction_services(self) -> None:
+        self.txn_timer.stop()
+        self.commit_processor.stop()
+        self.abort_processor.stop()
+
+    def restart_commit_processor(self, step: Callable[[str], None] = lambda name: None) -> None:
+        """Stop the commit event processor (as if its actor died) and start a new one, which
+        resumes from its checkpoint; ``step`` is called between its handler's steps."""
+        self.commit_processor.stop()
+        self.commit_processor = commit_processor(self.metadata, self._segment_helper(), step=step)
+        self.commit_processor.start()
+
+    def restart_abort_processor(self, step: Callable[[str], None] = lambda name: None) -> None:
+        """As :meth:`restart_commit_processor`, for the abort event processor."""
+        self.abort_processor.stop()
+        self.abort_processor = abort_processor(self.metadata, self._segment_helper(), step=step)
+        self.abort_processor.start()
+
+    def restart_txn_timer(self) -> None:
+        """Stop the transaction timer and start a new one (it rebuilds from the records)."""
+        self.txn_timer.stop()
+        self.txn_timer = transaction_timer(self.metadata, self._segment_helper())
+        self.txn_timer.start()
 
     def _new_container(self, container_id: int) -> SegmentContainer:
         container = build_in_memory_container(
@@ -169,14 +205,17 @@ class InProcessCluster(ClientFactory):
         Clients made before keep working (as after a restart of a Ray cluster's actors).
         """
         self.processor.stop()
+        self._stop_transaction_services()
         for container_id in range(self.container_count):
             self.restart_container(container_id)
         self._locked.replace(self._new_controller())
         self.processor = self._new_processor()
         self.processor.start()
+        self._start_transaction_services()
 
     def shutdown(self) -> None:
         self.processor.stop()
+        self._stop_transaction_services()
         for container in self._containers:
             if container is not None:
                 self.run(container.close()).result(10)

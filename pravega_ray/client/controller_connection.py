@@ -15,6 +15,9 @@ apart, logging each) exactly these:
 * ``seal_stream``, ``update_stream`` and ``scale_stream``: a repeated request runs the same
   idempotent workflow (a repeated scale of the scale under way answers its epoch; one that
   finished in between fails with ScaleConflictError, its segments being sealed);
+* transaction calls: a repeated commit or abort answers the status it reached, a repeated
+  ping renews the lease again; a repeated ``create_transaction`` may leave the first
+  transaction behind, unused: its lease runs out and the timer aborts it;
 * creates, which it sends with a ``request_id`` the controller stores in the record,
   so a create that landed before its reply was lost answers True again, not False.
 
@@ -33,7 +36,13 @@ from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
-from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
+from pravega_ray.controller.records import (
+    KeyValueTableInfo,
+    SegmentRange,
+    StreamInfo,
+    TxnInfo,
+    TxnStatus,
+)
 from pravega_ray.controller.service import ControllerService
 from pravega_ray.errors import ControllerUnavailableError
 from pravega_ray.retry import repeat_while
@@ -250,6 +259,28 @@ class ControllerClient:
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
         return self._once(ControllerService.delete_reader_group, scope, group)
+
+    # --- transactions ----------------------------------------------------------------------------
+    def create_transaction(self, scope: str, stream: str, lease_s: float) -> TxnInfo:
+        return self._repeated(ControllerService.create_transaction, scope, stream, lease_s)
+
+    def ping_transaction(self, scope: str, stream: str, txn_id: uuid.UUID, lease_s: float) -> int:
+        return self._repeated(ControllerService.ping_transaction, scope, stream, txn_id, lease_s)
+
+    def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        return self._repeated(ControllerService.commit_transaction, scope, stream, txn_id)
+
+    def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        return self._repeated(ControllerService.abort_transaction, scope, stream, txn_id)
+
+    def check_transaction_status(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        return self._repeated(ControllerService.check_transaction_status, scope, stream, txn_id)
+
+    def get_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnInfo:
+        return self._repeated(ControllerService.get_transaction, scope, stream, txn_id)
+
+    def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        return self._repeated(ControllerService.list_transactions, scope, stream)
 
 
 def _request_id(request_id: str | None) -> str:

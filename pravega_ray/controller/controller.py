@@ -27,8 +27,8 @@ Robustness:
   number, kept in a ``deleted/`` record).
 
 Key-value table calls are in ``key_value_tables.py``, reader-group calls in
-``reader_groups.py`` (mixins of :class:`Controller`). Not thread-safe: the actor shell
-serializes calls.
+``reader_groups.py``, transaction calls in ``transaction_calls.py`` (mixins of
+:class:`Controller`). Not thread-safe: the actor shell serializes calls.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from pravega_ray.controller.stream_metadata_store import (
     StreamMetadataStore,
     is_int,
 )
+from pravega_ray.controller.transaction_calls import TransactionCalls
 from pravega_ray.errors import (
     ConflictingUpdateError,
     InvalidArgumentError,
@@ -97,8 +98,12 @@ class SegmentStoreAdmin(Protocol):
 
     def truncate_segment(self, segment: str, offset: int) -> None: ...
 
+    def create_transaction_segment(self, segment: str) -> None: ...
 
-class Controller(KeyValueTableCalls, ReaderGroupCalls):
+    def merge(self, target: str, source: str) -> int: ...
+
+
+class Controller(KeyValueTableCalls, ReaderGroupCalls, TransactionCalls):
     """Implements the controller's service surface
     (:class:`~pravega_ray.controller.service.ControllerService`) over the records of
     ``store`` (through a :class:`StreamMetadataStore`) and the segment containers reached
@@ -126,6 +131,7 @@ class Controller(KeyValueTableCalls, ReaderGroupCalls):
         self._resumed = False
         self._unresumed: dict[str, str] = {}  # key -> state, to retry (outcome unknown)
         self._last_resume = 0.0
+        self._txn_workflows = None
 
     # --- cluster -------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:

@@ -16,6 +16,10 @@ handler does:
   temporary property is not written yet, or another workflow holds the stream): the
   request goes to the back of its stream's queue and is tried again ``postpone_s`` later,
   until it is ``expiry_s`` old; then it is dropped (logged), as the seed says.
+* **Waiting.** A handler answers :data:`WAIT` when a request must wait for something that
+  may take longer than ``expiry_s`` but will come (a scale or seal waiting for its old
+  epoch's transactions; a commit waiting for its epoch to become active): like a
+  postponement, but it never expires.
 * A handler error whose outcome is unknown (:class:`RetriableError`) is retried like a
   postponement, without expiry; any other error is logged and the request dropped, so one
   bad request never stops the others.
@@ -43,12 +47,13 @@ from pravega_ray.constants import (
 from pravega_ray.controller.request_stream import Request, RequestStream
 from pravega_ray.errors import ConflictingUpdateError, RetriableError
 
-__all__ = ["DONE", "POSTPONE", "RequestEventProcessor"]
+__all__ = ["DONE", "POSTPONE", "WAIT", "RequestEventProcessor"]
 
 log = logging.getLogger(__name__)
 
 DONE = "done"
 POSTPONE = "postpone"
+WAIT = "wait"
 
 Handler = Callable[[dict[str, Any]], str]
 
@@ -76,6 +81,7 @@ class RequestEventProcessor:
         self._handler = handler
         self._checkpoints = checkpoints
         self._key = f"eventprocessors/{name}"
+        self._name = name
         self._postpone_s = postpone_s
         self._expiry_s = expiry_s
         self._wall_ms = wall_ms
@@ -154,6 +160,8 @@ class RequestEventProcessor:
         body = request.body
         try:
             outcome = self._handler(body)
+            if outcome == WAIT:
+                return POSTPONE  # never expires
         except (RetriableError, ConflictingUpdateError) as e:
             log.warning("request %s at %d: %r; will retry", body, request.offset, e)
             return POSTPONE
@@ -208,7 +216,7 @@ class RequestEventProcessor:
                     log.exception("request event processor: reading failed; retrying")
                     self._stopping.wait(0.5)
 
-        self._thread = threading.Thread(target=loop, daemon=True, name="pravega-requests")
+        self._thread = threading.Thread(target=loop, daemon=True, name=f"pravega-{self._name}")
         self._thread.start()
 
     def stop(self) -> None:

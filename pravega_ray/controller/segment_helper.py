@@ -22,8 +22,9 @@ from pravega_ray.errors import RetriableError
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.attributes import AttributeUpdate
 from pravega_ray.segmentstore.auto_scale import policy_removal_updates, policy_updates
+from pravega_ray.segmentstore.container_metadata import SegmentRole
 from pravega_ray.segmentstore.contracts import ReadResult
-from pravega_ray.segmentstore.service import SegmentStoreClient
+from pravega_ray.segmentstore.service import SegmentStoreClient, SegmentStoreService
 from pravega_ray.stream_configuration import ScaleType, ScalingPolicy
 
 __all__ = ["SegmentHelper"]
@@ -69,6 +70,23 @@ class SegmentHelper:
 
     def create_segment(self, segment: str) -> None:
         self._call(segment, self._client.create_segment)
+
+    def create_transaction_segment(self, segment: str) -> None:
+        """Create a transaction segment (role TRANSACTION, in its parent's container)."""
+        self._call(segment, lambda s: self._client.create_segment(s, SegmentRole.TRANSACTION))
+
+    def merge(self, target: str, source: str) -> int:
+        """Atomically move sealed ``source``'s bytes to the end of ``target``; returns the
+        target's new length. SegmentNotFoundError if ``source`` is gone (merged already, when
+        repeated after an unknown outcome)."""
+        return self._call(target, lambda t: self._merge(t, source))
+
+    def _merge(self, target: str, source: str) -> Future[int]:
+        merge = getattr(self._client, "merge", None)
+        if merge is not None:  # the typed client's call, once the segment store has one
+            result: Future[int] = merge(target, source)
+            return result
+        return self._client.invoker.invoke(SegmentStoreService.merge, target, source)
 
     def create_table_segment(self, segment: str) -> None:
         self._call(segment, self._client.table_create)

@@ -29,17 +29,25 @@ successors of segments they read to their ends.
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo
+from pravega_ray.controller.records import (
+    KeyValueTableInfo,
+    SegmentRange,
+    StreamInfo,
+    TxnInfo,
+    TxnStatus,
+)
 from pravega_ray.invariant import invariant
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
 
 
 class ControllerService(Protocol):
-    """Scopes, streams, key-value tables and reader groups (Pravega's controller service)."""
+    """Scopes, streams, key-value tables, reader groups and transactions (Pravega's
+    controller service)."""
 
     # --- cluster ---------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:
@@ -223,6 +231,49 @@ class ControllerService(Protocol):
         Raises ScopeNotFoundError, InvalidNameError, DataCorruptionError (a damaged
         record is not deleted blindly).
         """
+        ...
+
+    # --- transactions ----------------------------------------------------------------------------
+    def create_transaction(self, scope: str, stream: str, lease_s: float) -> TxnInfo:
+        """Create a transaction on the stream's newest epoch, with one transaction segment
+        per segment of it, OPEN for ``lease_s`` seconds unless pinged.
+
+        Raises InvalidArgumentError (lease not a finite number in (0, TXN_LEASE_S_MAX]),
+        StreamSealedError, StreamNotFoundError; nothing is stored then.
+        """
+        ...
+
+    def ping_transaction(self, scope: str, stream: str, txn_id: uuid.UUID, lease_s: float) -> int:
+        """Renew the lease to now + ``lease_s``, clamped to the transaction's maximum
+        deadline; returns the new lease deadline (wall-clock ms).
+
+        LeaseExpiredError if the lease already ran out or the maximum is reached (the
+        transaction is aborted); TxnFailedError if it is not OPEN; TxnNotFoundError.
+        """
+        ...
+
+    def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        """Ask for the commit (COMMITTING; the commit event processor merges it); a repeat
+        answers COMMITTING or COMMITTED. TxnFailedError if aborting or aborted;
+        LeaseExpiredError if its lease ran out (it is aborted); TxnNotFoundError."""
+        ...
+
+    def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        """Ask for the abort (ABORTING); a repeat answers ABORTING or ABORTED.
+        TxnFailedError if committing or committed; TxnNotFoundError."""
+        ...
+
+    def check_transaction_status(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        """The transaction's status; TxnNotFoundError if unknown or long forgotten."""
+        ...
+
+    def get_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnInfo:
+        """An active transaction's info (to resume it in another process);
+        TxnFailedError once it has ended, TxnNotFoundError."""
+        ...
+
+    def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        """The stream's active transactions (OPEN, COMMITTING, ABORTING) by id."""
         ...
 
 

@@ -39,6 +39,7 @@ from pravega_ray.controller.records import (
     StreamState,
 )
 from pravega_ray.controller.stream_records import StreamRecords
+from pravega_ray.controller.transactions import TxnRecords
 from pravega_ray.errors import (
     AlreadyExistsError,
     ConflictingUpdateError,
@@ -289,6 +290,7 @@ class StreamMetadataStore:
         self._records = records
         self._damaged: dict[str, str] = {}
         self.streams = StreamRecords(records, self._parsing)
+        self.txns = TxnRecords(records, self._parsing)
 
     # --- any record, and damage ------------------------------------------------------------------
     def damaged_records(self) -> dict[str, str]:

@@ -7,12 +7,13 @@ and can be killed between any two steps (``step`` names each, for tests) and run
 from the start with the same end result, exactly once.
 
 Scale (temporary property ``transition/``): SCALING; create the new segments; add the new
-epoch's history row (partial) and its index row; (transactions of the old epoch finish:
-the next issue's seam, :meth:`StreamWorkflows.old_epoch_done`); seal the old segments and
-record their sizes; one compare-and-set makes the new epoch current and the stream ACTIVE;
-mark the row complete; drop the property. Update (``update/``): UPDATING, store the
+epoch's history row (partial) and its index row; wait (:data:`WAIT`, no expiry) until the
+old epoch has no active transaction (:meth:`StreamWorkflows.old_epoch_done`); seal the old
+segments and record their sizes; one compare-and-set makes the new epoch current and the
+stream ACTIVE; mark the row complete; drop the property. Update (``update/``): UPDATING, store the
 configuration, hand the scaling policy to the active segments, ACTIVE, drop the property.
-Seal: finish a scale under way, SEALING, seal every active segment, record sizes, SEALED.
+Seal: finish a scale under way, SEALING, abort the open transactions and wait for the
+committing ones, seal every active segment, record sizes, SEALED.
 Delete (sealed streams only): delete every segment of every epoch, remember the numbers the
 name used, then the records, the stream record last.
 
@@ -33,9 +34,10 @@ from typing import Any, Protocol
 
 from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, AUTO_SCALE_STREAM_COOLDOWN_S
 from pravega_ray.controller.epochs import EpochRecord, ScaleRecord
-from pravega_ray.controller.event_processor import DONE, POSTPONE
+from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT
 from pravega_ray.controller.records import StreamState
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.transaction_workflows import TransactionWorkflows
 from pravega_ray.errors import (
     ScaleConflictError,
     SegmentExistsError,
@@ -81,6 +83,7 @@ class StreamWorkflows:
         self._wall_ms = wall_ms
         self._step = step
         self._set_policy = set_policy
+        self._txns = TransactionWorkflows(store, segments, wall_ms=wall_ms)
 
     def handle(self, body: dict[str, Any]) -> str:
         """Run the request ``body``; DONE or POSTPONE."""
@@ -147,7 +150,7 @@ class StreamWorkflows:
         self._records.put_epoch(scope, stream, row)
         self._step("epoch added")
         if not self.old_epoch_done(scope, stream, value["epoch"]):
-            return POSTPONE
+            return WAIT  # for the old epoch's transactions: longer than a request's expiry
         sizes = {}
         for sid in t.sealed:
             sizes[sid] = self._seal(stream_segment_name(scope, stream, sid))
@@ -172,9 +175,10 @@ class StreamWorkflows:
         return DONE
 
     def old_epoch_done(self, scope: str, stream: str, epoch: int) -> bool:
-        """Whether epoch ``epoch``'s segments may be sealed. Always, until the transactions
-        issue makes a scale wait for the old epoch's transactions here."""
-        return True
+        """Whether epoch ``epoch``'s segments may be sealed: no transaction of it is OPEN,
+        COMMITTING or ABORTING. Closes the epoch to new transactions first (a creation racing
+        with this moves to the new epoch: ``transaction_calls.py``)."""
+        return self._txns.close_and_count(scope, stream, epoch, abort_open=False) == 0
 
     def _seal(self, segment: str) -> int:
         try:
@@ -258,8 +262,10 @@ class StreamWorkflows:
         if state is StreamState.SEALED:
             return DONE
         running = self._records.scale_record(scope, stream)
-        if running is not None and self.run_scale(scope, stream, running) == POSTPONE:
-            return POSTPONE
+        if running is not None:
+            outcome = self.run_scale(scope, stream, running)
+            if outcome in (POSTPONE, WAIT):
+                return outcome
         state = self._records.state(scope, stream)
         if state is StreamState.CREATING:
             return POSTPONE  # the create task finishes it first
@@ -267,6 +273,11 @@ class StreamWorkflows:
             self._on_update(scope, stream, body)
         self._records.transition(scope, stream, StreamState.SEALING)
         self._step("sealing")
+        # As Pravega's seal: open transactions are aborted, committing ones finish first.
+        epoch = self._records.highest_epoch(scope, stream)
+        if self._txns.close_and_count(scope, stream, epoch, abort_open=True):
+            return WAIT
+        self._step("transactions ended")
         segments = self._records.info(scope, stream).segments
         sizes = {s.segment_id: self._seal(s.name) for s in segments}
         self._records.add_sealed_sizes(scope, stream, sizes)
@@ -293,6 +304,7 @@ class StreamWorkflows:
             with contextlib.suppress(SegmentNotFoundError):
                 self._segments.delete_segment(stream_segment_name(scope, stream, sid))
         self._step("segments deleted")
+        self._txns.txns.delete_stream(scope, stream, self._records.highest_epoch(scope, stream))
         self._records.delete(scope, stream)
 
     # --- auto-scale ------------------------------------------------------------------------------

@@ -1,0 +1,281 @@
+"""The controller's transaction calls (Pravega's ``StreamTransactionMetadataTasks``).
+
+A mixin of :class:`~pravega_ray.controller.controller.Controller`. Records are in
+``transactions.py``, the commit/abort workflows in ``transaction_workflows.py``.
+
+* **Create**: a new UUID; the stream's newest epoch (the partial one of a scale under way,
+  so a transaction created during a scale uses the new epoch); the active record (OPEN);
+  then the epoch's "closed" mark is checked (closed: the record is removed and the creation
+  tried again on the next epoch); then one transaction segment per segment of the epoch,
+  role TRANSACTION, in its parent's container. A creation cut short leaves an OPEN record
+  whose lease runs out: the timer aborts it (deleting whatever segments exist).
+* **Ping**: the lease is renewed to ``now + lease_s``, *clamped* to the transaction's
+  maximum deadline (``created + TXN_MAX_EXECUTION_S``); LeaseExpiredError only when the
+  lease already ran out or the maximum is already reached (then the transaction is
+  aborted).
+* **Commit** / **abort**: a compare-and-set of the status, then the event posted (see
+  ``transaction_workflows.py``); repeats are no-ops answering the status.
+
+Every argument is checked before anything is stored: ``txn_id`` must be a ``uuid.UUID``,
+``lease_s`` a finite number (not a bool) in ``(0, TXN_LEASE_S_MAX]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pravega_ray.constants import TXN_LEASE_S_MAX, TXN_MAX_EXECUTION_S
+from pravega_ray.controller.epochs import to_range
+from pravega_ray.controller.records import StreamState, TxnInfo, TxnStatus
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.transaction_workflows import TransactionWorkflows
+from pravega_ray.controller.transactions import TxnRecord
+from pravega_ray.errors import (
+    InvalidArgumentError,
+    LeaseExpiredError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    StreamNotFoundError,
+    StreamSealedError,
+    TxnFailedError,
+    TxnNotFoundError,
+)
+
+__all__ = ["TransactionCalls", "check_lease", "check_txn_id"]
+
+CREATE_ATTEMPTS_MAX = 5
+"""Epochs a creation moves on (each closed by a scale meanwhile) before giving up."""
+
+
+def check_lease(lease_s: object) -> float:
+    """``lease_s`` as a float; InvalidArgumentError unless a finite number in (0, max]."""
+    if (
+        isinstance(lease_s, bool)
+        or not isinstance(lease_s, int | float)
+        or not math.isfinite(lease_s)
+        or not 0 < lease_s <= TXN_LEASE_S_MAX
+    ):
+        raise InvalidArgumentError(
+            f"lease_s must be a finite number in (0, {TXN_LEASE_S_MAX}], got {lease_s!r}"
+        )
+    return float(lease_s)
+
+
+def check_txn_id(txn_id: object) -> uuid.UUID:
+    if not isinstance(txn_id, uuid.UUID):
+        raise InvalidArgumentError(f"txn_id must be a uuid.UUID, got {type(txn_id).__name__}")
+    return txn_id
+
+
+class TransactionCalls:
+    """Transaction calls; the controller provides the attributes annotated here."""
+
+    _store: StreamMetadataStore
+    _segments: Any
+    _wall_clock_ms: Callable[[], int]
+    _ready: Callable[[], None]
+    _stream_args: Callable[[str, str], None]
+    _txn_workflows: TransactionWorkflows | None
+
+    def _transactions(self) -> TransactionWorkflows:
+        if self._txn_workflows is None:
+            self._txn_workflows = TransactionWorkflows(
+                self._store, self._segments, wall_ms=self._wall_clock_ms
+            )
+        return self._txn_workflows
+
+    def _txn_args(self, scope: str, stream: str, txn_id: object) -> uuid.UUID:
+        self._ready()
+        self._stream_args(scope, stream)
+        return check_txn_id(txn_id)
+
+    def _txn_info(self, record: TxnRecord, status: TxnStatus | None = None) -> TxnInfo:
+        row = self._store.streams.epoch(record.scope, record.stream, record.epoch)
+        rows = row.segments if row is not None else ()
+        return TxnInfo(
+            scope=record.scope,
+            stream=record.stream,
+            txn_id=record.txn_id,
+            epoch=record.epoch,
+            segments=tuple(to_range(record.scope, record.stream, r) for r in rows),
+            status=status or record.status,
+            lease_deadline_ms=record.lease_deadline_ms,
+            max_deadline_ms=record.max_deadline_ms,
+        )
+
+    # --- create ----------------------------------------------------------------------------------
+    def create_transaction(self, scope: str, stream: str, lease_s: float) -> TxnInfo:
+        """Create a transaction with a lease of ``lease_s`` seconds (module docstring).
+
+        Raises InvalidArgumentError (bad lease), StreamSealedError, StreamNotFoundError,
+        ScopeNotFoundError, InvalidNameError; nothing is stored then.
+        """
+        self._ready()
+        self._stream_args(scope, stream)
+        lease = check_lease(lease_s)
+        workflows = self._transactions()
+        streams, txns = self._store.streams, self._store.txns
+        for _ in range(CREATE_ATTEMPTS_MAX):
+            state = streams.state(scope, stream)
+            if state in (StreamState.SEALING, StreamState.SEALED):
+                raise StreamSealedError(f"stream {scope}/{stream} is sealed")
+            if state is StreamState.CREATING:
+                raise StreamNotFoundError(f"stream {scope}/{stream} is still being created")
+            epoch = streams.highest_epoch(scope, stream)
+            now = self._wall_clock_ms()
+            max_deadline = now + int(TXN_MAX_EXECUTION_S * 1000)
+            txn_id = uuid.uuid4()
+            record = txns.create(
+                scope,
+                stream,
+                txn_id,
+                epoch,
+                min(now + int(lease * 1000), max_deadline),
+                max_deadline,
+                now,
+            )
+            if txns.is_closed(scope, stream, epoch):  # a scale or seal closed it meanwhile
+                txns.remove(scope, stream, epoch, txn_id)
+                continue
+            pairs = workflows.segment_pairs(scope, stream, epoch, txn_id)
+            for _, txn_segment in pairs:
+                with contextlib.suppress(SegmentExistsError):
+                    self._segments.create_transaction_segment(txn_segment)
+            if txns.active(scope, stream, epoch, txn_id) != record:
+                # Aborted meanwhile (a seal): its abort may have run before these creates.
+                for _, txn_segment in pairs:
+                    with contextlib.suppress(SegmentNotFoundError):
+                        self._segments.delete_segment(txn_segment)
+                raise StreamSealedError(f"stream {scope}/{stream} is being sealed")
+            return self._txn_info(record)
+        raise TxnFailedError(
+            f"no epoch of {scope}/{stream} stayed open to new transactions; try again"
+        )
+
+    # --- reads -----------------------------------------------------------------------------------
+    def _lookup(
+        self, scope: str, stream: str, txn_id: uuid.UUID
+    ) -> tuple[TxnRecord | None, TxnStatus]:
+        """The active record (None once ended) and the status; TxnNotFoundError if unknown."""
+        record = self._transactions().find(scope, stream, txn_id)
+        if record is not None:
+            return record, record.status
+        completed = self._store.txns.completed(scope, stream, txn_id)
+        if completed is None:
+            raise TxnNotFoundError(f"no transaction {txn_id} on {scope}/{stream}")
+        return None, completed[0]
+
+    def check_transaction_status(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        """The transaction's status. Raises TxnNotFoundError, InvalidArgumentError."""
+        txn_id = self._txn_args(scope, stream, txn_id)
+        return self._lookup(scope, stream, txn_id)[1]
+
+    def get_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnInfo:
+        """The active transaction's info (to resume it elsewhere). TxnNotFoundError if it
+        is unknown; TxnFailedError naming the status if it has ended."""
+        txn_id = self._txn_args(scope, stream, txn_id)
+        record, status = self._lookup(scope, stream, txn_id)
+        if record is None:
+            raise TxnFailedError(f"transaction {txn_id} has ended: {status.value}")
+        return self._txn_info(record)
+
+    def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        """The stream's active transactions (OPEN, COMMITTING, ABORTING) and their status."""
+        self._ready()
+        self._stream_args(scope, stream)
+        workflows, txns = self._transactions(), self._store.txns
+        out: dict[uuid.UUID, TxnStatus] = {}
+        for epoch in workflows.candidate_epochs(scope, stream):
+            for txn_id in txns.list_epoch(scope, stream, epoch):
+                record = txns.active(scope, stream, epoch, txn_id)
+                if record is not None:
+                    out[txn_id] = record.status
+        return out
+
+    # --- ping, commit, abort ---------------------------------------------------------------------
+    def ping_transaction(self, scope: str, stream: str, txn_id: uuid.UUID, lease_s: float) -> int:
+        """Renew the lease to ``now + lease_s`` (clamped to the maximum deadline); returns the
+        new lease deadline (ms). LeaseExpiredError if the lease already ran out or the maximum
+        is reached (the transaction is aborted then); TxnFailedError if it is not OPEN;
+        TxnNotFoundError; InvalidArgumentError."""
+        txn_id = self._txn_args(scope, stream, txn_id)
+        lease = check_lease(lease_s)
+        record, status = self._lookup(scope, stream, txn_id)
+        if record is None or status is not TxnStatus.OPEN:
+            raise TxnFailedError(f"transaction {txn_id} is {status.value}")
+        now = self._wall_clock_ms()
+        expired = False
+
+        def decide(current: TxnRecord) -> dict[str, Any] | None:
+            nonlocal expired
+            if current.status is not TxnStatus.OPEN:
+                raise TxnFailedError(f"transaction {txn_id} is {current.status.value}")
+            expired = now > current.deadline_ms or now >= current.max_deadline_ms
+            if expired:
+                return None
+            return {"lease_deadline_ms": min(now + int(lease * 1000), current.max_deadline_ms)}
+
+        stored = self._transactions().change(record, decide)
+        if stored is None:
+            raise TxnFailedError(f"transaction {txn_id} has ended")
+        if expired:
+            self._transactions().begin_abort(stored, only_expired_at=now)
+            raise LeaseExpiredError(f"transaction {txn_id}'s lease ran out; it is aborted")
+        return stored.lease_deadline_ms
+
+    def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        """OPEN -> COMMITTING and the commit event posted; returns the status (COMMITTING or,
+        for a repeat, COMMITTED). TxnFailedError if aborting or aborted; LeaseExpiredError
+        if its lease already ran out (it is aborted); TxnNotFoundError."""
+        txn_id = self._txn_args(scope, stream, txn_id)
+        record, status = self._lookup(scope, stream, txn_id)
+        if status in (TxnStatus.COMMITTING, TxnStatus.COMMITTED):
+            return status
+        if record is None or status is not TxnStatus.OPEN:
+            raise TxnFailedError(f"transaction {txn_id} is {status.value}; it cannot commit")
+        now = self._wall_clock_ms()
+        expired = False
+
+        def decide(current: TxnRecord) -> dict[str, Any] | None:
+            nonlocal expired
+            if current.status is not TxnStatus.OPEN:
+                return None
+            expired = now > current.deadline_ms
+            if expired:
+                return None
+            return {"status": TxnStatus.COMMITTING, "status_ms": now}
+
+        workflows = self._transactions()
+        stored = workflows.change(record, decide)
+        if expired and stored is not None:
+            workflows.begin_abort(stored, only_expired_at=now)
+            raise LeaseExpiredError(f"transaction {txn_id}'s lease ran out; it is aborted")
+        if stored is None:  # ended meanwhile
+            return self.commit_transaction(scope, stream, txn_id)
+        if stored.status is TxnStatus.COMMITTING:
+            workflows.post(stored, "commit")
+            return TxnStatus.COMMITTING
+        raise TxnFailedError(f"transaction {txn_id} is {stored.status.value}; it cannot commit")
+
+    def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        """OPEN -> ABORTING and the abort event posted; returns the status (ABORTING or, for
+        a repeat, ABORTED). TxnFailedError if committing or committed; TxnNotFoundError."""
+        txn_id = self._txn_args(scope, stream, txn_id)
+        record, status = self._lookup(scope, stream, txn_id)
+        if status in (TxnStatus.ABORTING, TxnStatus.ABORTED):
+            return status
+        if record is None or status is not TxnStatus.OPEN:
+            raise TxnFailedError(f"transaction {txn_id} is {status.value}; it cannot abort")
+        workflows = self._transactions()
+        workflows.begin_abort(record)
+        return self._abort_status(scope, stream, txn_id)
+
+    def _abort_status(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
+        status = self._lookup(scope, stream, txn_id)[1]
+        if status in (TxnStatus.COMMITTING, TxnStatus.COMMITTED):
+            raise TxnFailedError(f"transaction {txn_id} is {status.value}; it cannot abort")
+        return status

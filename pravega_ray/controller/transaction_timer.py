@@ -1,0 +1,184 @@
+"""The transaction timer (controller seed, "Transaction Timeout Management").
+
+A heap of *due times*, one entry per transaction record the timer knows:
+
+* an OPEN transaction is due at its deadline (its lease's end, at most its maximum
+  execution time): then it is aborted (compare-and-set OPEN -> ABORTING, only if the
+  *stored* deadline really passed, so a ping that landed meanwhile wins; then the abort
+  event is posted) or, if pinged, pushed again at its new deadline;
+* a COMMITTING or ABORTING one is due ``STUCK_REPOST_S`` after its status last changed:
+  its event is posted again (the poster may have died between marking and posting; the
+  handlers are idempotent) and the time noted;
+* a completed record is due ``TXN_COMPLETED_KEEP_S`` after it ended: then it is deleted.
+
+The heap is rebuilt from the records when the timer starts (so a restarted timer loses
+nothing) and again every ``RESCAN_S``, which is how it learns of transactions created or
+pinged through a controller in another process: a lease is enforced at most ``RESCAN_S``
+(plus a period) late, never early. :meth:`TransactionTimer.run_once` is steppable with an
+explicit time (tests); :meth:`~TransactionTimer.start` runs it every
+``TXN_TIMER_PERIOD_S`` on a daemon thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import uuid
+from typing import Any
+
+from pravega_ray.constants import TXN_COMPLETED_KEEP_S, TXN_TIMER_PERIOD_S
+from pravega_ray.controller.records import TxnStatus
+from pravega_ray.controller.segment_helper import SegmentHelper
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.transaction_workflows import TransactionWorkflows
+from pravega_ray.errors import PravegaError
+from pravega_ray.timing import SYSTEM_CLOCK, Clock
+
+__all__ = ["RESCAN_S", "STUCK_REPOST_S", "TransactionTimer", "transaction_timer"]
+
+log = logging.getLogger(__name__)
+
+STUCK_REPOST_S = 10.0
+"""A transaction COMMITTING or ABORTING this long has its event posted again."""
+RESCAN_S = 2.0
+"""How often the timer reads every transaction record again."""
+
+# (due ms, kind, scope, stream, epoch, txn hex); kind "active" or "completed"
+_Entry = tuple[int, str, str, str, int, str]
+
+
+class TransactionTimer:
+    """Aborts transactions whose lease ran out (module docstring). Not thread-safe:
+    :meth:`run_once` is called by one thread (its own, or a test's)."""
+
+    def __init__(
+        self,
+        metadata: Any,
+        segments: Any,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        period_s: float = TXN_TIMER_PERIOD_S,
+        rescan_s: float = RESCAN_S,
+    ) -> None:
+        self._store = StreamMetadataStore(metadata)
+        self._workflows = TransactionWorkflows(self._store, segments, wall_ms=clock.wall_time_ms)
+        self._txns = self._store.txns
+        self._clock = clock
+        self._period_s = period_s
+        self._rescan_ms = int(rescan_s * 1000)
+        self._heap: list[_Entry] = []
+        self._scanned_ms: int | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.aborted = 0
+
+    # --- the heap --------------------------------------------------------------------------------
+    def rebuild(self, now_ms: int) -> None:
+        """Read every transaction record again and rebuild the heap of due times."""
+        heap: list[_Entry] = []
+        for scope in self._store.list_scopes():
+            for stream in self._store.list_names("streams", scope):
+                try:
+                    heap.extend(self._stream_entries(scope, stream))
+                except PravegaError as e:  # a damaged or vanishing record: the others go on
+                    log.warning("transaction timer: %s/%s skipped: %r", scope, stream, e)
+        heapq.heapify(heap)
+        self._heap = heap
+        self._scanned_ms = now_ms
+
+    def _stream_entries(self, scope: str, stream: str) -> list[_Entry]:
+        out: list[_Entry] = []
+        for epoch in self._workflows.candidate_epochs(scope, stream):
+            for txn_id in self._txns.list_epoch(scope, stream, epoch):
+                record = self._txns.active(scope, stream, epoch, txn_id)
+                if record is not None:
+                    out.append(self._active_entry(scope, stream, epoch, txn_id, record))
+        keep_ms = int(TXN_COMPLETED_KEEP_S * 1000)
+        for txn_id in self._txns.list_completed(scope, stream):
+            completed = self._txns.completed(scope, stream, txn_id)
+            if completed is not None:
+                out.append((completed[1] + keep_ms, "completed", scope, stream, -1, txn_id.hex))
+        return out
+
+    @staticmethod
+    def _active_entry(
+        scope: str, stream: str, epoch: int, txn_id: uuid.UUID, record: Any
+    ) -> _Entry:
+        if record.status is TxnStatus.OPEN:
+            due = record.deadline_ms
+        else:
+            due = record.status_ms + int(STUCK_REPOST_S * 1000)
+        return (due, "active", scope, stream, epoch, txn_id.hex)
+
+    # --- one sweep -------------------------------------------------------------------------------
+    def run_once(self, now_ms: int | None = None) -> int:
+        """Handle every entry due by ``now_ms`` (default: the clock's wall time), rebuilding
+        the heap first when it is older than ``RESCAN_S``; returns how many transactions it
+        aborted."""
+        now = self._clock.wall_time_ms() if now_ms is None else now_ms
+        if self._scanned_ms is None or now - self._scanned_ms >= self._rescan_ms:
+            self.rebuild(now)
+        aborted = 0
+        while self._heap and self._heap[0][0] <= now:
+            entry = heapq.heappop(self._heap)
+            try:
+                aborted += self._handle(entry, now)
+            except PravegaError as e:  # a container restarting, say: the next rescan retries
+                log.warning("transaction timer: %s not handled: %r", entry, e)
+        self.aborted += aborted
+        return aborted
+
+    def _handle(self, entry: _Entry, now: int) -> int:
+        _, kind, scope, stream, epoch, hex_id = entry
+        txn_id = uuid.UUID(hex=hex_id)
+        if kind == "completed":
+            completed = self._txns.completed(scope, stream, txn_id)
+            if completed is not None and completed[1] + TXN_COMPLETED_KEEP_S * 1000 <= now:
+                self._txns.forget(scope, stream, txn_id)
+            return 0
+        record = self._txns.active(scope, stream, epoch, txn_id)
+        if record is None:
+            return 0  # ended meanwhile
+        if record.status is TxnStatus.OPEN:
+            if self._workflows.begin_abort(record, only_expired_at=now):
+                log.info("transaction %s of %s/%s: lease ran out; aborting", txn_id, scope, stream)
+                return 1
+        elif record.status_ms + STUCK_REPOST_S * 1000 <= now:
+            kind_of = "commit" if record.status is TxnStatus.COMMITTING else "abort"
+            stored = self._workflows.change(
+                record, lambda r: {"status_ms": now} if r.status is record.status else None
+            )
+            if stored is not None and stored.status is record.status:
+                log.info("transaction %s of %s/%s: %s posted again", txn_id, scope, stream, kind_of)
+                self._workflows.post(stored, kind_of)
+        fresh = self._txns.active(scope, stream, epoch, txn_id)
+        if fresh is not None:  # again later (never at once: each sweep ends)
+            due, *rest = self._active_entry(scope, stream, epoch, txn_id, fresh)
+            heapq.heappush(self._heap, (max(due, now + 1), *rest))  # type: ignore[arg-type]
+        return 0
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Run :meth:`run_once` every period on a daemon thread until :meth:`stop`."""
+
+        def loop() -> None:
+            while not self._stopping.is_set():
+                try:
+                    self.run_once()
+                except Exception:  # the metadata's container restarting, say: next period
+                    log.exception("transaction timer: sweep failed; retrying")
+                self._stopping.wait(self._period_s)
+
+        self._thread = threading.Thread(target=loop, daemon=True, name="pravega-txn-timer")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+def transaction_timer(metadata: Any, segments: SegmentHelper) -> TransactionTimer:
+    """The transaction timer over the controller's MetadataStore ``metadata``."""
+    return TransactionTimer(metadata, segments)

@@ -1,0 +1,297 @@
+"""Transaction workflows (controller seed, "Transaction Manager"): the commit and abort event
+processors' handlers, and the steps the controller API, the timer and the stream workflows
+share.
+
+**Commit.** The API moves the active record OPEN -> COMMITTING (compare-and-set), then posts a
+commit event to the internal commit stream (``_system/_commitstream``). The *commit event
+processor* (serial: one thread, :func:`commit_processor`) runs :meth:`handle_commit`:
+
+1. the record is gone or not COMMITTING: done (a repeat);
+2. the transaction's epoch is not active yet (created against the partial epoch of a scale
+   under way): :data:`WAIT`, tried again later, never expiring;
+3. seal every transaction segment (idempotent; gone = merged already);
+4. merge each into its parent (one atomic merge per parent; SegmentNotFoundError for the
+   source = merged already by an earlier, interrupted run);
+5. record COMMITTED: the completed record, then the active one removed.
+
+Each step is idempotent, so a processor killed after any step and run again from its
+checkpoint finishes the commit exactly once: a transaction segment is merged at most once
+because the merge deletes it.
+
+**Abort.** OPEN -> ABORTING (by the API, the timer, or a seal), then an abort event on
+``_system/_abortstream``; the *abort event processor* (concurrent, :func:`abort_processor`)
+deletes the transaction segments (gone = done) and records ABORTED.
+
+**Scale interplay.** :meth:`TransactionWorkflows.close_and_count` is what a scale (and a
+seal) calls before sealing an epoch: it writes the epoch's "closed to new transactions"
+mark, then counts the epoch's active transactions (a creation writes its record, then
+checks the mark: see ``transactions.py``). A scale waits (:data:`WAIT`) until the count is
+0; so a transaction's events are merged into its epoch's segments while they are still
+active, behind everything acknowledged before the commit (no rolling transactions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pravega_ray.constants import REQUEST_CONCURRENCY, SYSTEM_SCOPE
+from pravega_ray.controller.event_processor import DONE, WAIT, RequestEventProcessor
+from pravega_ray.controller.records import TxnStatus
+from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.segment_helper import SegmentHelper
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.transactions import TxnRecord
+from pravega_ray.errors import (
+    ConflictingUpdateError,
+    SegmentNotFoundError,
+    StreamNotFoundError,
+)
+from pravega_ray.naming import segment_id, stream_segment_name, transaction_segment_name
+from pravega_ray.segmentstore.contracts import ReadResult
+
+__all__ = [
+    "ABORT_SEGMENT",
+    "COMMIT_SEGMENT",
+    "TransactionSegments",
+    "TransactionWorkflows",
+    "abort_processor",
+    "commit_processor",
+]
+
+log = logging.getLogger(__name__)
+
+COMMIT_SEGMENT = stream_segment_name(SYSTEM_SCOPE, "_commitstream", segment_id(0, 0))
+ABORT_SEGMENT = stream_segment_name(SYSTEM_SCOPE, "_abortstream", segment_id(0, 0))
+CAS_ATTEMPTS_MAX = 20
+"""Compare-and-set attempts on one transaction record before ConflictingUpdateError."""
+
+
+class TransactionSegments(Protocol):
+    """The segment calls transaction workflows make (``SegmentHelper`` provides them)."""
+
+    def create_segment(self, segment: str) -> None: ...
+
+    def create_transaction_segment(self, segment: str) -> None: ...
+
+    def seal_segment(self, segment: str) -> int: ...
+
+    def merge(self, target: str, source: str) -> int: ...
+
+    def delete_segment(self, segment: str) -> None: ...
+
+    def append_plain(self, segment: str, data: bytes) -> int: ...
+
+    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult: ...
+
+    def truncate_segment(self, segment: str, offset: int) -> None: ...
+
+
+class TransactionWorkflows:
+    """Transaction steps over the records of ``store`` and the segments of ``segments``.
+
+    Thread-safe as far as its store and segments are (every record change is one
+    compare-and-set). ``step`` is called between the handlers' steps (tests kill there).
+    """
+
+    def __init__(
+        self,
+        store: StreamMetadataStore,
+        segments: Any,
+        *,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        step: Callable[[str], None] = lambda name: None,
+    ) -> None:
+        self._streams = store.streams
+        self.txns = store.txns
+        self._segments = segments
+        self._wall_ms = wall_ms
+        self._step = step
+        self.commits = RequestStream(segments, COMMIT_SEGMENT)
+        self.aborts = RequestStream(segments, ABORT_SEGMENT)
+
+    # --- lookups ---------------------------------------------------------------------------------
+    def candidate_epochs(self, scope: str, stream: str) -> list[int]:
+        """The epochs where an active transaction of the stream can be, newest first: a
+        running scale's new one, the current one, and the one before."""
+        current = int(self._streams.get(scope, stream)[0]["epoch"])
+        return [e for e in (current + 1, current, current - 1) if e >= 0]
+
+    def find(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnRecord | None:
+        """The active record of ``txn_id``, None if it has none (ended, or never was)."""
+        for epoch in self.candidate_epochs(scope, stream):
+            record = self.txns.active(scope, stream, epoch, txn_id)
+            if record is not None:
+                return record
+        return None
+
+    def segment_pairs(
+        self, scope: str, stream: str, epoch: int, txn_id: uuid.UUID
+    ) -> list[tuple[str, str]]:
+        """``(parent, transaction segment)`` for every segment of ``epoch`` (empty if the
+        stream has no such epoch any more)."""
+        row = self._streams.epoch(scope, stream, epoch)
+        if row is None:
+            return []
+        out = []
+        for sid, _, _ in row.segments:
+            parent = stream_segment_name(scope, stream, sid)
+            out.append((parent, transaction_segment_name(parent, txn_id.bytes)))
+        return out
+
+    # --- record changes --------------------------------------------------------------------------
+    def change(
+        self,
+        record: TxnRecord,
+        decide: Callable[[TxnRecord], dict[str, Any] | None],
+    ) -> TxnRecord | None:
+        """Compare-and-set ``record`` with ``decide(current)`` (None: leave it), re-reading on
+        a conflict; returns the record as stored, None if it is no longer active. ``decide``
+        may raise to refuse."""
+        current: TxnRecord | None = record
+        for _ in range(CAS_ATTEMPTS_MAX):
+            if current is None:
+                return None
+            changes = decide(current)
+            if changes is None:
+                return current
+            try:
+                return self.txns.update(current, **changes)
+            except ConflictingUpdateError:
+                current = self.txns.active(record.scope, record.stream, record.epoch, record.txn_id)
+        raise ConflictingUpdateError(f"transaction {record.txn_id} keeps changing concurrently")
+
+    def post(self, record: TxnRecord, kind: str) -> None:
+        """Post ``record``'s commit or abort event (at least once; handlers are idempotent)."""
+        body = {
+            "type": kind,
+            "scope": record.scope,
+            "stream": record.stream,
+            "txn": record.txn_id.hex,
+            "epoch": record.epoch,
+            "posted_ms": self._wall_ms(),
+        }
+        (self.commits if kind == "commit" else self.aborts).post(body)
+
+    def begin_abort(self, record: TxnRecord, *, only_expired_at: int | None = None) -> bool:
+        """OPEN -> ABORTING and post the abort event; True if this call moved it.
+
+        With ``only_expired_at``, only if the *stored* deadline really passed by then (a
+        ping that landed meanwhile wins). A transaction in another state is left alone.
+        """
+
+        moved = False
+
+        def decide(current: TxnRecord) -> dict[str, Any] | None:
+            nonlocal moved
+            moved = False
+            if current.status is not TxnStatus.OPEN:
+                return None
+            if only_expired_at is not None and current.deadline_ms > only_expired_at:
+                return None
+            moved = True
+            return {"status": TxnStatus.ABORTING, "status_ms": self._wall_ms()}
+
+        stored = self.change(record, decide)
+        if stored is None or not moved:
+            return False
+        self.post(stored, "abort")
+        return True
+
+    def close_and_count(self, scope: str, stream: str, epoch: int, *, abort_open: bool) -> int:
+        """Close ``epoch`` to new transactions, then count its active ones (the scale's and
+        the seal's gate: 0 means the epoch's segments may be sealed). With ``abort_open``
+        (a seal), OPEN ones are moved to ABORTING and their aborts posted first."""
+        self.txns.close_epoch(scope, stream, epoch)
+        ids = self.txns.list_epoch(scope, stream, epoch)
+        if abort_open:
+            for txn_id in ids:
+                record = self.txns.active(scope, stream, epoch, txn_id)
+                if record is not None:
+                    self.begin_abort(record)
+        return len(ids)
+
+    # --- the handlers ----------------------------------------------------------------------------
+    def _event(self, body: dict[str, Any]) -> TxnRecord | None:
+        scope, stream = str(body.get("scope")), str(body.get("stream"))
+        try:
+            txn_id = uuid.UUID(hex=str(body.get("txn")))
+            epoch = int(body.get("epoch", -1))
+        except (TypeError, ValueError):
+            log.error("transaction event dropped: %s", body)
+            return None
+        return self.txns.active(scope, stream, epoch, txn_id) if epoch >= 0 else None
+
+    def handle_commit(self, body: dict[str, Any]) -> str:
+        """The commit event processor's handler (module docstring); DONE or WAIT."""
+        try:
+            return self._commit(body)
+        except StreamNotFoundError:
+            return DONE  # deleted meanwhile
+
+    def _commit(self, body: dict[str, Any]) -> str:
+        record = self._event(body)
+        if record is None or record.status is not TxnStatus.COMMITTING:
+            return DONE  # ended already (a repeat), or not ours to commit
+        scope, stream = record.scope, record.stream
+        current = int(self._streams.get(scope, stream)[0]["epoch"])
+        if current < record.epoch:
+            return WAIT  # created against a scale's new epoch: merged once it is active
+        pairs = self.segment_pairs(scope, stream, record.epoch, record.txn_id)
+        for _, txn_segment in pairs:
+            with contextlib.suppress(SegmentNotFoundError):  # merged already
+                self._segments.seal_segment(txn_segment)
+        self._step("txn segments sealed")
+        for parent, txn_segment in pairs:
+            with contextlib.suppress(SegmentNotFoundError):  # merged already
+                self._segments.merge(parent, txn_segment)
+        self._step("txn segments merged")
+        self.txns.complete(record, TxnStatus.COMMITTED, self._wall_ms())
+        self._step("committed")
+        return DONE
+
+    def handle_abort(self, body: dict[str, Any]) -> str:
+        """The abort event processor's handler: delete the segments, record ABORTED."""
+        record = self._event(body)
+        if record is None or record.status is not TxnStatus.ABORTING:
+            return DONE
+        try:
+            pairs = self.segment_pairs(record.scope, record.stream, record.epoch, record.txn_id)
+        except StreamNotFoundError:
+            pairs = []
+        for _, txn_segment in pairs:
+            with contextlib.suppress(SegmentNotFoundError):
+                self._segments.delete_segment(txn_segment)
+        self._step("txn segments deleted")
+        self.txns.complete(record, TxnStatus.ABORTED, self._wall_ms())
+        self._step("aborted")
+        return DONE
+
+
+def commit_processor(
+    metadata: Any, segments: SegmentHelper, *, step: Callable[[str], None] = lambda name: None
+) -> RequestEventProcessor:
+    """The commit event processor over ``metadata`` (the controller's MetadataStore):
+    serial (one thread), checkpointed under ``eventprocessors/commits``."""
+    workflows = TransactionWorkflows(StreamMetadataStore(metadata), segments, step=step)
+    return RequestEventProcessor(
+        workflows.commits, workflows.handle_commit, metadata, name="commits", concurrency=1
+    )
+
+
+def abort_processor(
+    metadata: Any, segments: SegmentHelper, *, step: Callable[[str], None] = lambda name: None
+) -> RequestEventProcessor:
+    """The abort event processor: ``REQUEST_CONCURRENCY`` streams' aborts side by side."""
+    workflows = TransactionWorkflows(StreamMetadataStore(metadata), segments, step=step)
+    return RequestEventProcessor(
+        workflows.aborts,
+        workflows.handle_abort,
+        metadata,
+        name="aborts",
+        concurrency=REQUEST_CONCURRENCY,
+    )
