@@ -60,11 +60,14 @@ class ClientFactory:
         serializer: Serializer[T] | None = None,
         lease_s: float = TXN_LEASE_S_DEFAULT,
         config: WriterConfig | None = None,
+        *,
+        ping_interval_s: float | None = None,
     ) -> TransactionalEventStreamWriter[Any]:
         """A transactional writer for ``scope/stream``: ``begin_txn()``, ``get_txn(txn_id)``.
 
         Each transaction's lease is ``lease_s`` seconds, renewed by the writer's pings;
-        ``config`` tunes the event writer of each transaction. Raises InvalidNameError,
+        ``config`` tunes the event writer of each transaction; pings go every
+        ``ping_interval_s`` (default ``lease_s / 3``). Raises InvalidNameError,
         InvalidArgumentError (serializer, lease, config). The stream is looked up by the
         first ``begin_txn`` (StreamNotFoundError, StreamSealedError there).
         """
@@ -76,6 +79,7 @@ class ClientFactory:
             self._segments,
             lease_s,
             config,
+            ping_interval_s=ping_interval_s,
         )
 
     def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:

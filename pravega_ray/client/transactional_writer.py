@@ -399,13 +399,21 @@ class TransactionalEventStreamWriter(Generic[T]):
         """A handle on transaction ``txn_id`` of this stream, created by any writer.
 
         An open one can be written to, committed and aborted through it, and this writer
-        pings it from now on. InvalidArgumentError if ``txn_id`` is not a uuid.UUID;
-        TxnNotFoundError if the controller does not know it; ClientClosedError after close().
+        pings it from now on. One that ended answers ``check_status``; committing a
+        committed one does nothing, anything else raises TxnFailedError.
+        InvalidArgumentError if ``txn_id`` is not a uuid.UUID; TxnNotFoundError if the
+        controller does not know it; ClientClosedError after close().
         """
         if not isinstance(txn_id, uuid.UUID):
             raise InvalidArgumentError(f"txn_id must be a uuid.UUID, got {type(txn_id).__name__}")
         self._check_open()
-        info = self._controller.get_transaction(self.scope, self.stream, txn_id)
+        try:
+            info = self._controller.get_transaction(self.scope, self.stream, txn_id)
+        except TxnFailedError:
+            # It ended (committing, committed, aborting, aborted): a handle that knows so,
+            # so that committing a committed one is a no-op and the rest raise.
+            status = self._controller.check_transaction_status(self.scope, self.stream, txn_id)
+            info = TxnInfo(self.scope, self.stream, txn_id, -1, (), status, 0, 0)
         txn = Transaction(self, info)
         return self._track(txn) if txn.open else txn
 
