@@ -126,21 +126,23 @@ def test_actor_killed_mid_commit_abort_and_timeout_keeps_every_guarantee(
 
     load = threading.Thread(target=plain_load)
     load.start()
-    timed_out: list[pr.Transaction] = []
-    idle = cluster.create_transactional_writer(scope, "st", pr.JsonSerializer(), lease_s=2.0)
-    for t in range(2):
-        txn = idle.begin_txn()
-        for n in range(per_txn):
-            txn.write_event({"k": f"k{n % 8}", "n": n, "s": f"late{t}"}, routing_key=f"k{n % 8}")
-        txn.flush()
-        timed_out.append(txn)
-    idle.close()  # nobody pings them any more: the timer aborts them
     tw = cluster.create_transactional_writer(scope, "st", pr.JsonSerializer(), lease_s=60.0)
     txns = [tw.begin_txn() for _ in range(12)]
     for i, txn in enumerate(txns):
         for n in range(per_txn):
             txn.write_event({"k": f"k{n % 8}", "n": n, "s": f"t{i}"}, routing_key=f"k{n % 8}")
         txn.flush()
+    # Two transactions nobody pings once their writer closes: the timer aborts them about
+    # when the victim dies.
+    timed_out: list[pr.Transaction] = []
+    idle = cluster.create_transactional_writer(scope, "st", pr.JsonSerializer(), lease_s=3.0)
+    for t in range(2):
+        txn = idle.begin_txn()
+        for n in range(per_txn):
+            txn.write_event({"k": f"k{n % 8}", "n": n, "s": f"late{t}"}, routing_key=f"k{n % 8}")
+        txn.flush()
+        timed_out.append(txn)
+    idle.close()
     acked_before: dict[str, int] = {}
     completed: list[int] = []
     errors: list[BaseException] = []
@@ -163,12 +165,15 @@ def test_actor_killed_mid_commit_abort_and_timeout_keeps_every_guarantee(
     while len(completed) < 3 and worker.is_alive():
         assert time.monotonic() < deadline
         time.sleep(0.01)
+    pid = _pid(container_name(0) if victim == "container" else victim, cluster.namespace)
     _kill(cluster, victim)
     worker.join(240)
     stop.set()
     load.join(120)
     tw.close()
     assert not errors, errors
+    restarted = _pid(container_name(0) if victim == "container" else victim, cluster.namespace)
+    assert restarted != pid, f"{victim} was not restarted"
     assert len(completed) == len(txns)
     for i, txn in enumerate(txns):
         expected = pr.TxnStatus.COMMITTED if i % 2 == 0 else pr.TxnStatus.ABORTED
