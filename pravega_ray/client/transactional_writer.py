@@ -64,6 +64,10 @@ PING_FRACTION = 3
 """A writer pings each open transaction every ``lease_s / PING_FRACTION`` seconds, so two
 pings may be lost before a lease runs out."""
 
+COMMIT_POLL_FIRST_S = 0.001
+"""``commit()`` first asks for the status this long after the commit request, then twice
+as long each time, up to ``WORKFLOW_POLL_S``."""
+
 
 def _check_seconds(name: str, value: object, high: float) -> float:
     if (
@@ -317,7 +321,10 @@ class Transaction(Generic[T]):
         return failure
 
     def _wait_for(self, target: TxnStatus) -> None:
+        """Poll until ``target``: 1 ms apart at first, doubling up to ``WORKFLOW_POLL_S`` (a
+        small transaction's commit takes a few milliseconds in one process)."""
         deadline = time.monotonic() + constants.WORKFLOW_WAIT_S
+        pause_s = min(COMMIT_POLL_FIRST_S, constants.WORKFLOW_POLL_S)
         while True:
             status = self.check_status()
             if status is target:
@@ -329,7 +336,8 @@ class Transaction(Generic[T]):
                     f"{self!r} not {target.value} within {constants.WORKFLOW_WAIT_S:.0f} s "
                     f"(it is {status.value})"
                 )
-            time.sleep(constants.WORKFLOW_POLL_S)
+            time.sleep(pause_s)
+            pause_s = min(pause_s * 2, constants.WORKFLOW_POLL_S)
 
 
 class TransactionalEventStreamWriter(Generic[T]):
