@@ -135,10 +135,14 @@ class InProcessCluster(ClientFactory):
         self.abort_processor.start()
         self.txn_timer.start()
 
-    def _stop_transaction_services(self) -> None:
+    def _stop_processors(self) -> None:
+        """Stop the request, commit and abort processors (side by side) and the timer."""
+        processors = [self.processor, self.commit_processor, self.abort_processor]
+        for processor in processors:
+            processor.request_stop()
         self.txn_timer.stop()
-        self.commit_processor.stop()
-        self.abort_processor.stop()
+        for processor in processors:
+            processor.stop()
 
     def restart_commit_processor(self, step: Callable[[str], None] = lambda name: None) -> None:
         """Stop the commit event processor (as if its actor died) and start a new one, which
@@ -204,8 +208,7 @@ class InProcessCluster(ClientFactory):
 
         Clients made before keep working (as after a restart of a Ray cluster's actors).
         """
-        self.processor.stop()
-        self._stop_transaction_services()
+        self._stop_processors()
         for container_id in range(self.container_count):
             self.restart_container(container_id)
         self._locked.replace(self._new_controller())
@@ -214,8 +217,7 @@ class InProcessCluster(ClientFactory):
         self._start_transaction_services()
 
     def shutdown(self) -> None:
-        self.processor.stop()
-        self._stop_transaction_services()
+        self._stop_processors()
         for container in self._containers:
             if container is not None:
                 self.run(container.close()).result(10)

@@ -30,6 +30,7 @@ handler does:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -151,10 +152,24 @@ class RequestEventProcessor:
                 alone = outcome == POSTPONE and len(queue) == 1
             if outcome == DONE:
                 self._checkpoint()
-            if alone:
-                self._stopping.wait(self._postpone_s)
+            if alone:  # give the thread back meanwhile: other streams' requests run
+                self._drain_later(key)
+                return
         with self._lock:
             self._busy.discard(key)
+
+    def _drain_later(self, key: str) -> None:
+        """Drain ``key`` again ``postpone_s`` from now (it stays busy until then)."""
+
+        def resubmit() -> None:
+            if self._stopping.is_set():
+                return
+            with contextlib.suppress(RuntimeError):  # shut down meanwhile
+                self._pool.submit(self._drain, key)
+
+        timer = threading.Timer(self._postpone_s, resubmit)
+        timer.daemon = True
+        timer.start()
 
     def _handle(self, request: Request) -> str:
         body = request.body
@@ -219,7 +234,12 @@ class RequestEventProcessor:
         self._thread = threading.Thread(target=loop, daemon=True, name=f"pravega-{self._name}")
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Ask the processor to stop, without waiting (several stop side by side)."""
+        self._stopping.set()
+
     def stop(self) -> None:
+        """Stop reading and handling, and wait for the threads (at most a few seconds)."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(5)

@@ -268,8 +268,8 @@ class ControllerService(Protocol):
         ...
 
     def get_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnInfo:
-        """An active transaction's info (to resume it in another process);
-        TxnFailedError once it has ended, TxnNotFoundError."""
+        """The transaction's info (to resume it in another process); for an ended one
+        (COMMITTED, ABORTED) both deadlines are when it ended. TxnNotFoundError."""
         ...
 
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:

@@ -264,6 +264,9 @@ class StreamWorkflows:
         running = self._records.scale_record(scope, stream)
         if running is not None:
             outcome = self.run_scale(scope, stream, running)
+            if outcome == WAIT:  # for the old epoch's transactions: abort the open ones
+                old = running.epoch - 1
+                self._txns.close_and_count(scope, stream, old, abort_open=True)
             if outcome in (POSTPONE, WAIT):
                 return outcome
         state = self._records.state(scope, stream)

@@ -164,10 +164,14 @@ class TransactionCalls:
         record = self._transactions().find(scope, stream, txn_id)
         if record is not None:
             return record, record.status
+        return None, self._completed(scope, stream, txn_id).status
+
+    def _completed(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnRecord:
+        # Read after the active record: an ending transaction writes this one first.
         completed = self._store.txns.completed(scope, stream, txn_id)
         if completed is None:
             raise TxnNotFoundError(f"no transaction {txn_id} on {scope}/{stream}")
-        return None, completed[0]
+        return completed
 
     def check_transaction_status(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         """The transaction's status. Raises TxnNotFoundError, InvalidArgumentError."""
@@ -175,13 +179,11 @@ class TransactionCalls:
         return self._lookup(scope, stream, txn_id)[1]
 
     def get_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnInfo:
-        """The active transaction's info (to resume it elsewhere). TxnNotFoundError if it
-        is unknown; TxnFailedError naming the status if it has ended."""
+        """The transaction's info (to resume it elsewhere). For an ended one (COMMITTED or
+        ABORTED) both deadlines are the time it ended. TxnNotFoundError if unknown."""
         txn_id = self._txn_args(scope, stream, txn_id)
-        record, status = self._lookup(scope, stream, txn_id)
-        if record is None:
-            raise TxnFailedError(f"transaction {txn_id} has ended: {status.value}")
-        return self._txn_info(record)
+        record = self._transactions().find(scope, stream, txn_id)
+        return self._txn_info(record or self._completed(scope, stream, txn_id))
 
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         """The stream's active transactions (OPEN, COMMITTING, ABORTING) and their status."""

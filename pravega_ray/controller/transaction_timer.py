@@ -32,7 +32,7 @@ from pravega_ray.controller.records import TxnStatus
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_workflows import TransactionWorkflows
-from pravega_ray.errors import PravegaError
+from pravega_ray.errors import DataCorruptionError, PravegaError
 from pravega_ray.timing import SYSTEM_CLOCK, Clock
 
 __all__ = ["RESCAN_S", "STUCK_REPOST_S", "TransactionTimer", "transaction_timer"]
@@ -49,8 +49,8 @@ _Entry = tuple[int, str, str, str, int, str]
 
 
 class TransactionTimer:
-    """Aborts transactions whose lease ran out (module docstring). Not thread-safe:
-    :meth:`run_once` is called by one thread (its own, or a test's)."""
+    """Aborts transactions whose lease ran out (module docstring). Thread-safe: sweeps
+    (its own thread's, a caller's :meth:`run_once`) run one at a time."""
 
     def __init__(
         self,
@@ -71,6 +71,7 @@ class TransactionTimer:
         self._scanned_ms: int | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._sweeping = threading.Lock()
         self.aborted = 0
 
     # --- the heap --------------------------------------------------------------------------------
@@ -91,14 +92,23 @@ class TransactionTimer:
         out: list[_Entry] = []
         for epoch in self._workflows.candidate_epochs(scope, stream):
             for txn_id in self._txns.list_epoch(scope, stream, epoch):
-                record = self._txns.active(scope, stream, epoch, txn_id)
+                try:
+                    record = self._txns.active(scope, stream, epoch, txn_id)
+                except DataCorruptionError as e:  # quarantined; the others go on
+                    log.error("transaction timer: %s", e)
+                    continue
                 if record is not None:
                     out.append(self._active_entry(scope, stream, epoch, txn_id, record))
         keep_ms = int(TXN_COMPLETED_KEEP_S * 1000)
         for txn_id in self._txns.list_completed(scope, stream):
-            completed = self._txns.completed(scope, stream, txn_id)
+            try:
+                completed = self._txns.completed(scope, stream, txn_id)
+            except DataCorruptionError as e:
+                log.error("transaction timer: %s", e)
+                continue
             if completed is not None:
-                out.append((completed[1] + keep_ms, "completed", scope, stream, -1, txn_id.hex))
+                due = completed.status_ms + keep_ms
+                out.append((due, "completed", scope, stream, -1, txn_id.hex))
         return out
 
     @staticmethod
@@ -116,8 +126,12 @@ class TransactionTimer:
         """Handle every entry due by ``now_ms`` (default: the clock's wall time), rebuilding
         the heap first when it is older than ``RESCAN_S``; returns how many transactions it
         aborted."""
-        now = self._clock.wall_time_ms() if now_ms is None else now_ms
-        if self._scanned_ms is None or now - self._scanned_ms >= self._rescan_ms:
+        with self._sweeping:
+            return self._sweep(self._clock.wall_time_ms() if now_ms is None else now_ms)
+
+    def _sweep(self, now: int) -> int:
+        # Rebuilt when old, and when time went back (a caller's sweep "in the future").
+        if self._scanned_ms is None or not 0 <= now - self._scanned_ms < self._rescan_ms:
             self.rebuild(now)
         aborted = 0
         while self._heap and self._heap[0][0] <= now:
@@ -134,7 +148,7 @@ class TransactionTimer:
         txn_id = uuid.UUID(hex=hex_id)
         if kind == "completed":
             completed = self._txns.completed(scope, stream, txn_id)
-            if completed is not None and completed[1] + TXN_COMPLETED_KEEP_S * 1000 <= now:
+            if completed is not None and completed.status_ms + TXN_COMPLETED_KEEP_S * 1000 <= now:
                 self._txns.forget(scope, stream, txn_id)
             return 0
         record = self._txns.active(scope, stream, epoch, txn_id)

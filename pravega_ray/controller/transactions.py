@@ -190,8 +190,9 @@ class TxnRecords:
             self._records.put(key, value, None)
         self.remove(record.scope, record.stream, record.epoch, record.txn_id)
 
-    def completed(self, scope: str, stream: str, txn_id: uuid.UUID) -> tuple[TxnStatus, int] | None:
-        """``(status, completed_ms)`` of an ended transaction, None if unknown (or forgotten)."""
+    def completed(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnRecord | None:
+        """An ended transaction's record (status COMMITTED or ABORTED; its times all the
+        time it ended, ``status_ms``), None if unknown or forgotten."""
         key = self.completed_key(scope, stream, txn_id)
         with self._parsing(key):
             found = self._records.get(key)
@@ -200,7 +201,9 @@ class TxnRecords:
             status = TxnStatus(found.value["status"])
             if not status.completed:
                 raise ValueError(f"a completed record with status {status}")
-            return status, int(found.value["completed_ms"])
+            at = int(found.value["completed_ms"])
+            epoch = int(found.value["epoch"])
+            return TxnRecord(scope, stream, txn_id, status, epoch, at, at, at, at, found.version)
 
     def list_completed(self, scope: str, stream: str) -> list[uuid.UUID]:
         out = []

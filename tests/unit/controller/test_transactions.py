@@ -34,6 +34,11 @@ def make_stream(cluster: InProcessCluster, segments: int = 2, name: str = "st") 
     assert mgr.create_stream("sc", name, pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments)))
 
 
+def make_stream_named(cluster: InProcessCluster, name: str) -> None:
+    config = pr.StreamConfiguration(pr.ScalingPolicy.fixed(1))
+    assert cluster.stream_manager().create_stream("sc", name, config)
+
+
 def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -98,8 +103,8 @@ def test_commit_merges_after_what_was_appended_before(cluster) -> None:  # type:
     with pytest.raises(pr.TxnFailedError):
         cluster._controller.abort_transaction("sc", "st", txn.txn_id)
     assert cluster._controller.list_transactions("sc", "st") == {}
-    with pytest.raises(pr.TxnFailedError):
-        cluster._controller.get_transaction("sc", "st", txn.txn_id)
+    ended = cluster._controller.get_transaction("sc", "st", txn.txn_id)
+    assert ended.status is TxnStatus.COMMITTED and ended.segments == txn.segments
 
 
 def test_abort_deletes_the_segments_and_commit_then_fails(cluster) -> None:  # type: ignore[no-untyped-def]
@@ -172,6 +177,11 @@ def test_unknown_transactions_streams_and_names(cluster) -> None:  # type: ignor
             call("sc", "st", unknown)
     with pytest.raises(pr.TxnNotFoundError):
         c.ping_transaction("sc", "st", unknown, 1.0)
+    make_stream_named(cluster, "other")
+    elsewhere = c.create_transaction("sc", "other", 10.0)
+    with pytest.raises(pr.TxnNotFoundError):  # an id of another stream
+        c.commit_transaction("sc", "st", elsewhere.txn_id)
+    assert c.check_transaction_status("sc", "other", elsewhere.txn_id) is TxnStatus.OPEN
     with pytest.raises(pr.StreamNotFoundError):
         c.create_transaction("sc", "nope", 1.0)
     with pytest.raises(pr.ScopeNotFoundError):

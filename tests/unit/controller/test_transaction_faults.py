@@ -1,0 +1,458 @@
+"""Transactions under faults and with scales: the commit and abort processors killed after
+every step, containers restarted mid-commit, leases running out (the timer, on a manual
+clock), a scale waiting for its old epoch's transactions, a seal with open ones."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+import pravega_ray as pr
+from pravega_ray.constants import TXN_COMPLETED_KEEP_S
+from pravega_ray.controller.records import TxnInfo, TxnStatus
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.transaction_timer import STUCK_REPOST_S, TransactionTimer
+from pravega_ray.controller.transactions import TxnRecord
+from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.naming import container_for_segment, transaction_segment_name
+from pravega_ray.timing import ManualClock
+from tests.unit.controller.test_transactions import (
+    append,
+    make_stream,
+    read_all,
+    status,
+    wait_for,
+    write_txn,
+)
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def cluster():  # type: ignore[no-untyped-def]
+    c = InProcessCluster(container_count=3)
+    yield c
+    c.shutdown()
+
+
+def die_once_after(step: str, killed: list[str]):  # type: ignore[no-untyped-def]
+    """A handler ``step`` hook that kills the processor (once) right after ``step``."""
+
+    def die_once(name: str) -> None:
+        if name == step and not killed:
+            killed.append(name)
+            raise SystemExit(f"processor killed after {name!r}")
+
+    return die_once
+
+
+def record_of(cluster: InProcessCluster, txn: TxnInfo) -> TxnRecord:
+    found = StreamMetadataStore(cluster.metadata).txns.active("sc", "st", txn.epoch, txn.txn_id)
+    assert found is not None
+    return found
+
+
+def set_record(cluster: InProcessCluster, txn: TxnInfo, **changes: object) -> None:
+    StreamMetadataStore(cluster.metadata).txns.update(record_of(cluster, txn), **changes)
+
+
+def manual_timer(cluster: InProcessCluster, clock: ManualClock) -> TransactionTimer:
+    return TransactionTimer(cluster.metadata, cluster._segment_helper(), clock=clock)
+
+
+COMMIT_STEPS = ["txn segments sealed", "txn segments merged", "committed"]
+
+
+@pytest.mark.parametrize("step", COMMIT_STEPS)
+def test_commit_processor_killed_after_each_step_commits_exactly_once(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    killed: list[str] = []
+    cluster.restart_commit_processor(step=die_once_after(step, killed))
+    txn = cluster._controller.create_transaction("sc", "st", 60.0)
+    for parent in txn.segments:
+        append(cluster, parent.name, b"before;")
+    written = write_txn(cluster, txn, b"T")
+    cluster._controller.commit_transaction("sc", "st", txn.txn_id)
+    wait_for(lambda: bool(killed))
+    cluster.restart_commit_processor()  # resumes from its checkpoint
+    wait_for(lambda: status(cluster, txn) is TxnStatus.COMMITTED)
+    for parent in txn.segments:
+        append(cluster, parent.name, b";after")
+        assert read_all(cluster, parent.name) == b"before;" + written[parent.name] + b";after"
+
+
+ABORT_STEPS = ["txn segments deleted", "aborted"]
+
+
+@pytest.mark.parametrize("step", ABORT_STEPS)
+def test_abort_processor_killed_after_each_step_aborts_once(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    killed: list[str] = []
+    cluster.restart_abort_processor(step=die_once_after(step, killed))
+    txn = cluster._controller.create_transaction("sc", "st", 60.0)
+    write_txn(cluster, txn, b"T")
+    cluster._controller.abort_transaction("sc", "st", txn.txn_id)
+    wait_for(lambda: bool(killed))
+    cluster.restart_abort_processor()
+    wait_for(lambda: status(cluster, txn) is TxnStatus.ABORTED)
+    for parent in txn.segments:
+        assert read_all(cluster, parent.name) == b""
+    assert cluster._controller.list_transactions("sc", "st") == {}
+
+
+@pytest.mark.parametrize("step", COMMIT_STEPS[:2])
+def test_container_restarted_mid_commit_commits_exactly_once(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    txn = cluster._controller.create_transaction("sc", "st", 60.0)
+    (parent,) = txn.segments
+    container = container_for_segment(parent.name, cluster.container_count)
+    restarted: list[str] = []
+
+    def restart(name: str) -> None:
+        if name == step and not restarted:
+            restarted.append(name)
+            cluster.restart_container(container)
+
+    cluster.restart_commit_processor(step=restart)
+    append(cluster, parent.name, b"before;")
+    written = write_txn(cluster, txn, b"T")
+    cluster._controller.commit_transaction("sc", "st", txn.txn_id)
+    wait_for(lambda: status(cluster, txn) is TxnStatus.COMMITTED)
+    assert restarted
+    assert read_all(cluster, parent.name) == b"before;" + written[parent.name]
+
+
+def test_ping_or_commit_after_the_lease_ran_out_is_lease_expired_and_aborts(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    now = int(time.time() * 1000)
+    for call in ("ping", "commit"):
+        txn = cluster._controller.create_transaction("sc", "st", 60.0)
+        set_record(cluster, txn, lease_deadline_ms=now - 1)
+        with pytest.raises(pr.LeaseExpiredError):
+            if call == "ping":
+                cluster._controller.ping_transaction("sc", "st", txn.txn_id, 10.0)
+            else:
+                cluster._controller.commit_transaction("sc", "st", txn.txn_id)
+        wait_for(lambda t=txn: status(cluster, t) is TxnStatus.ABORTED)  # type: ignore[misc]
+
+
+def test_ping_past_the_maximum_is_clamped_then_lease_expired(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    txn = cluster._controller.create_transaction("sc", "st", 60.0)
+    now = int(time.time() * 1000)
+    set_record(cluster, txn, max_deadline_ms=now + 5_000)
+    deadline = cluster._controller.ping_transaction("sc", "st", txn.txn_id, 600.0)
+    assert deadline == now + 5_000  # clamped to the maximum
+    set_record(cluster, txn, max_deadline_ms=now - 1)
+    with pytest.raises(pr.LeaseExpiredError):
+        cluster._controller.ping_transaction("sc", "st", txn.txn_id, 1.0)
+    wait_for(lambda: status(cluster, txn) is TxnStatus.ABORTED)
+
+
+def test_timer_aborts_an_expired_transaction_and_a_restarted_timer_still_does(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    first = cluster._controller.create_transaction("sc", "st", 5.0)
+    second = cluster._controller.create_transaction("sc", "st", 20.0)
+    write_txn(cluster, first, b"T")
+    timer = manual_timer(cluster, clock)
+    assert timer.run_once() == 0
+    clock.advance(6)
+    assert timer.run_once() == 1
+    wait_for(lambda: status(cluster, first) is TxnStatus.ABORTED)
+    for parent in first.segments:
+        assert read_all(cluster, parent.name) == b""
+    assert status(cluster, second) is TxnStatus.OPEN
+    # The timer "dies"; a new one rebuilds from the records and aborts the second in time.
+    clock.advance(15)
+    restarted = manual_timer(cluster, clock)
+    assert restarted.run_once() == 1
+    wait_for(lambda: status(cluster, second) is TxnStatus.ABORTED)
+
+
+def test_timer_leaves_a_transaction_pinged_after_it_read_the_deadline(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    txn = cluster._controller.create_transaction("sc", "st", 5.0)
+    timer = manual_timer(cluster, clock)
+    assert timer.run_once() == 0  # the heap holds the first deadline
+    cluster._controller.ping_transaction("sc", "st", txn.txn_id, 60.0)
+    clock.advance(6)
+    assert timer.run_once() == 0  # the stored deadline moved: not aborted
+    assert status(cluster, txn) is TxnStatus.OPEN
+    clock.advance(60)
+    assert timer.run_once() == 1
+
+
+def test_timer_posts_a_lost_commit_again_and_forgets_old_completed_ones(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    txn = cluster._controller.create_transaction("sc", "st", 60.0)
+    written = write_txn(cluster, txn, b"T")
+    # The poster died between marking COMMITTING and posting the commit event.
+    set_record(cluster, txn, status=TxnStatus.COMMITTING, status_ms=clock.wall_time_ms())
+    time.sleep(0.2)
+    assert status(cluster, txn) is TxnStatus.COMMITTING
+    timer = manual_timer(cluster, clock)
+    timer.run_once()
+    clock.advance(STUCK_REPOST_S + 1)
+    timer.run_once()
+    wait_for(lambda: status(cluster, txn) is TxnStatus.COMMITTED)
+    (parent,) = txn.segments
+    assert read_all(cluster, parent.name) == written[parent.name]
+    clock.advance(TXN_COMPLETED_KEEP_S + 1)
+    timer.run_once()
+    with pytest.raises(pr.TxnNotFoundError):
+        status(cluster, txn)
+
+
+def test_a_scale_waits_for_the_old_epochs_transaction_and_a_new_one_uses_the_new_epoch(
+    cluster,
+) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    s0, s1 = c.get_stream_info("sc", "st").segments
+    old = c.create_transaction("sc", "st", 60.0)
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.75), (0.75, 1.0)])
+    records = StreamMetadataStore(cluster.metadata).streams
+    wait_for(lambda: records.highest_epoch("sc", "st") == 1)  # the partial epoch is there
+    new = c.create_transaction("sc", "st", 60.0)  # against the scale's partial epoch
+    assert new.epoch == 1 and new.segments[0].segment_id == s0.segment_id
+    written_old = write_txn(cluster, old, b"OLD")
+    written_new = write_txn(cluster, new, b"NEW")
+    c.commit_transaction("sc", "st", new.txn_id)
+    time.sleep(0.5)
+    assert not c.check_scale("sc", "st", epoch)  # waits for the old epoch's transaction
+    assert status(cluster, new) is TxnStatus.COMMITTING  # waits for its epoch
+    assert not cluster.segments.get_info(s1.name).result(10).sealed
+    c.commit_transaction("sc", "st", old.txn_id)
+    wait_for(lambda: c.check_scale("sc", "st", epoch))
+    wait_for(lambda: status(cluster, new) is TxnStatus.COMMITTED)
+    assert status(cluster, old) is TxnStatus.COMMITTED
+    assert read_all(cluster, s1.name) == written_old[s1.name]  # merged before the seal
+    assert read_all(cluster, s0.name) == written_old[s0.name] + written_new[s0.name]
+    for parent in new.segments[1:]:
+        assert read_all(cluster, parent.name) == written_new[parent.name]
+
+
+def test_seal_aborts_open_transactions_and_waits_for_committing_ones(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    open_txn = c.create_transaction("sc", "st", 60.0)
+    committing = c.create_transaction("sc", "st", 60.0)
+    write_txn(cluster, open_txn, b"OPEN")
+    written = write_txn(cluster, committing, b"C")
+    cluster.commit_processor.stop()
+    c.commit_transaction("sc", "st", committing.txn_id)
+    assert not c.seal_stream("sc", "st")
+    wait_for(lambda: status(cluster, open_txn) is TxnStatus.ABORTED)
+    time.sleep(0.3)
+    assert c.get_stream_info("sc", "st").state is pr.StreamState.SEALING
+    with pytest.raises(pr.StreamSealedError):
+        c.create_transaction("sc", "st", 10.0)
+    cluster.restart_commit_processor()
+    wait_for(lambda: c.get_stream_info("sc", "st").state is pr.StreamState.SEALED)
+    assert status(cluster, committing) is TxnStatus.COMMITTED
+    for parent in committing.segments:
+        assert read_all(cluster, parent.name) == written[parent.name]
+        assert cluster.segments.get_info(parent.name).result(10).sealed
+
+
+def test_a_deleted_and_recreated_stream_starts_with_no_transactions(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    c = cluster._controller
+    txn = c.create_transaction("sc", "st", 60.0)
+    c.commit_transaction("sc", "st", txn.txn_id)
+    wait_for(lambda: status(cluster, txn) is TxnStatus.COMMITTED)
+    mgr = cluster.stream_manager()
+    mgr.seal_stream("sc", "st")
+    mgr.delete_stream("sc", "st")
+    assert mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
+    with pytest.raises(pr.TxnNotFoundError):
+        status(cluster, txn)
+    again = c.create_transaction("sc", "st", 60.0)  # epoch 0 is open again
+    assert again.epoch == 0 and c.list_transactions("sc", "st") == {again.txn_id: TxnStatus.OPEN}
+    assert isinstance(again.txn_id, uuid.UUID)
+
+
+def test_an_orphaned_creation_is_aborted_by_the_timer(cluster) -> None:  # type: ignore[no-untyped-def]
+    """A creation cut short after its record: the lease runs out, the timer aborts it."""
+    make_stream(cluster, 2)
+    store = StreamMetadataStore(cluster.metadata)
+    now = int(time.time() * 1000)
+    txn_id = uuid.uuid4()
+    store.txns.create("sc", "st", txn_id, 0, now + 1000, now + 60_000, now)
+    parent = cluster._controller.get_stream_info("sc", "st").segments[0].name
+    cluster._segment_helper().create_transaction_segment(
+        transaction_segment_name(parent, txn_id.bytes)
+    )  # only one of two segments was created
+    clock = ManualClock(wall_start_ms=now + 2000)
+    assert manual_timer(cluster, clock).run_once() == 1
+    wait_for(
+        lambda: (
+            cluster._controller.check_transaction_status("sc", "st", txn_id) is TxnStatus.ABORTED
+        )
+    )
+    with pytest.raises(pr.SegmentNotFoundError):
+        cluster.segments.get_info(transaction_segment_name(parent, txn_id.bytes)).result(10)
+
+
+def test_a_waiting_request_never_expires_and_does_not_hold_up_other_streams(cluster) -> None:  # type: ignore[no-untyped-def]
+    """WAIT (a scale waiting for transactions, a commit for its epoch) outlives the
+    request expiry, and while one stream waits another's requests run, even on one thread."""
+    from pravega_ray.controller.event_processor import DONE, WAIT, RequestEventProcessor
+    from pravega_ray.controller.request_stream import RequestStream
+    from pravega_ray.naming import stream_segment_name
+
+    stream = RequestStream(cluster._segment_helper(), stream_segment_name("_system", "_t", 0))
+    calls: dict[str, int] = {"a": 0, "b": 0}
+
+    def handle(body: dict[str, object]) -> str:
+        name = str(body["stream"])
+        calls[name] += 1
+        return WAIT if name == "a" and calls["a"] < 20 else DONE
+
+    processor = RequestEventProcessor(
+        stream, handle, cluster.metadata, name="t", concurrency=1, postpone_s=0.01, expiry_s=0.0
+    )
+    stream.post({"type": "x", "scope": "sc", "stream": "a", "posted_ms": 0})
+    stream.post({"type": "x", "scope": "sc", "stream": "b", "posted_ms": 0})
+    processor.start()
+    try:
+        wait_for(lambda: calls["b"] == 1 and processor.handled >= 1)
+        assert calls["a"] < 20  # b ran while a was still waiting
+        wait_for(lambda: processor.handled == 2)
+        assert calls["a"] == 20  # retried until DONE, never dropped as expired
+    finally:
+        processor.stop()
+
+
+def test_commits_of_many_transactions_are_each_contiguous_in_commit_order(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    txns = [c.create_transaction("sc", "st", 60.0) for _ in range(6)]
+    written = [write_txn(cluster, t, b"T%d" % i) for i, t in enumerate(txns)]
+    order = [3, 0, 5, 1, 4, 2]
+    for i in order:
+        c.commit_transaction("sc", "st", txns[i].txn_id)
+    # A commit event posted again (posting is at least once) changes nothing.
+    body = {"type": "commit", "scope": "sc", "stream": "st", "epoch": 0, "posted_ms": 0}
+    cluster.core._transactions().commits.post({**body, "txn": txns[order[0]].txn_id.hex})
+    wait_for(lambda: all(status(cluster, t) is TxnStatus.COMMITTED for t in txns))
+    for parent in txns[0].segments:
+        expected = b"".join(written[i][parent.name] for i in order)
+        assert read_all(cluster, parent.name) == expected
+    wait_for(lambda: cluster.commit_processor.drain(1.0))
+    for parent in txns[0].segments:
+        assert read_all(cluster, parent.name) == b"".join(written[i][parent.name] for i in order)
+
+
+def test_a_creation_that_finds_its_epoch_closed_moves_to_the_new_epoch(
+    cluster, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    _, s1 = c.get_stream_info("sc", "st").segments
+    old = c.create_transaction("sc", "st", 60.0)
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
+    txns = StreamMetadataStore(cluster.metadata).txns
+    wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale closed epoch 0 and waits
+    records = cluster.core._store.streams
+    real = records.highest_epoch
+    seen: list[int] = []
+
+    def stale_once(scope: str, stream: str) -> int:  # read before the scale's new epoch
+        seen.append(0)
+        return 0 if len(seen) == 1 else real(scope, stream)
+
+    monkeypatch.setattr(records, "highest_epoch", stale_once)
+    new = c.create_transaction("sc", "st", 60.0)
+    assert len(seen) == 2 and new.epoch == 1
+    assert txns.list_epoch("sc", "st", 0) == [old.txn_id]  # its record under 0 was removed
+    assert s1.segment_id not in [s.segment_id for s in new.segments]
+    with pytest.raises(pr.SegmentNotFoundError):  # none on the old epoch's sealed-to-be one
+        cluster.segments.get_info(transaction_segment_name(s1.name, new.txn_id.bytes)).result(10)
+    c.abort_transaction("sc", "st", old.txn_id)
+    wait_for(lambda: c.check_scale("sc", "st", epoch))
+    assert status(cluster, new) is TxnStatus.OPEN
+
+
+def test_transactions_survive_a_restart_of_the_whole_cluster(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    txn = c.create_transaction("sc", "st", 60.0)
+    written = write_txn(cluster, txn, b"T")
+    cluster.restart()
+    assert c.get_transaction("sc", "st", txn.txn_id) == txn
+    c.commit_transaction("sc", "st", txn.txn_id)
+    wait_for(lambda: status(cluster, txn) is TxnStatus.COMMITTED)
+    for parent in txn.segments:
+        assert read_all(cluster, parent.name) == written[parent.name]
+
+
+def test_commits_while_a_container_restarts_again_and_again_end_exactly_once(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    c = cluster._controller
+    txns = [c.create_transaction("sc", "st", 60.0) for _ in range(4)]
+    written = [write_txn(cluster, t, b"T%d" % i) for i, t in enumerate(txns)]
+    (parent,) = txns[0].segments
+    container = container_for_segment(parent.name, cluster.container_count)
+    stop = threading.Event()
+
+    def restarts() -> None:
+        while not stop.is_set():
+            cluster.restart_container(container)
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=restarts)
+    thread.start()
+    try:
+        for txn in txns:
+            for _ in range(200):  # the caller repeats a commit whose outcome is unknown
+                try:
+                    c.commit_transaction("sc", "st", txn.txn_id)
+                    break
+                except pr.RetriableError:
+                    time.sleep(0.02)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join()
+    wait_for(lambda: all(status(cluster, t) is TxnStatus.COMMITTED for t in txns), 40.0)
+    assert read_all(cluster, parent.name) == b"".join(w[parent.name] for w in written)
+
+
+def test_a_seal_during_a_scale_waiting_for_transactions_aborts_them(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    _, s1 = c.get_stream_info("sc", "st").segments
+    txn = c.create_transaction("sc", "st", 600.0)
+    write_txn(cluster, txn, b"T")
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
+    txns = StreamMetadataStore(cluster.metadata).txns
+    wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale waits for the transaction
+    assert not c.seal_stream("sc", "st")
+    wait_for(lambda: c.get_stream_info("sc", "st").state is pr.StreamState.SEALED)
+    assert c.check_scale("sc", "st", epoch)
+    assert status(cluster, txn) is TxnStatus.ABORTED
+    assert read_all(cluster, s1.name) == b""
+
+
+def test_a_damaged_transaction_record_is_named_and_the_others_still_time_out(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    c = cluster._controller
+    damaged = c.create_transaction("sc", "st", 60.0)
+    healthy = c.create_transaction("sc", "st", 5.0)
+    key = f"txn/sc/st/{0:010d}/{damaged.txn_id.hex}"
+    current = cluster.metadata.get(key)
+    cluster.metadata.put(key, {**current.value, "status": "bogus"}, current.version)
+    with pytest.raises(pr.DataCorruptionError):
+        c.check_transaction_status("sc", "st", damaged.txn_id)
+    assert status(cluster, healthy) is TxnStatus.OPEN
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    clock.advance(6)
+    assert manual_timer(cluster, clock).run_once() == 1
+    wait_for(lambda: status(cluster, healthy) is TxnStatus.ABORTED)
