@@ -80,6 +80,12 @@ def cluster_manager_options(namespace: str = NAMESPACE) -> dict[str, Any]:
 
 
 REQUEST_PROCESSOR_NAME = "request-event-processor"
+COMMIT_PROCESSOR_NAME = "commit-event-processor"
+ABORT_PROCESSOR_NAME = "abort-event-processor"
+TXN_TIMER_NAME = "transaction-timer"
+TRANSACTION_WORKER_NAMES = (COMMIT_PROCESSOR_NAME, ABORT_PROCESSOR_NAME, TXN_TIMER_NAME)
+"""The transaction actors (``actors/{commit,abort}_processor_actor.py``,
+``actors/txn_timer_actor.py``), controller parts with :func:`controller_part_options`."""
 
 
 def stream_bucket_name(bucket: int) -> str:
@@ -87,9 +93,10 @@ def stream_bucket_name(bucket: int) -> str:
 
 
 def controller_part_options(name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
-    """Options of a controller-side worker actor (the request event processor, a stream
-    bucket, the cluster manager): detached, restartable, threaded (its work runs on its own
-    threads and ``describe`` answers meanwhile), no task retries."""
+    """Options of a controller-side worker actor (the request, commit and abort event
+    processors, the transaction timer, a stream bucket, the cluster manager): detached,
+    restartable, threaded (its work runs on its own threads and ``describe`` answers
+    meanwhile), no task retries."""
     return {
         "name": name,
         "namespace": namespace,

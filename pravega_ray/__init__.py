@@ -23,6 +23,7 @@ from pravega_ray.client.serializers import (
     Utf8Serializer,
 )
 from pravega_ray.client.stream_manager import StreamManager
+from pravega_ray.client.transactional_writer import Transaction, TransactionalEventStreamWriter
 from pravega_ray.client.writer import EventStreamWriter, WriteFuture, WriterConfig
 from pravega_ray.controller.records import (
     KeyValueTableInfo,
@@ -90,6 +91,8 @@ __all__ = sorted(
         "StreamInfo",
         "StreamManager",
         "StreamState",
+        "Transaction",
+        "TransactionalEventStreamWriter",
         "TxnInfo",
         "TxnStatus",
         "TableEntry",

@@ -2,7 +2,9 @@
 
 ``start_local`` is the embedded default: it starts (or joins) a local Ray and
 creates, in namespace ``pravega``, the detached named actors ``controller``,
-``segment-container-<i>`` and ``cluster-manager`` (which owns where containers run
+``segment-container-<i>``, the controller's workers (``request-event-processor``,
+``commit-event-processor``, ``abort-event-processor``, ``transaction-timer``,
+``stream-bucket-<i>``) and ``cluster-manager`` (which owns where containers run
 from then on), with data under ``data_dir``. ``connect`` joins
 a running cluster whose actors exist already (e.g. on a ``ray up`` cluster).
 Both return a :class:`Cluster`, whose client methods come from
@@ -27,13 +29,19 @@ from typing import Any, TypeVar
 
 import ray
 
+from actors.abort_processor_actor import AbortProcessorActor
 from actors.cluster_manager_actor import ClusterManagerActor, start_container_on, wait_actor_gone
+from actors.commit_processor_actor import CommitProcessorActor
 from actors.controller_actor import ControllerActor
 from actors.options import (
+    ABORT_PROCESSOR_NAME,
     CLUSTER_MANAGER_NAME,
+    COMMIT_PROCESSOR_NAME,
     CONTROLLER_NAME,
     NAMESPACE,
     REQUEST_PROCESSOR_NAME,
+    TRANSACTION_WORKER_NAMES,
+    TXN_TIMER_NAME,
     cluster_manager_options,
     container_name,
     controller_options,
@@ -43,6 +51,7 @@ from actors.options import (
 from actors.ray_calls import RayServiceInvoker, call_with_unwrap
 from actors.request_processor_actor import RequestProcessorActor
 from actors.stream_bucket_actor import StreamBucketActor
+from actors.txn_timer_actor import TxnTimerActor
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
@@ -323,12 +332,18 @@ def _initial_placement(tier2: str, container_count: int) -> dict[int, str]:
 def _start_controller_workers(
     namespace: str, tier1: str, tier2: str, container_count: int, env: dict[str, Any], buckets: int
 ) -> None:
-    """Join or create the request event processor and the stream bucket actors."""
+    """Join or create the request, commit and abort event processors, the transaction timer
+    and the stream bucket actors."""
     args = (tier1, tier2, container_count, namespace)
+    shells: list[tuple[str, Any]] = [
+        (REQUEST_PROCESSOR_NAME, RequestProcessorActor),
+        (COMMIT_PROCESSOR_NAME, CommitProcessorActor),
+        (ABORT_PROCESSOR_NAME, AbortProcessorActor),
+        (TXN_TIMER_NAME, TxnTimerActor),
+    ]
     workers = [
-        ray.remote(RequestProcessorActor)
-        .options(**controller_part_options(REQUEST_PROCESSOR_NAME, namespace), **env)
-        .remote(*args)
+        ray.remote(shell).options(**controller_part_options(name, namespace), **env).remote(*args)
+        for name, shell in shells
     ] + [
         ray.remote(StreamBucketActor)
         .options(**controller_part_options(stream_bucket_name(b), namespace), **env)
@@ -349,8 +364,9 @@ def _start_controller_workers(
 
 
 def _controller_worker_names(namespace: str) -> list[str]:
-    """The request event processor and every stream bucket actor running in ``namespace``."""
-    names = [REQUEST_PROCESSOR_NAME]
+    """The request, commit and abort event processors, the transaction timer and every
+    stream bucket actor running in ``namespace``."""
+    names = [REQUEST_PROCESSOR_NAME, *TRANSACTION_WORKER_NAMES]
     for bucket in range(64):
         try:
             ray.get_actor(stream_bucket_name(bucket), namespace=namespace)
@@ -411,7 +427,9 @@ def start_local(
     """Start (or rejoin) an embedded cluster on a local Ray.
 
     Creates the detached actors ``segment-container-<i>``, ``controller`` (the API),
-    ``request-event-processor`` (stream workflows), ``stream-bucket-<i>`` (periodic
+    ``request-event-processor`` (stream workflows), ``commit-event-processor`` and
+    ``abort-event-processor`` (transaction commits and aborts), ``transaction-timer``
+    (aborts transactions whose lease ran out), ``stream-bucket-<i>`` (periodic
     per-stream work, ``retention_buckets`` of them) and ``cluster-manager`` in
     ``namespace`` unless they run already (then they are joined, after checking they
     serve the same storage). Every scope, stream and event is

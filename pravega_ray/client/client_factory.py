@@ -15,7 +15,9 @@ from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.reader_group import ReaderGroup
 from pravega_ray.client.serializers import BytesSerializer, Serializer
 from pravega_ray.client.stream_manager import StreamManager
+from pravega_ray.client.transactional_writer import TransactionalEventStreamWriter
 from pravega_ray.client.writer import EventStreamWriter, WriterConfig
+from pravega_ray.constants import TXN_LEASE_S_DEFAULT
 from pravega_ray.naming import validate_name
 from pravega_ray.stream_configuration import ReaderGroupConfig
 
@@ -49,6 +51,35 @@ class ClientFactory:
             self._controller,
             self._segments,
             config,
+        )
+
+    def create_transactional_writer(
+        self,
+        scope: str,
+        stream: str,
+        serializer: Serializer[T] | None = None,
+        lease_s: float = TXN_LEASE_S_DEFAULT,
+        config: WriterConfig | None = None,
+        *,
+        ping_interval_s: float | None = None,
+    ) -> TransactionalEventStreamWriter[Any]:
+        """A transactional writer for ``scope/stream``: ``begin_txn()``, ``get_txn(txn_id)``.
+
+        Each transaction's lease is ``lease_s`` seconds, renewed by the writer's pings;
+        ``config`` tunes the event writer of each transaction; pings go every
+        ``ping_interval_s`` (default ``lease_s / 3``). Raises InvalidNameError,
+        InvalidArgumentError (serializer, lease, config). The stream is looked up by the
+        first ``begin_txn`` (StreamNotFoundError, StreamSealedError there).
+        """
+        return TransactionalEventStreamWriter(
+            scope,
+            stream,
+            BytesSerializer() if serializer is None else serializer,
+            self._controller,
+            self._segments,
+            lease_s,
+            config,
+            ping_interval_s=ping_interval_s,
         )
 
     def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:

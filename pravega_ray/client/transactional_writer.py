@@ -1,0 +1,512 @@
+"""Transactions: events that become visible all at once, or never (controller seed 002).
+
+``tw = cluster.create_transactional_writer(scope, stream, serializer=..., lease_s=30.0)``
+hands out :class:`Transaction` objects (``tw.begin_txn()``, ``tw.get_txn(txn_id)``).
+
+*design* A transaction is created by the controller: a UUID, the stream's current epoch,
+and one *transaction segment* on each active segment of that epoch
+(``naming.transaction_segment_name(parent.name, txn_id.bytes)``). The client writes a
+transaction's events with an ordinary :class:`~pravega_ray.client.writer.EventStreamWriter`
+whose controller is a small adapter (:class:`_TransactionSegments`) presenting the
+transaction segments as the stream's segments: routing by key, batching, pipelining,
+reconnects and the conditional appends that rule out duplicates after a container restart
+are all the writer's. The writer is made on the first ``write_event`` (a transaction of no
+events, or one resumed only to commit it, costs no writer).
+
+``commit()`` flushes, asks the controller to commit (status COMMITTING: the commit event
+processor merges every transaction segment into its parent, behind everything the parent
+acknowledged before) and polls ``check_transaction_status`` until COMMITTED, as the stream
+manager polls its workflows (``WORKFLOW_POLL_S``, at most ``WORKFLOW_WAIT_S``, then
+TimeoutError). ``abort()`` asks for ABORTING (the abort event processor deletes the
+transaction segments) and returns.
+
+Leases: the controller aborts a transaction whose lease ran out (the transaction timer).
+The transactional writer pings each of its open transactions from one daemon thread, every
+``lease_s / 3``. A ping answered with TxnFailedError (LeaseExpiredError included) or
+TxnNotFoundError marks that transaction failed: its later calls raise that error. A ping
+whose outcome is unknown (ControllerUnavailableError) is tried again on the next round.
+
+Thread-safety: a :class:`Transaction` may be used from several threads (its state changes
+under its own lock); the ping thread only reads and marks state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import threading
+import time
+import uuid
+from typing import Any, Generic, TypeVar, cast
+
+from pravega_ray import constants
+from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.client.serializers import Serializer, check_serializer
+from pravega_ray.client.writer import EventStreamWriter, WriteFuture, WriterConfig
+from pravega_ray.controller.records import SegmentRange, StreamInfo, StreamState, TxnInfo, TxnStatus
+from pravega_ray.errors import (
+    ClientClosedError,
+    InvalidArgumentError,
+    PravegaError,
+    RetriableError,
+    TxnFailedError,
+    TxnNotFoundError,
+)
+from pravega_ray.naming import transaction_segment_name, validate_name
+from pravega_ray.stream_configuration import StreamConfiguration
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PING_FRACTION = 3
+"""A writer pings each open transaction every ``lease_s / PING_FRACTION`` seconds, so two
+pings may be lost before a lease runs out."""
+
+COMMIT_POLL_FIRST_S = 0.001
+"""``commit()`` first asks for the status this long after the commit request, then twice
+as long each time, up to ``WORKFLOW_POLL_S``."""
+
+
+def _check_seconds(name: str, value: object, high: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= high
+    ):
+        raise InvalidArgumentError(
+            f"{name} must be a finite number of seconds above 0 and at most {high}, got {value!r}"
+        )
+    return float(value)
+
+
+def _check_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise InvalidArgumentError(
+            f"timeout must be None or a finite number of seconds >= 0, got {timeout!r}"
+        )
+    return float(timeout)
+
+
+class _TransactionSegments:
+    """The controller as a transaction's event writer sees it: the transaction segments are
+    the stream's segments, and a sealed one has no successor (TxnFailedError).
+
+    Only the calls :class:`EventStreamWriter` makes are here (``get_stream_info``,
+    ``get_successors``); anything else is a bug and raises AttributeError.
+    """
+
+    def __init__(self, info: TxnInfo) -> None:
+        self._info = info
+        self._segments = tuple(
+            dataclasses.replace(
+                parent, name=transaction_segment_name(parent.name, info.txn_id.bytes)
+            )
+            for parent in info.segments
+        )
+
+    def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
+        return StreamInfo(
+            scope=scope,
+            stream=stream,
+            state=StreamState.ACTIVE,
+            configuration=StreamConfiguration(),
+            epoch=self._info.epoch,
+            segments=self._segments,
+            creation_time_ms=0,
+        )
+
+    def get_successors(
+        self, scope: str, stream: str, segment_id: int
+    ) -> dict[SegmentRange, list[int]]:
+        raise TxnFailedError(
+            f"transaction {self._info.txn_id} of {scope}/{stream}: its segment of "
+            f"{segment_id} is sealed (the transaction is committing or aborted)"
+        )
+
+
+class Transaction(Generic[T]):
+    """One transaction; from :meth:`TransactionalEventStreamWriter.begin_txn` or ``get_txn``.
+
+    ``with tw.begin_txn() as txn:`` commits on a clean exit and aborts on an exception (the
+    exception propagates; an abort failing then is logged, not raised over it).
+    """
+
+    def __init__(self, owner: TransactionalEventStreamWriter[T], info: TxnInfo) -> None:
+        self._owner = owner
+        self._info = info
+        self.txn_id: uuid.UUID = info.txn_id
+        self._lock = threading.Lock()
+        self._writer: EventStreamWriter[T] | None = None
+        # What this handle asked for: None (open), COMMITTING, ABORTING; or the error a
+        # ping or the controller answered that makes the transaction unusable.
+        self._requested: TxnStatus | None = None
+        self._failure: TxnFailedError | TxnNotFoundError | None = None
+        if info.status is TxnStatus.COMMITTING or info.status is TxnStatus.COMMITTED:
+            self._requested = TxnStatus.COMMITTING
+        elif info.status is TxnStatus.ABORTING or info.status is TxnStatus.ABORTED:
+            self._requested = TxnStatus.ABORTING
+
+    def __repr__(self) -> str:
+        return f"Transaction({self._info.scope}/{self._info.stream}, {self.txn_id})"
+
+    @property
+    def open(self) -> bool:
+        """True while this handle may still write: not committed, aborted or failed."""
+        return self._requested is None and self._failure is None
+
+    # --- writing -------------------------------------------------------------------------------
+    def write_event(self, event: T, routing_key: str | None = None) -> WriteFuture:
+        """Queue ``event`` in the transaction; its future completes once the event is durably
+        in the transaction segment (not yet visible to readers).
+
+        Raises what :meth:`EventStreamWriter.write_event` raises for a bad event or key
+        (nothing is queued), TxnFailedError once the transaction is committing, committed,
+        aborting, aborted or its lease ran out, TxnNotFoundError if the controller forgot it,
+        ClientClosedError once the transactional writer is closed.
+        """
+        with self._lock:
+            self._check_usable()
+            writer = self._writer
+            if writer is None:
+                writer = self._writer = self._owner._new_writer(self._info)
+        return writer.write_event(event, routing_key)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every event written so far is durable in the transaction.
+
+        TimeoutError after ``timeout`` seconds (InvalidArgumentError if not None or a
+        finite number >= 0); TxnFailedError if the transaction can no longer take them
+        (it was aborted, its lease ran out, its segments are gone); the writer's error
+        otherwise.
+        """
+        timeout = _check_timeout(timeout)
+        with self._lock:
+            writer = self._writer
+        if writer is None:
+            return
+        try:
+            writer.flush(timeout)
+        except TimeoutError:
+            raise
+        except PravegaError as e:
+            raise self._explain(e) from e
+
+    # --- completing ----------------------------------------------------------------------------
+    def commit(self, wait: bool = True) -> None:
+        """Flush, then commit: every event of the transaction becomes visible at once.
+
+        With ``wait`` (the default) returns once the transaction is COMMITTED (its events
+        are in the stream, after everything acknowledged on their segments before this
+        call); without, once the controller has it COMMITTING (it will commit whatever
+        happens to the caller). Committing a committed transaction does nothing. Raises
+        TxnFailedError if the transaction is aborting, aborted or its lease ran out (its
+        events never appear), TxnNotFoundError, TimeoutError if it is not COMMITTED within
+        ``WORKFLOW_WAIT_S`` (it still commits later), InvalidArgumentError for a ``wait``
+        that is not a bool.
+        """
+        if not isinstance(wait, bool):
+            raise InvalidArgumentError(f"wait must be a bool, got {wait!r}")
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure
+            if self._requested is TxnStatus.ABORTING:
+                raise TxnFailedError(f"{self!r} was aborted; it cannot commit")
+            writer = self._writer
+        if writer is not None:
+            try:
+                writer.close()  # flushes: every event is in the transaction segments
+            except PravegaError as e:
+                raise self._explain(e) from e
+        controller = self._owner._controller
+        info = self._info
+        try:
+            status = controller.commit_transaction(info.scope, info.stream, self.txn_id)
+        except (TxnFailedError, TxnNotFoundError) as e:
+            self._fail(e)
+            raise
+        with self._lock:
+            self._requested = TxnStatus.COMMITTING
+        self._owner._forget(self)
+        if status is TxnStatus.COMMITTED or not wait:
+            return
+        self._wait_for(TxnStatus.COMMITTED)
+
+    def abort(self) -> None:
+        """Abort: none of the transaction's events will ever be visible.
+
+        Returns once the controller has it ABORTING (the abort processor deletes its
+        segments). Aborting an aborted transaction does nothing. Raises TxnFailedError if it
+        is committing or committed, TxnNotFoundError if the controller does not know it.
+        Events queued and not yet written are dropped.
+        """
+        with self._lock:
+            if self._requested is TxnStatus.COMMITTING:
+                raise TxnFailedError(f"{self!r} is committing; it cannot be aborted")
+            writer, self._writer = self._writer, None
+        info = self._info
+        self._owner._controller.abort_transaction(info.scope, info.stream, self.txn_id)
+        with self._lock:
+            self._requested = TxnStatus.ABORTING
+        self._owner._forget(self)
+        if writer is not None:
+            self._owner._close_quietly(writer)
+
+    def check_status(self) -> TxnStatus:
+        """The transaction's status as the controller has it now (TxnNotFoundError once it
+        completed long enough ago to be forgotten)."""
+        info = self._info
+        return self._owner._controller.check_transaction_status(
+            info.scope, info.stream, self.txn_id
+        )
+
+    def __enter__(self) -> Transaction[T]:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.commit()
+            return
+        if self._requested is not None:
+            return
+        try:
+            self.abort()
+        except PravegaError as e:  # the original exception matters more
+            log.warning("%r: abort after %r failed: %r", self, exc, e)
+
+    # --- internals -----------------------------------------------------------------------------
+    def _check_usable(self) -> None:
+        """Under the lock: raise unless this handle may write."""
+        if self._failure is not None:
+            raise self._failure
+        if self._requested is TxnStatus.COMMITTING:
+            raise TxnFailedError(f"{self!r} is committing or committed; it takes no more events")
+        if self._requested is TxnStatus.ABORTING:
+            raise TxnFailedError(f"{self!r} was aborted")
+        if self._owner._closed:
+            raise ClientClosedError("the transactional writer is closed")
+
+    def _fail(self, error: TxnFailedError | TxnNotFoundError) -> None:
+        """Mark the transaction unusable (a ping or a call found it failed)."""
+        with self._lock:
+            if self._failure is None:
+                self._failure = error
+            writer, self._writer = self._writer, None
+        self._owner._forget(self)
+        if writer is not None:
+            self._owner._close_quietly(writer)
+
+    def _explain(self, error: PravegaError) -> PravegaError:
+        """The error to raise for a failed write: TxnFailedError if the transaction is no
+        longer open (its segments were sealed or deleted under the writer), else ``error``."""
+        if isinstance(error, (TxnFailedError, TxnNotFoundError)):
+            return error
+        try:
+            status = self.check_status()
+        except PravegaError:
+            return error
+        if status is TxnStatus.OPEN:
+            return error
+        failure = TxnFailedError(f"{self!r} is {status.value}: its events were refused")
+        self._fail(failure)
+        return failure
+
+    def _wait_for(self, target: TxnStatus) -> None:
+        """Poll until ``target``: 1 ms apart at first, doubling up to ``WORKFLOW_POLL_S`` (a
+        small transaction's commit takes a few milliseconds in one process)."""
+        deadline = time.monotonic() + constants.WORKFLOW_WAIT_S
+        pause_s = min(COMMIT_POLL_FIRST_S, constants.WORKFLOW_POLL_S)
+        while True:
+            status = self.check_status()
+            if status is target:
+                return
+            if status in (TxnStatus.ABORTING, TxnStatus.ABORTED):
+                raise TxnFailedError(f"{self!r} was aborted while committing")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self!r} not {target.value} within {constants.WORKFLOW_WAIT_S:.0f} s "
+                    f"(it is {status.value})"
+                )
+            time.sleep(pause_s)
+            pause_s = min(pause_s * 2, constants.WORKFLOW_POLL_S)
+
+
+class TransactionalEventStreamWriter(Generic[T]):
+    """Begins and resumes transactions on one stream, and keeps their leases alive.
+
+    From ``cluster.create_transactional_writer``. The constructor checks its arguments
+    and starts nothing but the ping thread: InvalidNameError for a bad scope or stream,
+    InvalidArgumentError for a bad serializer, ``config`` (a WriterConfig or None) or
+    ``lease_s`` (finite, above 0, at most ``TXN_LEASE_S_MAX``); ``ping_interval_s``
+    defaults to ``lease_s / 3``. ``close()`` (or leaving ``with``) stops pinging and
+    waits for the transactions' pending events; it aborts nothing (a transaction not
+    committed is aborted by the controller once its lease runs out).
+    """
+
+    def __init__(
+        self,
+        scope: str,
+        stream: str,
+        serializer: Serializer[T],
+        controller: ControllerConnection,
+        segments: SegmentStoreConnection,
+        lease_s: float = constants.TXN_LEASE_S_DEFAULT,
+        config: WriterConfig | None = None,
+        *,
+        ping_interval_s: float | None = None,
+    ) -> None:
+        validate_name("scope", scope)
+        validate_name("stream", stream)
+        check_serializer(serializer)
+        if config is not None and not isinstance(config, WriterConfig):
+            raise InvalidArgumentError(
+                f"config must be a WriterConfig or None, got {type(config).__name__}"
+            )
+        self.lease_s = _check_seconds("lease_s", lease_s, constants.TXN_LEASE_S_MAX)
+        self.ping_interval_s = (
+            self.lease_s / PING_FRACTION
+            if ping_interval_s is None
+            else _check_seconds("ping_interval_s", ping_interval_s, constants.TXN_LEASE_S_MAX)
+        )
+        self.scope = scope
+        self.stream = stream
+        self._serializer = serializer
+        self._controller = controller
+        self._segments = segments
+        self._config = config
+        self._lock = threading.Lock()
+        self._open: dict[uuid.UUID, Transaction[T]] = {}
+        self._closed = False
+        self._stop = threading.Event()
+        self._pinger = threading.Thread(
+            target=self._ping_loop, daemon=True, name=f"pravega-txn-ping-{stream}"
+        )
+        self._pinger.start()
+
+    # --- public API ----------------------------------------------------------------------------
+    def begin_txn(self) -> Transaction[T]:
+        """Create a transaction (OPEN, on the stream's current epoch) and start pinging it.
+
+        Raises StreamNotFoundError, ScopeNotFoundError, StreamSealedError (a sealed stream
+        takes no transactions), ClientClosedError after close().
+        """
+        self._check_open()
+        info = self._controller.create_transaction(self.scope, self.stream, self.lease_s)
+        return self._track(Transaction(self, info))
+
+    def get_txn(self, txn_id: uuid.UUID) -> Transaction[T]:
+        """A handle on transaction ``txn_id`` of this stream, created by any writer.
+
+        An open one can be written to, committed and aborted through it, and this writer
+        pings it from now on. One that ended answers ``check_status``; committing a
+        committed one does nothing, anything else raises TxnFailedError.
+        InvalidArgumentError if ``txn_id`` is not a uuid.UUID; TxnNotFoundError if the
+        controller does not know it; ClientClosedError after close().
+        """
+        if not isinstance(txn_id, uuid.UUID):
+            raise InvalidArgumentError(f"txn_id must be a uuid.UUID, got {type(txn_id).__name__}")
+        self._check_open()
+        try:
+            info = self._controller.get_transaction(self.scope, self.stream, txn_id)
+        except TxnFailedError:
+            # It ended (committing, committed, aborting, aborted): a handle that knows so,
+            # so that committing a committed one is a no-op and the rest raise.
+            status = self._controller.check_transaction_status(self.scope, self.stream, txn_id)
+            info = TxnInfo(self.scope, self.stream, txn_id, -1, (), status, 0, 0)
+        txn = Transaction(self, info)
+        return self._track(txn) if txn.open else txn
+
+    def close(self) -> None:
+        """Stop pinging and wait for every open transaction's pending events. Idempotent.
+
+        Aborts nothing. The transactions' handles can still commit, abort and check their
+        status; writing to them raises ClientClosedError.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            txns = list(self._open.values())
+            self._open.clear()
+        self._stop.set()
+        for txn in txns:
+            with txn._lock:
+                writer = txn._writer
+            if writer is not None:
+                self._close_quietly(writer)
+        self._pinger.join(timeout=10)
+
+    def __enter__(self) -> TransactionalEventStreamWriter[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- internals -----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the transactional writer is closed")
+
+    def _track(self, txn: Transaction[T]) -> Transaction[T]:
+        with self._lock:
+            if not self._closed:
+                self._open[txn.txn_id] = txn
+        return txn
+
+    def _forget(self, txn: Transaction[T]) -> None:
+        with self._lock:
+            self._open.pop(txn.txn_id, None)
+
+    def _new_writer(self, info: TxnInfo) -> EventStreamWriter[T]:
+        """An event writer over the transaction's segments (see the module docstring)."""
+        adapter = cast(ControllerConnection, _TransactionSegments(info))
+        return EventStreamWriter(
+            self.scope, self.stream, self._serializer, adapter, self._segments, self._config
+        )
+
+    @staticmethod
+    def _close_quietly(writer: EventStreamWriter[Any]) -> None:
+        try:
+            writer.close()
+        except PravegaError as e:
+            log.info("transaction writer closed with %r", e)
+
+    def _ping_loop(self) -> None:
+        while not self._stop.wait(self.ping_interval_s):
+            try:
+                self.ping_all()
+            except Exception:  # pragma: no cover - a bug; keep pinging the others
+                log.exception("transaction ping round failed")
+
+    def ping_all(self) -> int:
+        """Ping every open transaction once now; returns how many pings succeeded.
+
+        The ping thread calls this every ``ping_interval_s``; a transaction whose ping
+        answers TxnFailedError, LeaseExpiredError or TxnNotFoundError is marked failed.
+        """
+        with self._lock:
+            txns = list(self._open.values())
+        renewed = 0
+        for txn in txns:
+            if self._stop.is_set():
+                break
+            try:
+                self._controller.ping_transaction(self.scope, self.stream, txn.txn_id, self.lease_s)
+                renewed += 1
+            except (TxnFailedError, TxnNotFoundError) as e:
+                log.warning("%r: ping refused, the transaction failed: %r", txn, e)
+                txn._fail(e)
+            except RetriableError as e:
+                log.info("%r: ping outcome unknown, next round: %r", txn, e)
+            except PravegaError as e:
+                log.warning("%r: ping failed: %r", txn, e)
+        return renewed
