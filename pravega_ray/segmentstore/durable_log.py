@@ -269,8 +269,10 @@ class DurableLog:
         state.event_count += op.event_count
         state.attributes.update(op.attributes)
         state.dirty_attributes.update(op.attributes)
-        if state.traffic is not None:
-            state.traffic.record(op.event_count, len(op.data), self._clock.monotonic())
+        if state.traffic is not None:  # live, not replayed: recovery leaves it "long ago"
+            now = self._clock.monotonic()
+            state.traffic.record(op.event_count, len(op.data), now)
+            state.last_used_s = now
         wake_all(state.data_waiters)
 
     def _apply_create(self, op: ops.CreateSegment, _: int, __: bytes | None) -> None:
@@ -371,6 +373,8 @@ class DurableLog:
             self._dead_chunks += source_chunks
         target.length += op.length
         target.event_count += source.event_count
+        target.attributes.update(op.attributes)
+        target.dirty_attributes.update(op.attributes)
         wake_all(target.data_waiters)
         wake_all(source.data_waiters)
         wake_all(source.attribute_waiters)
