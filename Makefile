@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-controller clean check-java venv
+.PHONY: demo test lint bench bench-controller bench-large-events clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -24,6 +24,9 @@ bench: venv
 
 bench-controller: venv
 	$(PY) benchmarks/controller.py
+
+bench-large-events: venv
+	$(PY) benchmarks/large_events.py
 
 venv: $(STAMP)
 
