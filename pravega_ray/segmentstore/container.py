@@ -355,8 +355,8 @@ class SegmentContainer:
 
         Fails alone, changing nothing, with ConditionalUpdateError if an
         attribute condition does not hold or the segment's length is not
-        ``expected_offset`` (when given). Used by table segments and
-        state synchronizers; event writers use :meth:`append`.
+        ``expected_offset`` (when given); on a transient segment an offset ahead of its
+        length first waits for the slices before it (TransientSegments.wait_for_length).
         """
         self._ensure_running()
         data = check_data(data, allow_empty=True)
@@ -368,6 +368,8 @@ class SegmentContainer:
             self.metadata.get(segment), [u.key for u in attribute_updates]
         )
         state = self.metadata.get(segment)
+        if expected_offset is not None and expected_offset > state.pending_length:
+            state = await self.transients.wait_for_length(segment, expected_offset)
         state.check_not_sealed()
         state.check_attribute_keys(u.key for u in attribute_updates)
         if expected_offset is not None and expected_offset != state.pending_length:
@@ -450,12 +452,10 @@ class SegmentContainer:
         """Atomically move sealed ``source``'s bytes to the end of ``target``; returns its length.
 
         ``attributes`` are applied to the target in the same log operation, all or none
-        (a failed condition is ConditionalUpdateError and merges nothing): a large event's
-        writer mark lands exactly when its bytes do. Metadata only (the source's Tier-2
-        chunks join the target's) when both are wholly in Tier-2 after a flush; otherwise
-        the source's bytes are logged with the merge. Raises IllegalStateError if the
-        source is not sealed or is truncated, SegmentSealedError if the target is sealed,
-        SegmentNotFoundError, InvalidArgumentError for merging a segment into itself.
+        (ConditionalUpdateError merges nothing); see ``segment_merger.py``. Raises
+        IllegalStateError if the source is not sealed or is truncated, SegmentSealedError
+        if the target is sealed, SegmentNotFoundError, InvalidArgumentError for merging a
+        segment into itself.
         """
         self._ensure_running()
         return await self._merger.merge(target, source, attributes)

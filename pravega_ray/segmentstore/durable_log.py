@@ -296,7 +296,11 @@ class DurableLog:
 
     def _apply_chunk_added(self, op: ops.ChunkAdded, _: int, chunk_data: bytes | None) -> None:
         state = self._metadata.find(op.segment)
-        assert state is not None
+        if state is None:
+            # Deleted or merged while the storage writer wrote this chunk (a delete does not
+            # wait for a flush round): nothing references the chunk, so it is dead.
+            self._dead_chunks.append(op.chunk)
+            return
         invariant(op.offset == state.storage_length, f"chunk gap in {op.segment}")
         chunk = ChunkRef(op.offset, op.length, op.chunk, op.crc)
         state.chunks.add(chunk, op.segment)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from pravega_ray.errors import ContainerNotReadyError, PravegaError
 from pravega_ray.naming import parse_segment_name, transient_segment_name
-from pravega_ray.segmentstore.container_metadata import SegmentRole
+from pravega_ray.segmentstore.container_metadata import SegmentMetadata, SegmentRole, wait_on
 from pravega_ray.timing import Clock, Scheduler
 
 if TYPE_CHECKING:
@@ -67,6 +67,27 @@ class TransientSegments:
         name = transient_segment_name(parent, self._new_id())
         await self._container.create_segment(name, SegmentRole.TRANSIENT)
         return name
+
+    async def wait_for_length(self, segment: str, length: int) -> SegmentMetadata:
+        """The segment once its pending length reaches ``length``, or after
+        ``append_reorder_wait_s`` (the caller's condition then fails as usual).
+
+        Only a transient segment waits: the slices of a large event are appended
+        pipelined, and actor calls may start out of order (a slice's bytes may be fetched
+        before its predecessor's), so a slice may arrive before the one it follows. Any
+        other segment returns at once.
+        """
+        state = self._container.metadata.get(segment)
+        if state.role != SegmentRole.TRANSIENT.value:
+            return state
+        deadline = self._clock.monotonic() + self._container.config.append_reorder_wait_s
+        while state.pending_length < length and not state.pending_sealed:
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0:
+                break
+            await wait_on(state.attribute_waiters, remaining)
+            self._container.metadata.get(segment)  # deleted meanwhile: SegmentNotFoundError
+        return self._container.metadata.get(segment)
 
     # --- cleanup ---------------------------------------------------------------------------------
     def start(self) -> None:

@@ -219,3 +219,29 @@ def test_a_writer_killed_mid_event_leaves_nothing_visible(cluster: InProcessClus
         time.sleep(0.01)
     assert transient_segments(cluster) == []
     assert [e[2] for e in stored_events(cluster)] == [1]
+
+
+def test_container_restart_between_slices_starts_the_event_over(
+    cluster: InProcessCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mgr = make_stream(cluster)
+    segment = mgr.get_stream_info("sc", "st").segments[0].name
+    original = SegmentStoreClient.append_conditional
+    restarted: list[str] = []
+
+    def append_conditional(self: SegmentStoreClient, name: str, *args: Any) -> Any:
+        future = original(self, name, *args)
+        if "#transient." in name and not restarted:
+            future.result(30)  # the first slice landed; the container then restarts
+            restarted.append(name)
+            cluster.restart_container(container_for_segment(segment, 2))
+        return future
+
+    monkeypatch.setattr(SegmentStoreClient, "append_conditional", append_conditional)
+    with cluster.create_writer("sc", "st") as w:
+        w.write_event(payload(1, 20 * MIB), routing_key="k").result(60)
+        w.write_event(payload(2, 100), routing_key="k").result(30)
+    assert restarted
+    assert [e[2] for e in stored_events(cluster)] == [1, 2]
+    cluster.run(cluster.container(container_for_segment(segment, 2)).transients.sweep()).result(10)
+    assert transient_segments(cluster) == []

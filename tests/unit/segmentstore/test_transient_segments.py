@@ -26,6 +26,7 @@ from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.timing import ManualClock
 from tests.containers import QUIET, new_container
+from tests.faults.storage import FaultPlan, FaultyChunkStorage
 
 pytestmark = pytest.mark.timeout(30)
 PARENT = "s/t/0.#epoch.0"
@@ -217,3 +218,48 @@ def test_container_config_refuses_bad_transient_settings() -> None:
         ContainerConfig(0, transient_segment_idle_s=-1)
     with pytest.raises(InvalidArgumentError):
         ContainerConfig(0, transient_segment_idle_s=float("nan"))
+
+
+def test_a_segment_deleted_while_its_chunk_is_written_does_not_stop_the_container() -> None:
+    # The cleanup (or a writer giving up a large event) deletes a transient segment while the
+    # storage writer writes its chunk: the late ChunkAdded finds it gone; the chunk is dead.
+    plan = FaultPlan(delay_s=0.2)
+    storage = FaultyChunkStorage(InMemoryChunkStorage(), plan)
+
+    async def go() -> None:
+        c = new_container(InMemoryLogStore(), storage, config=QUIET)
+        await c.create_segment(PARENT)
+        name = await c.create_transient_segment(PARENT)
+        await c.append_conditional(name, b"slice" * 1000, (), 0, 0)
+        flush = asyncio.ensure_future(c.flush_to_storage())
+        await asyncio.sleep(0.05)  # the chunk's create is under way
+        await c.delete_segment(name)
+        await flush
+        await c.append_conditional(PARENT, b"still running", (), 0, 1)
+        assert await c.list_segments() == [PARENT]
+        await c.flush_to_storage()  # deletes the dead chunk
+        assert not [n for n in storage.list(PARENT) if "#transient." in n]
+        await c.close()
+
+    asyncio.run(go())
+
+
+def test_slices_arriving_out_of_order_wait_for_their_predecessor() -> None:
+    async def go() -> None:
+        c = new_container(config={**QUIET, "append_reorder_wait_s": 0.3})
+        await c.create_segment(PARENT)
+        name = await c.create_transient_segment(PARENT)
+        second = asyncio.ensure_future(c.append_conditional(name, b"world", (), 5, 1))
+        await asyncio.sleep(0.01)
+        assert not second.done()  # waits for the slice before it
+        await c.append_conditional(name, b"hello", (), 0, 0)
+        assert (await second).offset == 5
+        assert await read_all(c, name) == b"helloworld"
+        with pytest.raises(ConditionalUpdateError):  # a slice that never comes: fails in time
+            await c.append_conditional(name, b"x", (), 99, 0)
+        await c.create_segment("s/t/1.#epoch.0")  # other segments never wait
+        with pytest.raises(ConditionalUpdateError):
+            await asyncio.wait_for(c.append_conditional("s/t/1.#epoch.0", b"x", (), 5), 0.5)
+        await c.close()
+
+    asyncio.run(go())
