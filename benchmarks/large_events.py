@@ -25,7 +25,11 @@ benchmarks/large_events.py --full`` (adds 1 GiB). Timings decide nothing in the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -125,6 +129,7 @@ def run_case(
     mgr.create_scope("bench")
     mgr.create_stream("bench", stream, pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
     event = payload_of(event_bytes)
+    del mgr
     rss = PeakRss(store_pids)
     with rss.sampling():
         with factory.create_writer("bench", stream) as writer:
@@ -183,49 +188,89 @@ def print_table(raw: float, rows: list[Row]) -> None:
         )
 
 
+def one_row(system: str, size: int, count: int, directory: Path) -> Row:
+    """One row, in a process of its own (so no row inherits another's freed memory)."""
+    if system == "in-process":
+        cluster = InProcessCluster(container_count=1)
+        try:
+            return run_case(cluster, system, "s", size, count, list)
+        finally:
+            cluster.shutdown()
+    import ray
+
+    # "local": a Ray of its own, never one another job started on this machine.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray_cluster = pr.start_local(
+        data_dir=directory / "data", container_count=1, namespace=f"bench-large-{os.getpid()}"
+    )
+
+    def store_pids() -> list[int]:
+        """The container actors of this process's own Ray (its descendants)."""
+        return [
+            p.pid
+            for p in psutil.Process().children(recursive=True)
+            if "SegmentContainerActor" in " ".join(_cmdline(p))
+        ]
+
+    try:
+        return run_case(ray_cluster, system, "s", size, count, store_pids)
+    finally:
+        ray_cluster.shutdown()
+        ray.shutdown()
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="add the 1 GiB row")
     parser.add_argument("--total-mib", type=int, default=256, help="payload MiB per row")
     parser.add_argument("--systems", default="in-process,ray", help="comma-separated")
-    parser.add_argument("--data-dir", default=None, help="where Ray's cluster keeps its data")
+    parser.add_argument("--data-dir", default=None, help="where the rows keep their data")
+    parser.add_argument(
+        "--one", nargs=3, metavar=("SYSTEM", "SIZE", "COUNT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.one:  # a child running one row: its result as JSON on the last line
+        system, size, count = args.one[0], int(args.one[1]), int(args.one[2])
+        row = one_row(system, size, count, Path(args.data_dir))
+        print(json.dumps(dataclasses.asdict(row)), flush=True)
+        return
     sizes = [1 * MIB, 16 * MIB, 128 * MIB] + ([1024 * MIB] if args.full else [])
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(dir=args.data_dir, prefix="bench-large-") as tmp:
         directory = Path(tmp)
         raw = raw_fsync_mb_s(directory, args.total_mib * MIB)
-        systems = args.systems.split(",")
-        if "in-process" in systems:
-            cluster = InProcessCluster(container_count=1)
-            try:
-                for i, size in enumerate(sizes):
-                    count = max(1, args.total_mib * MIB // size)
-                    rows.append(run_case(cluster, "in-process", f"s{i}", size, count, list))
-                    print(rows[-1], flush=True)
-            finally:
-                cluster.shutdown()
-        if "ray" in systems:
-            import ray
-
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            cluster = pr.start_local(data_dir=directory / "data", container_count=1)
-
-            def store_pids() -> list[int]:
-                return [
-                    p.pid
-                    for p in psutil.process_iter(["cmdline"])
-                    if "SegmentContainerActor" in " ".join(p.info["cmdline"] or [])
-                ]
-
-            try:
-                for i, size in enumerate(sizes):
-                    count = max(1, args.total_mib * MIB // size)
-                    rows.append(run_case(cluster, "ray", f"s{i}", size, count, store_pids))
-                    print(rows[-1], flush=True)
-            finally:
-                cluster.shutdown()
-                ray.shutdown()
+        for system in args.systems.split(","):
+            for i, size in enumerate(sizes):
+                count = max(1, args.total_mib * MIB // size)
+                row_dir = directory / f"{system}-{i}"
+                row_dir.mkdir()
+                child = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--data-dir",
+                        str(row_dir),
+                        "--one",
+                        system,
+                        str(size),
+                        str(count),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if child.returncode != 0:
+                    print(child.stdout[-2000:], child.stderr[-4000:], file=sys.stderr)
+                    raise SystemExit(f"row {system} {size} failed")
+                rows.append(Row(**json.loads(child.stdout.strip().splitlines()[-1])))
+                print(rows[-1], flush=True)
     print_table(raw, rows)
 
 
