@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-controller bench-transactions clean check-java venv
+.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -27,6 +27,9 @@ bench-controller: venv
 
 bench-transactions: venv
 	$(PY) benchmarks/transactions.py
+
+bench-large-events: venv
+	$(PY) benchmarks/large_events.py
 
 venv: $(STAMP)
 

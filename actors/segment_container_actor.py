@@ -130,8 +130,13 @@ class SegmentContainerActor:
     async def truncate(self, segment: str, offset: int) -> None:
         await self._container.truncate(segment, offset)
 
-    async def merge(self, target: str, source: str) -> int:
-        return await self._container.merge(target, source)
+    async def create_transient_segment(self, parent: str) -> str:
+        return await self._container.create_transient_segment(parent)
+
+    async def merge(
+        self, target: str, source: str, attributes: tuple[AttributeUpdate, ...] = ()
+    ) -> int:
+        return await self._container.merge(target, source, attributes)
 
     async def delete_segment(self, segment: str) -> None:
         await self._container.delete_segment(segment)

@@ -61,6 +61,10 @@ class Block:
     re-route keeps a batch whole. ``parents`` are the blocks whose events were
     re-routed into this one (None if none); ``waiting`` counts the children of a
     re-routed block that have not completed yet.
+
+    A *large event* (over ``MAX_EVENT_SIZE_BYTES``, seed 003) is a block of its own with
+    no ``parts``: ``large`` holds its payload (never copied whole; the sender writes it
+    to a transient segment in slices and merges that into the segment).
     """
 
     __slots__ = (
@@ -70,6 +74,8 @@ class Block:
         "first",
         "future",
         "keys",
+        "large",
+        "large_attempts",
         "last",
         "parents",
         "parts",
@@ -94,6 +100,8 @@ class Block:
         self.batches: list[tuple[int, int]] | None = None
         self.parents: list[Block] | None = None
         self.waiting = 0
+        self.large: bytes | None = None
+        self.large_attempts = 0  # how often the large-event protocol ran for it
 
     @property
     def count(self) -> int:
@@ -109,7 +117,9 @@ class Block:
     def units(self) -> list[tuple[str | None, bytes, int]]:
         """The block's events as ``(routing_key, bytes, count)`` units, in order: a single
         event is its payload (count 0), a ``write_events`` batch of ``count`` events its
-        framed bytes."""
+        framed bytes. A large event's unit is its payload."""
+        if self.large is not None:
+            return [(self.keys[0], self.large, 0)]
         data = self.seal()
         frames, consumed = parse_events(data)
         invariant(
@@ -233,6 +243,21 @@ class EventAccumulator:
             self._wake()
         return block
 
+    def append_large(self, blocks: SegmentBlocks, payload: bytes, routing_key: str | None) -> Block:
+        """Add a large event (its payload over ``MAX_EVENT_SIZE_BYTES``) for ``routing_key``
+        as a block of its own, queued behind the segment's open block (so the order with
+        the events before and after it holds); return that block."""
+        blocks.close_open()
+        block = Block(blocks.next_event_number, self._monotonic())
+        block.large = payload
+        block.keys.append(routing_key)
+        block.size = len(payload) + EVENT_HEADER_BYTES
+        block.last = blocks.next_event_number
+        blocks.next_event_number += 1
+        blocks.queued.append(block)
+        self._wake()
+        return block
+
     def frame_batch(
         self, events: Iterable[Any], serialize: Callable[[Any], bytes], bytes_passthrough: bool
     ) -> tuple[bytes, int]:
@@ -306,6 +331,8 @@ class EventAccumulator:
         for key, data, count in block.units():
             if count:
                 child = self.append_batch(target(key), data, count, key)
+            elif block.large is not None:
+                child = self.append_large(target(key), data, key)
             else:
                 child = self.append(target(key), self.headers[len(data)], data, key)
             if id(child) not in seen:
@@ -318,6 +345,7 @@ class EventAccumulator:
                 child.parents = []
             child.parents.append(block)
         block.data = None
+        block.large = None
         block.parts = []
         block.keys = []
         block.batches = None

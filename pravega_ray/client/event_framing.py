@@ -15,7 +15,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from pravega_ray.constants import EVENT_HEADER_BYTES, EVENT_TYPE_PLAIN, MAX_EVENT_SIZE_BYTES
+from pravega_ray.constants import (
+    EVENT_HEADER_BYTES,
+    EVENT_TYPE_PLAIN,
+    LARGE_EVENT_BYTES_MAX,
+    MAX_EVENT_SIZE_BYTES,
+)
 from pravega_ray.errors import DataCorruptionError, EventTooLargeError, InvalidArgumentError
 
 _HEADER = struct.Struct(">II")
@@ -84,7 +89,8 @@ def parse_events(
     is a partial frame to be completed by the next read).
 
     Raises :class:`DataCorruptionError` on an unknown frame type or a length over
-    the event size limit, which means the reader is not at an event boundary.
+    ``LARGE_EVENT_BYTES_MAX`` (a large event's frame is like any other, seed 003), which
+    means the reader is not at an event boundary.
     """
     view = memoryview(data)
     total = len(view)
@@ -93,7 +99,7 @@ def parse_events(
     unpack = _HEADER.unpack_from
     while total - position >= EVENT_HEADER_BYTES:
         frame_type, length = unpack(view, position)
-        if frame_type != EVENT_TYPE_PLAIN or length > MAX_EVENT_SIZE_BYTES:
+        if frame_type != EVENT_TYPE_PLAIN or length > LARGE_EVENT_BYTES_MAX:
             raise DataCorruptionError(
                 f"bad event frame at segment offset {base_offset + position}: "
                 f"type={frame_type} length={length}"
@@ -104,3 +110,83 @@ def parse_events(
         events.append((base_offset + position, bytes(view[position + EVENT_HEADER_BYTES : end])))
         position = end
     return events, position
+
+
+class FrameAssembler:
+    """Frames of one segment from consecutive reads of any size, one large event at a time.
+
+    :meth:`feed` takes each read's bytes in order and returns the complete frames. A
+    frame cut by a read's end is kept: a small one as its bytes (joined with the next
+    read), a large one (payload over ``MAX_EVENT_SIZE_BYTES``, seed 003) in a buffer of
+    its final size filled by later reads, so assembling it copies each byte once rather
+    than once per read. :attr:`missing_bytes` says how much of that frame is still to
+    come (a reader may ask for that much at once). Raises DataCorruptionError as
+    :func:`parse_events` does.
+    """
+
+    __slots__ = ("_large", "_large_filled", "_large_offset", "_partial", "_partial_offset")
+
+    def __init__(self) -> None:
+        self._partial: bytes = b""
+        self._partial_offset = 0
+        self._large: bytearray | None = None
+        self._large_filled = 0
+        self._large_offset = 0
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of an incomplete frame held (0 at an event boundary)."""
+        if self._large is not None:
+            return EVENT_HEADER_BYTES + self._large_filled
+        return len(self._partial)
+
+    @property
+    def missing_bytes(self) -> int:
+        """Payload bytes of the large event being assembled still to come (0 if none)."""
+        return 0 if self._large is None else len(self._large) - self._large_filled
+
+    def reset(self) -> None:
+        """Forget any incomplete frame (the reader moved elsewhere)."""
+        self._partial = b""
+        self._large = None
+        self._large_filled = 0
+
+    def feed(self, data: bytes | memoryview, offset: int) -> list[tuple[int, bytes]]:
+        """The complete frames after adding ``data``, read at segment ``offset``."""
+        events: list[tuple[int, bytes]] = []
+        if self._large is not None:
+            take = min(len(data), len(self._large) - self._large_filled)
+            end = self._large_filled + take
+            self._large[self._large_filled : end] = memoryview(data)[:take]
+            self._large_filled = end
+            if end < len(self._large):
+                return events
+            events.append((self._large_offset, bytes(self._large)))
+            self._large = None
+            self._large_filled = 0
+            data = memoryview(data)[take:]
+            offset += take
+            if not data:
+                return events
+        if self._partial:
+            data = self._partial + bytes(data)
+            offset = self._partial_offset
+            self._partial = b""
+        frames, consumed = parse_events(data, offset)
+        if events:
+            frames[:0] = events
+        rest = memoryview(data)[consumed:]
+        if len(rest) >= EVENT_HEADER_BYTES:
+            length = _HEADER.unpack_from(rest)[1]
+            if length > MAX_EVENT_SIZE_BYTES:  # a large event: assemble it in place
+                self._large = bytearray(length)
+                self._large_offset = offset + consumed
+                self._large_filled = 0
+                frames += self.feed(
+                    rest[EVENT_HEADER_BYTES:], offset + consumed + EVENT_HEADER_BYTES
+                )
+                return frames
+        if rest:
+            self._partial = bytes(rest)
+            self._partial_offset = offset + consumed
+        return frames

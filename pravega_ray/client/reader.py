@@ -55,7 +55,7 @@ from typing import Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.event_framing import parse_events
+from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.serializers import Serializer, check_serializer
@@ -93,7 +93,8 @@ class _SegmentReader:
     next_offset: int  # offset just past the last event handed out
     fetch_offset: int  # where the next read starts
     events: deque[tuple[int, bytes]] = field(default_factory=deque)
-    partial: bytes = b""
+    # A frame cut by a read's end; a large event is assembled in place (seed 003).
+    frames: FrameAssembler = field(default_factory=FrameAssembler)
     pending: Future[ReadResult] | None = None
     end_of_segment: bool = False
 
@@ -360,8 +361,13 @@ class EventStreamReader(Generic[T]):
         wait_s = min(remaining, constants.READER_LONG_POLL_S)
         for segment in self._owned.values():
             if segment.pending is None and not segment.end_of_segment and not segment.events:
+                # Assembling a large event: ask for the rest of it, up to the read limit.
+                want = min(
+                    constants.READ_BYTES_MAX,
+                    max(constants.READER_READ_BYTES, segment.frames.missing_bytes),
+                )
                 segment.pending = self._connection.read(
-                    segment.name, segment.fetch_offset, constants.READER_READ_BYTES, wait_s
+                    segment.name, segment.fetch_offset, want, wait_s
                 )
 
     def _collect_reads(self) -> None:
@@ -379,10 +385,6 @@ class EventStreamReader(Generic[T]):
             result = future.result()
             if result.offset != segment.fetch_offset:
                 continue  # a stale read from before a release/re-acquire
-            data = segment.partial + result.data if segment.partial else result.data
-            base = segment.fetch_offset - len(segment.partial)
-            events, consumed = parse_events(data, base)
-            segment.events.extend(events)
-            segment.partial = data[consumed:]
+            segment.events.extend(segment.frames.feed(result.data, result.offset))
             segment.fetch_offset = result.offset + len(result.data)
             segment.end_of_segment = result.end_of_segment

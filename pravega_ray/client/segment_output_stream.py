@@ -50,18 +50,17 @@ code, which may call the writer again.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import TYPE_CHECKING, Any
 
 from pravega_ray import constants
-from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.event_accumulator import Block, SegmentBlocks
-from pravega_ray.controller.records import SegmentRange, StreamState
+from pravega_ray.client.large_events import send_large_event
+from pravega_ray.client.writer_context import Successors, WriterContext, refused_earlier
+from pravega_ray.controller.records import StreamState
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     PravegaError,
@@ -71,164 +70,18 @@ from pravega_ray.errors import (
 )
 from pravega_ray.invariant import invariant
 from pravega_ray.naming import parse_segment_name
-from pravega_ray.timing import ThreadScheduler
 
 if TYPE_CHECKING:
-    from pravega_ray.client.writer import WriterConfig
+    pass
 
-__all__ = ["SegmentOutputStream", "WriterContext"]
+__all__ = ["SegmentOutputStream", "Send", "Successors", "WriterContext"]
 
 # The writer's logger: its messages keep the one name users configure, as before the
 # writer was split into parts.
 log = logging.getLogger("pravega_ray.client.writer")
 
-# Set on a thread while it completes any writer's futures (runs user callbacks), so that
-# a callback writing to a writer whose queue is full does not wait for room. The one
-# piece of module state of the writer, on purpose: it describes the thread, not a
-# writer, and it must span writers, because the thread that completes one writer's
-# futures (Ray's callback thread, the in-process cluster's loop) also delivers the
-# acks of every other writer in the process. Were it per writer, a callback of one
-# writer waiting for room in another would wait for acks its own thread must deliver
-# (tests/unit/client/test_writer_pump.py checks that this does not happen).
-_completing = threading.local()
-
 Send = tuple["SegmentOutputStream", Block, int]
 """A block to send now: its stream, the block, and the last event number it expects."""
-
-Successors = dict[SegmentRange, list[int]]
-"""A sealed segment's successors, each with all its predecessors' ids (the controller's
-``get_successors``)."""
-
-SegmentSealedHandler = Callable[["SegmentOutputStream", Successors, list[Block]], None]
-"""Called under the writer's lock with a sealed segment's stream, its successors and
-its unacknowledged blocks in order; re-routes them (``EventStreamWriter``)."""
-
-
-class WriterContext:
-    """What the output streams of one writer share.
-
-    The connections and the stream's name, the writer's id and tuning, its scheduler
-    (the times come from the pump, which reads the writer's clock); its lock, with two
-    conditions on it (``wake``: the pump has work; ``space``: a segment's queue shrank),
-    and the blocks settled under the lock whose futures complete once it is released.
-    ``on_stream_sealed`` is called under the lock when a reconnect finds the stream
-    sealed, so the writer refuses new events; ``on_segment_sealed`` when it finds its
-    segment sealed and successors in its place (:data:`SegmentSealedHandler`).
-    """
-
-    __slots__ = (
-        "_settled",
-        "config",
-        "connection",
-        "controller",
-        "lock",
-        "on_segment_sealed",
-        "on_stream_sealed",
-        "pump_is_caller",
-        "pump_thread_ident",
-        "scheduler",
-        "scope",
-        "space",
-        "stream",
-        "wake",
-        "writer_id",
-    )
-
-    def __init__(
-        self,
-        *,
-        scope: str,
-        stream: str,
-        writer_id: bytes,
-        connection: SegmentStoreConnection,
-        controller: ControllerConnection,
-        config: WriterConfig,
-        scheduler: ThreadScheduler,
-        on_stream_sealed: Callable[[StreamSealedError], None],
-        on_segment_sealed: SegmentSealedHandler,
-    ) -> None:
-        self.scope = scope
-        self.stream = stream
-        self.writer_id = writer_id
-        self.connection = connection
-        self.controller = controller
-        self.config = config
-        self.scheduler = scheduler
-        self.on_stream_sealed = on_stream_sealed
-        self.on_segment_sealed = on_segment_sealed
-        self.lock = threading.Lock()
-        self.wake = threading.Condition(self.lock)
-        self.space = threading.Condition(self.lock)
-        self.pump_thread_ident: int | None = None  # set by the pump thread, if one runs
-        # No pump thread: whoever writes also drives the pump (EventStreamWriter.pump_round).
-        self.pump_is_caller = False
-        self._settled: list[tuple[Block, BaseException | None]] = []
-
-    def settle(self, block: Block, error: BaseException | None = None) -> None:
-        """Under the lock: note that ``block`` is done; its future completes later.
-
-        Futures are completed only after the lock is released (:meth:`complete_settled`),
-        because their callbacks run user code, which may call the writer again. A block
-        holding re-routed events settles its parents too: a parent fails with the first
-        error of a child and completes once its last child has.
-        """
-        self._settled.append((block, error))
-        parents = block.parents
-        if parents is None:
-            return
-        block.parents = None  # settled twice: the parents count it once
-        for parent in parents:
-            if error is not None:
-                self.settle(parent, error)
-            else:
-                parent.waiting -= 1
-                if parent.waiting == 0:
-                    self.settle(parent)
-
-    def has_settled(self) -> bool:
-        """Under the lock: whether some settled block's future waits to be completed."""
-        return bool(self._settled)
-
-    def complete_settled(self) -> None:
-        """Not under the lock: complete the futures of settled blocks (first outcome wins)."""
-        with self.lock:
-            items, self._settled = self._settled, []
-        if not items:
-            return
-        _completing.active = True
-        try:
-            for block, error in items:
-                with contextlib.suppress(InvalidStateError):  # settled twice: first wins
-                    if error is None:
-                        block.future.set_result(None)
-                    else:
-                        block.future.set_exception(error)
-        finally:
-            _completing.active = False
-
-    def may_block(self) -> bool:
-        """Whether this thread may wait for room: not the pump, not inside a callback.
-
-        Either may be the thread that delivers the acknowledgements that would make room.
-        Nor may any thread when the writer's caller drives the pump: it would wait for
-        itself.
-        """
-        return (
-            not self.pump_is_caller
-            and not getattr(_completing, "active", False)
-            and threading.get_ident() != self.pump_thread_ident
-        )
-
-
-def refused_earlier(rejection: PravegaError, segment: str) -> PravegaError:
-    """The error of a block behind one the store refused: same type, saying so."""
-    message = f"not written: an earlier event on segment {segment} was refused: {rejection}"
-    try:
-        error = type(rejection)(message)
-    except TypeError:  # a subclass with another constructor
-        error = PravegaError(message)
-    error.__cause__ = rejection
-    return error
 
 
 class SegmentOutputStream:
@@ -276,8 +129,15 @@ class SegmentOutputStream:
         blocks = self.blocks
         window = context.config.blocks_in_flight_max
         linger_s = context.config.linger_s
-        while len(blocks.inflight) < window:
+        inflight = blocks.inflight
+        while len(inflight) < window:
+            # A large event goes alone, once everything before it is acknowledged (the
+            # segment is flushed), and nothing goes after it until it is merged (seed 003).
+            if inflight and inflight[-1][0].large is not None:
+                break
             if blocks.queued:
+                if blocks.queued[0].large is not None and inflight:
+                    break
                 block = blocks.queued.popleft()
                 context.space.notify_all()
             elif blocks.open is not None and (
@@ -313,10 +173,13 @@ class SegmentOutputStream:
     def send(self, block: Block, expected: int) -> None:
         """Not under the lock: send ``block`` (collected by :meth:`collect_sends`)."""
         context = self._context
-        data = block.seal()
-        call = context.connection.append(
-            self.name, context.writer_id, expected, block.last, block.count, data
-        )
+        if block.large is not None:
+            call = send_large_event(context, self.name, block, expected)
+        else:
+            data = block.seal()
+            call = context.connection.append(
+                self.name, context.writer_id, expected, block.last, block.count, data
+            )
         with context.lock:
             inflight = self.blocks.inflight
             for i, (b, _) in enumerate(inflight):
@@ -336,11 +199,15 @@ class SegmentOutputStream:
             return
         timeout_s = self._context.config.append_call_timeout_s
         inflight = self.blocks.inflight
-        if not any(not call.done() and now - block.sent_at > timeout_s for block, call in inflight):
+        # A large event is exempt: its sender times each of its own calls.
+        if not any(
+            not call.done() and block.large is None and now - block.sent_at > timeout_s
+            for block, call in inflight
+        ):
             return
         log.warning("append to %s unanswered for %.1fs; reconnecting", self.name, timeout_s)
         for i, (block, call) in enumerate(inflight):
-            if not call.done():
+            if not call.done() and block.large is None:
                 given_up: Future[Any] = Future()
                 given_up.set_exception(RetriableError("append call unanswered"))
                 inflight[i] = (block, given_up)

@@ -73,7 +73,6 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
@@ -92,8 +91,10 @@ from pravega_ray.client.serializers import (
     check_serializer,
     serialized_bytes,
 )
+from pravega_ray.client.writer_config import WriterConfig
 from pravega_ray.errors import (
     ClientClosedError,
+    EventTooLargeError,
     IllegalStateError,
     InvalidArgumentError,
     PravegaError,
@@ -117,79 +118,6 @@ T = TypeVar("T")
 
 PUMP_IDLE_WAIT_S_MAX = 0.5
 """The longest the pump sleeps with nothing to do: the stuck-call watchdog's tick."""
-
-
-@dataclass(frozen=True, slots=True)
-class WriterConfig:
-    """Tuning of one writer; the defaults come from :mod:`pravega_ray.constants`.
-
-    Every field is checked when the config is built; a bad one raises
-    InvalidArgumentError naming it (bools, NaN, infinities and strs are refused):
-
-    * ``block_bytes_target``: int, 1 to ``APPEND_BLOCK_BYTES_MAX`` (9 MiB + 8 bytes, the
-      largest block a container accepts): a block is sent once it holds this many bytes.
-      An event that would take the open block past ``APPEND_BLOCK_BYTES_MAX`` closes that
-      block and starts the next, so every block fits whatever the target;
-    * ``blocks_in_flight_max``: int, 1 to ``WRITER_BLOCKS_IN_FLIGHT_LIMIT`` (1024): append
-      calls in flight per segment;
-    * ``blocks_queued_max``: int, 1 to ``WRITER_BLOCKS_QUEUED_LIMIT`` (4096): full blocks
-      held per segment beyond those in flight before ``write_event`` blocks;
-    * ``linger_s``, ``reconnect_backoff_s``: finite seconds, 0 to ``WRITER_DELAY_S_LIMIT``
-      (60);
-    * ``reconnect_attempts_max``: int, 1 to ``WRITER_RECONNECT_ATTEMPTS_LIMIT`` (10,000);
-    * ``append_call_timeout_s``: finite seconds, above 0 and at most
-      ``APPEND_CALL_TIMEOUT_S_LIMIT`` (3,600).
-    """
-
-    block_bytes_target: int = constants.APPEND_BLOCK_BYTES_TARGET
-    blocks_in_flight_max: int = constants.WRITER_BLOCKS_IN_FLIGHT_MAX
-    linger_s: float = constants.WRITER_LINGER_S
-    reconnect_attempts_max: int = constants.WRITER_RECONNECT_ATTEMPTS_MAX
-    reconnect_backoff_s: float = constants.WRITER_RECONNECT_BACKOFF_S
-    append_call_timeout_s: float = constants.APPEND_CALL_TIMEOUT_S
-    blocks_queued_max: int = constants.WRITER_BLOCKS_QUEUED_MAX
-
-    def __post_init__(self) -> None:
-        c = constants
-        _check_int("block_bytes_target", self.block_bytes_target, c.APPEND_BLOCK_BYTES_MAX)
-        _check_int(
-            "blocks_in_flight_max", self.blocks_in_flight_max, c.WRITER_BLOCKS_IN_FLIGHT_LIMIT
-        )
-        _check_int("blocks_queued_max", self.blocks_queued_max, c.WRITER_BLOCKS_QUEUED_LIMIT)
-        _check_int(
-            "reconnect_attempts_max", self.reconnect_attempts_max, c.WRITER_RECONNECT_ATTEMPTS_LIMIT
-        )
-        _check_seconds("linger_s", self.linger_s, c.WRITER_DELAY_S_LIMIT)
-        _check_seconds("reconnect_backoff_s", self.reconnect_backoff_s, c.WRITER_DELAY_S_LIMIT)
-        _check_seconds(
-            "append_call_timeout_s",
-            self.append_call_timeout_s,
-            c.APPEND_CALL_TIMEOUT_S_LIMIT,
-            positive=True,
-        )
-
-
-def _check_int(name: str, value: object, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise InvalidArgumentError(
-            f"WriterConfig.{name} must be an int in [1, {high}], got {value!r}"
-        )
-
-
-def _check_seconds(name: str, value: object, high: float, *, positive: bool = False) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-        or (positive and value == 0)
-        or value > high
-    ):
-        low = "above 0" if positive else "at least 0"
-        raise InvalidArgumentError(
-            f"WriterConfig.{name} must be a finite number of seconds, {low} and at most "
-            f"{high}, got {value!r}"
-        )
 
 
 class WriteFuture:
@@ -320,7 +248,13 @@ class EventStreamWriter(Generic[T]):
 
         * SerializationError if the serializer cannot encode ``event`` or returns
           something other than bytes (errors a custom serializer raises propagate);
-        * EventTooLargeError for a serialized event over ``MAX_EVENT_SIZE_BYTES`` (8 MiB);
+        * EventTooLargeError for a serialized event over ``LARGE_EVENT_BYTES_MAX`` (1 GiB),
+          or over ``MAX_EVENT_SIZE_BYTES`` (8 MiB) on a transaction's segments.
+
+        A serialized event over ``MAX_EVENT_SIZE_BYTES`` is a *large event*
+        (``large_events.py``, seed 003): written through a transient segment merged into
+        its segment, in order with the events before and after it on the writer; its
+        future completes once it is merged. The payload is held (not copied) until then.
         * InvalidArgumentError for a routing key that is not a str (or None) or not
           encodable as UTF-8 (e.g. a lone surrogate);
         * StreamSealedError once the writer knows the stream is sealed;
@@ -340,7 +274,10 @@ class EventStreamWriter(Generic[T]):
             payload = self._serializer.serialize(event)
             if type(payload) is not bytes:
                 payload = serialized_bytes(payload)
-        header = self._headers[len(payload)]  # EventTooLargeError past the limit
+        try:
+            header = self._headers[len(payload)]
+        except EventTooLargeError:  # over MAX_EVENT_SIZE_BYTES: a large event, or too large
+            return self._write_large_event(payload, routing_key)
         with self._lock:
             if self._closed or self._failure is not None:
                 self._raise_unusable()
@@ -354,6 +291,26 @@ class EventStreamWriter(Generic[T]):
             future: WriteFuture = _new_write_future(WriteFuture)
             future._block = block
             return future
+
+    def _write_large_event(self, payload: bytes, routing_key: str | None) -> WriteFuture:
+        """``write_event`` of a payload over ``MAX_EVENT_SIZE_BYTES``; see its docstring."""
+        if len(payload) > constants.LARGE_EVENT_BYTES_MAX:
+            raise EventTooLargeError(
+                f"event of {len(payload)} bytes exceeds {constants.LARGE_EVENT_BYTES_MAX} bytes"
+            )
+        with self._lock:
+            if self._closed or self._failure is not None:
+                self._raise_unusable()
+            stream = self._selector.select(routing_key)
+            if "#transaction." in stream.name:
+                raise EventTooLargeError(
+                    f"event of {len(payload)} bytes exceeds {constants.MAX_EVENT_SIZE_BYTES} "
+                    "bytes: large events are not supported in transactions"
+                )
+            block = self._accumulator.append_large(stream.blocks, payload, routing_key)
+            if len(stream.blocks.queued) >= self._blocks_queued_max:
+                stream.wait_for_space(self._usable)
+            return WriteFuture(block)
 
     def write_events(self, events: Iterable[T], routing_key: str | None = None) -> WriteFuture:
         """Queue several events for one routing key, in order, with one future for all.

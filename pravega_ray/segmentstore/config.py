@@ -23,6 +23,10 @@ class ContainerConfig:
     checkpoint_log_bytes: int = constants.CHECKPOINT_LOG_BYTES
     storage_writer_tick_s: float = constants.STORAGE_WRITER_TICK_S
     attribute_cache_entries_max: int = constants.ATTRIBUTE_CACHE_ENTRIES_MAX
+    transient_segment_idle_s: float = constants.TRANSIENT_SEGMENT_IDLE_S
+    """An unmerged transient segment unused this long is deleted (seed 003)."""
+    transient_cleanup_period_s: float = constants.TRANSIENT_CLEANUP_PERIOD_S
+    """How often the container looks for such transient segments."""
 
     def __post_init__(self) -> None:
         if self.container_id < 0:
@@ -39,3 +43,7 @@ class ContainerConfig:
             raise InvalidArgumentError("group_commit_delay_s must be in [0, 1]")
         if self.storage_flush_interval_s <= 0 or self.append_reorder_wait_s < 0:
             raise InvalidArgumentError("intervals must be positive")
+        if not self.transient_segment_idle_s >= 0 or not self.transient_cleanup_period_s > 0:
+            raise InvalidArgumentError(
+                "transient_segment_idle_s must be >= 0 and transient_cleanup_period_s > 0"
+            )

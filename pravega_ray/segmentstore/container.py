@@ -87,9 +87,11 @@ from pravega_ray.segmentstore.contracts import (
 )
 from pravega_ray.segmentstore.durable_log import DurableLog, RecoveryStats
 from pravega_ray.segmentstore.read_index import ReadIndex
+from pravega_ray.segmentstore.segment_merger import SegmentMerger
 from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
 from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
+from pravega_ray.segmentstore.transient_segments import TransientSegments
 from pravega_ray.storage.fenced import FencedChunkStorage
 from pravega_ray.timing import Clock, Scheduler
 
@@ -157,6 +159,10 @@ class SegmentContainer:
             fenced=self.fenced,
         )
         self._tables = TableSegments(self)
+        self.transients = TransientSegments(self, clock=clock, scheduler=scheduler)
+        self._merger = SegmentMerger(
+            self.metadata, self._attributes, self._storage_writer, self._read_index, self._add
+        )
         self.auto_scaler: ContainerPart = NO_AUTO_SCALER  # build_container sets one if asked
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -195,12 +201,14 @@ class SegmentContainer:
             self._durable_log.start()
             self._storage_writer.start()
             self.auto_scaler.start()
+            self.transients.start()
 
     async def close(self) -> None:
         """Stop the pipeline and the storage writer. Queued operations fail; the log stays."""
         self._closed = True
         self._storage_writer.stop()
         self.auto_scaler.stop()
+        self.transients.stop()
         self.metadata.wake_all_waiters()  # waiters re-check and find the container closed
         await self._durable_log.stop()
         self._durable_log.fail_all(ContainerNotReadyError("container closed"))
@@ -214,6 +222,7 @@ class SegmentContainer:
         self._durable_log.fail_all(ContainerNotReadyError(f"durable log failed: {error!r}"))
         self._storage_writer.stop()
         self.auto_scaler.stop()
+        self.transients.stop()
         if self._on_fatal is not None:
             self._on_fatal(error)
 
@@ -262,10 +271,16 @@ class SegmentContainer:
                 durable=False,
                 incarnation=incarnation,
                 traffic=RateTracker(TRAFFIC_TIME_CONSTANT_S, self._clock.monotonic()),
+                last_used_s=self._clock.monotonic(),
             )
         )
         self._read_index.add_segment(segment)
         await self._add(ops.CreateSegment(segment, now, role.value, incarnation))
+
+    async def create_transient_segment(self, parent: str) -> str:
+        """Durably create a transient segment of ``parent``; see TransientSegments.create."""
+        self._ensure_running()
+        return await self.transients.create(parent)
 
     async def setup_append(self, segment: str, writer_id: bytes) -> int:
         """The writer's last durable event number on ``segment`` (NO_EVENT_NUMBER if none).
@@ -307,6 +322,7 @@ class SegmentContainer:
             await self._attributes.prefetch(self.metadata.get(segment), [writer_id])
             state = self.metadata.get(segment)
             state.check_not_sealed()
+            state.check_attribute_keys((writer_id,))
             current = state.pending_attributes.get(writer_id, NO_EVENT_NUMBER)
             if current == expected_last_event_number:
                 break
@@ -339,8 +355,8 @@ class SegmentContainer:
 
         Fails alone, changing nothing, with ConditionalUpdateError if an
         attribute condition does not hold or the segment's length is not
-        ``expected_offset`` (when given). Used by table segments and
-        state synchronizers; event writers use :meth:`append`.
+        ``expected_offset`` (when given); on a transient segment an offset ahead of its
+        length first waits for the slices before it (TransientSegments.wait_for_length).
         """
         self._ensure_running()
         data = check_data(data, allow_empty=True)
@@ -352,7 +368,10 @@ class SegmentContainer:
             self.metadata.get(segment), [u.key for u in attribute_updates]
         )
         state = self.metadata.get(segment)
+        if expected_offset is not None and expected_offset > state.pending_length:
+            state = await self.transients.wait_for_length(segment, expected_offset)
         state.check_not_sealed()
+        state.check_attribute_keys(u.key for u in attribute_updates)
         if expected_offset is not None and expected_offset != state.pending_length:
             raise ConditionalUpdateError(
                 f"{segment}: expected offset {expected_offset}, length is {state.pending_length}",
@@ -401,6 +420,7 @@ class SegmentContainer:
         check_attribute_values(changed)
         for key in changed:
             check_key(key)
+        state.check_attribute_keys(changed)
         if not data and not changed:
             return AppendResult(offset, offset)
         state.reserve(len(data), changed, 0)
@@ -426,40 +446,19 @@ class SegmentContainer:
         state.pending_start_offset = offset
         await self._add(ops.TruncateSegment(segment, offset))
 
-    async def merge(self, target: str, source: str) -> int:
+    async def merge(
+        self, target: str, source: str, attributes: tuple[AttributeUpdate, ...] = ()
+    ) -> int:
         """Atomically move sealed ``source``'s bytes to the end of ``target``; returns its length.
 
-        Metadata only (the source's Tier-2 chunks join the target's) when both
-        are wholly in Tier-2 after a flush; otherwise the source's bytes are
-        logged with the merge. Raises IllegalStateError if the source is not
-        sealed or is truncated, SegmentSealedError if the target is sealed,
-        SegmentNotFoundError, InvalidArgumentError for merging a segment into itself.
+        ``attributes`` are applied to the target in the same log operation, all or none
+        (ConditionalUpdateError merges nothing); see ``segment_merger.py``. Raises
+        IllegalStateError if the source is not sealed or is truncated, SegmentSealedError
+        if the target is sealed, SegmentNotFoundError, InvalidArgumentError for merging a
+        segment into itself.
         """
         self._ensure_running()
-        if target == source:
-            raise InvalidArgumentError("a segment cannot be merged into itself")
-        self.metadata.merge_pair(target, source)
-        try:
-            await self._storage_writer.flush_all()  # most merges then need no copying
-        except ContainerNotReadyError:
-            raise  # fenced or closed meanwhile
-        except Exception as e:  # Tier-2 trouble must not block a merge: copy instead
-            log.warning("flush before merging %s failed (%r); merging by copy", source, e)
-        t, s = self.metadata.merge_pair(target, source)
-        data: bytes | None = None
-        if not (
-            s.storage_length == s.length == s.pending_length
-            and t.storage_length == t.length == t.pending_length
-        ):
-            data = await self._read_index.read_bytes(s, 0, s.pending_length)
-            t, s = self.metadata.merge_pair(target, source)  # re-check after the await
-        offset, length = t.pending_length, s.pending_length
-        t.pending_length += length
-        t.pending_event_count += s.pending_event_count
-        s.pending_deleted = True
-        wake_all(s.attribute_waiters)
-        await self._add(ops.MergeSegment(target, source, offset, length, data))
-        return offset + length
+        return await self._merger.merge(target, source, attributes)
 
     async def delete_segment(self, segment: str) -> None:
         """Durably delete the segment and, in the background, its Tier-2 chunks."""
@@ -524,6 +523,7 @@ class SegmentContainer:
         updates = check_attribute_updates(updates)
         await self._attributes.prefetch(self.metadata.get(segment), [u.key for u in updates])
         state = self.metadata.get(segment)
+        state.check_attribute_keys(u.key for u in updates)
         changed = apply_updates(state.pending_attributes, updates)
         if not changed:
             return

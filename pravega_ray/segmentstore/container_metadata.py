@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 from pravega_ray.constants import TRAFFIC_TIME_CONSTANT_S
 from pravega_ray.errors import (
     IllegalStateError,
+    InvalidArgumentError,
     SegmentNotFoundError,
     SegmentSealedError,
     SegmentTruncatedError,
@@ -42,6 +44,7 @@ from pravega_ray.errors import (
 from pravega_ray.invariant import invariant
 from pravega_ray.naming import validate_segment_name
 from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.attributes import is_core_key
 from pravega_ray.segmentstore.chunk_layout import ChunkLayout
 from pravega_ray.segmentstore.contracts import SegmentInfo
 from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
@@ -134,6 +137,9 @@ class SegmentMetadata:
     # may be truncated only below the oldest sequence over all segments.
     unflushed_appends: deque[tuple[int, int]] = field(default_factory=deque)
     traffic: RateTracker | None = None
+    # When data was last appended live (monotonic seconds); "long ago" after a recovery, so
+    # the transient-segment cleanup deletes unmerged transient segments at once (seed 003).
+    last_used_s: float = -math.inf
     # Futures resolved whenever durable data or a seal is applied (tail reads wait on them).
     data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     # Futures resolved whenever a pending attribute changes (reordered appends wait on them).
@@ -156,6 +162,20 @@ class SegmentMetadata:
         """SegmentSealedError if the segment is sealed or a seal is queued."""
         if self.pending_sealed:
             raise SegmentSealedError(f"segment {self.name} is sealed")
+
+    def check_attribute_keys(self, keys: Iterable[bytes]) -> None:
+        """InvalidArgumentError if this is a transient segment and a key is an extended one.
+
+        Transient segments (large events, seed 003) take no extended attributes; core ones
+        (event count, ...) are allowed. Checked before anything changes.
+        """
+        if self.role == SegmentRole.TRANSIENT.value:
+            for key in keys:
+                if not is_core_key(key):
+                    raise InvalidArgumentError(
+                        f"transient segment {self.name} takes no extended attributes "
+                        f"(key {key.hex()})"
+                    )
 
     def reserve(self, length: int, attributes: dict[bytes, int], event_count: int) -> int:
         """Take ``length`` bytes at the pending end and the attribute values; returns the offset.

@@ -269,8 +269,10 @@ class DurableLog:
         state.event_count += op.event_count
         state.attributes.update(op.attributes)
         state.dirty_attributes.update(op.attributes)
-        if state.traffic is not None:
-            state.traffic.record(op.event_count, len(op.data), self._clock.monotonic())
+        if state.traffic is not None:  # live, not replayed: recovery leaves it "long ago"
+            now = self._clock.monotonic()
+            state.traffic.record(op.event_count, len(op.data), now)
+            state.last_used_s = now
         wake_all(state.data_waiters)
 
     def _apply_create(self, op: ops.CreateSegment, _: int, __: bytes | None) -> None:
@@ -294,7 +296,11 @@ class DurableLog:
 
     def _apply_chunk_added(self, op: ops.ChunkAdded, _: int, chunk_data: bytes | None) -> None:
         state = self._metadata.find(op.segment)
-        assert state is not None
+        if state is None:
+            # Deleted or merged while the storage writer wrote this chunk (a delete does not
+            # wait for a flush round): nothing references the chunk, so it is dead.
+            self._dead_chunks.append(op.chunk)
+            return
         invariant(op.offset == state.storage_length, f"chunk gap in {op.segment}")
         chunk = ChunkRef(op.offset, op.length, op.chunk, op.crc)
         state.chunks.add(chunk, op.segment)
@@ -371,6 +377,8 @@ class DurableLog:
             self._dead_chunks += source_chunks
         target.length += op.length
         target.event_count += source.event_count
+        target.attributes.update(op.attributes)
+        target.dirty_attributes.update(op.attributes)
         wake_all(target.data_waiters)
         wake_all(source.data_waiters)
         wake_all(source.attribute_waiters)

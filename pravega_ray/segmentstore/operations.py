@@ -69,7 +69,9 @@ class MergeSegment:
 
     ``data`` is None for a metadata-only merge (both segments wholly in Tier-2:
     the source's chunks join the target's chunk list); otherwise it carries
-    the source's bytes, which the target then holds like an append.
+    the source's bytes, which the target then holds like an append. ``attributes``
+    are values set on the target atomically with the merge (a large event's writer
+    mark); records written before they existed decode with none (key ``a`` absent).
     """
 
     target: str
@@ -77,6 +79,7 @@ class MergeSegment:
     offset: int
     length: int
     data: bytes | None
+    attributes: tuple[tuple[bytes, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +190,8 @@ def encode(ops: list[Operation]) -> bytes:
                 "l": op.length,
                 "d": op.data is not None,
             }
+            if op.attributes:
+                head["a"] = [[k.hex(), v] for k, v in op.attributes]
             raw = json.dumps(head, separators=(",", ":")).encode("utf-8")
             data = op.data or b""
             body_len = _JSON_LENGTH.size + len(raw) + len(data)
@@ -269,7 +274,8 @@ def _decode(payload: bytes) -> Iterator[Operation]:
             (json_len,) = _JSON_LENGTH.unpack_from(body)
             head = json.loads(bytes(body[_JSON_LENGTH.size : _JSON_LENGTH.size + json_len]))
             data = bytes(body[_JSON_LENGTH.size + json_len :]) if head["d"] else None
-            yield MergeSegment(head["t"], head["s"], head["o"], head["l"], data)
+            attributes = tuple((bytes.fromhex(k), v) for k, v in head.get("a", ()))
+            yield MergeSegment(head["t"], head["s"], head["o"], head["l"], data, attributes)
             continue
         fields = json.loads(bytes(body))
         if kind == _TYPE_CREATE:

@@ -98,8 +98,23 @@ class SegmentStoreService(Protocol):
         """Durably drop the bytes below ``offset``."""
         ...
 
-    async def merge(self, target: str, source: str) -> int:
-        """Atomically move sealed ``source``'s bytes to the end of ``target``."""
+    async def create_transient_segment(self, parent: str) -> str:
+        """Durably create a transient segment of stream segment ``parent``; its generated name.
+
+        Large events (seed 003): the segment is in ``parent``'s container, takes no
+        extended attributes, and is deleted if left unmerged (idle, or after a recovery).
+        SegmentNotFoundError / SegmentSealedError for a missing / sealed parent.
+        """
+        ...
+
+    async def merge(
+        self, target: str, source: str, attributes: tuple[AttributeUpdate, ...] = ()
+    ) -> int:
+        """Atomically move sealed ``source``'s bytes to the end of ``target``.
+
+        ``attributes`` are applied to ``target`` in the same operation, all or none
+        (ConditionalUpdateError merges nothing). Returns the target's new length.
+        """
         ...
 
     async def delete_segment(self, segment: str) -> None: ...
@@ -232,6 +247,14 @@ class SegmentStoreClient:
 
     def get_info(self, segment: str) -> Future[SegmentInfo]:
         return self.invoker.invoke(SegmentStoreService.get_info, segment)
+
+    def create_transient_segment(self, parent: str) -> Future[str]:
+        return self.invoker.invoke(SegmentStoreService.create_transient_segment, parent)
+
+    def merge(
+        self, target: str, source: str, attributes: tuple[AttributeUpdate, ...] = ()
+    ) -> Future[int]:
+        return self.invoker.invoke(SegmentStoreService.merge, target, source, attributes)
 
     def seal(self, segment: str) -> Future[int]:
         return self.invoker.invoke(SegmentStoreService.seal, segment)

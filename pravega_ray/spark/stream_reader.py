@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from pravega_ray.client.event_framing import parse_events
+from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.constants import MIB, READ_BYTES_MAX
 from pravega_ray.errors import (
     DataCorruptionError,
@@ -188,7 +188,7 @@ def _read_segment_pieces(
     from actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
 
     offset = segment.start_offset
-    tail = b""  # bytes of a frame cut by the previous read; it starts at offset - len(tail)
+    frames = FrameAssembler()  # a frame cut by a read; a large event assembled in place
     offsets: list[int] = []
     payloads: list[bytes] = []
     pending_bytes = 0
@@ -209,10 +209,7 @@ def _read_segment_pieces(
                 f"segment {segment.name} returned no data at offset {offset} before "
                 f"its snapshot end {segment.end_offset} (truncated or deleted meanwhile?)"
             )
-        buffer = tail + data if tail else data
-        base = offset - len(tail)
-        events, consumed = parse_events(buffer, base)
-        tail = bytes(buffer[consumed:])
+        events = frames.feed(data, offset)
         offset += len(data)
         for event_offset, payload in events:
             offsets.append(event_offset)
@@ -222,10 +219,10 @@ def _read_segment_pieces(
             yield _events_table(scope, stream, segment.segment_id, offsets, payloads)
             piece_sizes.append(pending_bytes)
             offsets, payloads, pending_bytes = [], [], 0
-    if tail:
+    if frames.buffered_bytes:
         raise DataCorruptionError(
-            f"segment {segment.name} ends with a partial event frame of {len(tail)} bytes "
-            f"at offset {segment.end_offset - len(tail)}"
+            f"segment {segment.name} ends with a partial event frame: {frames.buffered_bytes} "
+            f"bytes before offset {segment.end_offset}"
         )
     if offsets:
         yield _events_table(scope, stream, segment.segment_id, offsets, payloads)

@@ -11,6 +11,7 @@ import ray
 
 import pravega_ray as pr
 from actors.options import container_name
+from pravega_ray import constants
 from pravega_ray.naming import container_for_segment
 from tests.checks import assert_exactly_once_in_key_order, read_with_threads
 
@@ -131,7 +132,7 @@ def test_connect_joins_the_running_cluster(cluster, unique_name) -> None:
     joined.close()
 
 
-def test_bad_input_through_actors_gets_typed_errors(cluster, unique_name) -> None:
+def test_bad_input_through_actors_gets_typed_errors(cluster, unique_name, monkeypatch) -> None:
     mgr = cluster.stream_manager()
     with pytest.raises(pr.InvalidNameError):
         mgr.create_scope("../../outside")
@@ -143,6 +144,8 @@ def test_bad_input_through_actors_gets_typed_errors(cluster, unique_name) -> Non
     with pytest.raises(pr.StreamNotFoundError):
         cluster.create_writer(unique_name, "nope")
     with cluster.create_writer(unique_name, "st", pr.BytesSerializer()) as w:
+        # Over 8 MiB is a large event; over LARGE_EVENT_BYTES_MAX (lowered here) too large.
+        monkeypatch.setattr(constants, "LARGE_EVENT_BYTES_MAX", constants.MAX_EVENT_SIZE_BYTES)
         with pytest.raises(pr.EventTooLargeError):
             w.write_event(b"x" * (8 * 1024 * 1024 + 1))
         w.write_event(b"ok").result(30)

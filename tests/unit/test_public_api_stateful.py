@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 import pravega_ray as pr
+from pravega_ray import constants
 from pravega_ray.errors import PravegaError
 from pravega_ray.inprocess import InProcessCluster
 
@@ -71,8 +72,9 @@ def _bad_config() -> st.SearchStrategy[Any]:
             lambda: pr.ScalingPolicy.fixed(value),
             lambda: pr.ScalingPolicy.by_event_rate(value, 2, 1),
             lambda: pr.RetentionPolicy.by_size(value, 5),
-            lambda: pr.StreamConfiguration(pr.ScalingPolicy(pr.ScalingPolicy.fixed(1).scale_type,
-                                                            value, value, 1)),
+            lambda: pr.StreamConfiguration(
+                pr.ScalingPolicy(pr.ScalingPolicy.fixed(1).scale_type, value, value, 1)
+            ),
             lambda: value,
         ][kind]
 
@@ -209,8 +211,16 @@ class PublicApi(RuleBasedStateMachine):
     def write_too_big(self, scope: str, stream: str, size: int) -> None:
         if (scope, stream) not in self.streams or self.streams[(scope, stream)]["sealed"]:
             return
-        with call(self.cluster.create_writer, scope, stream) as writer:
-            assert isinstance(refused(writer.write_event, b"x" * size), pr.EventTooLargeError)
+        # Over 8 MiB an event is a large event up to LARGE_EVENT_BYTES_MAX (1 GiB): lower
+        # that limit here, so "too big" stays cheap to build.
+        limit = constants.LARGE_EVENT_BYTES_MAX
+        constants.LARGE_EVENT_BYTES_MAX = constants.MAX_EVENT_SIZE_BYTES
+        try:
+            with call(self.cluster.create_writer, scope, stream) as writer:
+                refusal = refused(writer.write_event, b"x" * size)
+                assert isinstance(refusal, pr.EventTooLargeError)
+        finally:
+            constants.LARGE_EVENT_BYTES_MAX = limit
 
     @rule(scope=SCOPES, stream=STREAMS)
     def read_everything(self, scope: str, stream: str) -> None:

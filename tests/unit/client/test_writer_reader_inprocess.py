@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 import pravega_ray as pr
+from pravega_ray import constants
 from pravega_ray.constants import MAX_EVENT_SIZE_BYTES
 from pravega_ray.inprocess import InProcessCluster
 from tests.checks import read_with_threads
@@ -124,7 +125,8 @@ def test_writes_to_a_sealed_stream_fail_with_stream_sealed(cluster) -> None:
     assert info.state is pr.StreamState.SEALED
 
 
-def test_bad_input_gets_typed_errors(cluster) -> None:
+def test_bad_input_gets_typed_errors(monkeypatch: pytest.MonkeyPatch, cluster) -> None:
+    monkeypatch.setattr(constants, "LARGE_EVENT_BYTES_MAX", MAX_EVENT_SIZE_BYTES + (1 << 20))
     mgr = cluster.stream_manager()
     for bad in ["", "_sys", "..", "a/b", "a b", "x" * 300, "../etc"]:
         with pytest.raises(pr.InvalidNameError):
@@ -139,8 +141,8 @@ def test_bad_input_gets_typed_errors(cluster) -> None:
     with pytest.raises(pr.StreamNotFoundError):
         cluster.create_writer("sc", "missing")
     with cluster.create_writer("sc", "st") as w:
-        with pytest.raises(pr.EventTooLargeError):
-            w.write_event(b"x" * (MAX_EVENT_SIZE_BYTES + 1))
+        with pytest.raises(pr.EventTooLargeError):  # a large event, but over its limit
+            w.write_event(b"x" * (MAX_EVENT_SIZE_BYTES + 1 + (1 << 20)))
         with pytest.raises(pr.InvalidArgumentError):
             w.write_event("not bytes")  # type: ignore[arg-type]
     with pytest.raises(pr.ReaderGroupNotFoundError):

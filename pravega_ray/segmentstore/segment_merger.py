@@ -1,0 +1,84 @@
+"""Merging a sealed segment into another (transactions, large events): the container's merge.
+
+Pravega's ``StreamSegmentContainer.mergeStreamSegment``. The source's bytes become the
+target's tail in one log operation (:class:`~pravega_ray.segmentstore.operations.
+MergeSegment`), with optional attribute values set on the target atomically with them (a
+large event's writer mark, seed 003). Before it, every segment is flushed to Tier-2 so
+that most merges are metadata only (the source's chunks join the target's); when that is
+not possible the source's bytes are copied into the log record.
+
+Not thread-safe: runs on the container's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from pravega_ray.errors import ContainerNotReadyError, InvalidArgumentError
+from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.arguments import check_attribute_updates
+from pravega_ray.segmentstore.attribute_cache import AttributeCache
+from pravega_ray.segmentstore.attributes import AttributeUpdate, apply_updates
+from pravega_ray.segmentstore.container_metadata import ContainerMetadata, wake_all
+from pravega_ray.segmentstore.read_index import ReadIndex
+from pravega_ray.segmentstore.storage_writer import StorageWriter
+
+__all__ = ["SegmentMerger"]
+
+log = logging.getLogger("pravega_ray.segmentstore.container")
+
+
+class SegmentMerger:
+    """The container's merge (see the module docstring); ``add`` logs an operation."""
+
+    def __init__(
+        self,
+        metadata: ContainerMetadata,
+        attributes: AttributeCache,
+        storage_writer: StorageWriter,
+        read_index: ReadIndex,
+        add: Callable[[ops.Operation], Awaitable[None]],
+    ) -> None:
+        self._metadata = metadata
+        self._attributes = attributes
+        self._storage_writer = storage_writer
+        self._read_index = read_index
+        self._add = add
+
+    async def merge(
+        self, target: str, source: str, attributes: tuple[AttributeUpdate, ...] = ()
+    ) -> int:
+        """Merge sealed ``source`` into ``target``; the contract of ``SegmentContainer.merge``."""
+        if target == source:
+            raise InvalidArgumentError("a segment cannot be merged into itself")
+        attributes = check_attribute_updates(attributes)
+        keys = [u.key for u in attributes]
+        self._metadata.merge_pair(target, source)[0].check_attribute_keys(keys)
+        while True:
+            await self._attributes.prefetch(self._metadata.get(target), keys)
+            try:
+                await self._storage_writer.flush_all()  # most merges then need no copying
+            except ContainerNotReadyError:
+                raise  # fenced or closed meanwhile
+            except Exception as e:  # Tier-2 trouble must not block a merge: copy instead
+                log.warning("flush before merging %s failed (%r); merging by copy", source, e)
+            t, s = self._metadata.merge_pair(target, source)
+            data: bytes | None = None
+            if not (
+                s.storage_length == s.length == s.pending_length
+                and t.storage_length == t.length == t.pending_length
+            ):
+                data = await self._read_index.read_bytes(s, 0, s.pending_length)
+                t, s = self._metadata.merge_pair(target, source)  # re-check after the await
+            if t.attributes_complete or all(k in t.pending_attributes for k in keys):
+                break  # else a flush evicted a prefetched value meanwhile: again
+        changed = apply_updates(t.pending_attributes, attributes)
+        length = s.pending_length
+        offset = t.reserve(length, changed, s.pending_event_count)
+        s.pending_deleted = True
+        wake_all(s.attribute_waiters)
+        await self._add(
+            ops.MergeSegment(target, source, offset, length, data, tuple(changed.items()))
+        )
+        return offset + length
