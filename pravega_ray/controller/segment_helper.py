@@ -12,9 +12,10 @@ apart; any other error reaches the workflow.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
@@ -27,12 +28,42 @@ from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.segmentstore.service import SegmentStoreClient, SegmentStoreService
 from pravega_ray.stream_configuration import ScaleType, ScalingPolicy
 
-__all__ = ["SegmentHelper"]
+__all__ = ["SegmentHelper", "run_each"]
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+T = TypeVar("T")
 
 RETRY_PAUSE_S = 0.5
+EACH_THREADS = 16
+"""Calls :func:`run_each` makes side by side (a transaction has one segment per parent)."""
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def run_each(call: Callable[[T], object], items: Iterable[T]) -> None:
+    """Run ``call(item)`` for every item, side by side, and return once all finished.
+
+    For per-segment steps of one workflow (create, seal, merge, delete the segments of a
+    transaction), which are independent of each other: one round trip instead of one per
+    segment. Every call runs even if another fails; then the first failure (in item order)
+    is raised. One item runs on the caller's thread.
+    """
+    global _pool
+    todo = list(items)
+    if len(todo) <= 1:
+        for item in todo:
+            call(item)
+        return
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(EACH_THREADS, thread_name_prefix="pravega-segment-calls")
+    futures = [_pool.submit(call, item) for item in todo]
+    errors = [f.exception() for f in futures]
+    for error in errors:
+        if error is not None:
+            raise error
 
 
 class SegmentHelper:

@@ -31,6 +31,7 @@ from typing import Any
 from pravega_ray.constants import TXN_LEASE_S_MAX, TXN_MAX_EXECUTION_S
 from pravega_ray.controller.epochs import to_range
 from pravega_ray.controller.records import StreamState, TxnInfo, TxnStatus
+from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_workflows import TransactionWorkflows
 from pravega_ray.controller.transactions import TxnRecord
@@ -142,9 +143,12 @@ class TransactionCalls:
                 txns.remove(scope, stream, epoch, txn_id)
                 continue
             pairs = workflows.segment_pairs(scope, stream, epoch, txn_id)
-            for _, txn_segment in pairs:
+
+            def create(pair: tuple[str, str]) -> None:
                 with contextlib.suppress(SegmentExistsError):
-                    self._segments.create_transaction_segment(txn_segment)
+                    self._segments.create_transaction_segment(pair[1])
+
+            run_each(create, pairs)  # one round trip for all the parents
             if txns.active(scope, stream, epoch, txn_id) != record:
                 # Aborted meanwhile (a seal, or a lease shorter than the creation): its abort
                 # may have run before these creates.

@@ -11,7 +11,8 @@ processor* (serial: one thread, :func:`commit_processor`) runs :meth:`handle_com
    under way): :data:`WAIT`, tried again later, never expiring;
 3. seal every transaction segment (idempotent; gone = merged already);
 4. merge each into its parent (one atomic merge per parent; SegmentNotFoundError for the
-   source = merged already by an earlier, interrupted run);
+   source = merged already by an earlier, interrupted run). Steps 3 and 4 call the parents'
+   containers side by side (``run_each``): each parent's merge is independent;
 5. record COMMITTED: the completed record, then the active one removed.
 
 Each step is idempotent, so a processor killed after any step and run again from its
@@ -43,7 +44,7 @@ from pravega_ray.constants import REQUEST_CONCURRENCY, SYSTEM_SCOPE
 from pravega_ray.controller.event_processor import DONE, WAIT, RequestEventProcessor
 from pravega_ray.controller.records import TxnStatus
 from pravega_ray.controller.request_stream import RequestStream
-from pravega_ray.controller.segment_helper import SegmentHelper
+from pravega_ray.controller.segment_helper import SegmentHelper, run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transactions import TxnRecord
 from pravega_ray.errors import (
@@ -242,13 +243,18 @@ class TransactionWorkflows:
         if current < record.epoch:
             return WAIT  # created against a scale's new epoch: merged once it is active
         pairs = self.segment_pairs(scope, stream, record.epoch, record.txn_id)
-        for _, txn_segment in pairs:
+
+        def seal(pair: tuple[str, str]) -> None:
             with contextlib.suppress(SegmentNotFoundError):  # merged already
-                self._segments.seal_segment(txn_segment)
+                self._segments.seal_segment(pair[1])
+
+        def merge(pair: tuple[str, str]) -> None:
+            with contextlib.suppress(SegmentNotFoundError):  # merged already
+                self._segments.merge(*pair)
+
+        run_each(seal, pairs)  # the parents are independent: one round trip, not one each
         self._step("txn segments sealed")
-        for parent, txn_segment in pairs:
-            with contextlib.suppress(SegmentNotFoundError):  # merged already
-                self._segments.merge(parent, txn_segment)
+        run_each(merge, pairs)
         self._step("txn segments merged")
         self.txns.complete(record, TxnStatus.COMMITTED, self._wall_ms())
         self._step("committed")
@@ -263,9 +269,12 @@ class TransactionWorkflows:
             pairs = self.segment_pairs(record.scope, record.stream, record.epoch, record.txn_id)
         except StreamNotFoundError:
             pairs = []
-        for _, txn_segment in pairs:
+
+        def delete(pair: tuple[str, str]) -> None:
             with contextlib.suppress(SegmentNotFoundError):
-                self._segments.delete_segment(txn_segment)
+                self._segments.delete_segment(pair[1])
+
+        run_each(delete, pairs)
         self._step("txn segments deleted")
         self.txns.complete(record, TxnStatus.ABORTED, self._wall_ms())
         self._step("aborted")

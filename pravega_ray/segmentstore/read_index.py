@@ -77,6 +77,10 @@ class ReadIndex:
         if data is not None:
             self._put_chunk(chunk.name, data)
 
+    def has_segment(self, segment: str) -> bool:
+        """Whether ``segment`` is indexed (False once it was deleted or merged away)."""
+        return segment in self._segments
+
     def remove_segment(self, segment: str) -> None:
         """Forget a deleted or merged segment's unflushed entries."""
         self._segments.pop(segment)

@@ -3,9 +3,10 @@
 Pravega's ``StreamSegmentContainer.mergeStreamSegment``. The source's bytes become the
 target's tail in one log operation (:class:`~pravega_ray.segmentstore.operations.
 MergeSegment`), with optional attribute values set on the target atomically with them (a
-large event's writer mark, seed 003). Before it, every segment is flushed to Tier-2 so
-that most merges are metadata only (the source's chunks join the target's); when that is
-not possible the source's bytes are copied into the log record.
+large event's writer mark, seed 003). A small source (``MERGE_COPY_BYTES_MAX``: most
+transactions) has its bytes copied into the log record. Before a bigger one (large events)
+every segment is flushed to Tier-2, so that the merge is metadata only (the source's chunks
+join the target's); when that is not possible its bytes are copied too.
 
 Not thread-safe: runs on the container's event loop.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from pravega_ray.constants import MERGE_COPY_BYTES_MAX
 from pravega_ray.errors import ContainerNotReadyError, InvalidArgumentError
 from pravega_ray.segmentstore import operations as ops
 from pravega_ray.segmentstore.arguments import check_attribute_updates
@@ -57,15 +59,16 @@ class SegmentMerger:
         self._metadata.merge_pair(target, source)[0].check_attribute_keys(keys)
         while True:
             await self._attributes.prefetch(self._metadata.get(target), keys)
-            try:
-                await self._storage_writer.flush_all()  # most merges then need no copying
-            except ContainerNotReadyError:
-                raise  # fenced or closed meanwhile
-            except Exception as e:  # Tier-2 trouble must not block a merge: copy instead
-                log.warning("flush before merging %s failed (%r); merging by copy", source, e)
+            if self._metadata.merge_pair(target, source)[1].pending_length > MERGE_COPY_BYTES_MAX:
+                try:
+                    await self._storage_writer.flush_all()  # then no copying
+                except ContainerNotReadyError:
+                    raise  # fenced or closed meanwhile
+                except Exception as e:  # Tier-2 trouble must not block a merge: copy instead
+                    log.warning("flush before merging %s failed (%r); merging by copy", source, e)
             t, s = self._metadata.merge_pair(target, source)
             data: bytes | None = None
-            if not (
+            if s.pending_length <= MERGE_COPY_BYTES_MAX or not (
                 s.storage_length == s.length == s.pending_length
                 and t.storage_length == t.length == t.pending_length
             ):

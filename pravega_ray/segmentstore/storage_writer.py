@@ -179,6 +179,8 @@ class StorageWriter:
             self._dead_chunks.popleft()
 
     async def _flush_segment(self, state: SegmentMetadata) -> None:
+        if not self._data.has_segment(state.name):
+            return  # deleted or merged away since the round listed it (an await ago)
         offset, entries = self._data.unflushed(state.name, self._policy.flush_bytes)
         if not entries:
             return
