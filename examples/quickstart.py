@@ -13,7 +13,11 @@ Run with ``make demo`` (or ``.venv/bin/python examples/quickstart.py``). It
 7. auto-scaling: writes a stream made with ``ScalingPolicy.by_event_rate(1000, 2, 1)``
    at about ten times that rate until the controller splits it, prints its epochs,
    and reads it back exactly once, in order per key, across the scale; then prints a
-   short summary.
+   short summary;
+8. transactions and a large event: commits one transaction of 1,000 events, aborts another
+   (and one whose ``with`` block raised), writes a 20 MiB event through a transient
+   segment, and reads the stream back: the committed events once and contiguous per segment,
+   the aborted ones never, the large event whole.
 
 Each run uses a fresh stream name, so it can be run again on the same data dir.
 """
@@ -133,6 +137,56 @@ def autoscale(cluster: pr.Cluster, scope: str, stream: str) -> dict[str, object]
     return {"autoscale_epochs": info.epoch + 1, "autoscale_after_s": round(scaled_s, 1)}
 
 
+def transactions(cluster: pr.Cluster, scope: str, stream: str) -> dict[str, object]:
+    """Commit one transaction, abort two, write one large event; read back and check."""
+    manager = cluster.stream_manager()
+    manager.create_stream(scope, stream, pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(2)))
+    started = time.monotonic()
+    with cluster.create_transactional_writer(scope, stream, serializer=pr.JsonSerializer()) as tw:
+        committed = tw.begin_txn()
+        for i in range(1_000):
+            committed.write_event({"txn": "committed", "seq": i}, routing_key=f"k{i % 10}")
+        committed.commit()  # returns once every event is visible
+        aborted = tw.begin_txn()
+        for i in range(500):
+            aborted.write_event({"txn": "aborted", "seq": i}, routing_key=f"k{i % 10}")
+        aborted.abort()
+        try:
+            with tw.begin_txn() as txn:  # a with block that raises aborts its transaction
+                txn.write_event({"txn": "aborted", "seq": -1}, routing_key="k0")
+                raise RuntimeError("the job failed half way")
+        except RuntimeError:
+            pass
+        statuses = [t.check_status().name for t in (committed, aborted, txn)]
+    txn_s = time.monotonic() - started
+    step(f"transactions: committed 1,000 events in {txn_s:.2f}s; statuses {statuses}")
+    big = os.urandom(20 * 1024 * 1024)
+    started = time.monotonic()
+    with cluster.create_writer(scope, stream, serializer=pr.BytesSerializer()) as writer:
+        writer.write_event(big, routing_key="k0").result()
+    large_s = time.monotonic() - started
+    step(f"large event: wrote 20 MiB through a transient segment in {large_s:.2f}s")
+    group = f"{stream}-readers"
+    cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}"))
+    seen: list[dict] = []
+    large_ok = False
+    with cluster.create_reader("r1", scope, group, serializer=pr.BytesSerializer()) as reader:
+        while len(seen) + large_ok < 1_001:
+            ev = reader.read_next_event(timeout_s=10.0)
+            if ev is None:
+                raise SystemExit(f"FAILED: read {len(seen)} transaction events, expected 1,000")
+            if len(ev.event) > 1024:
+                large_ok = ev.event == big
+            else:
+                seen.append(json.loads(ev.event))
+    if not large_ok or any(e["txn"] != "committed" for e in seen):
+        raise SystemExit("FAILED: an aborted event was read, or the large event differs")
+    if sorted(e["seq"] for e in seen) != list(range(1_000)):
+        raise SystemExit("FAILED: committed events missing or duplicated")
+    step("read back: the 1,000 committed events once each, no aborted one, the large event whole")
+    return {"txn_commit_s": round(txn_s, 2), "large_event_mib_per_s": round(20 / large_s, 1)}
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     t0 = time.monotonic()
@@ -199,6 +253,7 @@ def main() -> None:
         )
 
         scaled = autoscale(cluster, scope, f"autoscale-{stream.removeprefix('readings-')}")
+        txns = transactions(cluster, scope, f"orders-{stream.removeprefix('readings-')}")
 
         summary = {
             "stream": f"{scope}/{stream}",
@@ -211,6 +266,7 @@ def main() -> None:
             "spark_keys": len(rows),
             "kvt_keys": len(stored),
             **scaled,
+            **txns,
             "total_s": round(time.monotonic() - t0, 1),
         }
         step("summary: " + json.dumps(summary))
