@@ -132,6 +132,7 @@ def test_txn_over_four_segments_is_contiguous_on_each_beside_a_busy_writer(clust
                 written[0] += 1
                 if n % 200 == 0:
                     plain.flush()
+                    time.sleep(0.002)  # a busy writer, not one that outruns the reader's check
 
     load = threading.Thread(target=plain_load)
     load.start()
@@ -143,7 +144,7 @@ def test_txn_over_four_segments_is_contiguous_on_each_beside_a_busy_writer(clust
             txn.commit()
     finally:
         stop.set()
-        load.join(30)
+        load.join()  # its count is final only once it closed its writer
     segments = by_segment(read_everything(cluster, 2000 + written[0]))
     assert len(segments) == 4
     assert all(any(e["s"] == "txn" for e in es) for es in segments.values())
