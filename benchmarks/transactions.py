@@ -32,6 +32,7 @@ import argparse
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -143,6 +144,32 @@ def txn_rate(
         return events / (time.perf_counter() - started)
 
 
+def parallel_txn_rate(
+    cluster: Any, scope: str, stream: str, events: int, per_txn: int, payload: bytes, writers: int
+) -> float:
+    """Events/s through ``writers`` transactional writers side by side (one thread each,
+    as the tasks of a pipeline would), each committing transactions of ``per_txn`` events
+    and waiting for COMMITTED; ``events`` in all."""
+    share = events // writers
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            txn_rate(cluster, scope, stream, share, per_txn, payload)
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(writers)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return share * writers / (time.perf_counter() - started)
+
+
 def run(cluster: Any, args: argparse.Namespace) -> None:
     scope = "bench" + uuid.uuid4().hex[:6]
     cluster.stream_manager().create_scope(scope)
@@ -169,6 +196,10 @@ def run(cluster: Any, args: argparse.Namespace) -> None:
     through_txns = txn_rate(cluster, scope, stream, args.events, args.per_txn, payload)
     log("throughput: through transactions, commit(wait=False)")
     pipelined = txn_rate(cluster, scope, stream, args.events, args.per_txn, payload, wait=False)
+    log(f"throughput: {args.writers} transactional writers side by side, commit()")
+    parallel = parallel_txn_rate(
+        cluster, scope, stream, args.events, args.per_txn, payload, args.writers
+    )
     log("throughput: plain again")
     plain_after = plain_rate(cluster, scope, stream, args.events, payload)
     baseline = (plain_before + plain_after) / 2
@@ -183,6 +214,11 @@ def run(cluster: Any, args: argparse.Namespace) -> None:
                 f"transactions of {args.per_txn:,}, commit(wait=False)",
                 pipelined,
                 pipelined / baseline,
+            ),
+            (
+                f"{args.writers} writers side by side, transactions of {args.per_txn:,}",
+                parallel,
+                parallel / baseline,
             ),
             ("plain write_event (after)", plain_after, plain_after / baseline),
         ],
@@ -199,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--per-txn", type=int, default=10_000)
     parser.add_argument("--throughput-segments", type=int, default=4)
+    parser.add_argument("--writers", type=int, default=4, help="transactional writers side by side")
     parser.add_argument("--event-bytes", type=int, default=100)
     args = parser.parse_args(argv)
     if args.ray:

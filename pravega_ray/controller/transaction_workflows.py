@@ -117,10 +117,10 @@ class TransactionWorkflows:
 
     # --- lookups ---------------------------------------------------------------------------------
     def candidate_epochs(self, scope: str, stream: str) -> list[int]:
-        """The epochs where an active transaction of the stream can be, newest first: a
-        running scale's new one, the current one, and the one before."""
+        """The epochs where an active transaction of the stream can be: the current one
+        first (where nearly all are), then a running scale's new one, then the one before."""
         current = int(self._streams.get(scope, stream)[0]["epoch"])
-        return [e for e in (current + 1, current, current - 1) if e >= 0]
+        return [e for e in (current, current + 1, current - 1) if e >= 0]
 
     def find(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnRecord | None:
         """The active record of ``txn_id``, None if it has none (ended, or never was)."""
