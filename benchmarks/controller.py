@@ -51,6 +51,7 @@ import ray
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from load_writer import LoadWriter, log, percentile
+from report import print_table
 
 import pravega_ray as pr
 from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX as MAX_BATCH_BYTES
@@ -66,31 +67,6 @@ SETTLE_S = 0.5
 """After a scale returns, the next SETTLE_S are neither "during a scale" nor "no scale"."""
 AUTO_TARGET_EVENTS_PER_S = 1000
 AUTO_POLL_S = 0.05
-
-
-def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """A plain fixed-width table: first column left-aligned, the others right-aligned."""
-    cells = [[str(h) for h in header]] + [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    print(f"\n{title}")
-    for n, row in enumerate(cells):
-        line = "  ".join(
-            c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)
-        )
-        print(line.rstrip())
-        if n == 0:
-            print("-" * len(line))
-    sys.stdout.flush()
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
 
 
 # --- Part 4: baselines -------------------------------------------------------------------------

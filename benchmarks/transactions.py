@@ -41,40 +41,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from report import percentile, print_table
+
 import pravega_ray as pr
 
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    cells = [[str(h) for h in header]] + [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    print(f"\n{title}")
-    for n, row in enumerate(cells):
-        line = "  ".join(
-            c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)
-        )
-        print(line.rstrip())
-        if n == 0:
-            print("-" * len(line))
-    sys.stdout.flush()
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
 
 
 def _new_stream(cluster: Any, scope: str, segments: int) -> str:

@@ -44,6 +44,7 @@ from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.serializers import Serializer, check_serializer
 from pravega_ray.client.writer import EventStreamWriter, WriteFuture, WriterConfig
+from pravega_ray.client.writer_config import check_timeout
 from pravega_ray.controller.records import SegmentRange, StreamInfo, StreamState, TxnInfo, TxnStatus
 from pravega_ray.errors import (
     ClientClosedError,
@@ -80,21 +81,6 @@ def _check_seconds(name: str, value: object, high: float) -> float:
             f"{name} must be a finite number of seconds above 0 and at most {high}, got {value!r}"
         )
     return float(value)
-
-
-def _check_timeout(timeout: object) -> float | None:
-    if timeout is None:
-        return None
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout < 0
-    ):
-        raise InvalidArgumentError(
-            f"timeout must be None or a finite number of seconds >= 0, got {timeout!r}"
-        )
-    return float(timeout)
 
 
 class _TransactionSegments:
@@ -189,7 +175,7 @@ class Transaction(Generic[T]):
         (it was aborted, its lease ran out, its segments are gone); the writer's error
         otherwise.
         """
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout("timeout", timeout)
         with self._lock:
             writer = self._writer
         if writer is None:

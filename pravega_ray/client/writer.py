@@ -66,7 +66,6 @@ the pump by calling :meth:`EventStreamWriter.pump_round`.
 from __future__ import annotations
 
 import logging
-import math
 import random
 import threading
 import time
@@ -91,7 +90,7 @@ from pravega_ray.client.serializers import (
     check_serializer,
     serialized_bytes,
 )
-from pravega_ray.client.writer_config import WriterConfig
+from pravega_ray.client.writer_config import WriterConfig, check_timeout
 from pravega_ray.errors import (
     ClientClosedError,
     EventTooLargeError,
@@ -354,15 +353,7 @@ class EventStreamWriter(Generic[T]):
         error); TimeoutError if ``timeout`` seconds pass first (the events stay queued).
         InvalidArgumentError if ``timeout`` is not None or a finite number >= 0.
         """
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not math.isfinite(timeout)
-            or timeout < 0
-        ):
-            raise InvalidArgumentError(
-                f"flush timeout must be None or a finite number of seconds >= 0, got {timeout!r}"
-            )
+        check_timeout("flush timeout", timeout)
         with self._lock:
             blocks: list[Block] = []
             for stream in self._streams:

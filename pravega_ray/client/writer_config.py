@@ -65,6 +65,23 @@ class WriterConfig:
         )
 
 
+def check_timeout(name: str, timeout: object) -> float | None:
+    """``timeout`` as a float, or None; InvalidArgumentError naming ``name`` unless it is
+    None or a finite number of seconds >= 0 (``flush``, ``commit`` and the like)."""
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise InvalidArgumentError(
+            f"{name} must be None or a finite number of seconds >= 0, got {timeout!r}"
+        )
+    return float(timeout)
+
+
 def _check_int(name: str, value: object, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
         raise InvalidArgumentError(
