@@ -97,6 +97,19 @@ def test_read_stream_reads_every_epoch_of_a_scaled_stream(cluster, spark, unique
     assert last.segment_id in {r.segment_id for r in rows}  # the sealed predecessor too
 
 
+def test_read_stream_returns_a_large_event_whole(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
+    """A 20 MiB event (through a transient segment, seed 003) is one row, byte for byte."""
+    scope, stream = unique_name, "large"
+    make_stream(cluster, scope, stream, segment_count=1)
+    big = bytes(range(256)) * (20 * 1024 * 4)  # 20 MiB
+    write_events(cluster, scope, stream, [("k", b"before"), ("k", big), ("k", b"after")])
+
+    rows = read_stream(spark, f"{scope}/{stream}", cluster=cluster).orderBy("offset").collect()
+
+    assert [len(r.event) for r in rows] == [6, len(big), 5]
+    assert bytes(rows[1].event) == big
+
+
 def test_read_stream_empty_stream_gives_empty_dataframe(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
     scope, stream = unique_name, "empty"
     make_stream(cluster, scope, stream, segment_count=2)
