@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import threading
 import time
 import uuid
@@ -55,6 +54,7 @@ from pravega_ray.errors import (
     TxnNotFoundError,
 )
 from pravega_ray.naming import transaction_segment_name, validate_name
+from pravega_ray.segmentstore.arguments import check_seconds
 from pravega_ray.stream_configuration import StreamConfiguration
 
 log = logging.getLogger(__name__)
@@ -68,19 +68,6 @@ pings may be lost before a lease runs out."""
 COMMIT_POLL_FIRST_S = 0.001
 """``commit()`` first asks for the status this long after the commit request, then twice
 as long each time, up to ``WORKFLOW_POLL_S``."""
-
-
-def _check_seconds(name: str, value: object, high: float) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not 0 < value <= high
-    ):
-        raise InvalidArgumentError(
-            f"{name} must be a finite number of seconds above 0 and at most {high}, got {value!r}"
-        )
-    return float(value)
 
 
 class _TransactionSegments:
@@ -357,11 +344,13 @@ class TransactionalEventStreamWriter(Generic[T]):
             raise InvalidArgumentError(
                 f"config must be a WriterConfig or None, got {type(config).__name__}"
             )
-        self.lease_s = _check_seconds("lease_s", lease_s, constants.TXN_LEASE_S_MAX)
+        self.lease_s = check_seconds("lease_s", lease_s, constants.TXN_LEASE_S_MAX, positive=True)
         self.ping_interval_s = (
             self.lease_s / PING_FRACTION
             if ping_interval_s is None
-            else _check_seconds("ping_interval_s", ping_interval_s, constants.TXN_LEASE_S_MAX)
+            else check_seconds(
+                "ping_interval_s", ping_interval_s, constants.TXN_LEASE_S_MAX, positive=True
+            )
         )
         self.scope = scope
         self.stream = stream

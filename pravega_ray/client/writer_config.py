@@ -6,11 +6,11 @@ Split from ``writer.py`` (which re-exports it); the defaults come from
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from pravega_ray import constants
 from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.segmentstore.arguments import check_seconds, check_wait
 
 __all__ = ["WriterConfig"]
 
@@ -68,18 +68,7 @@ class WriterConfig:
 def check_timeout(name: str, timeout: object) -> float | None:
     """``timeout`` as a float, or None; InvalidArgumentError naming ``name`` unless it is
     None or a finite number of seconds >= 0 (``flush``, ``commit`` and the like)."""
-    if timeout is None:
-        return None
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout < 0
-    ):
-        raise InvalidArgumentError(
-            f"{name} must be None or a finite number of seconds >= 0, got {timeout!r}"
-        )
-    return float(timeout)
+    return None if timeout is None else check_wait(name, timeout)
 
 
 def _check_int(name: str, value: object, high: int) -> None:
@@ -90,16 +79,4 @@ def _check_int(name: str, value: object, high: int) -> None:
 
 
 def _check_seconds(name: str, value: object, high: float, *, positive: bool = False) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-        or (positive and value == 0)
-        or value > high
-    ):
-        low = "above 0" if positive else "at least 0"
-        raise InvalidArgumentError(
-            f"WriterConfig.{name} must be a finite number of seconds, {low} and at most "
-            f"{high}, got {value!r}"
-        )
+    check_seconds(f"WriterConfig.{name}", value, high, positive=positive)

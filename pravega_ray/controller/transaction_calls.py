@@ -23,7 +23,6 @@ Every argument is checked before anything is stored: ``txn_id`` must be a ``uuid
 from __future__ import annotations
 
 import contextlib
-import math
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +44,7 @@ from pravega_ray.errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
+from pravega_ray.segmentstore.arguments import check_seconds
 
 __all__ = ["TransactionCalls", "check_lease", "check_txn_id"]
 
@@ -54,16 +54,7 @@ CREATE_ATTEMPTS_MAX = 5
 
 def check_lease(lease_s: object) -> float:
     """``lease_s`` as a float; InvalidArgumentError unless a finite number in (0, max]."""
-    if (
-        isinstance(lease_s, bool)
-        or not isinstance(lease_s, int | float)
-        or not math.isfinite(lease_s)
-        or not 0 < lease_s <= TXN_LEASE_S_MAX
-    ):
-        raise InvalidArgumentError(
-            f"lease_s must be a finite number in (0, {TXN_LEASE_S_MAX}], got {lease_s!r}"
-        )
-    return float(lease_s)
+    return check_seconds("lease_s", lease_s, TXN_LEASE_S_MAX, positive=True)
 
 
 def check_txn_id(txn_id: object) -> uuid.UUID:

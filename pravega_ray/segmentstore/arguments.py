@@ -44,6 +44,24 @@ def check_wait(name: str, value: object) -> float:
     return float(value)
 
 
+def check_seconds(name: str, value: object, high: float, *, positive: bool = False) -> float:
+    """``value`` as a float if it is a finite number of seconds in ``[0, high]``, or in
+    ``(0, high]`` with ``positive`` (leases, intervals, delays)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or (positive and value == 0)
+        or value > high
+    ):
+        low = "above 0" if positive else "at least 0"
+        raise InvalidArgumentError(
+            f"{name} must be a finite number of seconds, {low} and at most {high}, got {value!r}"
+        )
+    return float(value)
+
+
 def check_data(value: object, *, allow_empty: bool) -> bytes:
     """Append data: bytes-like, at most ``APPEND_BLOCK_BYTES_MAX`` bytes."""
     if not isinstance(value, (bytes, bytearray, memoryview)):
