@@ -1,5 +1,6 @@
-"""Shared checkers: read a group back with one thread per reader, and the invariants
-every acknowledged event must satisfy (read once, in order per routing key).
+"""Shared checkers: read a group back with one thread per reader, read a stream back
+exactly (one reader), and the invariants every acknowledged event must satisfy (read
+once, in order per routing key).
 
 Events in these tests are JSON objects ``{"k": routing key, "n": write sequence}``.
 """
@@ -8,8 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import defaultdict
 from typing import Any
+
+import pravega_ray as pr
 
 
 def read_with_threads(readers: list[Any], expected: int, timeout_s: float = 60.0) -> list[Any]:
@@ -46,3 +50,39 @@ def assert_exactly_once_in_key_order(events: list[Any], n: int) -> None:
         per_key[e.event["k"]].append(e.event["n"])
     for key, seq in per_key.items():
         assert seq == sorted(seq), f"routing key {key} out of order"
+
+
+def read_exactly(
+    cluster: Any,
+    scope: str,
+    stream: str,
+    expected: int,
+    *,
+    timeout_s: float = 30.0,
+    poll_s: float = 0.2,
+    extra_wait_s: float = 0.3,
+) -> list[Any]:
+    """Every event of ``scope/stream``, read by one reader of a fresh group: exactly
+    ``expected`` of them (waits up to ``timeout_s`` for them, then ``extra_wait_s`` more to
+    check that nothing else arrives). Events decode as JSON."""
+    group = "rg" + uuid.uuid4().hex[:8]
+    cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}"))
+    events: list[Any] = []
+    with cluster.create_reader("r", scope, group, pr.JsonSerializer()) as reader:
+        deadline = time.monotonic() + timeout_s
+        while len(events) < expected and time.monotonic() < deadline:
+            event = reader.read_next_event(timeout_s=poll_s)
+            if event is not None:
+                events.append(event)
+        extra = reader.read_next_event(timeout_s=extra_wait_s)
+        assert extra is None, f"an event beyond the {expected} expected: {extra.event}"
+    assert len(events) == expected, f"read {len(events)} events, expected {expected}"
+    return events
+
+
+def by_segment(events: list[Any]) -> dict[str, list[Any]]:
+    """Each segment's events (their decoded values) in offset order."""
+    segments: dict[str, list[Any]] = defaultdict(list)
+    for e in events:
+        segments[e.segment].append(e)
+    return {s: [e.event for e in sorted(es, key=lambda e: e.offset)] for s, es in segments.items()}

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -26,8 +24,12 @@ from actors.options import (
     TXN_TIMER_NAME,
     container_name,
 )
+from tests.checks import by_segment, read_exactly
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+SLOW_READS = {"timeout_s": 90.0, "poll_s": 0.5, "extra_wait_s": 1.0}
+"""Reads through Ray after actor kills: more time for each event and for the check that
+nothing more arrives."""
 
 
 def _stream(cluster: Any, scope: str, segments: int) -> None:
@@ -36,31 +38,18 @@ def _stream(cluster: Any, scope: str, segments: int) -> None:
     assert mgr.create_stream(scope, "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments)))
 
 
-def _pid(name: str, namespace: str) -> int:
-    return int(ray.get(ray.get_actor(name, namespace=namespace).describe.remote())["pid"])
-
-
-def _read_all(cluster: Any, scope: str, expected: int, timeout_s: float = 90.0) -> list[Any]:
-    group = "rg" + uuid.uuid4().hex[:8]
-    cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/st"))
-    events: list[Any] = []
-    with cluster.create_reader("r", scope, group, pr.JsonSerializer()) as reader:
-        deadline = time.monotonic() + timeout_s
-        while len(events) < expected and time.monotonic() < deadline:
-            event = reader.read_next_event(timeout_s=0.5)
-            if event is not None:
-                events.append(event)
-        extra = reader.read_next_event(timeout_s=1.0)
-        assert extra is None, f"an event beyond the {expected} expected: {extra.event}"
-    assert len(events) == expected, f"read {len(events)} events, expected {expected}"
-    return events
-
-
-def _by_segment(events: list[Any]) -> dict[str, list[dict[str, Any]]]:
-    segments: dict[str, list[Any]] = defaultdict(list)
-    for e in events:
-        segments[e.segment].append(e)
-    return {s: [e.event for e in sorted(es, key=lambda e: e.offset)] for s, es in segments.items()}
+def _pid(name: str, namespace: str, timeout_s: float = 60.0) -> int:
+    """The process id of actor ``name``, once it answers (a killed one may still be
+    restarting: ActorUnavailableError until then)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            handle = ray.get_actor(name, namespace=namespace)
+            return int(ray.get(handle.describe.remote())["pid"])
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _kill(cluster: Any, victim: str) -> None:
@@ -89,7 +78,7 @@ def test_transaction_end_to_end_through_ray(cluster, unique_name) -> None:  # ty
         aborted.abort()
         with pytest.raises(pr.TxnFailedError):
             aborted.commit()
-    events = _read_all(cluster, unique_name, 100)
+    events = read_exactly(cluster, unique_name, "st", 100, **SLOW_READS)
     assert sorted(e.event["n"] for e in events) == list(range(100))
 
 
@@ -181,8 +170,8 @@ def test_actor_killed_mid_commit_abort_and_timeout_keeps_every_guarantee(
     for txn in timed_out:
         _wait_status(txn, pr.TxnStatus.ABORTED)
     committed = [f"t{i}" for i in range(0, len(txns), 2)]
-    events = _read_all(cluster, scope, written[0] + per_txn * len(committed))
-    segments = _by_segment(events)
+    events = read_exactly(cluster, scope, "st", written[0] + per_txn * len(committed), **SLOW_READS)
+    segments = by_segment(events)
     sources = {e["s"] for es in segments.values() for e in es}
     assert sources == {"plain", *committed}, "an aborted or timed-out transaction is visible"
     for source in committed:

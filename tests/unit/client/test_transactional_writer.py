@@ -17,6 +17,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.constants import TXN_LEASE_S_MAX
 from pravega_ray.inprocess import InProcessCluster
+from tests.checks import by_segment, read_exactly
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,30 +35,9 @@ def make_stream(cluster: InProcessCluster, segments: int = 1) -> None:
     assert mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments)))
 
 
-def read_everything(cluster: InProcessCluster, expected: int, timeout_s: float = 30.0) -> list[Any]:
-    """Every event of ``sc/st`` with one reader: exactly ``expected`` of them (waits for
-    them, then checks nothing more arrives)."""
-    group = "rg" + uuid.uuid4().hex[:8]
-    cluster.create_reader_group("sc", group, pr.ReaderGroupConfig.for_streams("sc/st"))
-    events: list[Any] = []
-    with cluster.create_reader("r", "sc", group, pr.JsonSerializer()) as reader:
-        deadline = time.monotonic() + timeout_s
-        while len(events) < expected and time.monotonic() < deadline:
-            event = reader.read_next_event(timeout_s=0.2)
-            if event is not None:
-                events.append(event)
-        extra = reader.read_next_event(timeout_s=0.3)
-        assert extra is None, f"an event beyond the {expected} expected: {extra.event}"
-    assert len(events) == expected, f"read {len(events)} events, expected {expected}"
-    return events
-
-
-def by_segment(events: list[Any]) -> dict[str, list[dict[str, Any]]]:
-    """Each segment's events in offset order."""
-    segments: dict[str, list[Any]] = defaultdict(list)
-    for e in events:
-        segments[e.segment].append(e)
-    return {s: [e.event for e in sorted(es, key=lambda e: e.offset)] for s, es in segments.items()}
+def read_everything(cluster: InProcessCluster, expected: int) -> list[Any]:
+    """Every event of ``sc/st``: exactly ``expected`` of them (``checks.read_exactly``)."""
+    return read_exactly(cluster, "sc", "st", expected)
 
 
 def assert_contiguous(segments: dict[str, list[dict[str, Any]]], source: str) -> None:
