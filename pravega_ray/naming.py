@@ -162,6 +162,12 @@ def transaction_segment_name(parent: str, transaction_id: bytes) -> str:
     return f"{parent}#transaction.{transaction_id.hex()}"
 
 
+def is_transaction_segment(name: str) -> bool:
+    """Whether ``name`` is a transaction segment (``<parent>#transaction.<32 hex>``)."""
+    derived = _DERIVED_RE.search(name)
+    return derived is not None and derived["kind"] == "transaction"
+
+
 def transient_segment_name(parent: str, writer_id: bytes) -> str:
     """A transient segment (large events, seed 003) of ``writer_id`` on ``parent``."""
     parse_segment_name(parent)

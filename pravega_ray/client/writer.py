@@ -99,7 +99,7 @@ from pravega_ray.errors import (
     PravegaError,
     StreamSealedError,
 )
-from pravega_ray.naming import validate_name
+from pravega_ray.naming import is_transaction_segment, validate_name
 from pravega_ray.timing import (
     DAEMON_THREADS,
     SYSTEM_CLOCK,
@@ -301,7 +301,7 @@ class EventStreamWriter(Generic[T]):
             if self._closed or self._failure is not None:
                 self._raise_unusable()
             stream = self._selector.select(routing_key)
-            if "#transaction." in stream.name:
+            if is_transaction_segment(stream.name):
                 raise EventTooLargeError(
                     f"event of {len(payload)} bytes exceeds {constants.MAX_EVENT_SIZE_BYTES} "
                     "bytes: large events are not supported in transactions"

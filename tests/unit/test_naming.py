@@ -5,11 +5,14 @@ import pytest
 from pravega_ray.errors import InvalidNameError
 from pravega_ray.naming import (
     container_for_segment,
+    is_transaction_segment,
     parse_scoped_stream,
     parse_segment_name,
     routing_key_hash,
     segment_id,
     stream_segment_name,
+    transaction_segment_name,
+    transient_segment_name,
     validate_name,
 )
 
@@ -59,3 +62,10 @@ def test_routing_key_hash_is_in_unit_interval_and_stable() -> None:
     assert parse_scoped_stream("a/b") == ("a", "b")
     with pytest.raises(InvalidNameError):
         parse_scoped_stream("a/b/c")
+
+
+def test_is_transaction_segment_tells_a_transaction_segment_from_the_others() -> None:
+    parent = stream_segment_name("sc", "st", segment_id(0, 3))
+    assert is_transaction_segment(transaction_segment_name(parent, bytes(16)))
+    assert not is_transaction_segment(parent)
+    assert not is_transaction_segment(transient_segment_name(parent, bytes(16)))
