@@ -37,6 +37,7 @@ from pravega_ray.controller.records import (
 from pravega_ray.errors import *
 from pravega_ray.stream_configuration import (
     ReaderGroupConfig,
+    RetentionConfigType,
     RetentionPolicy,
     ScalingPolicy,
     StreamConfiguration,
@@ -82,6 +83,7 @@ __all__ = sorted(
         "Position",
         "ReaderGroup",
         "ReaderGroupConfig",
+        "RetentionConfigType",
         "RetentionPolicy",
         "ScalingPolicy",
         "SegmentRange",

@@ -205,6 +205,15 @@ WORKFLOW_WAIT_S = 120.0
 WORKFLOW_POLL_S = 0.02
 """How often the stream manager asks whether a workflow finished."""
 RETENTION_BUCKETS_DEFAULT = 4
+RETENTION_PERIOD_S_DEFAULT = 1800.0
+"""How often each stream bucket runs the retention cycle of its streams (seed 004: 30 min);
+``start_local(retention_period_s=...)`` changes it."""
+CHECKPOINTS_OUTSTANDING_MAX = 3
+"""Checkpoints of one reader group under way at once (Pravega's default); one more is
+CheckpointFailedError."""
+TIME_INDEX_RESOLUTION_MS = 10
+"""A segment's time index keeps at most one entry per this many milliseconds: a cut at a time
+is exact to the first event stored in the first slot at or after it."""
 """Streams are hashed into this many buckets; each bucket's actor runs their periodic work."""
 BUCKET_PERIOD_S = 10.0
 """How often a bucket actor looks at each of its streams (the auto-scale merge sweep)."""

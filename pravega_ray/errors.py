@@ -26,6 +26,8 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── StreamSealedError
     │   ├── SegmentSealedError
     │   ├── SegmentTruncatedError       read below a segment's truncation offset
+    │   ├── TruncatedDataError          a reader's next events were truncated away
+    │   ├── CheckpointFailedError       a reader-group checkpoint failed or timed out
     │   ├── IllegalStateTransitionError
     │   ├── ScopeNotEmptyError
     │   ├── StreamNotSealedError        delete of a stream not sealed yet
@@ -56,6 +58,7 @@ from typing import Any
 __all__ = [
     "AlreadyExistsError",
     "BadKeyVersionError",
+    "CheckpointFailedError",
     "ClientClosedError",
     "ConditionalAppendFailedError",
     "ConditionalUpdateError",
@@ -91,6 +94,7 @@ __all__ = [
     "StreamNotFoundError",
     "StreamNotSealedError",
     "StreamSealedError",
+    "TruncatedDataError",
     "TxnFailedError",
     "TxnNotFoundError",
 ]
@@ -196,6 +200,17 @@ class SegmentSealedError(IllegalStateError):
 
 class SegmentTruncatedError(IllegalStateError):
     """The bytes asked for were truncated away; ``start_offset`` is where the segment now starts."""
+
+
+class TruncatedDataError(IllegalStateError):
+    """A reader's next events were truncated away (a reader group with
+    ``raise_on_truncated_data``); raised once, the reader then goes on from the head.
+    ``segment`` and ``offset`` name where it was, ``start_offset`` where data now starts."""
+
+
+class CheckpointFailedError(IllegalStateError):
+    """A checkpoint could not be taken or used: too many outstanding, its name in use, the
+    group reset or deleted while it ran, or not every reader passed it in time."""
 
 
 class IllegalStateTransitionError(IllegalStateError):

@@ -22,9 +22,11 @@ from typing import Any, TypeVar
 from pravega_ray.constants import STREAM_SEGMENTS_MAX
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.naming import parse_scoped_stream
+from pravega_ray.stream_cut import StreamCut
 
 __all__ = [
     "ReaderGroupConfig",
+    "RetentionConfigType",
     "RetentionPolicy",
     "RetentionType",
     "ScaleType",
@@ -47,6 +49,21 @@ class ScaleType(str, Enum):
 class RetentionType(str, Enum):
     TIME = "time"
     SIZE = "size"
+
+
+class RetentionConfigType(str, Enum):
+    """Whether a reader group's reading holds back its streams' retention (seed 004).
+
+    ``NONE``: a non-subscriber; its reading never affects retention.
+    ``AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT``: a subscriber that publishes the cut of each
+    completed checkpoint to the controller as its acknowledgement.
+    ``MANUAL_RELEASE_AT_USER_STREAMCUT``: a subscriber whose application publishes cuts
+    itself (``ReaderGroup.update_retention_stream_cut``).
+    """
+
+    NONE = "none"
+    AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT = "automatic_release_at_last_checkpoint"
+    MANUAL_RELEASE_AT_USER_STREAMCUT = "manual_release_at_user_streamcut"
 
 
 def _enum(cls: type[E], name: str, value: object) -> E:
@@ -213,16 +230,33 @@ class StreamConfiguration:
 
 @dataclass(frozen=True, slots=True)
 class ReaderGroupConfig:
-    """Which streams a reader group reads (``"scope/stream"`` names, no repeats).
+    """Which streams a reader group reads, from where to where, and how it checkpoints.
 
-    ``streams`` is a tuple or list (kept as a tuple) of at least one name; a bare str is
-    refused rather than split into characters. InvalidArgumentError for a wrong type, no
-    streams or a repeated stream; InvalidNameError (an InvalidArgumentError) for a name that
-    is not ``"scope/stream"`` with valid scope and stream names. Readers start at the head
-    of each stream.
+    * ``streams``: ``"scope/stream"`` names, a tuple or list (kept as a tuple) of at least
+      one, no repeats; a bare str is refused rather than split into characters.
+    * ``start_cuts`` / ``end_cuts``: ``"scope/stream"`` -> :class:`StreamCut` of that
+      stream, or ``StreamCut.UNBOUNDED``; a stream left out (or UNBOUNDED) starts at its
+      head / has no end. Readers return ``None`` for ever once every segment reached its
+      end cut.
+    * ``automatic_checkpoint_interval_s``: a checkpoint every that many seconds (> 0,
+      finite), or None (the default): no automatic checkpoints. Automatic checkpoints are
+      silent (readers return no marker for them; Pravega's default is 30 s, returned to
+      readers, which would change what every existing reader returns).
+    * ``retention_type``: a :class:`RetentionConfigType` or its value (default NONE).
+    * ``raise_on_truncated_data``: a reader whose next event was truncated away raises
+      TruncatedDataError once, then goes on from the stream's head; False (the default):
+      it skips to the head, logging what it skipped.
+
+    InvalidArgumentError for anything else (InvalidNameError, an InvalidArgumentError, for
+    a bad name; a cut keyed by another stream than its own).
     """
 
     streams: tuple[str, ...]
+    start_cuts: Mapping[str, StreamCut] = field(default_factory=dict)
+    end_cuts: Mapping[str, StreamCut] = field(default_factory=dict)
+    automatic_checkpoint_interval_s: float | None = None
+    retention_type: RetentionConfigType = RetentionConfigType.NONE
+    raise_on_truncated_data: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.streams, str) or not isinstance(self.streams, (tuple, list)):
@@ -238,21 +272,107 @@ class ReaderGroupConfig:
             parse_scoped_stream(scoped)
         if len(set(self.streams)) != len(self.streams):
             raise InvalidArgumentError(f"a reader group names a stream twice: {self.streams}")
+        for what in ("start_cuts", "end_cuts"):
+            object.__setattr__(self, what, self._cuts(what, getattr(self, what)))
+        interval = self.automatic_checkpoint_interval_s
+        if interval is not None and (
+            isinstance(interval, bool)
+            or not isinstance(interval, (int, float))
+            or not 0 < interval < 1e9  # NaN and inf too
+        ):
+            raise InvalidArgumentError(
+                "ReaderGroupConfig.automatic_checkpoint_interval_s must be None or a number of "
+                f"seconds > 0, got {interval!r}"
+            )
+        retention = _enum(
+            RetentionConfigType, "ReaderGroupConfig.retention_type", self.retention_type
+        )
+        object.__setattr__(self, "retention_type", retention)
+        if not isinstance(self.raise_on_truncated_data, bool):
+            raise InvalidArgumentError("ReaderGroupConfig.raise_on_truncated_data must be a bool")
+
+    def _cuts(self, what: str, cuts: object) -> dict[str, StreamCut]:
+        if not isinstance(cuts, Mapping):
+            raise InvalidArgumentError(
+                f"ReaderGroupConfig.{what} must be a mapping of 'scope/stream' -> StreamCut"
+            )
+        out: dict[str, StreamCut] = {}
+        for scoped, cut in cuts.items():
+            if scoped not in self.streams:
+                raise InvalidArgumentError(f"ReaderGroupConfig.{what} names {scoped!r}, not read")
+            if not isinstance(cut, StreamCut):
+                raise InvalidArgumentError(
+                    f"ReaderGroupConfig.{what}[{scoped!r}] must be a StreamCut, "
+                    f"got {type(cut).__name__}"
+                )
+            if cut.is_unbounded:
+                continue  # the same as leaving it out
+            if cut.scoped_stream != scoped:
+                raise InvalidArgumentError(
+                    f"ReaderGroupConfig.{what}[{scoped!r}] is a cut of {cut.scoped_stream}"
+                )
+            out[scoped] = cut
+        return out
 
     @classmethod
-    def for_streams(cls, *scoped_streams: str) -> ReaderGroupConfig:
-        """``ReaderGroupConfig.for_streams("scope/stream", ...)``."""
-        return cls(tuple(scoped_streams))
+    def for_streams(
+        cls,
+        *scoped_streams: str,
+        start_cuts: Mapping[str, StreamCut] | None = None,
+        end_cuts: Mapping[str, StreamCut] | None = None,
+        automatic_checkpoint_interval_s: float | None = None,
+        retention_type: RetentionConfigType | str = RetentionConfigType.NONE,
+        raise_on_truncated_data: bool = False,
+    ) -> ReaderGroupConfig:
+        """``ReaderGroupConfig.for_streams("scope/stream", ..., start_cuts=..., ...)``."""
+        return cls(
+            tuple(scoped_streams),
+            dict(start_cuts or {}),
+            dict(end_cuts or {}),
+            automatic_checkpoint_interval_s,
+            retention_type,  # type: ignore[arg-type]  # validated to the enum
+            raise_on_truncated_data,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"streams": list(self.streams)}
+        return {
+            "streams": list(self.streams),
+            "start_cuts": {k: c.to_dict() for k, c in sorted(self.start_cuts.items())},
+            "end_cuts": {k: c.to_dict() for k, c in sorted(self.end_cuts.items())},
+            "automatic_checkpoint_interval_s": self.automatic_checkpoint_interval_s,
+            "retention_type": self.retention_type.value,
+            "raise_on_truncated_data": self.raise_on_truncated_data,
+        }
 
     @classmethod
     def from_dict(cls, data: object) -> ReaderGroupConfig:
-        (streams,) = _fields(data, "reader group configuration", ("streams",))
+        """What ``to_dict`` gave; records from before cuts and checkpoints hold only
+        ``streams`` and load with the defaults."""
+        optional = (
+            "start_cuts",
+            "end_cuts",
+            "automatic_checkpoint_interval_s",
+            "retention_type",
+            "raise_on_truncated_data",
+        )
+        streams, start, end, interval, retention, raise_on = _fields(
+            data, "reader group configuration", ("streams", *optional), optional=optional
+        )
         if not isinstance(streams, list):
             raise InvalidArgumentError("reader group configuration: streams must be a list")
-        return cls(tuple(streams))
+        cuts = []
+        for what, value in (("start_cuts", start), ("end_cuts", end)):
+            if value is not None and not isinstance(value, Mapping):
+                raise InvalidArgumentError(f"reader group configuration: {what} must be a mapping")
+            cuts.append({k: StreamCut.from_dict(v) for k, v in (value or {}).items()})
+        return cls(
+            tuple(streams),
+            cuts[0],
+            cuts[1],
+            interval,
+            RetentionConfigType.NONE if retention is None else retention,
+            False if raise_on is None else raise_on,
+        )
 
 
 def _fields(
