@@ -124,6 +124,12 @@ class SegmentContainerActor:
     async def get_info(self, segment: str) -> SegmentInfo:
         return await self._container.get_info(segment)
 
+    async def get_offset_at_time(self, segment: str, time_ms: int) -> int:
+        return await self._container.get_offset_at_time(segment, time_ms)
+
+    async def check_event_boundary(self, segment: str, offset: int) -> None:
+        await self._container.check_event_boundary(segment, offset)
+
     async def seal(self, segment: str) -> int:
         return await self._container.seal(segment)
 

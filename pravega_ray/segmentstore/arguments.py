@@ -13,9 +13,9 @@ import math
 from collections.abc import Sized
 from typing import Any
 
-from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX, ATTRIBUTE_UPDATES_MAX
+from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX, ATTRIBUTE_UPDATES_MAX, NO_EVENT_NUMBER
 from pravega_ray.errors import InvalidArgumentError
-from pravega_ray.segmentstore.attributes import AttributeUpdate
+from pravega_ray.segmentstore.attributes import AttributeUpdate, check_key
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT32_MAX = 2**32 - 1
@@ -101,3 +101,17 @@ def check_attribute_values(values: dict[bytes, Any]) -> None:
     check_count("attribute values", values)
     for value in values.values():
         check_int("attribute value", value, INT64_MIN, INT64_MAX)
+
+
+def check_append(
+    writer_id: object, data: object, event_count: object, expected: object, last: object
+) -> bytes:
+    """The checked data of a writer's conditional append (``SegmentContainer.append``)."""
+    check_key(writer_id)
+    checked = check_data(data, allow_empty=False)
+    check_int("event_count", event_count, 1, UINT32_MAX)
+    check_int("expected last event number", expected, NO_EVENT_NUMBER, INT64_MAX)
+    check_int("last event number", last, NO_EVENT_NUMBER + 1, INT64_MAX)
+    if last <= expected:  # type: ignore[operator]
+        raise InvalidArgumentError("an append block's last event number must exceed expected")
+    return checked

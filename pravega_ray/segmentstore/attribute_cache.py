@@ -181,6 +181,33 @@ class AttributeCache:
             return items[:limit], (items[limit - 1][0] if len(items) > limit else None)
         return items[:limit], (items[limit - 1][0] if len(items) >= limit else high)
 
+    async def first_in_range(
+        self, segment: str, low: bytes, high: bytes
+    ) -> tuple[bytes, int] | None:
+        """The durable attribute with the smallest key in ``[low, high]``, core keys included.
+
+        None if there is none. Memory (values not yet in the index, or removals) wins over
+        the index for the same key. For the time index (``time_index.py``): one ordered
+        index step per call, plus a scan of the segment's cached values.
+        """
+        after = (int.from_bytes(low, "big") - 1).to_bytes(len(low), "big")
+        while True:
+            storage_name = self._metadata.get(segment).storage_name
+            stored = await self._call(self._index.iterate, storage_name, after, 1)
+            state = self._metadata.get(segment)
+            if state.storage_name != storage_name:
+                raise SegmentNotFoundError(f"segment {segment} was deleted during the lookup")
+            candidates = [(k, v) for k, v in state.attributes.items() if low <= k <= high]
+            indexed = stored[0] if stored and stored[0][0] <= high else None
+            if indexed is not None and indexed[0] not in state.attributes:
+                candidates.append(indexed)
+            live = [(k, v) for k, v in candidates if v != NULL_VALUE]
+            if live and (indexed is None or min(live)[0] <= indexed[0]):
+                return min(live)
+            if indexed is None:
+                return None
+            after = indexed[0]  # the index's first key was removed in memory: look past it
+
     # --- the storage writer's side -------------------------------------------------------------
     async def flush(self, force: bool = False) -> None:
         """Persist the segments' due dirty values, delete dead indexes, then evict clean values.

@@ -52,6 +52,7 @@ from pravega_ray.segmentstore import operations as ops
 from pravega_ray.segmentstore.arguments import (
     INT64_MAX,
     UINT32_MAX,
+    check_append,
     check_attribute_updates,
     check_attribute_values,
     check_count,
@@ -90,6 +91,7 @@ from pravega_ray.segmentstore.read_index import ReadIndex
 from pravega_ray.segmentstore.segment_merger import SegmentMerger
 from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
 from pravega_ray.segmentstore.table_segment import TableSegments
+from pravega_ray.segmentstore.time_index import TimeIndex, index_entries, index_keys
 from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
 from pravega_ray.segmentstore.transient_segments import TransientSegments
 from pravega_ray.storage.fenced import FencedChunkStorage
@@ -160,9 +162,9 @@ class SegmentContainer:
         )
         self._tables = TableSegments(self)
         self.transients = TransientSegments(self, clock=clock, scheduler=scheduler)
-        self._merger = SegmentMerger(
-            self.metadata, self._attributes, self._storage_writer, self._read_index, self._add
-        )
+        parts = (self.metadata, self._attributes, self._storage_writer, self._read_index)
+        self._merger = SegmentMerger(*parts, self._add, clock)
+        self._time_index = TimeIndex(self.metadata, self._attributes, self._read_index)
         self.auto_scaler: ContainerPart = NO_AUTO_SCALER  # build_container sets one if asked
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -283,11 +285,8 @@ class SegmentContainer:
         return await self.transients.create(parent)
 
     async def setup_append(self, segment: str, writer_id: bytes) -> int:
-        """The writer's last durable event number on ``segment`` (NO_EVENT_NUMBER if none).
-
-        Waits until every operation queued before it is durable, so the answer
-        covers all appends the writer has in flight to this container.
-        """
+        """The writer's last durable event number on ``segment`` (NO_EVENT_NUMBER if none),
+        once every operation queued before it is durable (all the writer has in flight)."""
         self._ensure_running()
         check_key(writer_id)
         await self._attributes.prefetch(self.metadata.get(segment), [writer_id])
@@ -310,16 +309,13 @@ class SegmentContainer:
         hold, SegmentSealedError, SegmentNotFoundError, InvalidArgumentError.
         """
         self._ensure_running()
-        check_key(writer_id)
-        data = check_data(data, allow_empty=False)
-        check_int("event_count", event_count, 1, UINT32_MAX)
-        check_int("expected last event number", expected_last_event_number, NULL_VALUE, INT64_MAX)
-        check_int("last event number", last_event_number, NULL_VALUE + 1, INT64_MAX)
-        if last_event_number <= expected_last_event_number:
-            raise InvalidArgumentError("an append block's last event number must exceed expected")
+        data = check_append(
+            writer_id, data, event_count, expected_last_event_number, last_event_number
+        )
         deadline = self._clock.monotonic() + self.config.append_reorder_wait_s
         while True:
-            await self._attributes.prefetch(self.metadata.get(segment), [writer_id])
+            state = self.metadata.get(segment)
+            await self._attributes.prefetch(state, [writer_id, *index_keys(state)])
             state = self.metadata.get(segment)
             state.check_not_sealed()
             state.check_attribute_keys((writer_id,))
@@ -337,10 +333,11 @@ class SegmentContainer:
             # A predecessor block has not arrived yet: wait for the attribute to move.
             await wait_on(state.attribute_waiters, remaining)
             self._ensure_running()
-        offset = state.reserve(len(data), {writer_id: last_event_number}, event_count)
-        await self._add(
-            ops.Append(segment, offset, data, ((writer_id, last_event_number),), event_count)
-        )
+        # The time and boundary index entries go in the same log operation (time_index.py).
+        changed = index_entries(state, state.pending_length, self._clock.wall_time_ms())
+        changed[writer_id] = last_event_number
+        offset = state.reserve(len(data), changed, event_count)
+        await self._add(ops.Append(segment, offset, data, tuple(changed.items()), event_count))
         return AppendResult(offset, offset + len(data))
 
     async def append_conditional(
@@ -364,12 +361,12 @@ class SegmentContainer:
         check_int("event_count", event_count, 0, UINT32_MAX)
         if expected_offset is not None:
             check_offset("expected_offset", expected_offset)
-        await self._attributes.prefetch(
-            self.metadata.get(segment), [u.key for u in attribute_updates]
-        )
         state = self.metadata.get(segment)
         if expected_offset is not None and expected_offset > state.pending_length:
             state = await self.transients.wait_for_length(segment, expected_offset)
+        keys = [u.key for u in attribute_updates]
+        await self._attributes.prefetch(state, [*keys, *index_keys(state)])
+        state = self.metadata.get(segment)
         state.check_not_sealed()
         state.check_attribute_keys(u.key for u in attribute_updates)
         if expected_offset is not None and expected_offset != state.pending_length:
@@ -379,6 +376,8 @@ class SegmentContainer:
                 actual=state.pending_length,
             )
         changed = apply_updates(state.pending_attributes, attribute_updates)
+        if data:
+            changed.update(index_entries(state, state.pending_length, self._clock.wall_time_ms()))
         offset = state.reserve(len(data), changed, event_count)
         await self._add(ops.Append(segment, offset, data, tuple(changed.items()), event_count))
         return AppendResult(offset, offset + len(data))
@@ -428,11 +427,8 @@ class SegmentContainer:
         return AppendResult(offset, offset + len(data))
 
     async def truncate(self, segment: str, offset: int) -> None:
-        """Durably drop the bytes below ``offset``; reads below it then raise SegmentTruncatedError.
-
-        Idempotent for an offset at or below the current start. Raises
-        InvalidArgumentError for an offset beyond the segment's length.
-        """
+        """Durably drop the bytes below ``offset`` (reads there: SegmentTruncatedError).
+        Idempotent at or below the start; InvalidArgumentError beyond the length."""
         self._ensure_running()
         check_offset("offset", offset)
         state = self.metadata.get(segment)
@@ -503,6 +499,16 @@ class SegmentContainer:
         self._ensure_running()
         return self.metadata.get(segment).info()
 
+    async def get_offset_at_time(self, segment: str, time_ms: int) -> int:
+        """See TimeIndex.offset_at_time (stream segments only)."""
+        self._ensure_running()
+        return await self._time_index.offset_at_time(segment, time_ms)
+
+    async def check_event_boundary(self, segment: str, offset: int) -> None:
+        """See TimeIndex.check_event_boundary (stream segments only)."""
+        self._ensure_running()
+        await self._time_index.check_event_boundary(segment, offset)
+
     def segment_role(self, segment: str) -> str:
         """The role ``segment`` was created with (a SegmentRole value)."""
         self._ensure_running()
@@ -533,15 +539,9 @@ class SegmentContainer:
     async def iterate_attributes(
         self, segment: str, after: bytes | None, limit: int
     ) -> tuple[list[tuple[bytes, int]], bytes | None]:
-        """A page of the segment's durable extended attributes in key order.
-
-        Returns ``(items, cursor)``: up to ``limit`` ``(key, value)`` pairs with
-        ``after < key`` (from the first key if ``after`` is None), and the cursor to
-        pass as ``after`` for the next page, or None when the iteration is done. A
-        page may hold fewer than ``limit`` items (even none) before the end.
-        Values not yet flushed to the attribute index come from memory, so the
-        result is what :meth:`get_attributes` would return for those keys.
-        """
+        """A page of the segment's durable extended attributes in key order: ``(items,
+        cursor)`` (cursor None when done), per AttributeCache.iterate's contract; a page may
+        hold fewer than ``limit`` items (even none) before the end."""
         self._ensure_running()
         return await self._attributes.iterate(segment, after, limit)
 

@@ -25,6 +25,8 @@ from pravega_ray.segmentstore.attributes import AttributeUpdate, apply_updates
 from pravega_ray.segmentstore.container_metadata import ContainerMetadata, wake_all
 from pravega_ray.segmentstore.read_index import ReadIndex
 from pravega_ray.segmentstore.storage_writer import StorageWriter
+from pravega_ray.segmentstore.time_index import index_entries, index_keys
+from pravega_ray.timing import Clock
 
 __all__ = ["SegmentMerger"]
 
@@ -41,7 +43,9 @@ class SegmentMerger:
         storage_writer: StorageWriter,
         read_index: ReadIndex,
         add: Callable[[ops.Operation], Awaitable[None]],
+        clock: Clock,
     ) -> None:
+        self._clock = clock
         self._metadata = metadata
         self._attributes = attributes
         self._storage_writer = storage_writer
@@ -57,6 +61,7 @@ class SegmentMerger:
         attributes = check_attribute_updates(attributes)
         keys = [u.key for u in attributes]
         self._metadata.merge_pair(target, source)[0].check_attribute_keys(keys)
+        keys += index_keys(self._metadata.get(target))  # the merge is indexed (time_index.py)
         while True:
             await self._attributes.prefetch(self._metadata.get(target), keys)
             if self._metadata.merge_pair(target, source)[1].pending_length > MERGE_COPY_BYTES_MAX:
@@ -78,6 +83,8 @@ class SegmentMerger:
                 break  # else a flush evicted a prefetched value meanwhile: again
         changed = apply_updates(t.pending_attributes, attributes)
         length = s.pending_length
+        if length:
+            changed.update(index_entries(t, t.pending_length, self._clock.wall_time_ms()))
         offset = t.reserve(length, changed, s.pending_event_count)
         s.pending_deleted = True
         wake_all(s.attribute_waiters)

@@ -90,6 +90,17 @@ class SegmentStoreService(Protocol):
 
     async def get_info(self, segment: str) -> SegmentInfo: ...
 
+    # --- stream cuts: the time index and the event-boundary check (time_index.py) --------------
+    async def get_offset_at_time(self, segment: str, time_ms: int) -> int:
+        """The offset of the first event appended in the first time slot at or after
+        ``time_ms``'s; the segment's length if none; never below its start offset."""
+        ...
+
+    async def check_event_boundary(self, segment: str, offset: int) -> None:
+        """InvalidArgumentError unless ``offset`` is the segment's start offset, its length
+        or the start of an event frame."""
+        ...
+
     async def seal(self, segment: str) -> int:
         """Durably seal the segment; returns its final length. Idempotent."""
         ...
@@ -247,6 +258,12 @@ class SegmentStoreClient:
 
     def get_info(self, segment: str) -> Future[SegmentInfo]:
         return self.invoker.invoke(SegmentStoreService.get_info, segment)
+
+    def get_offset_at_time(self, segment: str, time_ms: int) -> Future[int]:
+        return self.invoker.invoke(SegmentStoreService.get_offset_at_time, segment, time_ms)
+
+    def check_event_boundary(self, segment: str, offset: int) -> Future[None]:
+        return self.invoker.invoke(SegmentStoreService.check_event_boundary, segment, offset)
 
     def create_transient_segment(self, parent: str) -> Future[str]:
         return self.invoker.invoke(SegmentStoreService.create_transient_segment, parent)

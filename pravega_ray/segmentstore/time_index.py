@@ -1,0 +1,215 @@
+"""The per-segment time index and the event-boundary check (issue 12; Pravega has neither).
+
+*format* Both indexes are core attributes of a stream segment (role NORMAL), set by the
+container itself in the same log operation as the append or merge they describe, so they
+persist, recover, checkpoint and flush to the attribute index like any other attribute,
+and no user update can forge them (they are outside the settable core ids):
+
+* **time index**: core id ``TIME_INDEX_BASE + slot`` -> the offset of the first append (or
+  merge) whose wall-clock time fell in ``slot`` (``slot = time_ms // TIME_INDEX_RESOLUTION_MS``).
+  At most one entry per slot: the first append of a new slot adds one, later appends of
+  the same slot add nothing. Core id 3 (``TIME_SLOT_LAST``) holds the newest slot indexed,
+  so a recovered container never writes a second entry for a slot.
+* **boundary index**: core id ``BOUNDARY_INDEX_BASE + bucket`` -> the offset of the first
+  append starting in ``bucket`` (``offset // BOUNDARY_BUCKET_BYTES``); core id 4
+  (``BOUNDARY_BUCKET_LAST``) holds the newest bucket indexed. A bucket crossed by one big
+  append or merge has no entry.
+
+Appends (and merged segments) always start at an event boundary, so every entry's offset
+is one. Keys sort by slot / bucket (big-endian ids), so "the first entry at or after a
+time" is one ordered step of the attribute index. Entries below a segment's start offset
+(after a truncation) are ignored, never served: an answer is never below the start offset.
+A clock that goes back indexes nothing until it passes the newest slot again.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from pravega_ray.constants import (
+    EVENT_HEADER_BYTES,
+    EVENT_TYPE_PLAIN,
+    LARGE_EVENT_BYTES_MAX,
+    TIME_INDEX_RESOLUTION_MS,
+)
+from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
+from pravega_ray.segmentstore.arguments import INT64_MAX, check_int, check_offset
+from pravega_ray.segmentstore.attribute_cache import AttributeCache
+from pravega_ray.segmentstore.attributes import NULL_VALUE, core_key
+from pravega_ray.segmentstore.container_metadata import (
+    ContainerMetadata,
+    SegmentMetadata,
+    SegmentRole,
+)
+from pravega_ray.segmentstore.read_index import ReadIndex
+
+__all__ = [
+    "BOUNDARY_BUCKET_BYTES",
+    "BOUNDARY_INDEX_BASE",
+    "INDEX_KEYS",
+    "TIME_INDEX_BASE",
+    "TimeIndex",
+    "boundary_key",
+    "index_entries",
+    "index_keys",
+    "time_key",
+]
+
+TIME_INDEX_BASE = 1 << 62
+"""Core id of slot 0 of the time index (slots up to 2**62 - 1: far past any wall clock)."""
+BOUNDARY_INDEX_BASE = 1 << 61
+"""Core id of bucket 0 of the boundary index."""
+BOUNDARY_BUCKET_BYTES = 1 << 20
+"""The boundary index keeps one event boundary per this many bytes: a check walks at most
+about this far (plus a single append or merge crossing buckets)."""
+TIME_SLOT_LAST = core_key(3)
+BOUNDARY_BUCKET_LAST = core_key(4)
+INDEX_KEYS = (TIME_SLOT_LAST, BOUNDARY_BUCKET_LAST)
+_SLOT_MAX = (1 << 62) - 1
+_BOUNDARY_LOOKUP_BATCH = 64
+_WALK_WINDOW_BYTES = BOUNDARY_BUCKET_BYTES
+_HEADER = struct.Struct(">II")
+_NORMAL = SegmentRole.NORMAL.value
+
+
+def time_key(slot: int) -> bytes:
+    """The attribute key of time slot ``slot``."""
+    return core_key(TIME_INDEX_BASE + slot)
+
+
+def boundary_key(bucket: int) -> bytes:
+    """The attribute key of boundary bucket ``bucket``."""
+    return core_key(BOUNDARY_INDEX_BASE + bucket)
+
+
+def index_keys(state: SegmentMetadata) -> tuple[bytes, ...]:
+    """The keys an append to ``state`` must have prefetched (none unless a stream segment)."""
+    return INDEX_KEYS if state.role == _NORMAL else ()
+
+
+def index_entries(state: SegmentMetadata, offset: int, now_ms: int) -> dict[bytes, int]:
+    """The index entries an append or merge landing at ``offset`` now adds (pending view).
+
+    Empty for a segment that is not a stream segment, or when neither a new slot nor a new
+    bucket starts. The caller has prefetched :func:`index_keys` with nothing awaited since.
+    """
+    if state.role != _NORMAL:
+        return {}
+    attributes = state.pending_attributes
+    entries: dict[bytes, int] = {}
+    slot = min(now_ms // TIME_INDEX_RESOLUTION_MS, _SLOT_MAX)
+    if slot > attributes.get(TIME_SLOT_LAST, NULL_VALUE):
+        entries[time_key(slot)] = offset
+        entries[TIME_SLOT_LAST] = slot
+    bucket = offset // BOUNDARY_BUCKET_BYTES
+    if bucket > attributes.get(BOUNDARY_BUCKET_LAST, NULL_VALUE):
+        entries[boundary_key(bucket)] = offset
+        entries[BOUNDARY_BUCKET_LAST] = bucket
+    return entries
+
+
+class TimeIndex:
+    """Lookups over a container's time and boundary indexes (see the module docstring)."""
+
+    def __init__(
+        self, metadata: ContainerMetadata, attributes: AttributeCache, read_index: ReadIndex
+    ) -> None:
+        self._metadata = metadata
+        self._attributes = attributes
+        self._read_index = read_index
+
+    async def offset_at_time(self, segment: str, time_ms: int) -> int:
+        """The offset of the first event appended in the first slot at or after ``time_ms``'s.
+
+        The segment's durable length if no event was appended since; never below its start
+        offset. InvalidArgumentError for a time that is not an int >= 0 or a segment that is
+        not a stream segment; DataCorruptionError (naming the segment) for a damaged entry.
+        """
+        check_int("time_ms", time_ms, 0, INT64_MAX)
+        state = self._stream_segment(segment)
+        slot = min(time_ms // TIME_INDEX_RESOLUTION_MS, _SLOT_MAX)
+        found = await self._attributes.first_in_range(segment, time_key(slot), time_key(_SLOT_MAX))
+        state = self._stream_segment(segment)  # again, after the index I/O
+        if found is None:
+            return state.length
+        offset = found[1]
+        if not 0 <= offset <= state.length:
+            raise DataCorruptionError(
+                f"time index entry {found[0].hex()} of {segment} holds offset {offset}, "
+                f"outside [0, {state.length}]",
+                segment=segment,
+            )
+        return max(offset, state.start_offset)
+
+    async def check_event_boundary(self, segment: str, offset: int) -> None:
+        """InvalidArgumentError unless ``offset`` is the segment's start offset, its durable
+        length or the start of an event frame between them.
+
+        Walks frame headers in memory from the nearest indexed boundary at or below
+        ``offset`` (the start offset if none), so the walk is bounded by the boundary
+        index's bucket size (plus one append or merge crossing buckets). DataCorruptionError
+        naming the segment for a damaged index entry or a frame header that cannot be one.
+        """
+        check_offset("offset", offset)
+        state = self._stream_segment(segment)
+        if offset in (state.start_offset, state.length):
+            return
+        if not state.start_offset < offset < state.length:
+            raise InvalidArgumentError(
+                f"offset {offset} is outside {segment} ([{state.start_offset}, {state.length}])"
+            )
+        position = await self._boundary_at_or_below(segment, offset)
+        while position < offset:
+            state = self._stream_segment(segment)
+            window_end = min(state.length, position + _WALK_WINDOW_BYTES)
+            data = await self._read_index.read_range(state, position, window_end - position)
+            view = memoryview(data)
+            at = 0
+            before = position
+            while position < offset and len(view) - at >= EVENT_HEADER_BYTES:
+                frame_type, length = _HEADER.unpack_from(view, at)
+                if frame_type != EVENT_TYPE_PLAIN or length > LARGE_EVENT_BYTES_MAX:
+                    raise DataCorruptionError(
+                        f"{segment}: no event frame at {position} (type {frame_type}, "
+                        f"length {length}) while checking offset {offset}",
+                        segment=segment,
+                    )
+                position += EVENT_HEADER_BYTES + length
+                at += EVENT_HEADER_BYTES + length
+            if position == before:
+                break  # fewer bytes than a header left before the length: not a boundary
+        if position != offset:
+            raise InvalidArgumentError(f"offset {offset} of {segment} is not at an event boundary")
+
+    async def _boundary_at_or_below(self, segment: str, offset: int) -> int:
+        """The greatest indexed boundary in ``[start offset, offset]`` (the start if none)."""
+        state = self._stream_segment(segment)
+        start = state.start_offset
+        low_bucket = start // BOUNDARY_BUCKET_BYTES
+        bucket = offset // BOUNDARY_BUCKET_BYTES
+        while bucket >= low_bucket:
+            buckets = range(bucket, max(low_bucket, bucket - _BOUNDARY_LOOKUP_BATCH + 1) - 1, -1)
+            keys = [boundary_key(b) for b in buckets]
+            found = await self._attributes.get(segment, keys)
+            for b, key in zip(buckets, keys, strict=True):
+                value = found.get(key)
+                if value is None:
+                    continue
+                if not b * BOUNDARY_BUCKET_BYTES <= value < (b + 1) * BOUNDARY_BUCKET_BYTES:
+                    raise DataCorruptionError(
+                        f"boundary index entry of bucket {b} of {segment} holds {value}, "
+                        "outside its bucket",
+                        segment=segment,
+                    )
+                if start <= value <= offset:
+                    return value
+            bucket = buckets[-1] - 1
+        return start
+
+    def _stream_segment(self, segment: str) -> SegmentMetadata:
+        state = self._metadata.get(segment)
+        if state.role != _NORMAL:
+            raise InvalidArgumentError(
+                f"{segment} is a {state.role} segment; only stream segments have a time index"
+            )
+        return state

@@ -1,0 +1,234 @@
+"""The per-segment time index and the event-boundary check (segmentstore/time_index.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from pravega_ray.client.event_framing import frame_events
+from pravega_ray.constants import NO_EVENT_NUMBER, TIME_INDEX_RESOLUTION_MS
+from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, SegmentTruncatedError
+from pravega_ray.logs.memory import InMemoryLogStore
+from pravega_ray.naming import transaction_segment_name
+from pravega_ray.segmentstore import time_index
+from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
+from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.timing import ManualClock
+from tests.containers import QUIET, TIGHT_ATTRIBUTES, new_container
+
+pytestmark = pytest.mark.timeout(60)
+SEGMENT = "sc/st/0.#epoch.0"
+WRITER = uuid.UUID(int=7).bytes
+START_MS = 1_700_000_000_000
+
+
+class Appender:
+    """A writer appending framed events, remembering each event's offset."""
+
+    def __init__(self, container: SegmentContainer, segment: str = SEGMENT) -> None:
+        self.c, self.segment, self.last = container, segment, NO_EVENT_NUMBER
+        self.offsets: list[int] = []
+
+    async def events(self, *payloads: bytes) -> int:
+        data = frame_events(payloads)
+        new_last = max(self.last, -1) + len(payloads)
+        result = await self.c.append(self.segment, WRITER, self.last, new_last, len(payloads), data)
+        self.last = new_last
+        at = result.offset
+        for p in payloads:
+            self.offsets.append(at)
+            at += 8 + len(p)
+        return result.offset
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_get_offset_at_time_answers_the_first_event_of_the_slot() -> None:
+    async def go() -> None:
+        clock = ManualClock(wall_start_ms=START_MS)
+        c = new_container(config=QUIET, clock=clock)
+        await c.create_segment(SEGMENT)
+        w = Appender(c)
+        assert await c.get_offset_at_time(SEGMENT, START_MS) == 0  # empty: its length
+        first = await w.events(b"a", b"bb")  # slot 0
+        second = await w.events(b"ccc")  # same slot: no entry
+        clock.advance(0.025)  # two and a half slots later
+        third = await w.events(b"dddd")
+        assert first == 0 and second > 0
+        assert await c.get_offset_at_time(SEGMENT, 0) == 0  # before everything: the start
+        assert await c.get_offset_at_time(SEGMENT, START_MS) == 0
+        assert await c.get_offset_at_time(SEGMENT, START_MS + 9) == 0  # same slot
+        assert await c.get_offset_at_time(SEGMENT, START_MS + TIME_INDEX_RESOLUTION_MS) == third
+        assert await c.get_offset_at_time(SEGMENT, START_MS + 25) == third
+        length = (await c.get_info(SEGMENT)).length
+        assert await c.get_offset_at_time(SEGMENT, START_MS + 30) == length  # future: the tail
+        await c.close()
+
+    run(go())
+
+
+def test_get_offset_at_time_rejects_bad_input_and_other_roles() -> None:
+    async def go() -> None:
+        c = new_container(config=QUIET)
+        await c.create_segment(SEGMENT)
+        await c.table_create("sc/tbl/0.#epoch.0")
+        for bad in (-1, 1.5, True, "1", None):
+            with pytest.raises(InvalidArgumentError):
+                await c.get_offset_at_time(SEGMENT, bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError):
+            await c.get_offset_at_time("sc/tbl/0.#epoch.0", 0)
+        with pytest.raises(InvalidArgumentError):
+            await c.check_event_boundary("sc/tbl/0.#epoch.0", 0)
+        for bad in (-1, 2.0, "0"):
+            with pytest.raises(InvalidArgumentError):
+                await c.check_event_boundary(SEGMENT, bad)  # type: ignore[arg-type]
+        await c.close()
+
+    run(go())
+
+
+def test_time_index_survives_restart_and_many_slots_through_a_tight_cache() -> None:
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+    clock = ManualClock(wall_start_ms=START_MS)
+
+    async def first() -> tuple[dict[int, int], int]:
+        c = new_container(store, storage, config=TIGHT_ATTRIBUTES, clock=clock)
+        await c.create_segment(SEGMENT)
+        w = Appender(c)
+        slots: dict[int, int] = {}  # slot -> offset of its first event
+        for i in range(300):  # 300 slots: most entries end up only in the attribute index
+            slot = clock.wall_time_ms() // TIME_INDEX_RESOLUTION_MS
+            offset = await w.events(b"x" * (i % 7 + 1))
+            slots.setdefault(slot, offset)
+            await w.events(b"same-slot")
+            clock.advance(0.0101)
+        assert len(slots) == 300
+        await c.checkpoint()
+        for slot in sorted(slots)[::37]:
+            assert await c.get_offset_at_time(SEGMENT, slot * 10) == slots[slot]
+        await c.close()
+        return slots, w.last
+
+    slots, last = run(first())
+    ordered = sorted(slots)
+
+    async def second() -> None:
+        c = new_container(store, storage, config=TIGHT_ATTRIBUTES, clock=clock)
+        for slot in ordered[::23] + ordered[-2:]:
+            assert await c.get_offset_at_time(SEGMENT, slot * 10 + 3) == slots[slot]
+        # Between two indexed slots: the next one's first event.
+        gap = next(s for s, n in zip(ordered, ordered[1:], strict=False) if n > s + 1)
+        assert (
+            await c.get_offset_at_time(SEGMENT, (gap + 1) * 10)
+            == slots[ordered[ordered.index(gap) + 1]]
+        )
+        # The clock went back to the last slot: the restarted container indexes nothing new.
+        c._clock = ManualClock(wall_start_ms=ordered[-1] * 10)  # type: ignore[attr-defined]
+        w = Appender(c)
+        w.last = last
+        await w.events(b"late")
+        assert await c.get_offset_at_time(SEGMENT, ordered[-1] * 10) == slots[ordered[-1]]
+        await c.close()
+
+    run(second())
+
+
+def test_truncated_segment_answers_never_below_its_start() -> None:
+    async def go() -> None:
+        clock = ManualClock(wall_start_ms=START_MS)
+        c = new_container(config=QUIET, clock=clock)
+        await c.create_segment(SEGMENT)
+        w = Appender(c)
+        await w.events(b"one", b"two")
+        clock.advance(0.01)
+        cut = await w.events(b"three")
+        await w.events(b"four")
+        await c.truncate(SEGMENT, w.offsets[1])  # inside slot 0
+        assert await c.get_offset_at_time(SEGMENT, START_MS) == w.offsets[1]
+        assert await c.get_offset_at_time(SEGMENT, START_MS + 10) == cut
+        await c.check_event_boundary(SEGMENT, w.offsets[1])  # the start offset
+        await c.check_event_boundary(SEGMENT, w.offsets[3])
+        with pytest.raises(InvalidArgumentError):
+            await c.check_event_boundary(SEGMENT, 0)  # below the start
+        with pytest.raises(SegmentTruncatedError):
+            await c.read(SEGMENT, 0, 10, 0)
+        await c.close()
+
+    run(go())
+
+
+def test_a_merge_is_indexed_at_its_offset() -> None:
+    async def go() -> None:
+        clock = ManualClock(wall_start_ms=START_MS)
+        c = new_container(config=QUIET, clock=clock)
+        await c.create_segment(SEGMENT)
+        txn = transaction_segment_name(SEGMENT, uuid.uuid4().bytes)
+        await c.create_segment(txn, SegmentRole.TRANSACTION)
+        await c.append_conditional(txn, frame_events([b"t1", b"t2"]), event_count=2)
+        await c.seal(txn)
+        await Appender(c).events(b"before")
+        clock.advance(0.05)
+        at = (await c.get_info(SEGMENT)).length
+        await c.merge(SEGMENT, txn)
+        assert await c.get_offset_at_time(SEGMENT, START_MS + 50) == at
+        await c.check_event_boundary(SEGMENT, at)
+        await c.check_event_boundary(SEGMENT, at + 8 + 2)  # the second event of the txn
+        with pytest.raises(InvalidArgumentError):
+            await c.check_event_boundary(SEGMENT, at + 3)
+        await c.close()
+
+    run(go())
+
+
+def test_check_event_boundary_walks_from_the_nearest_indexed_boundary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(time_index, "BOUNDARY_BUCKET_BYTES", 100)
+    monkeypatch.setattr(time_index, "_WALK_WINDOW_BYTES", 64)
+
+    async def go() -> None:
+        c = new_container(config=QUIET)
+        await c.create_segment(SEGMENT)
+        w = Appender(c)
+        for i in range(60):
+            await w.events(*(bytes([i]) * (j + 1) for j in range(i % 4 + 1)))
+        await w.events(b"L" * 1000)  # one append crossing many buckets
+        await w.events(b"after")
+        length = (await c.get_info(SEGMENT)).length
+        boundaries = set(w.offsets) | {length}
+        for offset in range(0, length + 1):
+            if offset in boundaries:
+                await c.check_event_boundary(SEGMENT, offset)
+            elif offset % 7 == 0:  # a sample of the rest (each check walks)
+                with pytest.raises(InvalidArgumentError):
+                    await c.check_event_boundary(SEGMENT, offset)
+        with pytest.raises(InvalidArgumentError):
+            await c.check_event_boundary(SEGMENT, length + 1)
+        # A damaged entry (an offset outside its bucket) is corruption, naming the segment.
+        state = c.metadata.get(SEGMENT)
+        state.attributes[time_index.boundary_key(3)] = 5
+        with pytest.raises(DataCorruptionError) as e:
+            await c.check_event_boundary(SEGMENT, 350)
+        assert SEGMENT in str(e.value)
+        await c.close()
+
+    run(go())
+
+
+def test_damaged_time_entry_is_corruption() -> None:
+    async def go() -> None:
+        c = new_container(config=QUIET)
+        await c.create_segment(SEGMENT)
+        await Appender(c).events(b"x")
+        state = c.metadata.get(SEGMENT)
+        slot = state.attributes[time_index.TIME_SLOT_LAST]
+        state.attributes[time_index.time_key(slot)] = 10**9
+        with pytest.raises(DataCorruptionError, match=SEGMENT):
+            await c.get_offset_at_time(SEGMENT, 0)
+        await c.close()
+
+    run(go())
