@@ -105,6 +105,13 @@ class ControllerActor:
     ) -> list[SegmentRange]:
         return self._controller.get_segments_between(scope, stream, start, end)
 
+    # --- stream cuts (issue 12) ----------------------------------------------------------------
+    def get_head_cut(self, scope: str, stream: str) -> StreamCut:
+        return self._controller.get_head_cut(scope, stream)
+
+    def get_tail_cut(self, scope: str, stream: str) -> StreamCut:
+        return self._controller.get_tail_cut(scope, stream)
+
     def scale_stream(
         self,
         scope: str,

@@ -183,6 +183,13 @@ class ControllerClient:
     ) -> list[SegmentRange]:
         return self._repeated(ControllerService.get_segments_between, scope, stream, start, end)
 
+    # --- stream cuts (issue 12): read-only, repeated on ControllerUnavailableError -------------
+    def get_head_cut(self, scope: str, stream: str) -> StreamCut:
+        return self._repeated(ControllerService.get_head_cut, scope, stream)
+
+    def get_tail_cut(self, scope: str, stream: str) -> StreamCut:
+        return self._repeated(ControllerService.get_tail_cut, scope, stream)
+
     def scale_stream(
         self,
         scope: str,

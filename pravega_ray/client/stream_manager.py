@@ -163,8 +163,9 @@ class StreamManager:
         """Drop everything before ``cut``: segments wholly before it are deleted, the cut's
         segments truncated at its offsets; True once done.
 
-        Raises InvalidArgumentError (not a cut of this stream, or behind its current
-        truncation), StreamSealedError, StreamNotFoundError, ConflictingUpdateError.
+        Raises InvalidArgumentError (not a cut of this stream, an offset not at an event
+        boundary, or behind its current head), StreamSealedError, StreamNotFoundError,
+        ConflictingUpdateError; nothing changed then.
         """
         self._controller.truncate_stream(scope, stream, cut)
         _wait(
@@ -192,8 +193,19 @@ class StreamManager:
         return self._controller.get_epoch_segments(scope, stream, epoch)
 
     def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
-        """The segments of the epoch current at ``time_ms`` (ms since 1970), from offset 0."""
+        """The cut at ``time_ms`` (ms since 1970), exact to the event: the epoch current then,
+        each segment at the first event appended at or after ``time_ms`` (10 ms slots of the
+        containers' time index). The head cut for a time before it, the tail for a future one.
+        """
         return self._controller.get_segments_at_time(scope, stream, time_ms)
+
+    def get_head_cut(self, scope: str, stream: str) -> StreamCut:
+        """The stream's head: the cut of its last truncation, else epoch 0's segments at 0."""
+        return self._controller.get_head_cut(scope, stream)
+
+    def get_tail_cut(self, scope: str, stream: str) -> StreamCut:
+        """The current epoch's segments at their lengths now (event boundaries)."""
+        return self._controller.get_tail_cut(scope, stream)
 
     def create_key_value_table(
         self, scope: str, table: str, partitions: int = KVT_PARTITIONS_DEFAULT

@@ -27,7 +27,8 @@ Robustness:
   number, kept in a ``deleted/`` record).
 
 Key-value table calls are in ``key_value_tables.py``, reader-group calls in
-``reader_groups.py``, transaction calls in ``transaction_calls.py`` (mixins of
+``reader_groups.py``, stream-cut and truncation calls in ``stream_cuts.py``, transaction
+calls in ``transaction_calls.py`` (mixins of
 :class:`Controller`). Not thread-safe: the actor shell serializes calls.
 """
 
@@ -51,6 +52,7 @@ from pravega_ray.controller.records import (
     check_request_id,
 )
 from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.stream_cuts import StreamCutCalls
 from pravega_ray.controller.stream_metadata_store import (
     MetadataStore,
     StreamMetadataStore,
@@ -65,15 +67,13 @@ from pravega_ray.errors import (
     ScopeNotEmptyError,
     ScopeNotFoundError,
     SegmentExistsError,
-    SegmentNotFoundError,
     StreamNotFoundError,
     StreamNotSealedError,
     StreamSealedError,
 )
-from pravega_ray.naming import segment_epoch, stream_segment_name, validate_name
+from pravega_ray.naming import validate_name
 from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
-from pravega_ray.stream_cut import StreamCut
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +98,18 @@ class SegmentStoreAdmin(Protocol):
 
     def truncate_segment(self, segment: str, offset: int) -> None: ...
 
+    def segment_length(self, segment: str) -> int: ...
+
+    def offset_at_time(self, segment: str, time_ms: int) -> int: ...
+
+    def check_event_boundary(self, segment: str, offset: int) -> None: ...
+
     def create_transaction_segment(self, segment: str) -> None: ...
 
     def merge(self, target: str, source: str) -> int: ...
 
 
-class Controller(KeyValueTableCalls, ReaderGroupCalls, TransactionCalls):
+class Controller(KeyValueTableCalls, ReaderGroupCalls, StreamCutCalls, TransactionCalls):
     """Implements the controller's service surface
     (:class:`~pravega_ray.controller.service.ControllerService`) over the records of
     ``store`` (through a :class:`StreamMetadataStore`) and the segment containers reached
@@ -331,18 +337,6 @@ class Controller(KeyValueTableCalls, ReaderGroupCalls, TransactionCalls):
         rows = self._store.streams.predecessors(scope, stream, segment_id)
         return [to_range(scope, stream, r) for r in rows]
 
-    def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
-        """The segments of the epoch current at ``time_ms`` (epoch 0 before the stream
-        existed), each from offset 0: a binary search of the index table."""
-        self._stream_args(scope, stream)
-        if not is_int(time_ms):
-            raise InvalidArgumentError("time_ms must be an int (milliseconds since the epoch)")
-        records = self._store.streams
-        epoch = records.epoch_at(scope, stream, time_ms)
-        row = records.epoch(scope, stream, epoch)
-        assert row is not None
-        return StreamCut(scope, stream, {sid: 0 for sid, _, _ in row.segments})
-
     def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
         """The segments of epoch ``epoch``. Raises StreamNotFoundError if it has no such epoch."""
         self._stream_args(scope, stream)
@@ -352,30 +346,6 @@ class Controller(KeyValueTableCalls, ReaderGroupCalls, TransactionCalls):
         if row is None:
             raise StreamNotFoundError(f"stream {scope}/{stream} has no epoch {epoch}")
         return [to_range(scope, stream, r) for r in row.segments]
-
-    def get_segments_between(
-        self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
-    ) -> list[SegmentRange]:
-        """Every segment between two cuts (segment id -> offset; ``end`` None: the tail),
-        across epochs, in creation order, leaving out segments truncated away: for the
-        batch client and the Spark reader."""
-        self._stream_args(scope, stream)
-        records = self._store.streams
-        deleted = set(records.truncation(scope, stream)["deleted"])
-        ids = [s for s in records.all_segment_ids(scope, stream) if s not in deleted]
-        rows = {sid: records.segment_row(scope, stream, sid) for sid in ids}
-        low = min((segment_epoch(s) for s in start), default=0)
-        high = max((segment_epoch(s) for s in end), default=None) if end else None
-        out = []
-        for sid in ids:
-            found = rows[sid]
-            if found is None or segment_epoch(sid) > (high if high is not None else 1 << 31):
-                continue
-            replaced = records.sealed_in(scope, stream, sid)
-            if replaced is not None and replaced.epoch <= low and sid not in start:
-                continue  # wholly before the start cut
-            out.append(to_range(scope, stream, found[0]))
-        return out
 
     def _post(self, kind: str, scope: str, stream: str, **fields: Any) -> None:
         body = {"type": kind, "scope": scope, "stream": stream, "posted_ms": self._wall_clock_ms()}
@@ -465,51 +435,6 @@ class Controller(KeyValueTableCalls, ReaderGroupCalls, TransactionCalls):
             self._run_workflow(key, lambda: self._finish_create(scope, stream))
         self._post("seal", scope, stream)
         return False
-
-    def truncate_stream(self, scope: str, stream: str, cut: StreamCut) -> bool:
-        """Ask for the stream to be truncated at ``cut`` (poll :meth:`check_truncate`).
-
-        Raises InvalidArgumentError (not a cut of this stream: segments that do not cover
-        the key space once, offsets past a segment's end, a cut behind the stream's current
-        truncation), StreamSealedError, StreamNotFoundError, ConflictingUpdateError
-        (another truncation under way); nothing changed then.
-        """
-        self._ready()
-        self._stream_args(scope, stream)
-        if not isinstance(cut, StreamCut) or (cut.scope, cut.stream) != (scope, stream):
-            raise InvalidArgumentError(f"cut must be a StreamCut of {scope}/{stream}")
-        records = self._store.streams
-        if records.state(scope, stream) in (StreamState.SEALING, StreamState.SEALED):
-            raise StreamSealedError(f"stream {scope}/{stream} is sealed")
-        positions = cut.positions
-        records.check_cut(scope, stream, positions)
-        truncation = records.truncation(scope, stream)
-        current = {int(k): int(v) for k, v in truncation["cut"].items()}
-        for sid, offset in positions.items():
-            name = stream_segment_name(scope, stream, sid)
-            if sid in truncation["deleted"]:
-                raise InvalidArgumentError(f"the cut is behind the stream's truncation ({name})")
-            try:
-                length = self._segments.segment_length(name)
-            except SegmentNotFoundError:
-                raise InvalidArgumentError(f"segment {name} of the cut is gone") from None
-            if offset > length:
-                raise InvalidArgumentError(f"offset {offset} is past the end of {name}")
-        before = set(records.before_cut(scope, stream, positions))
-        for sid, offset in current.items():
-            if not (positions.get(sid, -1) >= offset or sid in before):
-                raise InvalidArgumentError(
-                    f"the cut is behind the stream's current truncation at segment {sid}"
-                )
-        request = self._new_id()
-        self._post("truncate", scope, stream, request=request)
-        try:
-            records.put_truncate(scope, stream, positions, request)
-        except ConflictingUpdateError:
-            raise ConflictingUpdateError(
-                f"a truncation of {scope}/{stream} is under way; try again once it is done"
-            ) from None
-        return True
 
     def check_truncate(self, scope: str, stream: str) -> bool:
         """Whether no truncation of the stream is pending."""

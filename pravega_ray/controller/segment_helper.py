@@ -142,6 +142,15 @@ class SegmentHelper:
     def truncate_segment(self, segment: str, offset: int) -> None:
         self._call(segment, lambda s: self._client.truncate(s, offset))
 
+    # --- stream cuts (controller/stream_cuts.py) ----------------------------------------------
+    def offset_at_time(self, segment: str, time_ms: int) -> int:
+        """The container's time index answer (SegmentStoreService.get_offset_at_time)."""
+        return self._call(segment, lambda s: self._client.get_offset_at_time(s, time_ms))
+
+    def check_event_boundary(self, segment: str, offset: int) -> None:
+        """InvalidArgumentError unless ``offset`` is an event boundary of ``segment``."""
+        self._call(segment, lambda s: self._client.check_event_boundary(s, offset))
+
     def update_attributes(self, segment: str, updates: tuple[AttributeUpdate, ...]) -> None:
         self._call(segment, lambda s: self._client.update_attributes(s, updates))
 

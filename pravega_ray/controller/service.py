@@ -116,7 +116,7 @@ class ControllerService(Protocol):
         ...
 
     def get_segments_at_time(self, scope: str, stream: str, time_ms: int) -> StreamCut:
-        """The segments of the epoch current at ``time_ms``, each from offset 0."""
+        """The cut at ``time_ms``, exact to the event (the container's time index)."""
         ...
 
     def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
@@ -127,6 +127,15 @@ class ControllerService(Protocol):
         self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
     ) -> list[SegmentRange]:
         """Every segment between two cuts (id -> offset; ``end`` None: the tail)."""
+        ...
+
+    # --- stream cuts (issue 12, controller/stream_cuts.py) ---------------------------------------
+    def get_head_cut(self, scope: str, stream: str) -> StreamCut:
+        """The stream's head: its truncation cut, else epoch 0's segments at 0."""
+        ...
+
+    def get_tail_cut(self, scope: str, stream: str) -> StreamCut:
+        """The current epoch's segments at their lengths (event boundaries)."""
         ...
 
     def scale_stream(

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import pravega_ray as pr
+from pravega_ray.client.event_framing import frame_events
 from pravega_ray.controller.request_stream import REQUEST_SEGMENT
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import segment_id
@@ -385,7 +386,10 @@ def test_a_container_restarted_at_every_step_of_a_scale_delays_it_only(cluster, 
 
 
 def _append(cluster: InProcessCluster, segment: str, data: bytes) -> None:
-    cluster.segments.append_conditional(segment, data).result(10)
+    """``data`` as 10-byte events (2-byte payloads), so every multiple of 10 is a boundary."""
+    events = frame_events([data[i : i + 2] for i in range(0, len(data), 2)])
+    assert len(events) == 5 * len(data)
+    cluster.segments.append_conditional(segment, events).result(10)
 
 
 def test_truncate_goes_through_truncating_and_drops_what_is_before_the_cut(cluster) -> None:  # type: ignore[no-untyped-def]
