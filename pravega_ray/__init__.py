@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from pravega_ray import errors
+from pravega_ray.client.batch_client import BatchClient, SegmentReadRange
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
@@ -71,6 +72,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = sorted(
     [
+        "BatchClient",
         "BytesSerializer",
         "Cluster",
         "EventRead",
@@ -87,6 +89,7 @@ __all__ = sorted(
         "RetentionPolicy",
         "ScalingPolicy",
         "SegmentRange",
+        "SegmentReadRange",
         "Serializer",
         "StreamConfiguration",
         "StreamCut",

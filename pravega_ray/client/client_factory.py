@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from pravega_ray.client.batch_client import BatchClient
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.key_value_table import KeyValueTable
 from pravega_ray.client.reader import EventStreamReader
@@ -33,6 +34,10 @@ class ClientFactory:
 
     def stream_manager(self) -> StreamManager:
         return StreamManager(self._controller)
+
+    def batch_client(self) -> BatchClient:
+        """A batch client: a stream's segment ranges between cuts, each readable on its own."""
+        return BatchClient(self._controller, self._segments)
 
     def create_writer(
         self,
