@@ -97,8 +97,8 @@ def index_entries(state: SegmentMetadata, offset: int, now_ms: int) -> dict[byte
         return {}
     attributes = state.pending_attributes
     entries: dict[bytes, int] = {}
-    slot = min(now_ms // TIME_INDEX_RESOLUTION_MS, _SLOT_MAX)
-    if slot > attributes.get(TIME_SLOT_LAST, NULL_VALUE):
+    slot = now_ms // TIME_INDEX_RESOLUTION_MS
+    if slot > attributes.get(TIME_SLOT_LAST, NULL_VALUE) and slot <= _SLOT_MAX:
         entries[time_key(slot)] = offset
         entries[TIME_SLOT_LAST] = slot
     bucket = offset // BOUNDARY_BUCKET_BYTES

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 from collections import Counter
 
 import pytest
@@ -119,12 +120,18 @@ def test_a_large_event_comes_out_whole(cluster) -> None:  # type: ignore[no-unty
     big = bytes(range(256)) * ((MAX_EVENT_SIZE_BYTES + 1024) // 256)
     with cluster.create_writer("sc", "st") as writer:
         writer.write_event(b"small-1", routing_key="k")
+        writer.flush()
+        time.sleep(0.03)
+        t = int(time.time() * 1000)
+        time.sleep(0.02)
         writer.write_event(big, routing_key="k")
         writer.write_event(b"small-2", routing_key="k")
         writer.flush()
     bc = cluster.batch_client()
     got = _read_all(bc, bc.segment_ranges("sc", "st"))
     assert len(got) == 3 and got[0] == b"small-1" and got[1] == big and got[2] == b"small-2"
-    # The time index saw the merge: a cut at its time starts at the large event or before.
-    cut = mgr.get_segments_at_time("sc", "st", 0)
-    assert cut == mgr.get_head_cut("sc", "st")
+    # The merge that appended the large event is in the time index: a cut at t is at it.
+    cut = mgr.get_segments_at_time("sc", "st", t)
+    assert list(cut.positions.values()) == [8 + len(b"small-1")]
+    assert _read_all(bc, bc.segment_ranges("sc", "st", cut)) == [big, b"small-2"]
+    assert mgr.get_segments_at_time("sc", "st", 0) == mgr.get_head_cut("sc", "st")
