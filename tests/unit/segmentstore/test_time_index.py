@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 
 import pytest
@@ -121,7 +122,7 @@ def test_time_index_survives_restart_and_many_slots_through_a_tight_cache() -> N
         for slot in ordered[::23] + ordered[-2:]:
             assert await c.get_offset_at_time(SEGMENT, slot * 10 + 3) == slots[slot]
         # Between two indexed slots: the next one's first event.
-        gap = next(s for s, n in zip(ordered, ordered[1:], strict=False) if n > s + 1)
+        gap = next(s for s, n in itertools.pairwise(ordered) if n > s + 1)
         assert (
             await c.get_offset_at_time(SEGMENT, (gap + 1) * 10)
             == slots[ordered[ordered.index(gap) + 1]]
