@@ -27,7 +27,7 @@ IMPLEMENTATIONS = [Controller, ControllerActor, ControllerClient]
 
 
 def test_the_surface_is_what_clients_call() -> None:
-    assert len(SERVICE_METHODS) == 38 + 2  # + issue 12 stream cuts (helper S: head, tail)
+    assert len(SERVICE_METHODS) == 38 + 2 + 4  # + issue 12: head/tail cuts, 4 subscriber calls
     assert {"get_current_segments", "get_successors", "damaged_records"} <= set(SERVICE_METHODS)
 
 
