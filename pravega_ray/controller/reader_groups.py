@@ -77,12 +77,16 @@ class ReaderGroupCalls:
         if existing is not None:
             self._group(scope, group)  # a damaged record is named, not "exists"
             return request_id is not None and existing.get("request_id") == request_id
-        segments: dict[str, int] = {}
-        for scoped in config.streams:
-            s_scope, s_stream = parse_scoped_stream(scoped)
-            segments.update(self._head_of(s_scope, s_stream))
+        segments, ends = self.reader_group_positions(config)
         state = ReaderGroupState.new(
-            scope, group, list(config.streams), segments, self._new_id(), request_id
+            scope,
+            group,
+            list(config.streams),
+            segments,
+            self._new_id(),
+            request_id,
+            config.to_dict(),
+            ends,
         )
         # The state segment first: a crash before the record leaves an empty segment of an
         # incarnation nobody knows, never a group without its state segment.
@@ -100,6 +104,54 @@ class ReaderGroupCalls:
         self._check_scope(scope)
         validate_name("reader group", group)
         return self._store.get_reader_group(scope, group)
+
+    def reader_group_positions(
+        self, config: ReaderGroupConfig
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """Where a group with ``config`` starts (segment -> offset: each stream's start cut,
+        else its head) and ends (segment -> offset of its end cuts).
+
+        InvalidArgumentError for a cut that is not a cut of its stream, a start cut behind
+        the stream's head (truncated away) or an end cut before a start cut.
+        """
+        start: dict[str, int] = {}
+        ends: dict[str, int] = {}
+        for scoped in config.streams:
+            s_scope, s_stream = parse_scoped_stream(scoped)
+            head = self._head_of(s_scope, s_stream)
+            first = config.start_cuts.get(scoped)
+            last = config.end_cuts.get(scoped)
+            records = self._store.streams
+            for cut in (first, last):
+                if cut is not None:
+                    records.check_cut(s_scope, s_stream, cut.positions)
+            if first is not None:
+                self._check_not_truncated(s_scope, s_stream, first.positions)
+                head = {
+                    stream_segment_name(s_scope, s_stream, sid): offset
+                    for sid, offset in first.positions.items()
+                }
+            if last is not None:
+                for sid, offset in last.positions.items():
+                    name = stream_segment_name(s_scope, s_stream, sid)
+                    if head.get(name, 0) > offset:
+                        raise InvalidArgumentError(
+                            f"the end cut of {scoped} is before its start cut at {name}"
+                        )
+                    ends[name] = offset
+            start.update(head)
+        return start, ends
+
+    def _check_not_truncated(self, scope: str, stream: str, positions: dict[int, int]) -> None:
+        truncation = self._store.streams.truncation(scope, stream)
+        deleted = set(truncation["deleted"])
+        current = {int(k): int(v) for k, v in truncation["cut"].items()}
+        for sid, offset in positions.items():
+            if sid in deleted or offset < current.get(sid, 0):
+                raise InvalidArgumentError(
+                    f"the start cut of {scope}/{stream} is behind the stream's head "
+                    f"(segment {sid} at {offset} was truncated away)"
+                )
 
     def _head_of(self, scope: str, stream: str) -> dict[str, int]:
         """Where a new group starts reading ``scope/stream``: its head, the segments of epoch 0
