@@ -189,3 +189,20 @@ class ControllerActor:
 
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._controller.list_transactions(scope, stream)
+
+    # --- subscribers (retention, issue 12) ------------------------------------------------------
+    def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        return self._controller.add_subscriber(scope, stream, subscriber, generation)
+
+    def update_subscriber_stream_cut(
+        self, scope: str, stream: str, subscriber: str, generation: int, cut: StreamCut
+    ) -> bool:
+        return self._controller.update_subscriber_stream_cut(
+            scope, stream, subscriber, generation, cut
+        )
+
+    def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        return self._controller.delete_subscriber(scope, stream, subscriber, generation)
+
+    def list_subscribers(self, scope: str, stream: str) -> list[str]:
+        return self._controller.list_subscribers(scope, stream)

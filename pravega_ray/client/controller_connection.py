@@ -20,6 +20,9 @@ apart, logging each) exactly these:
   transaction behind, unused: its lease runs out and the timer aborts it;
 * creates, which it sends with a ``request_id`` the controller stores in the record,
   so a create that landed before its reply was lost answers True again, not False.
+* subscriber calls: a repeated add or delete that landed answers False (done already),
+  a repeated cut update True (the same cut again is accepted); one overtaken by a later
+  update of the same subscriber fails with InvalidArgumentError (behind its cut).
 
 Deletes (``delete_stream`` too) are not repeated: a repeat could not tell "I deleted it"
 from "it was not there". Their ControllerUnavailableError reaches the caller, who knows
@@ -281,6 +284,34 @@ class ControllerClient:
 
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._repeated(ControllerService.list_transactions, scope, stream)
+
+    # --- subscribers (retention, issue 12): all repeated ----------------------------------------
+    # A repeat of a call that landed answers False (add, delete: already done) or True
+    # (update: the same cut again is accepted), never a wrong state.
+    def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        return self._repeated(
+            ControllerService.add_subscriber, scope, stream, subscriber, generation
+        )
+
+    def update_subscriber_stream_cut(
+        self, scope: str, stream: str, subscriber: str, generation: int, cut: StreamCut
+    ) -> bool:
+        return self._repeated(
+            ControllerService.update_subscriber_stream_cut,
+            scope,
+            stream,
+            subscriber,
+            generation,
+            cut,
+        )
+
+    def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        return self._repeated(
+            ControllerService.delete_subscriber, scope, stream, subscriber, generation
+        )
+
+    def list_subscribers(self, scope: str, stream: str) -> list[str]:
+        return self._repeated(ControllerService.list_subscribers, scope, stream)
 
 
 def _request_id(request_id: str | None) -> str:

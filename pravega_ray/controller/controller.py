@@ -27,8 +27,9 @@ Robustness:
   number, kept in a ``deleted/`` record).
 
 Key-value table calls are in ``key_value_tables.py``, reader-group calls in
-``reader_groups.py``, transaction calls in ``transaction_calls.py`` (mixins of
-:class:`Controller`). Not thread-safe: the actor shell serializes calls.
+``reader_groups.py``, transaction calls in ``transaction_calls.py``, subscriber calls
+(retention) in ``subscribers.py`` (mixins of :class:`Controller`). Not thread-safe: the
+actor shell serializes calls.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from pravega_ray.controller.stream_metadata_store import (
     StreamMetadataStore,
     is_int,
 )
+from pravega_ray.controller.subscribers import SubscriberCalls
 from pravega_ray.controller.transaction_calls import TransactionCalls
 from pravega_ray.errors import (
     ConflictingUpdateError,
@@ -103,7 +105,7 @@ class SegmentStoreAdmin(Protocol):
     def merge(self, target: str, source: str) -> int: ...
 
 
-class Controller(KeyValueTableCalls, ReaderGroupCalls, TransactionCalls):
+class Controller(KeyValueTableCalls, ReaderGroupCalls, TransactionCalls, SubscriberCalls):
     """Implements the controller's service surface
     (:class:`~pravega_ray.controller.service.ControllerService`) over the records of
     ``store`` (through a :class:`StreamMetadataStore`) and the segment containers reached

@@ -276,6 +276,31 @@ class ControllerService(Protocol):
         """The stream's active transactions (OPEN, COMMITTING, ABORTING) by id."""
         ...
 
+    # --- subscribers (retention, issue 12) ------------------------------------------------------
+    def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        """Register reader group ``subscriber`` ("scope/group") as a subscriber of the stream:
+        retention will not truncate what it has not acknowledged. True if added or its
+        generation moved forward; False if there with this generation, or ``generation``
+        is lower than stored (refused, nothing changed)."""
+        ...
+
+    def update_subscriber_stream_cut(
+        self, scope: str, stream: str, subscriber: str, generation: int, cut: StreamCut
+    ) -> bool:
+        """Store ``subscriber``'s acknowledgement cut (only the latest is kept). False if it
+        is not a subscriber or ``generation`` is lower than stored; InvalidArgumentError if
+        ``cut`` is not a cut of the stream or is behind its stored cut; nothing changed then."""
+        ...
+
+    def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        """Remove ``subscriber`` and its cut; False if it is not one or ``generation`` is
+        lower than stored."""
+        ...
+
+    def list_subscribers(self, scope: str, stream: str) -> list[str]:
+        """The stream's subscribers ("scope/group"), sorted."""
+        ...
+
 
 SERVICE_METHODS: dict[str, Callable[..., Any]] = {
     name: function

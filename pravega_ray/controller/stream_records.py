@@ -23,6 +23,11 @@ both win. Keys, for stream ``sc/st``:
 ``transition/sc/st``: the temporary scale property (Pravega's epoch transition record):
     the new ``epoch``, the ``sealed`` ids and the new ``segments``; one at a time.
 ``update/sc/st``: the temporary update property (the new ``config``).
+``subscribers/sc/st``: the stream's subscriber reader groups (``controller/subscribers.py``):
+    ``subscribers`` ``{"scope/group": {"generation": g, "cut": {id: offset} or null}}``.
+``retention/sc/st``: the retention set (``controller/retention_service.py``): ``records``
+    ``[{"time_ms", "size", "cut"}, ...]`` oldest first, and ``head`` ``{"time_ms",
+    "size"}`` of the cut retention last truncated at.
 
 A segment is *active* in a contiguous run of epochs, from its creation epoch until the
 epoch that sealed it, so the epoch that sealed it (and with it its successors) is found by
@@ -518,6 +523,24 @@ class StreamRecords:
     def end_update(self, scope: str, stream: str) -> None:
         self._records.delete(f"update/{scope}/{stream}")
 
+    # --- subscribers and the retention set (retention) -------------------------------------------
+    def versioned(
+        self, kind: str, scope: str, stream: str
+    ) -> tuple[dict[str, Any] | None, int | None]:
+        """Record ``<kind>/sc/st`` (``subscribers``, ``retention``) and its version (None, None
+        if absent); DataCorruptionError naming it if it is damaged."""
+        key = f"{kind}/{scope}/{stream}"
+        with self._parsing(key):
+            record = self._records.get(key)
+        return (None, None) if record is None else (record.value, record.version)
+
+    def put_versioned(
+        self, kind: str, scope: str, stream: str, value: dict[str, Any], version: int | None
+    ) -> None:
+        """Compare-and-set record ``<kind>/sc/st`` (``version`` None: must not exist);
+        ConflictingUpdateError if another update won in between."""
+        self._records.put(f"{kind}/{scope}/{stream}", value, version)
+
     # --- removal ---------------------------------------------------------------------------------
     def delete(self, scope: str, stream: str) -> None:
         """Remove every record of the stream, the stream record last (so a delete cut short
@@ -525,7 +548,8 @@ class StreamRecords:
         highest = self.highest_epoch(scope, stream)
         for epoch in range(highest + 1):
             self._records.delete(f"history/{scope}/{stream}/{epoch:010d}")
-        for kind in ("index", "sealedsizes", "truncation", "transition", "update", "truncate"):
+        kinds = ("index", "sealedsizes", "truncation", "transition", "update", "truncate")
+        for kind in (*kinds, "subscribers", "retention"):
             self._records.delete(f"{kind}/{scope}/{stream}")
         self._records.delete(self.key(scope, stream))
 
