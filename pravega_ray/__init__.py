@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from pravega_ray import errors
-from pravega_ray.client.events import EventRead, Position
+from pravega_ray.client.events import Checkpoint, EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.reader_group import ReaderGroup
@@ -72,6 +72,7 @@ def __getattr__(name: str) -> Any:
 __all__ = sorted(
     [
         "BytesSerializer",
+        "Checkpoint",
         "Cluster",
         "EventRead",
         "EventStreamReader",

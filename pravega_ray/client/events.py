@@ -61,7 +61,9 @@ class Checkpoint:
     cuts: dict[str, StreamCut]
 
 
-def cuts_of(positions: dict[str, int], streams: list[str] | tuple[str, ...]) -> dict[str, StreamCut]:
+def cuts_of(
+    positions: dict[str, int], streams: list[str] | tuple[str, ...]
+) -> dict[str, StreamCut]:
     """Segment name -> offset, grouped into one cut per ``"scope/stream"`` of ``streams``
     (a stream with no segment in ``positions`` gets none)."""
     grouped: dict[str, dict[int, int]] = {}

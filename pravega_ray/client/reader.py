@@ -58,8 +58,8 @@ from pravega_ray.client.connection import ControllerConnection, SegmentStoreConn
 from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
-from pravega_ray.controller.reader_group_state import ReaderGroupState
 from pravega_ray.client.serializers import Serializer, check_serializer
+from pravega_ray.controller.reader_group_state import ReaderGroupState
 from pravega_ray.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -328,7 +328,9 @@ class EventStreamReader(Generic[T]):
         self._raise_on_truncated = assignment.raise_on_truncated_data
         if assignment.generation != self._generation:
             # The group was reset: drop everything from before, read from the new positions.
-            log.info("reader %s: group reset (generation %d)", self.reader_id, assignment.generation)
+            log.info(
+                "reader %s: group reset (generation %d)", self.reader_id, assignment.generation
+            )
             self._generation = assignment.generation
             self._owned.clear()
             self._completed.clear()

@@ -135,7 +135,9 @@ class CheckpointState:
         done = [c for c in self.outstanding if not c["readers_left"]]
         for checkpoint in done:
             self.outstanding.remove(checkpoint)
-            self.completed.append({"name": checkpoint["name"], "positions": checkpoint["positions"]})
+            self.completed.append(
+                {"name": checkpoint["name"], "positions": checkpoint["positions"]}
+            )
         del self.completed[: max(0, len(self.completed) - CHECKPOINTS_KEPT)]
         return [c["name"] for c in done]
 
@@ -183,7 +185,10 @@ class CheckpointState:
                 for c in outstanding
             ],
             [
-                {"name": c["name"], "positions": {str(k): int(v) for k, v in c["positions"].items()}}
+                {
+                    "name": c["name"],
+                    "positions": {str(k): int(v) for k, v in c["positions"].items()},
+                }
                 for c in completed
             ],
             last,

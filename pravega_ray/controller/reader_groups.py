@@ -26,15 +26,20 @@ from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderGroupNotFoundError,
+    ScopeNotFoundError,
     SegmentExistsError,
     SegmentNotFoundError,
+    StreamNotFoundError,
 )
 from pravega_ray.naming import parse_scoped_stream, stream_segment_name, validate_name
-from pravega_ray.stream_configuration import ReaderGroupConfig
+from pravega_ray.stream_configuration import ReaderGroupConfig, RetentionConfigType
 
 __all__ = ["ReaderGroupCalls"]
 
 log = logging.getLogger(__name__)
+
+GENERATION_ALL = 1 << 62
+"""The generation a deleted group's subscriber entries are removed with: above any real one."""
 
 
 class ReaderGroupCalls:
@@ -47,6 +52,8 @@ class ReaderGroupCalls:
     _check_scope: Callable[[str], None]
     get_current_segments: Callable[[str, str], tuple[SegmentRange, ...]]
     get_stream_info: Callable[[str, str], StreamInfo]
+    add_subscriber: Callable[[str, str, str, int], bool]
+    delete_subscriber: Callable[[str, str, str, int], bool]
 
     # --- reader groups -------------------------------------------------------------------------
     def create_reader_group(
@@ -77,7 +84,7 @@ class ReaderGroupCalls:
         if existing is not None:
             self._group(scope, group)  # a damaged record is named, not "exists"
             return request_id is not None and existing.get("request_id") == request_id
-        segments, ends = self.reader_group_positions(config)
+        segments, ends = self.get_reader_group_positions(config)
         state = ReaderGroupState.new(
             scope,
             group,
@@ -92,6 +99,12 @@ class ReaderGroupCalls:
         # incarnation nobody knows, never a group without its state segment.
         state.state_segment = self._create_state_segment(state)
         self._store.create_reader_group(state)
+        if config.retention_type is not RetentionConfigType.NONE:
+            # After the record: a crash in between leaves a group that is no subscriber
+            # yet; a repeated create (same request id) does not come here again, so the
+            # group's first ReaderGroup object adds it too (add_subscriber is idempotent).
+            for scoped in config.streams:
+                self.add_subscriber(*parse_scoped_stream(scoped), f"{scope}/{group}", 0)
         return True
 
     def _create_state_segment(self, state: ReaderGroupState) -> str:
@@ -105,15 +118,21 @@ class ReaderGroupCalls:
         validate_name("reader group", group)
         return self._store.get_reader_group(scope, group)
 
-    def reader_group_positions(
+    def get_reader_group_positions(
         self, config: ReaderGroupConfig
     ) -> tuple[dict[str, int], dict[str, int]]:
         """Where a group with ``config`` starts (segment -> offset: each stream's start cut,
         else its head) and ends (segment -> offset of its end cuts).
 
-        InvalidArgumentError for a cut that is not a cut of its stream, a start cut behind
-        the stream's head (truncated away) or an end cut before a start cut.
+        InvalidArgumentError for a config that is not a ReaderGroupConfig, a cut that is not
+        a cut of its stream, a start cut behind the stream's head (truncated away) or an
+        end cut before a start cut; ScopeNotFoundError, StreamNotFoundError.
         """
+        self._ready()
+        if not isinstance(config, ReaderGroupConfig):
+            raise InvalidArgumentError(
+                f"config must be a ReaderGroupConfig, got {type(config).__name__}"
+            )
         start: dict[str, int] = {}
         ends: dict[str, int] = {}
         for scoped in config.streams:
@@ -201,4 +220,10 @@ class ReaderGroupCalls:
         with contextlib.suppress(SegmentNotFoundError):
             self._segments.delete_segment(segment)
         self._store.delete_reader_group(scope, group)
+        # The group, whatever generation it reached, is no subscriber any more.
+        for scoped in state.streams:
+            with contextlib.suppress(StreamNotFoundError, ScopeNotFoundError):
+                self.delete_subscriber(
+                    *parse_scoped_stream(scoped), f"{scope}/{group}", GENERATION_ALL
+                )
         return True

@@ -27,7 +27,8 @@ IMPLEMENTATIONS = [Controller, ControllerActor, ControllerClient]
 
 
 def test_the_surface_is_what_clients_call() -> None:
-    assert len(SERVICE_METHODS) == 38 + 4  # + 4 subscriber calls (retention, issue 12)
+    # + 4 subscriber calls (retention, issue 12), + 1 reader-group positions (checkpoints)
+    assert len(SERVICE_METHODS) == 38 + 4 + 1
     assert {"get_current_segments", "get_successors", "damaged_records"} <= set(SERVICE_METHODS)
 
 
