@@ -144,6 +144,7 @@ class ReaderGroupCalls:
             for cut in (first, last):
                 if cut is not None:
                     records.check_cut(s_scope, s_stream, cut.positions)
+                    self._check_within(s_scope, s_stream, cut.positions)
             if first is not None:
                 self._check_not_truncated(s_scope, s_stream, first.positions)
                 head = {
@@ -160,6 +161,17 @@ class ReaderGroupCalls:
                     ends[name] = offset
             start.update(head)
         return start, ends
+
+    def _check_within(self, scope: str, stream: str, positions: dict[int, int]) -> None:
+        """InvalidArgumentError for an offset past its segment's end, or a segment gone."""
+        for sid, offset in positions.items():
+            name = stream_segment_name(scope, stream, sid)
+            try:
+                length = self._segments.segment_length(name)
+            except SegmentNotFoundError:
+                raise InvalidArgumentError(f"segment {name} of the cut is gone") from None
+            if offset > length:
+                raise InvalidArgumentError(f"offset {offset} is past the end of {name}")
 
     def _check_not_truncated(self, scope: str, stream: str, positions: dict[int, int]) -> None:
         truncation = self._store.streams.truncation(scope, stream)

@@ -53,7 +53,7 @@ class _Checkpointer:
         def run() -> None:
             try:
                 self.result = group.initiate_checkpoint(name, timeout_s=timeout_s)
-            except BaseException as e:  # noqa: BLE001 - handed to the test
+            except BaseException as e:  # handed to the test
                 self.error = e
 
         self.thread = threading.Thread(target=run, daemon=True)
