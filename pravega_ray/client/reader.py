@@ -282,6 +282,11 @@ class EventStreamReader(Generic[T]):
             )
         except (ReaderGroupNotFoundError, ReaderNotInGroupError, ScopeNotFoundError) as e:
             log.info("reader %s closed; its group had gone: %s", self.reader_id, e)
+            return
+        try:  # leaving may have completed a checkpoint whose cut waits to be published
+            self._state.publish_retention(self._controller)
+        except PravegaError as e:
+            log.info("reader %s closed; retention cut not published: %r", self.reader_id, e)
 
     def __enter__(self) -> EventStreamReader[T]:
         return self

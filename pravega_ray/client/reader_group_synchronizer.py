@@ -43,6 +43,7 @@ from pravega_ray.errors import (
     BadKeyVersionError,
     ConflictingUpdateError,
     DataCorruptionError,
+    InvalidArgumentError,
     PravegaError,
     ReaderGroupNotFoundError,
     RetriableError,
@@ -183,7 +184,9 @@ class ReaderGroupSynchronizer:
         ``update_subscriber_stream_cut`` per stream, then clear it; True if one was published.
 
         Failures are logged and the cut stays pending: the next member that syncs publishes
-        it again (at least once; the controller keeps the latest per subscriber).
+        it again (at least once; the controller keeps the latest per subscriber). A cut the
+        controller refuses (InvalidArgumentError: behind the one published before, e.g.
+        after ``reset_to`` an older checkpoint) is logged and dropped: it can never land.
         """
         state, _ = self.fetch()
         pending = state.retention_pending
@@ -196,6 +199,8 @@ class ReaderGroupSynchronizer:
                 controller.update_subscriber_stream_cut(
                     scope, stream, subscriber, int(pending["generation"]), cut
                 )
+        except InvalidArgumentError as e:  # e.g. behind the cut it published before
+            log.warning("reader group %s: its retention cut was refused: %r", subscriber, e)
         except PravegaError as e:
             log.warning("reader group %s: publishing its retention cut failed: %r", subscriber, e)
             return False

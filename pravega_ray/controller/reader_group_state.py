@@ -48,7 +48,17 @@ assigned to it.
 
 A reader that leaves returns its segments at the offsets it reports; a reader declared
 offline returns them at the position given for it (Pravega's ``readerOffline``), else
-at the offsets it last synced. The state is a plain value (``to_dict``/``from_dict``).
+at its offsets in the last completed checkpoint, else at the offsets it last synced.
+
+Issue 12 adds (each optional in stored records, so older ones load): the group's
+``config`` (start and end cuts, automatic checkpoints, retention type) and its
+``generation``, bumped by every ``reset`` (a reader still in an older generation reports
+nothing and, at its next sync, drops all it buffered); ``end_offsets`` (a segment of an
+end cut is read up to its offset and completed with no successors); ``completed_ends``
+(end offsets of completed segments no live segment covers yet, so a checkpoint's cut
+covers the key space once); the checkpoints (:mod:`checkpoint_state`); and a completed
+checkpoint's positions waiting to be published for retention (``retention_pending``).
+The state is a plain value (``to_dict``/``from_dict``).
 """
 
 from __future__ import annotations
