@@ -2,13 +2,19 @@
 
 Streams are hashed (their ``scope/stream`` name, stably) into ``buckets`` buckets; bucket
 ``i``'s detached actor owns the periodic per-stream work of the streams in it (controller
-seed, "Stream Buckets"). Today that is the auto-scale merge sweep: a stream with segments
-marked cold gets a ``merge_sweep`` request, so two cold neighbours are merged even when no
-new cold report arrives. The retention issue adds the retention cycle here.
+seed, "Stream Buckets"):
 
-The work runs on a thread of its own every ``period_s``; it holds no state but what is
-stored, so a bucket actor killed at any moment (Ray restarts it) loses nothing: the next
-period does the work again.
+* the auto-scale merge sweep, every ``period_s``: a stream with segments marked cold gets a
+  ``merge_sweep`` request, so two cold neighbours are merged even when no new cold report
+  arrives;
+* the retention cycle (seed 004, ``controller/retention_service.py``), every
+  ``retention_period_s`` (``start_local(retention_period_s=...)``, default 30 minutes):
+  each stream of the bucket with a retention policy gets a tail cut in its retention set
+  and, if the policy (and its subscribers) allow, a truncation request.
+
+Each runs on a thread of its own; they hold no state but what is stored, so a bucket actor
+killed at any moment (Ray restarts it) loses nothing: the next period does the work again,
+and a retention cycle cut short truncates nothing twice.
 """
 
 from __future__ import annotations
@@ -17,10 +23,16 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from actors.controller_parts import controller_parts
-from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, BUCKET_PERIOD_S
+from pravega_ray.constants import (
+    AUTO_SCALE_COLD_MARK_S,
+    BUCKET_PERIOD_S,
+    RETENTION_PERIOD_S_DEFAULT,
+)
 from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.retention_service import CycleResult, RetentionService
 from pravega_ray.errors import InvalidArgumentError, PravegaError
 from pravega_ray.naming import stable_hash64
 
@@ -44,7 +56,11 @@ class StreamBucketActor:
         bucket: int,
         buckets: int,
         period_s: float = BUCKET_PERIOD_S,
+        retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
+        retention_pause: tuple[str, float] | None = None,
     ) -> None:
+        """``retention_pause`` (tests only): ``(step, seconds)`` sleeps that long after that
+        step of every retention cycle, so a test can kill the actor mid-cycle."""
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         if not (isinstance(buckets, int) and buckets >= 1 and 0 <= bucket < buckets):
             raise InvalidArgumentError("bucket must be an int in [0, buckets)")
@@ -53,9 +69,16 @@ class StreamBucketActor:
         parts = controller_parts(tier2, container_count, namespace)
         self._metadata = parts.metadata
         self._requests = RequestStream(parts.segments)
+        self._retention_period_s = retention_period_s
+        self._retention = RetentionService(
+            parts.metadata, parts.segments, step=_pause_at(retention_pause)
+        )
         self.sweeps = 0
         self.passes = 0
+        self.cycles = 0
+        self.truncations = 0
         threading.Thread(target=self._loop, daemon=True, name="pravega-bucket").start()
+        threading.Thread(target=self._retention_loop, daemon=True, name="pravega-retention").start()
 
     def _loop(self) -> None:
         while True:
@@ -64,6 +87,24 @@ class StreamBucketActor:
                 self.run_once()
             except PravegaError as e:  # a container restarting, say: next period
                 log.warning("stream bucket %d: pass failed: %r", self._bucket, e)
+
+    def _retention_loop(self) -> None:
+        while True:
+            time.sleep(self._retention_period_s)
+            try:
+                self.run_retention_once()
+            except PravegaError as e:  # listing the streams failed: next period
+                log.warning("stream bucket %d: retention pass failed: %r", self._bucket, e)
+
+    def run_retention_once(self) -> list[CycleResult]:
+        """One retention cycle of each of the bucket's streams (a stream whose cycle fails
+        is logged and left to the next period)."""
+        results = self._retention.run_streams(
+            lambda scope, stream: bucket_of(scope, stream, self._buckets) == self._bucket
+        )
+        self.cycles += len(results)
+        self.truncations += sum(r.requested for r in results)
+        return results
 
     def run_once(self) -> int:
         """One pass over the bucket's streams; returns how many sweeps it asked for."""
@@ -94,4 +135,15 @@ class StreamBucketActor:
             "buckets": self._buckets,
             "passes": self.passes,
             "sweeps": self.sweeps,
+            "retention_period_s": self._retention_period_s,
+            "retention_cycles": self.cycles,
+            "retention_truncations": self.truncations,
         }
+
+
+def _pause_at(pause: tuple[str, float] | None) -> Callable[[str], None]:
+    def step(name: str) -> None:
+        if pause is not None and name == pause[0]:
+            time.sleep(pause[1])
+
+    return step

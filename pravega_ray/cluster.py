@@ -57,10 +57,12 @@ from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.cluster_assignment import AssignmentStore, plan_assignment
 from pravega_ray.constants import (
+    BUCKET_PERIOD_S,
     CLUSTER_MANAGER_PERIOD_S,
     CONTROLLER_CALL_TIMEOUT_S,
     DEFAULT_CONTAINER_COUNT,
     RETENTION_BUCKETS_DEFAULT,
+    RETENTION_PERIOD_S_DEFAULT,
 )
 from pravega_ray.controller.service import method_name
 from pravega_ray.errors import (
@@ -70,6 +72,7 @@ from pravega_ray.errors import (
     IllegalStateError,
     InvalidArgumentError,
 )
+from pravega_ray.segmentstore.arguments import check_seconds
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
 
 __all__ = ["Cluster", "connect", "start_local"]
@@ -77,6 +80,9 @@ __all__ = ["Cluster", "connect", "start_local"]
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+
+RETENTION_PERIOD_S_MAX = 7 * 24 * 3600.0
+"""The longest ``retention_period_s`` ``start_local`` accepts (a week)."""
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
@@ -330,7 +336,13 @@ def _initial_placement(tier2: str, container_count: int) -> dict[int, str]:
 
 
 def _start_controller_workers(
-    namespace: str, tier1: str, tier2: str, container_count: int, env: dict[str, Any], buckets: int
+    namespace: str,
+    tier1: str,
+    tier2: str,
+    container_count: int,
+    env: dict[str, Any],
+    buckets: int,
+    retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
 ) -> None:
     """Join or create the request, commit and abort event processors, the transaction timer
     and the stream bucket actors."""
@@ -347,7 +359,7 @@ def _start_controller_workers(
     ] + [
         ray.remote(StreamBucketActor)
         .options(**controller_part_options(stream_bucket_name(b), namespace), **env)
-        .remote(*args, b, buckets)
+        .remote(*args, b, buckets, BUCKET_PERIOD_S, retention_period_s)
         for b in range(buckets)
     ]
     for description in ray.get([w.describe.remote() for w in workers]):
@@ -423,6 +435,7 @@ def start_local(
     tier2: str | None = None,
     namespace: str = NAMESPACE,
     retention_buckets: int = RETENTION_BUCKETS_DEFAULT,
+    retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
 ) -> Cluster:
     """Start (or rejoin) an embedded cluster on a local Ray.
 
@@ -430,7 +443,9 @@ def start_local(
     ``request-event-processor`` (stream workflows), ``commit-event-processor`` and
     ``abort-event-processor`` (transaction commits and aborts), ``transaction-timer``
     (aborts transactions whose lease ran out), ``stream-bucket-<i>`` (periodic
-    per-stream work, ``retention_buckets`` of them) and ``cluster-manager`` in
+    per-stream work, ``retention_buckets`` of them, each running the retention cycle of its
+    streams every ``retention_period_s``, a finite number of seconds in (0, 1 week]) and
+    ``cluster-manager`` in
     ``namespace`` unless they run already (then they are joined, after checking they
     serve the same storage). Every scope, stream and event is
     recovered from storage. ``tier1`` (durable logs) and ``tier2`` (chunks,
@@ -446,6 +461,9 @@ def start_local(
         raise InvalidArgumentError("retention_buckets must be an int in [1, 64]")
     if not 1 <= retention_buckets <= 64:
         raise InvalidArgumentError("retention_buckets must be an int in [1, 64]")
+    retention_period_s = check_seconds(
+        "retention_period_s", retention_period_s, RETENTION_PERIOD_S_MAX, positive=True
+    )
     path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
     owns_ray = _init_ray(None, namespace)
@@ -473,7 +491,7 @@ def start_local(
     if descriptions[-1]["container_count"] != container_count:
         raise ConfigurationError("the running controller has a different container count")
     _start_controller_workers(
-        namespace, tier1_url, tier2_url, container_count, env, retention_buckets
+        namespace, tier1_url, tier2_url, container_count, env, retention_buckets, retention_period_s
     )
     _start_cluster_manager(namespace, tier1_url, tier2_url, container_count, env)
     log.info(

@@ -25,6 +25,7 @@ from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.retention_service import CycleResult, RetentionService
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.service import method_name
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
@@ -125,6 +126,21 @@ class InProcessCluster(ClientFactory):
         self.processor.stop()
         self.processor = self._new_processor(step)
         self.processor.start()
+
+    # --- retention: what the stream buckets run every retention_period_s ------------------------
+    def retention_service(
+        self,
+        wall_clock_ms: Callable[[], int] | None = None,
+        step: Callable[[str], None] = lambda name: None,
+    ) -> RetentionService:
+        """A retention service over this cluster's records (``wall_clock_ms``: a manual
+        clock for tests; ``step`` is called between a cycle's steps)."""
+        clock = {} if wall_clock_ms is None else {"wall_clock_ms": wall_clock_ms}
+        return RetentionService(self.metadata, self._segment_helper(), step=step, **clock)
+
+    def run_retention(self) -> list[CycleResult]:
+        """One retention cycle of every stream, as the stream buckets run them."""
+        return self.retention_service().run_streams()
 
     # --- transactions: the commit and abort event processors and the timer -----------------------
     def _start_transaction_services(self) -> None:
