@@ -43,6 +43,13 @@ def _after_a_sync_interval() -> None:
     time.sleep(READER_GROUP_SYNC_INTERVAL_S * 1.5)
 
 
+def _wait_started(group: pr.ReaderGroup, name: str) -> None:
+    deadline = time.monotonic() + 10
+    while group._state.fetch()[0].checkpoints.find(name) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 class _Checkpointer:
     """Runs ``initiate_checkpoint`` in a thread (it blocks until the readers pass it)."""
 
@@ -156,6 +163,7 @@ def test_checkpoint_reader_joining_and_leaving_during_it(cluster: InProcessClust
     got: list[int] = []
     _drain([r1, r2], got)
     waiter = _Checkpointer(group, "cp")
+    _wait_started(group, "cp")
     late = cluster.create_reader("late", "sc", "g", pr.JsonSerializer())  # not waited for
     r2.close()  # leaving counts as passed, at its position
     _read_until_marker([r1], "cp", got)
@@ -174,6 +182,7 @@ def test_checkpoint_reader_killed_then_declared_offline(cluster: InProcessCluste
     got: list[int] = []
     _drain([r1, dead], got)
     waiter = _Checkpointer(group, "cp")
+    _wait_started(group, "cp")
     _read_until_marker([r1], "cp", got)
     r1.read_next_event(0.05)
     # "dead" never reads again (killed, not closed): the checkpoint waits for it ...
@@ -251,7 +260,7 @@ def test_checkpoint_fails_when_the_group_is_reset_meanwhile(cluster: InProcessCl
     group = _group(cluster)
     reader = cluster.create_reader("r1", "sc", "g", pr.JsonSerializer())
     waiter = _Checkpointer(group, "cp")
-    time.sleep(0.2)
+    _wait_started(group, "cp")
     group.reset_to(pr.ReaderGroupConfig.for_streams("sc/st"))
     with pytest.raises(pr.CheckpointFailedError):
         waiter.join()
