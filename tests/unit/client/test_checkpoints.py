@@ -354,3 +354,48 @@ def test_checkpoint_bad_input(cluster: InProcessCluster) -> None:
     with pytest.raises(pr.InvalidArgumentError):
         group.get_checkpoint("")
     assert group.get_checkpoint("never") is None
+
+
+def test_retention_never_truncates_past_the_last_checkpoint(cluster: InProcessCluster) -> None:
+    mgr = cluster.stream_manager()
+    config = pr.StreamConfiguration(
+        pr.ScalingPolicy.fixed(1), pr.RetentionPolicy.by_size(min_bytes=1, max_bytes=10**9)
+    )
+    mgr.create_stream("sc", "kept", config)
+    with cluster.create_writer("sc", "kept", pr.JsonSerializer()) as writer:
+        for n in range(30):
+            writer.write_event({"n": n}, routing_key="k")
+        writer.flush()
+    automatic = pr.RetentionConfigType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT
+    cluster.create_reader_group(
+        "sc", "sub", pr.ReaderGroupConfig.for_streams("sc/kept", retention_type=automatic)
+    )
+    group = cluster.reader_group("sc", "sub")
+    reader = cluster.create_reader("r", "sc", "sub", pr.JsonSerializer())
+    got = [reader.read_next_event(1.0).event["n"] for _ in range(10)]  # type: ignore[union-attr]
+    waiter = _Checkpointer(group, "cp")
+    _wait_started(group, "cp")
+    _read_until_marker([reader], "cp", got)
+    reader.read_next_event(0.05)
+    checkpoint = waiter.join()
+    with cluster.create_writer("sc", "kept", pr.JsonSerializer()) as writer:
+        for n in range(30, 60):  # unread by the group: must survive retention
+            writer.write_event({"n": n}, routing_key="k")
+        writer.flush()
+    results = [r for _ in range(3) for r in cluster.run_retention() if r.stream == "kept"]
+    deadline = time.monotonic() + 10
+    while not cluster.core._store.streams.truncation("sc", "kept")["cut"]:
+        assert time.monotonic() < deadline, results
+        time.sleep(0.05)
+    truncated = cluster.core._store.streams.truncation("sc", "kept")["cut"]
+    cut = checkpoint.cuts["sc/kept"].positions
+    assert truncated, "retention truncated nothing"
+    assert all(int(v) <= cut.get(int(k), 0) for k, v in truncated.items())
+    # Everything after the checkpoint is still there for the group.
+    reader.close()
+    group.reset_to(checkpoint)
+    with cluster.create_reader("again", "sc", "sub", pr.JsonSerializer()) as again:
+        rest = []
+        while (ev := again.read_next_event(0.5)) is not None:
+            rest.append(ev.event["n"])
+    assert sorted(got + rest) == list(range(60))
