@@ -213,3 +213,9 @@ class ControllerActor:
 
     def list_subscribers(self, scope: str, stream: str) -> list[str]:
         return self._controller.list_subscribers(scope, stream)
+
+    # --- reader-group positions (checkpoints and reset_to, issue 12) ----------------------------
+    def get_reader_group_positions(
+        self, config: ReaderGroupConfig
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        return self._controller.get_reader_group_positions(config)

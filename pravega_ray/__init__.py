@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pravega_ray import errors
 from pravega_ray.client.batch_client import BatchClient, SegmentReadRange
-from pravega_ray.client.events import EventRead, Position
+from pravega_ray.client.events import Checkpoint, EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.reader_group import ReaderGroup
@@ -74,6 +74,7 @@ __all__ = sorted(
     [
         "BatchClient",
         "BytesSerializer",
+        "Checkpoint",
         "Cluster",
         "EventRead",
         "EventStreamReader",

@@ -88,20 +88,25 @@ class ClientFactory:
         )
 
     def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:
-        """Create a reader group reading ``config.streams`` from their heads; False if it exists.
+        """Create a reader group reading ``config.streams`` from their start cuts (else their
+        heads) up to their end cuts (else for ever); False if it exists. A group whose
+        ``retention_type`` is not NONE becomes a subscriber of each stream.
 
         Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError,
-        InvalidArgumentError (config not a ReaderGroupConfig).
+        InvalidArgumentError (config not a ReaderGroupConfig, a cut not of its stream, a
+        start cut behind the stream's head, an end cut before a start cut).
         """
         return self._controller.create_reader_group(scope, group, config)
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
         """Delete the group; False if it does not exist. Its readers then get
-        ReaderNotInGroupError or ReaderGroupNotFoundError."""
+        ReaderNotInGroupError or ReaderGroupNotFoundError. A subscriber group stops being
+        a subscriber of its streams."""
         return self._controller.delete_reader_group(scope, group)
 
     def reader_group(self, scope: str, group: str) -> ReaderGroup:
-        """The reader group ``scope/group`` (online readers, reader_offline).
+        """The reader group ``scope/group`` (online readers, reader_offline, checkpoints,
+        stream cuts, reset_to, unread bytes, retention cuts).
 
         Raises ReaderGroupNotFoundError, ScopeNotFoundError, InvalidNameError.
         """

@@ -320,6 +320,12 @@ class ControllerClient:
     def list_subscribers(self, scope: str, stream: str) -> list[str]:
         return self._repeated(ControllerService.list_subscribers, scope, stream)
 
+    # --- reader-group positions (checkpoints and reset_to, issue 12): repeated (a read) --------
+    def get_reader_group_positions(
+        self, config: ReaderGroupConfig
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        return self._repeated(ControllerService.get_reader_group_positions, config)
+
 
 def _request_id(request_id: str | None) -> str:
     """The caller's request id, else a new one: the same for every repeat of a create."""

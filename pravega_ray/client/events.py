@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pravega_ray.controller.reader_group_state import check_offsets
+from pravega_ray.naming import parse_segment_name, stream_segment_name
+from pravega_ray.stream_cut import StreamCut
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +31,54 @@ class Position:
 @dataclass(frozen=True, slots=True)
 class EventRead:
     """One event: ``event`` (deserialized), the ``segment`` and ``offset`` of its frame,
-    and the reader's ``position`` just after it."""
+    and the reader's ``position`` just after it.
+
+    A checkpoint marker instead has ``checkpoint_name`` set, ``event`` None, ``segment``
+    "" and ``offset`` -1, and the reader's ``position`` (every event returned before it):
+    the reader records that position for the checkpoint at its next ``read_next_event``.
+    """
 
     event: Any
     segment: str
     offset: int
     position: Position
+    checkpoint_name: str | None = None
+
+    @property
+    def is_checkpoint(self) -> bool:
+        return self.checkpoint_name is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A completed checkpoint of a reader group: its ``name`` and, per ``"scope/stream"``,
+    the :class:`StreamCut` where the group was (every event before it was processed).
+
+    ``ReaderGroup.reset_to(checkpoint)`` restarts the group there.
+    """
+
+    name: str
+    cuts: dict[str, StreamCut]
+
+
+def cuts_of(
+    positions: dict[str, int], streams: list[str] | tuple[str, ...]
+) -> dict[str, StreamCut]:
+    """Segment name -> offset, grouped into one cut per ``"scope/stream"`` of ``streams``
+    (a stream with no segment in ``positions`` gets none)."""
+    grouped: dict[str, dict[int, int]] = {}
+    for segment, offset in positions.items():
+        name = parse_segment_name(segment)
+        scoped = f"{name.scope}/{name.stream}"
+        if scoped in streams:
+            grouped.setdefault(scoped, {})[name.segment_id] = offset
+    return {s: StreamCut(*s.split("/", 1), grouped[s]) for s in streams if s in grouped}
+
+
+def positions_of(cuts: dict[str, StreamCut]) -> dict[str, int]:
+    """The inverse of :func:`cuts_of`: segment name -> offset."""
+    return {
+        stream_segment_name(cut.scope, cut.stream, sid): offset
+        for cut in cuts.values()
+        for sid, offset in cut.positions.items()
+    }

@@ -59,6 +59,7 @@ from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.serializers import Serializer, check_serializer
+from pravega_ray.controller.reader_group_state import ReaderGroupState
 from pravega_ray.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -68,8 +69,11 @@ from pravega_ray.errors import (
     ReaderNotInGroupError,
     RetriableError,
     ScopeNotFoundError,
+    SegmentNotFoundError,
+    SegmentTruncatedError,
     SerializationError,
     StreamNotFoundError,
+    TruncatedDataError,
 )
 from pravega_ray.naming import parse_segment_name, stream_segment_name
 from pravega_ray.segmentstore.contracts import ReadResult
@@ -97,6 +101,7 @@ class _SegmentReader:
     frames: FrameAssembler = field(default_factory=FrameAssembler)
     pending: Future[ReadResult] | None = None
     end_of_segment: bool = False
+    end_offset: int | None = None  # the group's end cut in this segment, if any
 
 
 class EventStreamReader(Generic[T]):
@@ -141,12 +146,22 @@ class EventStreamReader(Generic[T]):
         self._turn = 0
         self._closed = False
         self._stopped: PravegaError | None = None  # why the group no longer has this reader
+        # Checkpoints: the one learned and not yet recorded, recorded at the next call.
+        self._checkpoint_due: str | None = None
+        self._finished = False  # the group's end cuts (or sealed streams) are all read
+        self._raise_on_truncated = False
+        self._truncations: deque[TruncatedDataError] = deque()  # to raise, once each
         # The group's state, in its state segment: joined, synced and left through it.
         self._state = ReaderGroupSynchronizer(
             scope, group, controller, segments, sleep=scheduler.sleep
         )
         session = self._session
-        self._state.update(lambda state: state.add_reader(reader_id, session))
+
+        def join(state: ReaderGroupState) -> int:
+            state.add_reader(reader_id, session)
+            return state.generation
+
+        self._generation: int = self._state.update(join)
 
     # --- public API ----------------------------------------------------------------------------
     def read_next_event(self, timeout_s: float = 1.0) -> EventRead | None:
@@ -171,19 +186,28 @@ class EventStreamReader(Generic[T]):
         ):
             raise InvalidArgumentError(f"timeout_s must be a number >= 0, got {timeout_s!r}")
         deadline = self._clock.monotonic() + min(timeout_s, 1e9)
+        try:
+            self._record_checkpoint()
+        except (ReaderNotInGroupError, ReaderGroupNotFoundError, ScopeNotFoundError) as e:
+            self._stop(e)
+            raise
         while True:
             now = self._clock.monotonic()
             if now - self._last_sync >= constants.READER_GROUP_SYNC_INTERVAL_S or not self._owned:
                 try:
-                    self._sync()
+                    marker = self._sync()
                 except (ReaderNotInGroupError, ReaderGroupNotFoundError, ScopeNotFoundError) as e:
                     self._stop(e)
                     raise
+                if marker is not None:
+                    return marker
+            if self._truncations:
+                raise self._truncations.popleft()
             event = self._next_buffered()
             if event is not None:
                 return event
             remaining = deadline - self._clock.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or (self._finished and not self._owned and not self._completed):
                 return None
             self._issue_reads(remaining)
             pending = [s.pending for s in self._owned.values() if s.pending is not None]
@@ -249,12 +273,20 @@ class EventStreamReader(Generic[T]):
         self._completed.clear()
         if self._stopped is not None:
             return  # not a member any more: nothing to hand back
+        generation = self._generation
         try:
             self._state.update(
-                lambda state: state.remove_reader(self.reader_id, self._session, offsets)
+                lambda state: state.remove_reader(
+                    self.reader_id, self._session, offsets, generation
+                )
             )
         except (ReaderGroupNotFoundError, ReaderNotInGroupError, ScopeNotFoundError) as e:
             log.info("reader %s closed; its group had gone: %s", self.reader_id, e)
+            return
+        try:  # leaving may have completed a checkpoint whose cut waits to be published
+            self._state.publish_retention(self._controller)
+        except PravegaError as e:
+            log.info("reader %s closed; retention cut not published: %r", self.reader_id, e)
 
     def __enter__(self) -> EventStreamReader[T]:
         return self
@@ -270,43 +302,99 @@ class EventStreamReader(Generic[T]):
         self._owned.clear()
         self._completed.clear()
 
-    def _sync(self) -> None:
+    def _sync(self) -> EventRead | None:
         """Report completed segments (offsets at most every
         READER_GROUP_OFFSETS_SAVE_INTERVAL_S) and take the owned set the group answers; one
-        read of the state segment when nothing changed, a conditional update otherwise."""
+        read of the state segment when nothing changed, a conditional update otherwise.
+
+        A checkpoint marker to return if the group has a (not silent) checkpoint this
+        reader had not learned of; a silent one is recorded at the next call all the same.
+        """
         now = self._clock.monotonic()
         self._last_sync = now
         report = now - self._offsets_reported >= constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S
         offsets = {s.name: s.next_offset for s in self._owned.values()} if report else {}
-        completed = sorted(self._completed)
+        completed = dict(self._completed)
+        generation = self._generation
+        now_ms = self._clock.wall_time_ms()
         assignment = self._state.update(
             lambda state: state.sync(
-                self.reader_id, self._session, offsets, completed, self._successors_of
+                self.reader_id,
+                self._session,
+                offsets,
+                completed,
+                self._successors_of,
+                generation,
+                now_ms,
             )
         )
         if report:
             self._offsets_reported = now
+        self._raise_on_truncated = assignment.raise_on_truncated_data
+        if assignment.generation != self._generation:
+            # The group was reset: drop everything from before, read from the new positions.
+            log.info(
+                "reader %s: group reset (generation %d)", self.reader_id, assignment.generation
+            )
+            self._generation = assignment.generation
+            self._owned.clear()
+            self._completed.clear()
+            self._truncations.clear()
+            self._checkpoint_due = None
+        # Accepted only if the group no longer lists them as owned (a reader with a
+        # checkpoint to pass keeps them); if the call failed they are reported again next
+        # time (else the group would hand them back to this reader and they would be read
+        # again).
         for name in completed:
-            self._successors.pop(name, None)
-        # Reported only now: if the call failed they are reported again next time (else the
-        # group would hand them back to this reader and they would be read again).
-        for name in completed:
-            self._completed.pop(name, None)
+            if name not in assignment.owned:
+                self._successors.pop(name, None)
+                self._completed.pop(name, None)
         # The answer is the whole owned set: a segment a lost reply assigned shows up here.
         for name in [n for n in self._owned if n not in assignment.owned]:
             del self._owned[name]
         for name, offset in assignment.owned.items():
-            if name not in self._owned:
-                self._owned[name] = _SegmentReader(name, offset, offset)
+            if name not in self._owned and name not in self._completed:
+                end = assignment.ends.get(name)
+                self._owned[name] = _SegmentReader(name, offset, offset, end_offset=end)
         for _ in range(assignment.release_count):
             # Prefer giving up a segment with nothing buffered: less read work thrown away.
             victim = min(self._owned.values(), key=lambda s: (len(s.events), s.name))
             del self._owned[victim.name]
             self._release(victim.name, victim.next_offset)
+        self._finished = assignment.finished
+        if assignment.publish:
+            self._state.publish_retention(self._controller)
+        name = assignment.checkpoint
+        if name is None or name == self._checkpoint_due:
+            return None
+        self._checkpoint_due = name  # recorded at the next call: all before it processed
+        if assignment.silent:
+            return None
+        return EventRead(None, "", -1, self.position(), checkpoint_name=name)
+
+    def _record_checkpoint(self) -> None:
+        """Record this reader's position for the checkpoint it returned (or learned of,
+        if silent) at the call before, then sync at once for the next one."""
+        name = self._checkpoint_due
+        if name is None:
+            return
+        offsets = self.position().to_dict()
+        generation = self._generation
+
+        def passed(state: ReaderGroupState) -> bool:
+            state.checkpoint_passed(self.reader_id, self._session, name, offsets, generation)
+            return state.retention_pending is not None
+
+        publish = self._state.update(passed)
+        self._checkpoint_due = None
+        self._last_sync = -math.inf
+        if publish:
+            self._state.publish_retention(self._controller)
 
     def _release(self, segment: str, offset: int) -> None:
+        generation = self._generation
         self._state.update(
-            lambda state: state.release(self.reader_id, self._session, segment, offset)
+            lambda state: state.release(self.reader_id, self._session, segment, offset, generation)
         )
 
     def _successors_of(self, segment: str) -> dict[str, list[str]]:
@@ -366,6 +454,11 @@ class EventStreamReader(Generic[T]):
                     constants.READ_BYTES_MAX,
                     max(constants.READER_READ_BYTES, segment.frames.missing_bytes),
                 )
+                if segment.end_offset is not None:  # never read past the group's end cut
+                    want = min(want, segment.end_offset - segment.fetch_offset)
+                    if want <= 0:
+                        segment.end_of_segment = True
+                        continue
                 segment.pending = self._connection.read(
                     segment.name, segment.fetch_offset, want, wait_s
                 )
@@ -381,10 +474,53 @@ class EventStreamReader(Generic[T]):
                 if isinstance(error, RetriableError):
                     log.info("read of %s failed (%r); retrying", segment.name, error)
                     continue
+                if isinstance(error, (SegmentTruncatedError, SegmentNotFoundError)):
+                    self._truncated(segment, error)
+                    continue
                 raise error
             result = future.result()
             if result.offset != segment.fetch_offset:
                 continue  # a stale read from before a release/re-acquire
             segment.events.extend(segment.frames.feed(result.data, result.offset))
             segment.fetch_offset = result.offset + len(result.data)
-            segment.end_of_segment = result.end_of_segment
+            segment.end_of_segment = result.end_of_segment or (
+                segment.end_offset is not None and segment.fetch_offset >= segment.end_offset
+            )
+
+    def _truncated(self, segment: _SegmentReader, error: PravegaError) -> None:
+        """The next bytes of ``segment`` were truncated away: go on from its start offset
+        (a segment deleted by a truncation: as read to its end, so its successors follow),
+        logging what was skipped, and, if the group says so, raise TruncatedDataError once.
+
+        A segment gone because its stream was deleted is raised as it is.
+        """
+        if isinstance(error, SegmentNotFoundError):
+            name = parse_segment_name(segment.name)
+            self._controller.get_stream_info(name.scope, name.stream)  # StreamNotFoundError
+            start = None
+        else:
+            start = int(getattr(error, "start_offset", segment.fetch_offset))
+        log.warning(
+            "reader %s: %s was truncated; skipping from offset %d to %s",
+            self.reader_id,
+            segment.name,
+            segment.next_offset,
+            "its end (deleted)" if start is None else start,
+        )
+        if self._raise_on_truncated:
+            self._truncations.append(
+                TruncatedDataError(
+                    f"events of {segment.name} from offset {segment.next_offset} were truncated "
+                    "away; reading goes on from the segment's start",
+                    segment=segment.name,
+                    offset=segment.next_offset,
+                    start_offset=start,
+                    reader_id=self.reader_id,
+                )
+            )
+        segment.events.clear()
+        segment.frames = FrameAssembler()
+        if start is None:
+            segment.end_of_segment = True
+        else:
+            segment.next_offset = segment.fetch_offset = max(start, segment.next_offset)

@@ -33,6 +33,7 @@ from typing import TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.client.events import cuts_of
 from pravega_ray.controller.reader_group_state import (
     STATE_KEY,
     ReaderGroupState,
@@ -42,6 +43,8 @@ from pravega_ray.errors import (
     BadKeyVersionError,
     ConflictingUpdateError,
     DataCorruptionError,
+    InvalidArgumentError,
+    PravegaError,
     ReaderGroupNotFoundError,
     RetriableError,
     SegmentNotFoundError,
@@ -173,6 +176,41 @@ class ReaderGroupSynchronizer:
             f"the state of reader group {self.scope}/{self.group} could not be changed in "
             f"{self._attempts_max} tries"
         )
+
+    # --- retention ---------------------------------------------------------------------------
+    def publish_retention(self, controller: ControllerConnection) -> bool:
+        """Publish the cut of the group's last completed checkpoint, if one is waiting
+        (``retention_pending``, set for AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT groups), with
+        ``update_subscriber_stream_cut`` per stream, then clear it; True if one was published.
+
+        Failures are logged and the cut stays pending: the next member that syncs publishes
+        it again (at least once; the controller keeps the latest per subscriber). A cut the
+        controller refuses (InvalidArgumentError: behind the one published before, e.g.
+        after ``reset_to`` an older checkpoint) is logged and dropped: it can never land.
+        """
+        state, _ = self.fetch()
+        pending = state.retention_pending
+        if pending is None:
+            return False
+        subscriber = f"{self.scope}/{self.group}"
+        try:
+            for scoped, cut in cuts_of(pending["positions"], state.streams).items():
+                scope, stream = scoped.split("/", 1)
+                controller.update_subscriber_stream_cut(
+                    scope, stream, subscriber, int(pending["generation"]), cut
+                )
+        except InvalidArgumentError as e:  # e.g. behind the cut it published before
+            log.warning("reader group %s: its retention cut was refused: %r", subscriber, e)
+        except PravegaError as e:
+            log.warning("reader group %s: publishing its retention cut failed: %r", subscriber, e)
+            return False
+
+        def clear(current: ReaderGroupState) -> None:
+            if current.retention_pending == pending:
+                current.retention_pending = None
+
+        self.update(clear)
+        return True
 
     def _landed(self, after: bytes) -> bool:
         """Whether the stored state is the one an outcome-unknown store wrote."""

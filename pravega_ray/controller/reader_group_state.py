@@ -48,7 +48,17 @@ assigned to it.
 
 A reader that leaves returns its segments at the offsets it reports; a reader declared
 offline returns them at the position given for it (Pravega's ``readerOffline``), else
-at the offsets it last synced. The state is a plain value (``to_dict``/``from_dict``).
+at its offsets in the last completed checkpoint, else at the offsets it last synced.
+
+Issue 12 adds (each optional in stored records, so older ones load): the group's
+``config`` (start and end cuts, automatic checkpoints, retention type) and its
+``generation``, bumped by every ``reset`` (a reader still in an older generation reports
+nothing and, at its next sync, drops all it buffered); ``end_offsets`` (a segment of an
+end cut is read up to its offset and completed with no successors); ``completed_ends``
+(end offsets of completed segments no live segment covers yet, so a checkpoint's cut
+covers the key space once); the checkpoints (:mod:`checkpoint_state`); and a completed
+checkpoint's positions waiting to be published for retention (``retention_pending``).
+The state is a plain value (``to_dict``/``from_dict``).
 """
 
 from __future__ import annotations
@@ -58,7 +68,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pravega_ray.constants import SYSTEM_SCOPE
+from pravega_ray.constants import CHECKPOINTS_OUTSTANDING_MAX, SYSTEM_SCOPE
+from pravega_ray.controller.checkpoint_state import CheckpointState
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderAlreadyExistsError,
@@ -67,6 +78,7 @@ from pravega_ray.errors import (
 )
 from pravega_ray.invariant import invariant
 from pravega_ray.naming import segment_id, stable_hash64, stream_segment_name
+from pravega_ray.stream_configuration import ReaderGroupConfig, RetentionConfigType
 
 STATE_KEY = b"state"
 """The key of a state segment's one entry: the group's state as JSON."""
@@ -97,10 +109,21 @@ def check_offsets(data: object, what: str = "offsets") -> dict[str, int]:
 @dataclass(frozen=True, slots=True)
 class Assignment:
     """Answer to a sync: every segment the reader owns (offsets as known to the group)
-    and how many it should release."""
+    and how many it should release; the group's ``generation`` (a reader that joined or
+    synced in an earlier one drops all it buffered); the oldest ``checkpoint`` it has not
+    passed (``silent`` for an automatic one); ``ends``: the end-cut offsets of its owned
+    segments that have one; ``finished``: every segment of the group is read to its end."""
 
     owned: dict[str, int]
     release_count: int
+    generation: int = 0
+    checkpoint: str | None = None
+    silent: bool = False
+    ends: dict[str, int] = field(default_factory=dict)
+    finished: bool = False
+    raise_on_truncated_data: bool = False
+    publish: bool = False
+    """A completed checkpoint's cut waits to be published (retention)."""
 
 
 SuccessorLookup = Callable[[str], dict[str, list[str]]]
@@ -134,6 +157,17 @@ class ReaderGroupState:
     """Successor name -> all its predecessors' names: held until all are completed."""
     state_segment: str | None = None
     """Where the live state is (None in records from before state segments)."""
+    config: dict[str, Any] | None = None
+    """The group's ReaderGroupConfig (``to_dict``); None in records from before configs."""
+    generation: int = 0
+    """Bumped by every ``reset``: orders the group's configurations and positions."""
+    end_offsets: dict[str, int] = field(default_factory=dict)
+    """Segment -> offset of the end cuts: read up to there, then done, no successors."""
+    completed_ends: dict[str, int] = field(default_factory=dict)
+    """End offsets of completed segments whose key range no live segment covers yet."""
+    checkpoints: CheckpointState = field(default_factory=CheckpointState)
+    retention_pending: dict[str, Any] | None = None
+    """A completed checkpoint's positions not yet published as the subscriber's cut."""
 
     @classmethod
     def new(
@@ -144,6 +178,8 @@ class ReaderGroupState:
         segments: list[str] | dict[str, int],
         group_id: str = "",
         request_id: str | None = None,
+        config: dict[str, Any] | None = None,
+        end_offsets: dict[str, int] | None = None,
     ) -> ReaderGroupState:
         """A new group; ``segments`` are where it starts (a list: each at offset 0)."""
         start = dict(segments) if isinstance(segments, dict) else {s: 0 for s in segments}
@@ -154,7 +190,15 @@ class ReaderGroupState:
             start,
             group_id=group_id,
             request_id=request_id,
+            config=config,
+            end_offsets=dict(end_offsets or {}),
         )
+
+    def group_config(self) -> ReaderGroupConfig:
+        """The group's config (a record from before configs: its streams, defaults)."""
+        if self.config is None:
+            return ReaderGroupConfig.for_streams(*self.streams)
+        return ReaderGroupConfig.from_dict(self.config)
 
     def check_group_id(self, group_id: str | None) -> None:
         """ReaderGroupNotFoundError unless ``group_id`` is this incarnation's (None: unchecked).
@@ -185,15 +229,24 @@ class ReaderGroupState:
         self.assigned[reader_id] = {}
         self.sessions[reader_id] = session
 
-    def remove_reader(self, reader_id: str, session: str, offsets: dict[str, int] | None) -> bool:
-        """Leave; owned segments return to the pool at ``offsets`` (else the last synced ones).
+    def remove_reader(
+        self,
+        reader_id: str,
+        session: str,
+        offsets: dict[str, int] | None,
+        generation: int | None = None,
+    ) -> bool:
+        """Leave; owned segments return to the pool at ``offsets`` (else the last synced ones;
+        offsets of a reader still in an earlier ``generation`` are ignored).
 
         False (nothing changed) if this session is not in the group (it left already, or
-        was declared offline).
+        was declared offline). The reader counts as having passed every checkpoint it had
+        not, at the offsets its segments go back at.
         """
         if reader_id not in self.assigned or self.sessions.get(reader_id) != session:
             return False
-        self._drop(reader_id, offsets)
+        stale = generation is not None and generation != self.generation
+        self._drop(reader_id, None if stale else offsets)
         return True
 
     def reader_offline(self, reader_id: str, offsets: dict[str, int] | None) -> bool:
@@ -201,11 +254,19 @@ class ReaderGroupState:
 
         Each segment it owns returns to the pool at its offset in ``offsets`` where
         given (a position the application saved: events after it are read again, even
-        ones this reader had returned), else at the offset it last synced. Offsets of
-        segments it does not own are ignored.
+        ones this reader had returned). With ``offsets`` None (Pravega's ``readerOffline``
+        with no position), each goes back at its offset in the last completed checkpoint
+        that holds it, else at the offset the reader last synced. Offsets of segments it
+        does not own are ignored.
         """
         if reader_id not in self.assigned:
             return False
+        if offsets is None:
+            offsets = {}
+            for checkpoint in self.checkpoints.completed:  # oldest first: the last one wins
+                for segment, offset in checkpoint["positions"].items():
+                    if segment in self.assigned[reader_id]:
+                        offsets[segment] = offset
         self._drop(reader_id, offsets, exact=True)
         return True
 
@@ -213,13 +274,16 @@ class ReaderGroupState:
         owned = self.assigned.pop(reader_id)
         self.sessions.pop(reader_id, None)
         given = offsets or {}
+        returned: dict[str, int] = {}
         for segment, offset in owned.items():
             if segment not in given:
-                self.unassigned[segment] = offset
+                returned[segment] = offset
             elif exact:
-                self.unassigned[segment] = given[segment]
+                returned[segment] = given[segment]
             else:  # the reader's own report: never behind what it synced already
-                self.unassigned[segment] = max(offset, given[segment])
+                returned[segment] = max(offset, given[segment])
+        self.unassigned.update(returned)
+        self._checkpoints_completed(self.checkpoints.reader_gone(reader_id, returned))
 
     @property
     def readers(self) -> list[str]:
@@ -241,34 +305,67 @@ class ReaderGroupState:
         reader_id: str,
         session: str,
         offsets: dict[str, int],
-        completed: list[str],
+        completed: list[str] | dict[str, int],
         successors: SuccessorLookup = no_successors,
+        generation: int | None = None,
+        now_ms: int | None = None,
     ) -> Assignment:
-        """Record ``offsets`` and ``completed`` of the segments this reader owns, then top
-        its share up from the unassigned ones.
+        """Record ``offsets`` and ``completed`` (name, or name -> end offset) of the segments
+        this reader owns, then top its share up from the unassigned ones.
 
         ``successors`` is asked about each segment completed here (once: a repeated report
         of a completed segment, or one of a segment this reader does not own, is ignored).
+        A reader in an earlier ``generation`` (the group was reset since) reports nothing.
+        While the reader has an outstanding checkpoint to pass it reports no completed
+        segments and neither gains nor loses any (see :mod:`checkpoint_state`); the reader
+        keeps its completed ones and reports them later. With ``now_ms``, a group with
+        automatic checkpoints starts a silent one once the interval has passed.
         """
         owned = self._owned(reader_id, session)
-        for segment, offset in offsets.items():
-            if segment in owned:
-                owned[segment] = max(owned[segment], offset)
-        for segment in completed:
-            if segment in owned:
-                del owned[segment]
-                self.segment_completed(segment, successors(segment))
+        stale = generation is not None and generation != self.generation
+        pending = self.checkpoints.pending_for(reader_id)
+        if not stale:
+            for segment, offset in offsets.items():
+                if segment in owned:
+                    owned[segment] = max(owned[segment], offset)
+            if pending is None:
+                ends = completed if isinstance(completed, dict) else {}
+                for segment in completed:
+                    if segment in owned:
+                        del owned[segment]
+                        lookup = {} if segment in self.end_offsets else successors(segment)
+                        self.segment_completed(segment, lookup, ends.get(segment))
+        if now_ms is not None:
+            self._maybe_automatic_checkpoint(now_ms)
+            pending = self.checkpoints.pending_for(reader_id)
         live = len(self.unassigned) + sum(len(o) for o in self.assigned.values())
         fair = math.ceil(live / len(self.assigned)) if live else 0
-        while len(owned) < fair and self.unassigned:
-            segment = min(self.unassigned)
-            owned[segment] = self.unassigned.pop(segment)
-        return Assignment(dict(owned), max(0, len(owned) - fair))
+        release_count = 0
+        if pending is None:
+            while len(owned) < fair and self.unassigned:
+                segment = min(self.unassigned)
+                owned[segment] = self.unassigned.pop(segment)
+            release_count = max(0, len(owned) - fair)
+        return Assignment(
+            dict(owned),
+            release_count,
+            self.generation,
+            None if pending is None else pending["name"],
+            False if pending is None else pending["silent"],
+            {s: self.end_offsets[s] for s in owned if s in self.end_offsets},
+            live == 0 and not self.future,
+            self.group_config().raise_on_truncated_data,
+            self.retention_pending is not None,
+        )
 
-    def segment_completed(self, segment: str, successors: dict[str, list[str]]) -> None:
-        """``segment`` was read to its end: record it, keep each of its ``successors``
-        (name -> all its predecessors' names) not seen before as a future segment, and
-        release every future segment whose predecessors are now all completed.
+    def segment_completed(
+        self, segment: str, successors: dict[str, list[str]], end_offset: int | None = None
+    ) -> None:
+        """``segment`` was read to its end (``end_offset``, if known): record it, keep each
+        of its ``successors`` (name -> all its predecessors' names) not seen before as a
+        future segment, and release every future segment whose predecessors are now all
+        completed. A successor with a predecessor in the end cuts is beyond them: never
+        kept.
 
         ``segment`` must be held by nobody (its reader dropped it first); a repeat is a
         no-op. Pravega's ``ReaderGroupState.segmentCompleted``.
@@ -280,13 +377,23 @@ class ReaderGroupState:
             f"completed segment {segment} is still held",
         )
         self.completed.add(segment)
+        if end_offset is not None:
+            self.completed_ends[segment] = end_offset
         for successor, predecessors in successors.items():
+            if any(p in self.end_offsets for p in predecessors):
+                continue
             if not self._known(successor):
                 self.future[successor] = sorted(predecessors)
+        released: list[str] = []
         for successor, predecessors in list(self.future.items()):
             if all(p in self.completed for p in predecessors):
                 del self.future[successor]
                 self.unassigned[successor] = 0
+                released += predecessors
+        waiting = {p for preds in self.future.values() for p in preds}
+        for predecessor in released:
+            if predecessor not in waiting and predecessor not in self.end_offsets:
+                self.completed_ends.pop(predecessor, None)  # its successors cover it now
 
     def _known(self, segment: str) -> bool:
         return (
@@ -302,15 +409,100 @@ class ReaderGroupState:
                 return reader_id
         return None
 
-    def release(self, reader_id: str, session: str, segment: str, offset: int) -> bool:
-        """Give ``segment`` back at ``offset``; False (a no-op) if the reader does not own it."""
+    def release(
+        self,
+        reader_id: str,
+        session: str,
+        segment: str,
+        offset: int,
+        generation: int | None = None,
+    ) -> bool:
+        """Give ``segment`` back at ``offset``; False (a no-op) if the reader does not own it,
+        is in an earlier ``generation``, or has a checkpoint to pass."""
         owned = self._owned(reader_id, session)
         if segment not in owned:
             return False  # released before (a retried call) or never owned
+        if generation is not None and generation != self.generation:
+            return False
+        if self.checkpoints.pending_for(reader_id) is not None:
+            return False
         invariant(offset >= 0, "negative release offset")
         del owned[segment]
         self.unassigned[segment] = offset
         return True
+
+    # --- checkpoints, positions, reset ----------------------------------------------------------
+    def unowned_positions(self) -> dict[str, int]:
+        """Where the segments no reader owns are: unassigned ones at their offsets, and
+        completed ones no live segment covers yet at their ends."""
+        return {**self.completed_ends, **self.unassigned}
+
+    def positions(self) -> dict[str, int]:
+        """The group's current positions: every segment at the offset last synced."""
+        out = self.unowned_positions()
+        for owned in self.assigned.values():
+            out.update(owned)
+        return out
+
+    def create_checkpoint(self, name: str, silent: bool, now_ms: int) -> None:
+        """Start checkpoint ``name`` (CheckpointFailedError: name in use, too many under way)."""
+        self.checkpoints.create(name, silent, self.readers, self.unowned_positions(), now_ms)
+        self._checkpoints_completed([name] if self.checkpoints.get_completed(name) else [])
+
+    def checkpoint_passed(
+        self,
+        reader_id: str,
+        session: str,
+        name: str,
+        offsets: dict[str, int],
+        generation: int | None = None,
+    ) -> None:
+        """The reader passed checkpoint ``name`` at ``offsets`` (its position); a no-op for a
+        checkpoint gone or passed, or a reader in an earlier generation."""
+        self._owned(reader_id, session)
+        if generation is not None and generation != self.generation:
+            return
+        self._checkpoints_completed(self.checkpoints.reader_passed(reader_id, name, offsets))
+
+    def _checkpoints_completed(self, names: list[str]) -> None:
+        if not names:
+            return
+        retention = self.group_config().retention_type
+        if retention is RetentionConfigType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT:
+            last = self.checkpoints.get_completed(names[-1])
+            if last is not None:
+                self.retention_pending = {
+                    "generation": self.generation,
+                    "positions": dict(last["positions"]),
+                }
+
+    def _maybe_automatic_checkpoint(self, now_ms: int) -> None:
+        interval = self.group_config().automatic_checkpoint_interval_s
+        if interval is None or not self.assigned:
+            return
+        if now_ms - self.checkpoints.last_created_ms < interval * 1000:
+            return
+        if any(c["silent"] for c in self.checkpoints.outstanding):
+            return  # one automatic checkpoint at a time
+        if len(self.checkpoints.outstanding) >= CHECKPOINTS_OUTSTANDING_MAX:
+            return
+        self.create_checkpoint(f"_auto.{self.generation}.{now_ms}", True, now_ms)
+
+    def reset(self, positions: dict[str, int], config: dict[str, Any] | None = None) -> None:
+        """Start the group again at ``positions`` (and ``config``, if given) in a new
+        generation: every reader loses its segments (it drops what it buffered at its next
+        sync), outstanding checkpoints fail, completed and future segments are forgotten."""
+        if config is not None:
+            self.config = config
+        self.generation += 1
+        self.unassigned = dict(positions)
+        for reader_id in self.assigned:
+            self.assigned[reader_id] = {}
+        self.completed = set()
+        self.future = {}
+        self.completed_ends = {}
+        self.checkpoints.reset()
+        self.retention_pending = None
 
     # --- persistence -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -326,6 +518,12 @@ class ReaderGroupState:
             "request_id": self.request_id,
             "future": {s: list(p) for s, p in sorted(self.future.items())},
             "state_segment": self.state_segment,
+            "config": self.config,
+            "generation": self.generation,
+            "end_offsets": self.end_offsets,
+            "completed_ends": self.completed_ends,
+            "checkpoints": self.checkpoints.to_dict(),
+            "retention_pending": self.retention_pending,
         }
 
     @classmethod
@@ -356,6 +554,12 @@ class ReaderGroupState:
                 for s, preds in _typed(d.get("future", {}), dict).items()
             },
             None if d.get("state_segment") is None else _str(d["state_segment"]),
+            None if d.get("config") is None else dict(_typed(d["config"], dict)),
+            _typed(d.get("generation", 0), int),
+            check_offsets(d.get("end_offsets", {}), "end offsets"),
+            check_offsets(d.get("completed_ends", {}), "completed ends"),
+            CheckpointState.from_dict(d.get("checkpoints")),
+            None if d.get("retention_pending") is None else _typed(d["retention_pending"], dict),
         )
         held = [s for o in state.assigned.values() for s in o] + list(state.unassigned)
         held += list(state.future)

@@ -26,15 +26,20 @@ from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderGroupNotFoundError,
+    ScopeNotFoundError,
     SegmentExistsError,
     SegmentNotFoundError,
+    StreamNotFoundError,
 )
 from pravega_ray.naming import parse_scoped_stream, stream_segment_name, validate_name
-from pravega_ray.stream_configuration import ReaderGroupConfig
+from pravega_ray.stream_configuration import ReaderGroupConfig, RetentionConfigType
 
 __all__ = ["ReaderGroupCalls"]
 
 log = logging.getLogger(__name__)
+
+GENERATION_ALL = 1 << 62
+"""The generation a deleted group's subscriber entries are removed with: above any real one."""
 
 
 class ReaderGroupCalls:
@@ -47,6 +52,8 @@ class ReaderGroupCalls:
     _check_scope: Callable[[str], None]
     get_current_segments: Callable[[str, str], tuple[SegmentRange, ...]]
     get_stream_info: Callable[[str, str], StreamInfo]
+    add_subscriber: Callable[[str, str, str, int], bool]
+    delete_subscriber: Callable[[str, str, str, int], bool]
 
     # --- reader groups -------------------------------------------------------------------------
     def create_reader_group(
@@ -77,17 +84,27 @@ class ReaderGroupCalls:
         if existing is not None:
             self._group(scope, group)  # a damaged record is named, not "exists"
             return request_id is not None and existing.get("request_id") == request_id
-        segments: dict[str, int] = {}
-        for scoped in config.streams:
-            s_scope, s_stream = parse_scoped_stream(scoped)
-            segments.update(self._head_of(s_scope, s_stream))
+        segments, ends = self.get_reader_group_positions(config)
         state = ReaderGroupState.new(
-            scope, group, list(config.streams), segments, self._new_id(), request_id
+            scope,
+            group,
+            list(config.streams),
+            segments,
+            self._new_id(),
+            request_id,
+            config.to_dict(),
+            ends,
         )
         # The state segment first: a crash before the record leaves an empty segment of an
         # incarnation nobody knows, never a group without its state segment.
         state.state_segment = self._create_state_segment(state)
         self._store.create_reader_group(state)
+        if config.retention_type is not RetentionConfigType.NONE:
+            # After the record: a crash in between leaves a group that is no subscriber
+            # yet; a repeated create (same request id) does not come here again, so the
+            # group's first ReaderGroup object adds it too (add_subscriber is idempotent).
+            for scoped in config.streams:
+                self.add_subscriber(*parse_scoped_stream(scoped), f"{scope}/{group}", 0)
         return True
 
     def _create_state_segment(self, state: ReaderGroupState) -> str:
@@ -100,6 +117,72 @@ class ReaderGroupCalls:
         self._check_scope(scope)
         validate_name("reader group", group)
         return self._store.get_reader_group(scope, group)
+
+    def get_reader_group_positions(
+        self, config: ReaderGroupConfig
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """Where a group with ``config`` starts (segment -> offset: each stream's start cut,
+        else its head) and ends (segment -> offset of its end cuts).
+
+        InvalidArgumentError for a config that is not a ReaderGroupConfig, a cut that is not
+        a cut of its stream, a start cut behind the stream's head (truncated away) or an
+        end cut before a start cut; ScopeNotFoundError, StreamNotFoundError.
+        """
+        self._ready()
+        if not isinstance(config, ReaderGroupConfig):
+            raise InvalidArgumentError(
+                f"config must be a ReaderGroupConfig, got {type(config).__name__}"
+            )
+        start: dict[str, int] = {}
+        ends: dict[str, int] = {}
+        for scoped in config.streams:
+            s_scope, s_stream = parse_scoped_stream(scoped)
+            head = self._head_of(s_scope, s_stream)
+            first = config.start_cuts.get(scoped)
+            last = config.end_cuts.get(scoped)
+            records = self._store.streams
+            for cut in (first, last):
+                if cut is not None:
+                    records.check_cut(s_scope, s_stream, cut.positions)
+                    self._check_within(s_scope, s_stream, cut.positions)
+            if first is not None:
+                self._check_not_truncated(s_scope, s_stream, first.positions)
+                head = {
+                    stream_segment_name(s_scope, s_stream, sid): offset
+                    for sid, offset in first.positions.items()
+                }
+            if last is not None:
+                for sid, offset in last.positions.items():
+                    name = stream_segment_name(s_scope, s_stream, sid)
+                    if head.get(name, 0) > offset:
+                        raise InvalidArgumentError(
+                            f"the end cut of {scoped} is before its start cut at {name}"
+                        )
+                    ends[name] = offset
+            start.update(head)
+        return start, ends
+
+    def _check_within(self, scope: str, stream: str, positions: dict[int, int]) -> None:
+        """InvalidArgumentError for an offset past its segment's end, or a segment gone."""
+        for sid, offset in positions.items():
+            name = stream_segment_name(scope, stream, sid)
+            try:
+                length = self._segments.segment_length(name)
+            except SegmentNotFoundError:
+                raise InvalidArgumentError(f"segment {name} of the cut is gone") from None
+            if offset > length:
+                raise InvalidArgumentError(f"offset {offset} is past the end of {name}")
+
+    def _check_not_truncated(self, scope: str, stream: str, positions: dict[int, int]) -> None:
+        truncation = self._store.streams.truncation(scope, stream)
+        deleted = set(truncation["deleted"])
+        current = {int(k): int(v) for k, v in truncation["cut"].items()}
+        for sid, offset in positions.items():
+            if sid in deleted or offset < current.get(sid, 0):
+                raise InvalidArgumentError(
+                    f"the start cut of {scope}/{stream} is behind the stream's head "
+                    f"(segment {sid} at {offset} was truncated away)"
+                )
 
     def _head_of(self, scope: str, stream: str) -> dict[str, int]:
         """Where a new group starts reading ``scope/stream``: its head, the segments of epoch 0
@@ -149,4 +232,10 @@ class ReaderGroupCalls:
         with contextlib.suppress(SegmentNotFoundError):
             self._segments.delete_segment(segment)
         self._store.delete_reader_group(scope, group)
+        # The group, whatever generation it reached, is no subscriber any more.
+        for scoped in state.streams:
+            with contextlib.suppress(StreamNotFoundError, ScopeNotFoundError):
+                self.delete_subscriber(
+                    *parse_scoped_stream(scoped), f"{scope}/{group}", GENERATION_ALL
+                )
         return True

@@ -310,6 +310,15 @@ class ControllerService(Protocol):
         """The stream's subscribers ("scope/group"), sorted."""
         ...
 
+    # --- reader-group positions (checkpoints and reset_to, issue 12) ----------------------------
+    def get_reader_group_positions(
+        self, config: ReaderGroupConfig
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """Where a group with ``config`` starts (segment name -> offset: its start cuts,
+        else each stream's head) and ends (its end cuts); InvalidArgumentError for a cut
+        not of its stream, a start cut behind the head, an end cut before a start cut."""
+        ...
+
 
 SERVICE_METHODS: dict[str, Callable[..., Any]] = {
     name: function

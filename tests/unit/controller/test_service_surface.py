@@ -27,7 +27,8 @@ IMPLEMENTATIONS = [Controller, ControllerActor, ControllerClient]
 
 
 def test_the_surface_is_what_clients_call() -> None:
-    assert len(SERVICE_METHODS) == 38 + 2 + 4  # + issue 12: head/tail cuts, 4 subscriber calls
+    # + issue 12: head/tail cuts, 4 subscriber calls, reader-group positions (checkpoints)
+    assert len(SERVICE_METHODS) == 38 + 2 + 4 + 1
     assert {"get_current_segments", "get_successors", "damaged_records"} <= set(SERVICE_METHODS)
 
 
