@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 import pravega_ray as pr
+from pravega_ray.client.event_framing import frame_events
 from pravega_ray.controller.retention import Case, RetentionRecord
 from pravega_ray.controller.retention_service import RetentionService
 from pravega_ray.inprocess import InProcessCluster
@@ -168,13 +169,15 @@ def test_subscribers_without_a_cut_leave_the_size_policy_in_charge(cluster) -> N
 
 def test_a_pending_truncation_skips_the_cycle(cluster) -> None:  # type: ignore[no-untyped-def]
     (s,) = _stream(cluster, pr.RetentionPolicy.by_size(20, 0))
-    _append(cluster, s, 100)
+    # Two framed events of 8 + 2 bytes: a user's cut must be at an event boundary.
+    cluster.segments.append_conditional(s.name, frame_events([b"ab", b"cd"])).result(10)
+    _append(cluster, s, 80)
     cluster.processor.stop()  # requests wait: the truncation stays pending
-    cluster.core.truncate_stream("sc", "st", pr.StreamCut("sc", "st", {s.segment_id: 5}))
+    cluster.core.truncate_stream("sc", "st", pr.StreamCut("sc", "st", {s.segment_id: 10}))
     (result,) = cluster.run_retention()
     assert result.why == "a truncation is under way"
     cluster.restart_processor()
-    assert _head(cluster) == 5
+    assert _head(cluster) == 10
 
 
 def _die_once_after(step: str, killed: list[str]) -> Callable[[str], None]:
