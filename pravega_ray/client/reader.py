@@ -148,6 +148,7 @@ class EventStreamReader(Generic[T]):
         self._stopped: PravegaError | None = None  # why the group no longer has this reader
         # Checkpoints: the one learned and not yet recorded, recorded at the next call.
         self._checkpoint_due: str | None = None
+        self._passed: tuple[str, dict[str, int]] | None = None  # sent with the next sync
         self._finished = False  # the group's end cuts (or sealed streams) are all read
         self._raise_on_truncated = False
         self._truncations: deque[TruncatedDataError] = deque()  # to raise, once each
@@ -186,11 +187,7 @@ class EventStreamReader(Generic[T]):
         ):
             raise InvalidArgumentError(f"timeout_s must be a number >= 0, got {timeout_s!r}")
         deadline = self._clock.monotonic() + min(timeout_s, 1e9)
-        try:
-            self._record_checkpoint()
-        except (ReaderNotInGroupError, ReaderGroupNotFoundError, ScopeNotFoundError) as e:
-            self._stop(e)
-            raise
+        self._record_checkpoint()
         while True:
             now = self._clock.monotonic()
             if now - self._last_sync >= constants.READER_GROUP_SYNC_INTERVAL_S or not self._owned:
@@ -317,6 +314,7 @@ class EventStreamReader(Generic[T]):
         completed = dict(self._completed)
         generation = self._generation
         now_ms = self._clock.wall_time_ms()
+        passed = self._passed
         assignment = self._state.update(
             lambda state: state.sync(
                 self.reader_id,
@@ -326,8 +324,10 @@ class EventStreamReader(Generic[T]):
                 self._successors_of,
                 generation,
                 now_ms,
+                passed,
             )
         )
+        self._passed = None
         if report:
             self._offsets_reported = now
         self._raise_on_truncated = assignment.raise_on_truncated_data
@@ -374,22 +374,14 @@ class EventStreamReader(Generic[T]):
 
     def _record_checkpoint(self) -> None:
         """Record this reader's position for the checkpoint it returned (or learned of,
-        if silent) at the call before, then sync at once for the next one."""
+        if silent) at the call before: with the sync this call makes at once (one update
+        of the group's state for both)."""
         name = self._checkpoint_due
         if name is None:
             return
-        offsets = self.position().to_dict()
-        generation = self._generation
-
-        def passed(state: ReaderGroupState) -> bool:
-            state.checkpoint_passed(self.reader_id, self._session, name, offsets, generation)
-            return state.retention_pending is not None
-
-        publish = self._state.update(passed)
+        self._passed = (name, self.position().to_dict())
         self._checkpoint_due = None
         self._last_sync = -math.inf
-        if publish:
-            self._state.publish_retention(self._controller)
 
     def _release(self, segment: str, offset: int) -> None:
         generation = self._generation

@@ -309,6 +309,7 @@ class ReaderGroupState:
         successors: SuccessorLookup = no_successors,
         generation: int | None = None,
         now_ms: int | None = None,
+        passed: tuple[str, dict[str, int]] | None = None,
     ) -> Assignment:
         """Record ``offsets`` and ``completed`` (name, or name -> end offset) of the segments
         this reader owns, then top its share up from the unassigned ones.
@@ -319,10 +320,14 @@ class ReaderGroupState:
         While the reader has an outstanding checkpoint to pass it reports no completed
         segments and neither gains nor loses any (see :mod:`checkpoint_state`); the reader
         keeps its completed ones and reports them later. With ``now_ms``, a group with
-        automatic checkpoints starts a silent one once the interval has passed.
+        automatic checkpoints starts a silent one once the interval has passed. ``passed``
+        (a checkpoint's name and the reader's position) records the reader passing it
+        first, as :meth:`checkpoint_passed` does: one update for both.
         """
         owned = self._owned(reader_id, session)
         stale = generation is not None and generation != self.generation
+        if passed is not None and not stale:
+            self.checkpoint_passed(reader_id, session, passed[0], passed[1])
         pending = self.checkpoints.pending_for(reader_id)
         if not stale:
             for segment, offset in offsets.items():
