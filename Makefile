@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints clean check-java venv
+.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -33,6 +33,9 @@ bench-large-events: venv
 
 bench-checkpoints: venv
 	$(PY) benchmarks/checkpoints.py --ray
+
+bench-retention: venv
+	$(PY) benchmarks/retention.py
 
 venv: $(STAMP)
 

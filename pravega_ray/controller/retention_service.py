@@ -155,6 +155,7 @@ class RetentionService:
         stored, version = self._records.versioned(KIND, scope, stream)
         try:
             records = [RetentionRecord.from_dict(r) for r in (stored or {}).get("records", [])]
+            stored_records = list(records)
             head_mark = (stored or {}).get("head")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise DataCorruptionError(f"retention set of {scope}/{stream} is damaged: {e!r}") from e
@@ -170,6 +171,7 @@ class RetentionService:
         )
         if head_cut:  # a truncation completed: its records are done with
             records = [r for r in records if not cut_le(r.cut, head_cut, ranges)]
+        before = len(records)
         if not records or dict(records[-1].cut) != dict(tail.cut):
             if records and (tail.time_ms < records[-1].time_ms or tail.size < records[-1].size):
                 tail = RetentionRecord(
@@ -177,10 +179,11 @@ class RetentionService:
                 )
             records.append(tail)
         records = bound(records, self._set_max)
-        try:
-            version = self._save(scope, stream, records, head_mark, version)
-        except ConflictingUpdateError:
-            return CycleResult(scope, stream, None, why="another cycle of the stream ran")
+        if stored is None or len(records) != before or records != stored_records:
+            try:
+                version = self._save(scope, stream, records, head_mark, version)
+            except ConflictingUpdateError:
+                return CycleResult(scope, stream, None, why="another cycle of the stream ran")
         self._step("tail added")
         lower = self._lower_bound(scope, stream, ranges)
         choice = choose_truncation(policy, records, head, tail.time_ms, lower[1], lower[0])
@@ -233,6 +236,8 @@ class RetentionService:
         if not cut:
             return 0
         sealed = self._records.sealed_sizes(scope, stream)
+        if not sealed:  # nothing sealed: nothing is wholly before any cut
+            return sum(cut.values())
         before = self._records.before_cut(scope, stream, dict(cut))
         return sum(sealed.get(s, 0) for s in before) + sum(cut.values())
 
