@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events clean check-java venv
+.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events bench-readers clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -30,6 +30,9 @@ bench-transactions: venv
 
 bench-large-events: venv
 	$(PY) benchmarks/large_events.py
+
+bench-readers: venv
+	$(PY) benchmarks/readers.py
 
 venv: $(STAMP)
 

@@ -113,6 +113,7 @@ class ReadRun:
     counts: list[int]
     byte_counts: list[int]
     last_read: list[float] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)
     errors: list[BaseException] = field(default_factory=list)
 
 
@@ -126,7 +127,9 @@ def new_stream(cluster: Any, scope: str, segments: int) -> str:
     return stream
 
 
-def write(cluster: Any, scope: str, stream: str, events: int, payload: bytes) -> tuple[float, float]:
+def write(
+    cluster: Any, scope: str, stream: str, events: int, payload: bytes
+) -> tuple[float, float]:
     """Write ``events`` events round robin over ``KEYS`` keys and flush: (start, end) times."""
     keys = [str(k) for k in range(KEYS)]
     with cluster.create_writer(scope, stream, pr.BytesSerializer()) as writer:
@@ -150,6 +153,7 @@ def read_all(readers: list[Any], expected: int, run: ReadRun, index: int) -> Non
     """Read with ``readers[index]`` until the group has ``expected`` events; one thread."""
     reader = readers[index]
     idle_since = time.perf_counter()
+    cpu_started = time.thread_time()
     try:
         while sum(run.counts) < expected:
             event = reader.read_next_event(READ_TIMEOUT_S)
@@ -164,11 +168,12 @@ def read_all(readers: list[Any], expected: int, run: ReadRun, index: int) -> Non
             run.last_read[index] = now
     except BaseException as e:  # reported by the caller, not lost in the thread
         run.errors.append(e)
+    run.cpu_s[index] = time.thread_time() - cpu_started
 
 
 def start_readers(readers: list[Any], expected: int) -> tuple[ReadRun, list[threading.Thread]]:
     n = len(readers)
-    run = ReadRun([0] * n, [0] * n, [0.0] * n)
+    run = ReadRun([0] * n, [0] * n, [0.0] * n, [0.0] * n)
     threads = [
         threading.Thread(target=read_all, args=(readers, expected, run, i), daemon=True)
         for i in range(n)
@@ -193,26 +198,36 @@ def finish(readers: list[Any], run: ReadRun, threads: list[threading.Thread], pa
 class CaseResult:
     writer_alone: float
     backlog: float
+    backlog_cpu_us: float
     tail_reader: float
+    tail_cpu_us: float
     tail_writer: float
     lag_s: float
     behind: int
 
 
 def measure_case(
-    cluster: Any, scope: str, segments: int, readers: int, events: int, payload: bytes
+    system: System, scope: str, segments: int, readers: int, events: int, payload: bytes
 ) -> CaseResult:
-    """Writer alone (the baseline), then ``readers`` readers on that backlog, then tailing."""
+    """Writer alone (the baseline), then ``readers`` readers on that backlog, then tailing.
+
+    The backlog is read once Tier-2 has caught up (``flush_to_storage``), so the readers do
+    not share the process with the storage writer's flushes of what was just written.
+    """
+    cluster = system.cluster
     stream = new_stream(cluster, scope, segments)
     write(cluster, scope, stream, min(events, 10_000), payload)  # warm-up, not counted
     start, end = write(cluster, scope, stream, events, payload)
     writer_alone = events / (end - start)
     total = events + min(events, 10_000)
+    system.flush_to_storage()
     group = new_group(cluster, scope, stream, readers)
     begun = time.perf_counter()
     run, threads = start_readers(group, total)
     finish(group, run, threads, len(payload))
     backlog = total / (max(run.last_read) - begun)
+    backlog_cpu_us = sum(run.cpu_s) / total * 1e6
+    system.flush_to_storage()
 
     stream = new_stream(cluster, scope, segments)
     group = new_group(cluster, scope, stream, readers)
@@ -222,10 +237,13 @@ def measure_case(
     behind = events - sum(run.counts)
     finish(group, run, threads, len(payload))
     last = max(run.last_read)
+    system.flush_to_storage()
     return CaseResult(
         writer_alone,
         backlog,
+        backlog_cpu_us,
         events / (last - start),
+        sum(run.cpu_s) / events * 1e6,
         events / (end - start),
         max(0.0, last - end),
         behind,
@@ -361,13 +379,15 @@ def run(system: System, args: argparse.Namespace) -> None:
             group_sizes = [1] + ([4] if segments >= 4 or args.groups_on_all else [])
             writer_alone = None
             for readers in group_sizes:
-                log(f"{event_bytes} B, {segments} segment(s), {readers} reader(s): {events:,} events")
-                r = measure_case(cluster, scope, segments, readers, events, payload)
+                log(f"{event_bytes} B, {segments} seg, {readers} reader(s), {events:,} events")
+                r = measure_case(system, scope, segments, readers, events, payload)
                 where = f"{event_bytes:,} B, {segments} seg"
                 if writer_alone is None:
                     writer_alone = r.writer_alone
                     mb = writer_alone * event_bytes / 1e6
-                    rows.append((f"{where}, writer alone", writer_alone, mb, 1.0, None, None, None))
+                    rows.append(
+                        (f"{where}, writer alone", writer_alone, mb, 1.0, None, None, None, None)
+                    )
                 # Each case measures the writer again; the first is the row's baseline.
                 label = f"{readers} reader{'s' if readers > 1 else ''}"
                 rows.append(
@@ -376,6 +396,7 @@ def run(system: System, args: argparse.Namespace) -> None:
                         r.backlog,
                         r.backlog * event_bytes / 1e6,
                         r.backlog / writer_alone,
+                        r.backlog_cpu_us,
                         None,
                         None,
                         None,
@@ -387,6 +408,7 @@ def run(system: System, args: argparse.Namespace) -> None:
                         r.tail_reader,
                         r.tail_reader * event_bytes / 1e6,
                         r.tail_reader / writer_alone,
+                        r.tail_cpu_us,
                         r.tail_writer,
                         r.lag_s,
                         r.behind,
@@ -394,14 +416,14 @@ def run(system: System, args: argparse.Namespace) -> None:
                 )
     print_table(
         "Writer and readers (events/s; 'vs writer' = over the writer-alone rate above it)",
-        ["case", "events/s", "MB/s", "vs writer", "writer rate", "lag s", "behind"],
+        ["case", "events/s", "MB/s", "vs writer", "cpu us/ev", "writer rate", "lag s", "behind"],
         rows,
     )
-    if args.catchup_mib > 0:
-        catchup = catch_up(system, scope, args.catchup_mib, args.catchup_event_bytes)
+    for event_bytes in args.catchup_event_bytes if args.catchup_mib > 0 else []:
+        catchup = catch_up(system, scope, args.catchup_mib, event_bytes)
         print_table(
-            f"Catch-up from Tier-2: {args.catchup_mib} MiB of {args.catchup_event_bytes:,}-byte "
-            "events, 1 segment, OS page cache dropped before each row",
+            f"Catch-up from Tier-2: {args.catchup_mib} MiB of {event_bytes:,}-byte events, "
+            "1 segment, OS page cache dropped before each row",
             ["read", "MB/s", "vs plain"],
             catchup,
         )
@@ -411,24 +433,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ray", action="store_true", help="run on pr.start_local")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small counts")
-    parser.add_argument("--events", type=int, default=100_000, help="100-byte events per case")
+    parser.add_argument("--events", type=int, default=200_000, help="events per case")
     parser.add_argument("--event-sizes", type=int, nargs="+", default=[100, 1024])
     parser.add_argument("--segments", type=int, nargs="+", default=[1, 4])
     parser.add_argument(
         "--groups-on-all", action="store_true", help="4-reader groups on every stream"
     )
     parser.add_argument("--catchup-mib", type=int, default=256, help="0 skips the catch-up")
-    parser.add_argument("--catchup-event-bytes", type=int, default=1024)
+    parser.add_argument("--catchup-event-bytes", type=int, nargs="+", default=[1024, 65536])
     parser.add_argument("--data-dir", default=None, help="where the temporary directory goes")
     args = parser.parse_args(argv)
     if args.quick:
         args.events = min(args.events, 2_000)
         args.catchup_mib = min(args.catchup_mib, 4)
-    for name in ("events", "catchup_event_bytes"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if min(args.event_sizes) < 1 or min(args.segments) < 1 or args.catchup_mib < 0:
-        parser.error("event sizes and segments must be at least 1, --catchup-mib at least 0")
+    if min([args.events, *args.event_sizes, *args.segments, *args.catchup_event_bytes]) < 1:
+        parser.error("--events, event sizes and segments must be at least 1")
+    if args.catchup_mib < 0:
+        parser.error("--catchup-mib must be at least 0 (0 skips the catch-up)")
     directory = Path(tempfile.mkdtemp(prefix="pravega-bench-readers-", dir=args.data_dir))
     system = on_ray(directory) if args.ray else in_process(directory)
     try:
