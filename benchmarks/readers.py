@@ -367,11 +367,13 @@ def on_ray(directory: Path) -> System:
 # --- the run --------------------------------------------------------------------------------
 
 
-def run(system: System, args: argparse.Namespace) -> None:
+def run(system: System, args: argparse.Namespace) -> list[str]:
+    """Measure and print every table; the failed cases (their rows say FAILED)."""
     cluster = system.cluster
     scope = "bench" + uuid.uuid4().hex[:6]
     cluster.stream_manager().create_scope(scope)
     rows: list[tuple[object, ...]] = []
+    failures: list[str] = []
     for event_bytes in args.event_sizes:
         payload = os.urandom(event_bytes)
         events = args.events
@@ -380,8 +382,15 @@ def run(system: System, args: argparse.Namespace) -> None:
             writer_alone = None
             for readers in group_sizes:
                 log(f"{event_bytes} B, {segments} seg, {readers} reader(s), {events:,} events")
-                r = measure_case(system, scope, segments, readers, events, payload)
                 where = f"{event_bytes:,} B, {segments} seg"
+                label = f"{readers} reader{'s' if readers > 1 else ''}"
+                try:
+                    r = measure_case(system, scope, segments, readers, events, payload)
+                except Exception as e:  # the other rows still run; the exit code says it
+                    log(f"{where}, {label}: FAILED: {e!r}")
+                    rows.append((f"{where}, {label} (FAILED)", *[None] * 7))
+                    failures.append(f"{where}, {label}: {e!r}")
+                    continue
                 if writer_alone is None:
                     writer_alone = r.writer_alone
                     mb = writer_alone * event_bytes / 1e6
@@ -389,7 +398,6 @@ def run(system: System, args: argparse.Namespace) -> None:
                         (f"{where}, writer alone", writer_alone, mb, 1.0, None, None, None, None)
                     )
                 # Each case measures the writer again; the first is the row's baseline.
-                label = f"{readers} reader{'s' if readers > 1 else ''}"
                 rows.append(
                     (
                         f"{where}, {label}, backlog",
@@ -427,13 +435,14 @@ def run(system: System, args: argparse.Namespace) -> None:
             ["read", "MB/s", "vs plain"],
             catchup,
         )
+    return failures
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ray", action="store_true", help="run on pr.start_local")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small counts")
-    parser.add_argument("--events", type=int, default=200_000, help="events per case")
+    parser.add_argument("--events", type=int, default=100_000, help="events per case")
     parser.add_argument("--event-sizes", type=int, nargs="+", default=[100, 1024])
     parser.add_argument("--segments", type=int, nargs="+", default=[1, 4])
     parser.add_argument(
@@ -453,10 +462,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     directory = Path(tempfile.mkdtemp(prefix="pravega-bench-readers-", dir=args.data_dir))
     system = on_ray(directory) if args.ray else in_process(directory)
     try:
-        run(system, args)
+        failures = run(system, args)
     finally:
         system.cluster.shutdown()
         shutil.rmtree(directory, ignore_errors=True)
+    if failures:
+        print("\nFailed cases:\n" + "\n".join(failures))
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
