@@ -300,6 +300,8 @@ def catch_up(system: System, scope: str, mib: int, event_bytes: int) -> list[tup
     flush_s = time.perf_counter() - flushed
     system.restart_containers()
     files = chunk_files(system.tier2_root, scope, stream)
+    if not files:
+        raise FileNotFoundError(f"no chunk files of {scope}/{stream} in {system.tier2_root}")
     on_disk = sum(p.stat().st_size for p in files)
     drop_page_cache(files)
     log(f"catch-up: reading {on_disk / MIB:.0f} MiB in {len(files)} chunk files")
@@ -361,7 +363,8 @@ def on_ray(directory: Path) -> System:
                     raise TimeoutError("a container did not come back within 120s")
                 time.sleep(0.2)
 
-    return System(cluster, directory, flush, restart)
+    # start_local's default Tier-2 (segmentstore.builder.default_tier_urls).
+    return System(cluster, directory / "tier2", flush, restart)
 
 
 # --- the run --------------------------------------------------------------------------------
