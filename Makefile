@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention clean check-java venv
+.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -36,6 +36,9 @@ bench-checkpoints: venv
 
 bench-retention: venv
 	$(PY) benchmarks/retention.py
+
+bench-readers: venv
+	$(PY) benchmarks/readers.py
 
 venv: $(STAMP)
 

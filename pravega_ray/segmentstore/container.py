@@ -126,7 +126,9 @@ class SegmentContainer:
         self._failure: BaseException | None = None
         self._creates = 0  # segments this owner created (their incarnations)
         self.metadata = ContainerMetadata(config.container_id)
-        self._read_index = ReadIndex(config.read_cache_bytes_max, storage, scheduler)
+        self._read_index = ReadIndex(
+            config.read_cache_bytes_max, storage, scheduler, read_ahead=True
+        )
         self._attributes = AttributeCache(
             attribute_index,
             self.metadata,

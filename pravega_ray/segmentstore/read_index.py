@@ -8,6 +8,16 @@ a container-wide LRU *cache* of chunk contents, bounded by ``cache_bytes_max``,
 holds recently flushed or read chunks. A chunk's bytes enter the cache when the
 storage writer flushes them or a read fetches them, and leave it first.
 
+*Read-ahead* (``read_ahead=True``, what containers use): a read of a Tier-2 chunk starts
+loading the segment's next ``READ_AHEAD_CHUNKS`` chunks in the background (Pravega's read index
+does the same with its storage read-ahead), so a reader catching up from Tier-2 finds them in
+the cache instead of waiting a Tier-2 round trip per chunk. A load, started by a read or by
+read-ahead, is shared: a read of a chunk being loaded waits for that load, so no chunk is read
+twice at once. Loaded chunks go through the same bounded cache, and no read-ahead starts while
+loads of more than a quarter of ``cache_bytes_max`` are under way (so read-ahead cannot flush
+the cache by itself). A failed read-ahead is dropped (the read that needs the chunk loads it
+again and raises); a chunk evicted (truncated, deleted) while loading is not cached.
+
 Every Tier-2 read is checked (length and CRC, :func:`chunk_layout.read_chunk`), so
 damage is a :class:`DataCorruptionError` naming the chunk. Tier-2 I/O runs through
 the container's :class:`~pravega_ray.timing.Scheduler`; everything else is plain
@@ -16,6 +26,7 @@ memory work. Not thread-safe: the container's event loop owns it.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -31,6 +42,9 @@ from pravega_ray.timing import Scheduler
 
 __all__ = ["ReadIndex"]
 
+READ_AHEAD_CHUNKS = 2
+"""Chunks a read of a Tier-2 chunk has loaded ahead of it (read-ahead), at most."""
+
 
 @dataclass(slots=True)
 class _UnflushedEntries:
@@ -39,13 +53,24 @@ class _UnflushedEntries:
 
 
 class ReadIndex:
-    def __init__(self, cache_bytes_max: int, storage: ChunkStorage, scheduler: Scheduler) -> None:
+    def __init__(
+        self,
+        cache_bytes_max: int,
+        storage: ChunkStorage,
+        scheduler: Scheduler,
+        *,
+        read_ahead: bool = False,
+    ) -> None:
         self._segments: dict[str, _UnflushedEntries] = {}
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes = 0
         self._cache_bytes_max = cache_bytes_max
         self._storage = storage
         self._scheduler = scheduler
+        self._read_ahead = read_ahead
+        # Chunk name -> its load under way (by a read or read-ahead); at most one per chunk.
+        self._loading: dict[str, asyncio.Future[bytes]] = {}
+        self._loading_bytes = 0
 
     # --- updates (called as operations become durable) -------------------------------------
     def add_segment(self, segment: str) -> None:
@@ -88,6 +113,7 @@ class ReadIndex:
     def evict(self, chunk_names: list[str]) -> None:
         """Drop these chunks from the cache (truncated or deleted)."""
         for name in chunk_names:
+            self._loading.pop(name, None)  # a load under way is not cached when it ends
             data = self._cache.pop(name, None)
             if data is not None:
                 self._cache_bytes -= len(data)
@@ -165,10 +191,58 @@ class ReadIndex:
         if data is not None:
             self._cache.move_to_end(chunk.name)
         else:
-            data = await self._scheduler.run_blocking(read_chunk, self._storage, state.name, chunk)
-            self._put_chunk(chunk.name, data)
+            loading = self._loading.get(chunk.name)
+            if loading is None:
+                loading = self._start_load(state.name, chunk)
+            # Shielded: a cancelled read (its caller gone) does not cancel a shared load.
+            data = await asyncio.shield(loading)
         start = offset - chunk.offset
+        if self._read_ahead:
+            self._load_ahead(state, chunk)
         return data[start : start + max_bytes]
+
+    def _load_ahead(self, state: SegmentMetadata, chunk: ChunkRef) -> None:
+        """Start loading those of the ``READ_AHEAD_CHUNKS`` chunks after ``chunk`` neither
+        cached nor loading (stopping at the first not in Tier-2 yet, or at the bound on
+        bytes loading)."""
+        following = chunk
+        for _ in range(READ_AHEAD_CHUNKS):
+            following = state.chunks.chunk_at(following.end)
+            if following is None:
+                return
+            if self._loading_bytes + following.length > self._cache_bytes_max // 4:
+                return
+            if following.name not in self._cache and following.name not in self._loading:
+                self._start_load(state.name, following)
+
+    def _start_load(self, segment: str, chunk: ChunkRef) -> asyncio.Future[bytes]:
+        """Load ``chunk`` in the background into the cache; the future has its bytes."""
+        loading: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        # A read-ahead's failure nobody waits for is not an "exception never retrieved".
+        loading.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._loading[chunk.name] = loading
+        self._loading_bytes += chunk.length
+        self._scheduler.start(self._load(segment, chunk, loading), f"load {chunk.name}")
+        return loading
+
+    async def _load(self, segment: str, chunk: ChunkRef, loading: asyncio.Future[bytes]) -> None:
+        try:
+            data = await self._scheduler.run_blocking(read_chunk, self._storage, segment, chunk)
+        except asyncio.CancelledError:  # the loop is closing: so are its readers
+            loading.cancel()
+            raise
+        except Exception as e:  # handed to the readers waiting for it (none: dropped)
+            if not loading.done():
+                loading.set_exception(e)
+        else:
+            if self._loading.get(chunk.name) is loading:  # not evicted meanwhile
+                self._put_chunk(chunk.name, data)
+            if not loading.done():
+                loading.set_result(data)
+        finally:
+            self._loading_bytes -= chunk.length
+            if self._loading.get(chunk.name) is loading:
+                del self._loading[chunk.name]
 
     async def read_bytes(self, state: SegmentMetadata, offset: int, end: int) -> bytes:
         """Exactly the bytes ``[offset, end)``, unchecked (merges copy a sealed source)."""

@@ -14,7 +14,7 @@ from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, Segmen
 from pravega_ray.invariant import InvariantViolation
 from pravega_ray.segmentstore.chunk_layout import ChunkRef, chunk_name
 from pravega_ray.segmentstore.container_metadata import SegmentMetadata, wake_all
-from pravega_ray.segmentstore.read_index import ReadIndex
+from pravega_ray.segmentstore.read_index import READ_AHEAD_CHUNKS, ReadIndex
 from pravega_ray.storage.chunk_storage import ChunkStorageCapabilities
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.timing import AsyncioScheduler
@@ -27,9 +27,10 @@ SEGMENT = "sc/st/0.#epoch.0"
 class CountingStorage:
     """In-memory Tier-2 that remembers which chunks were read."""
 
-    def __init__(self) -> None:
+    def __init__(self, read_delay_s: float = 0.0) -> None:
         self.inner = InMemoryChunkStorage()
         self.reads: list[str] = []
+        self.read_delay_s = read_delay_s  # a slow Tier-2 (S3's latency), in the worker thread
 
     @property
     def capabilities(self) -> ChunkStorageCapabilities:
@@ -37,6 +38,7 @@ class CountingStorage:
 
     def read(self, name: str, offset: int, length: int) -> bytes:
         self.reads.append(name)
+        time.sleep(self.read_delay_s)
         return self.inner.read(name, offset, length)
 
     def __getattr__(self, name: str) -> Any:
@@ -46,9 +48,16 @@ class CountingStorage:
 class Segment:
     """One segment's metadata and a read index, updated as the durable log would."""
 
-    def __init__(self, cache_bytes_max: int = 1 << 20) -> None:
-        self.storage = CountingStorage()
-        self.index = ReadIndex(cache_bytes_max, self.storage, AsyncioScheduler())  # type: ignore[arg-type]
+    def __init__(
+        self, cache_bytes_max: int = 1 << 20, read_ahead: bool = False, read_delay_s: float = 0.0
+    ) -> None:
+        self.storage = CountingStorage(read_delay_s)
+        self.index = ReadIndex(
+            cache_bytes_max,
+            self.storage,  # type: ignore[arg-type]
+            AsyncioScheduler(),
+            read_ahead=read_ahead,
+        )
         self.state = SegmentMetadata(SEGMENT, 0)
         self.index.add_segment(SEGMENT)
 
@@ -145,6 +154,115 @@ def test_read_from_tier2_goes_through_the_cache() -> None:
         assert await s.index.read_range(s.state, 1, 4) == b"bcde"
         assert s.storage.reads == [chunk.name]  # one whole-chunk read, then the cache
         assert s.index.cache_bytes == 6
+
+    run(body())
+
+
+# --- read-ahead -----------------------------------------------------------------------------------
+def flushed_chunks(s: Segment, *contents: bytes) -> list[str]:
+    """One uncached Tier-2 chunk per content, in order; their names."""
+    names = []
+    for data in contents:
+        s.append(data)
+        names.append(s.flush(cache=False).name)
+    return names
+
+
+async def settle(s: Segment, timeout_s: float = 5.0) -> None:
+    """Wait until no chunk load is under way."""
+    deadline = time.monotonic() + timeout_s
+    while s.index._loading and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert not s.index._loading
+
+
+def test_read_of_a_tier2_chunk_loads_the_next_chunks_ahead() -> None:
+    async def body() -> None:
+        s = Segment(read_ahead=True)
+        names = flushed_chunks(s, b"aaaa", b"bbbb", b"cccc", b"dddd")
+        s.append(b"tail")  # unflushed: read-ahead stops at the last chunk
+        assert await s.read(0) == b"aaaa"
+        await settle(s)
+        assert s.storage.reads == names[: 1 + READ_AHEAD_CHUNKS]
+        assert await s.read(4) == b"bbbb"  # from the cache; the next one is loaded ahead
+        await settle(s)
+        assert s.storage.reads == names  # each chunk read once
+        assert await s.read(8, 100) == b"cccc" and await s.read(12, 100) == b"dddd"
+        assert await s.read(16) == b"tail"
+        await settle(s)
+        assert s.storage.reads == names
+
+    run(body())
+
+
+def test_read_ahead_stops_at_a_quarter_of_the_cache_loading() -> None:
+    async def body() -> None:
+        s = Segment(cache_bytes_max=40, read_ahead=True, read_delay_s=0.1)
+        names = flushed_chunks(s, b"a" * 8, b"b" * 8, b"c" * 8)
+        assert await s.read(0) == b"a" * 8
+        assert list(s.index._loading) == [names[1]]  # 8 bytes loading: 16 would pass 40 // 4
+        await settle(s)
+        assert s.storage.reads == names[:2]
+
+    run(body())
+
+
+def test_read_of_a_chunk_being_loaded_waits_for_that_load() -> None:
+    async def body() -> None:
+        s = Segment(read_ahead=True, read_delay_s=0.2)
+        names = flushed_chunks(s, b"aaaa", b"bbbb")
+        assert await s.read(0) == b"aaaa"
+        assert s.index._loading  # the second chunk is being loaded ahead
+        assert await s.read(4) == b"bbbb"  # waits for that load: no second read
+        assert s.storage.reads == names
+        # Two reads of an uncached chunk at once share one load, read-ahead or not.
+        s2 = Segment(read_delay_s=0.1)
+        (name,) = flushed_chunks(s2, b"abcd")
+        assert await asyncio.gather(s2.read(0), s2.read(2)) == [b"abcd", b"cd"]
+        assert s2.storage.reads == [name]
+
+    run(body())
+
+
+def test_read_ahead_of_a_damaged_chunk_is_dropped_and_its_read_raises() -> None:
+    async def body() -> None:
+        s = Segment(read_ahead=True)
+        _, damaged = flushed_chunks(s, b"aaaa", b"bbbb")
+        s.storage.delete(damaged)
+        s.storage.create(damaged, b"bbbX")
+        assert await s.read(0) == b"aaaa"  # its read-ahead fails, unseen
+        await settle(s)
+        assert s.index.cache_bytes == 4  # damaged bytes are never cached
+        with pytest.raises(DataCorruptionError, match="fails its checksum"):
+            await s.read(4)
+        assert s.storage.reads == [s.storage.reads[0], damaged, damaged]  # loaded again
+
+    run(body())
+
+
+def test_chunk_evicted_while_being_loaded_is_not_cached() -> None:
+    async def body() -> None:
+        s = Segment(read_ahead=True, read_delay_s=0.2)
+        _, second = flushed_chunks(s, b"aaaa", b"bbbb")
+        assert await s.read(0) == b"aaaa"
+        s.index.evict([second])  # truncated or deleted while read-ahead loads it
+        await settle(s)
+        assert s.index.cache_bytes == 4
+        assert await s.read(4) == b"bbbb"  # still in Tier-2 here: loaded again on demand
+        assert s.storage.reads.count(second) == 2
+
+    run(body())
+
+
+def test_a_cancelled_read_does_not_cancel_the_shared_load() -> None:
+    async def body() -> None:
+        s = Segment(read_delay_s=0.2)
+        (name,) = flushed_chunks(s, b"abcd")
+        first = asyncio.ensure_future(s.read(0))
+        await asyncio.sleep(0.05)
+        first.cancel()  # its caller went away mid-load
+        assert await s.read(1) == b"bcd"
+        assert s.storage.reads == [name]
 
     run(body())
 

@@ -1,0 +1,478 @@
+"""Readers (issue 12, "Measured"): does a reader keep up with one writer, and how fast are
+catch-up reads from Tier-2?
+
+Tables, every number measured in the same run on the same cluster, each with its baseline:
+
+1. ``writer and readers``: for each event size (``--event-sizes``, 100 B and 1 KiB) and each
+   stream (``--segments``, 1 and 4 segments; 16 routing keys):
+
+   - ``writer alone``: ``write_event`` of ``--events`` events, then ``flush``: the baseline;
+   - ``1 reader, backlog``: one reader of a new group reads those events back (every one,
+     checked by count and bytes);
+   - ``1 reader, tailing``: on a new stream, the reader is reading (its group created first)
+     while the writer writes the same events; the reader's rate runs from the writer's first
+     event to the reader's last, ``lag s`` is how long after the writer's ``flush`` returned
+     the reader had the last event, ``behind`` how many events it still had to read then;
+   - ``4 readers, backlog`` and ``4 readers, tailing``: the same with a group of four readers,
+     each on a thread of its own (on the 4-segment stream only, unless ``--groups-on-all``).
+
+   ``vs writer`` is the row's events/s over the writer-alone rate of the same stream and event
+   size: a reader keeps up when it is at least 1 (the issue's goal), and ``writer rate`` of a
+   tailing row shows what the writer made with the reader beside it.
+2. ``catch-up from Tier-2``: ``--catchup-mib`` of ``--catchup-event-bytes`` events written to a
+   one-segment stream, every container flushed to Tier-2 (``flush_to_storage``) and restarted
+   (so the read index's cache is cold), the chunk files' pages dropped from the OS page cache
+   (``posix_fadvise(DONTNEED)``); then one reader reads all of it. Baselines in the same run, on
+   the same chunk files, pages dropped again before each: plain Python ``open().read()`` of each
+   chunk file, and the same plus ``zlib.crc32`` (the check every Tier-2 read makes).
+
+By default the cluster is an in-process one (``InProcessCluster``, 4 containers, memory
+Tier-1, a filesystem Tier-2 in a temporary directory: the client's and containers' own costs,
+no Ray); ``--ray`` runs on ``pr.start_local`` (a fresh namespace and temporary directory, file
+tiers, containers restarted with ``ray.kill(no_restart=False)``; shut down at the end).
+``--quick`` is a smoke run (small counts). Progress goes to stderr, tables to stdout. The
+machine is shared: read the ratio columns first. Timings decide nothing in the tests.
+
+Run: ``make bench-readers`` or ``.venv/bin/python benchmarks/readers.py --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from report import print_table
+
+import pravega_ray as pr
+from pravega_ray.constants import MIB
+from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.segmentstore.builder import build_in_memory_container
+from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.segmentstore.container import SegmentContainer
+from pravega_ray.storage.filesystem import FileSystemChunkStorage
+
+KEYS = 16
+READ_TIMEOUT_S = 0.5
+STALL_S = 60.0
+"""A reader that gets nothing for this long while events are missing fails the row."""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class FileTier2Cluster(InProcessCluster):
+    """The in-process cluster with its Tier-2 (chunks and controller records) in a directory,
+    so catch-up reads go to files, as on Ray."""
+
+    def __init__(self, tier2_root: Path, container_count: int = 4) -> None:
+        self._tier2 = FileSystemChunkStorage(tier2_root)
+        super().__init__(container_count)
+
+    def _new_container(self, container_id: int) -> SegmentContainer:
+        container = build_in_memory_container(
+            ContainerConfig(container_id, **self._options),
+            self.log_stores[container_id],
+            self._tier2,
+        )
+        container.recover()
+        return container
+
+    def _new_controller(self) -> Any:
+        self.storage = self._tier2  # type: ignore[assignment]  # the controller's records too
+        return super()._new_controller()
+
+
+@dataclass
+class System:
+    """What the benchmark needs of a cluster beyond the client factory."""
+
+    cluster: Any
+    tier2_root: Path
+    flush_to_storage: Callable[[], None]
+    restart_containers: Callable[[], None]
+
+
+@dataclass
+class ReadRun:
+    """One reading of ``expected`` events by a group's readers."""
+
+    counts: list[int]
+    byte_counts: list[int]
+    last_read: list[float] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)
+
+
+# --- writing and reading --------------------------------------------------------------------
+
+
+def new_stream(cluster: Any, scope: str, segments: int) -> str:
+    stream = "s" + uuid.uuid4().hex[:8]
+    config = pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments))
+    assert cluster.stream_manager().create_stream(scope, stream, config)
+    return stream
+
+
+def write(
+    cluster: Any, scope: str, stream: str, events: int, payload: bytes
+) -> tuple[float, float]:
+    """Write ``events`` events round robin over ``KEYS`` keys and flush: (start, end) times."""
+    keys = [str(k) for k in range(KEYS)]
+    with cluster.create_writer(scope, stream, pr.BytesSerializer()) as writer:
+        started = time.perf_counter()
+        for n in range(events):
+            writer.write_event(payload, routing_key=keys[n % KEYS])
+        writer.flush()
+        return started, time.perf_counter()
+
+
+def new_group(cluster: Any, scope: str, stream: str, readers: int) -> list[Any]:
+    """A new group on ``scope/stream`` from its head and ``readers`` readers joined to it."""
+    group = "rg" + uuid.uuid4().hex[:8]
+    cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}"))
+    return [
+        cluster.create_reader(f"r{i}", scope, group, pr.BytesSerializer()) for i in range(readers)
+    ]
+
+
+def read_all(readers: list[Any], expected: int, run: ReadRun, index: int) -> None:
+    """Read with ``readers[index]`` until the group has ``expected`` events; one thread."""
+    reader = readers[index]
+    idle_since = time.perf_counter()
+    cpu_started = time.thread_time()
+    try:
+        while sum(run.counts) < expected:
+            event = reader.read_next_event(READ_TIMEOUT_S)
+            now = time.perf_counter()
+            if event is None:
+                if now - idle_since > STALL_S:
+                    raise TimeoutError(f"reader {index} got nothing for {STALL_S:.0f}s")
+                continue
+            idle_since = now
+            run.counts[index] += 1
+            run.byte_counts[index] += len(event.event)
+            run.last_read[index] = now
+    except BaseException as e:  # reported by the caller, not lost in the thread
+        run.errors.append(e)
+    run.cpu_s[index] = time.thread_time() - cpu_started
+
+
+def start_readers(readers: list[Any], expected: int) -> tuple[ReadRun, list[threading.Thread]]:
+    n = len(readers)
+    run = ReadRun([0] * n, [0] * n, [0.0] * n, [0.0] * n)
+    threads = [
+        threading.Thread(target=read_all, args=(readers, expected, run, i), daemon=True)
+        for i in range(n)
+    ]
+    for t in threads:
+        t.start()
+    return run, threads
+
+
+def finish(readers: list[Any], run: ReadRun, threads: list[threading.Thread], payload: int) -> None:
+    for t in threads:
+        t.join()
+    for reader in readers:
+        reader.close()
+    if run.errors:
+        raise run.errors[0]
+    total = sum(run.counts)
+    assert sum(run.byte_counts) == total * payload, "an event came back with the wrong size"
+
+
+@dataclass
+class CaseResult:
+    writer_alone: float
+    backlog: float
+    backlog_cpu_us: float
+    tail_reader: float
+    tail_cpu_us: float
+    tail_writer: float
+    lag_s: float
+    behind: int
+
+
+def measure_case(
+    system: System, scope: str, segments: int, readers: int, events: int, payload: bytes
+) -> CaseResult:
+    """Writer alone (the baseline), then ``readers`` readers on that backlog, then tailing.
+
+    The backlog is read once Tier-2 has caught up (``flush_to_storage``), so the readers do
+    not share the process with the storage writer's flushes of what was just written.
+    """
+    cluster = system.cluster
+    stream = new_stream(cluster, scope, segments)
+    write(cluster, scope, stream, min(events, 10_000), payload)  # warm-up, not counted
+    start, end = write(cluster, scope, stream, events, payload)
+    writer_alone = events / (end - start)
+    total = events + min(events, 10_000)
+    system.flush_to_storage()
+    group = new_group(cluster, scope, stream, readers)
+    begun = time.perf_counter()
+    run, threads = start_readers(group, total)
+    finish(group, run, threads, len(payload))
+    backlog = total / (max(run.last_read) - begun)
+    backlog_cpu_us = sum(run.cpu_s) / total * 1e6
+    system.flush_to_storage()
+
+    stream = new_stream(cluster, scope, segments)
+    group = new_group(cluster, scope, stream, readers)
+    run, threads = start_readers(group, events)
+    time.sleep(0.3)  # the readers have synced with the group and poll the tail
+    start, end = write(cluster, scope, stream, events, payload)
+    behind = events - sum(run.counts)
+    finish(group, run, threads, len(payload))
+    last = max(run.last_read)
+    system.flush_to_storage()
+    return CaseResult(
+        writer_alone,
+        backlog,
+        backlog_cpu_us,
+        events / (last - start),
+        sum(run.cpu_s) / events * 1e6,
+        events / (end - start),
+        max(0.0, last - end),
+        behind,
+    )
+
+
+# --- catch-up from Tier-2 -------------------------------------------------------------------
+
+
+def chunk_files(tier2_root: Path, scope: str, stream: str) -> list[Path]:
+    """The Tier-2 chunk files of ``scope/stream``'s segments."""
+    base = tier2_root / "segments" / scope
+    return sorted(
+        p
+        for p in base.rglob("*")
+        if p.is_file() and p.relative_to(base).parts[0].startswith(stream)
+    )
+
+
+def drop_page_cache(paths: Sequence[Path]) -> None:
+    """Ask the kernel to drop cached pages of ``paths`` (clean: Tier-2 fsyncs every chunk)."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def plain_read_mb_s(paths: Sequence[Path], checksum: bool) -> float:
+    drop_page_cache(paths)
+    started = time.perf_counter()
+    total = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        if checksum:
+            zlib.crc32(data)
+        total += len(data)
+    return total / (time.perf_counter() - started) / 1e6
+
+
+def catch_up(system: System, scope: str, mib: int, event_bytes: int) -> list[tuple[object, ...]]:
+    cluster = system.cluster
+    payload = os.urandom(event_bytes)
+    events = max(1, mib * MIB // event_bytes)
+    stream = new_stream(cluster, scope, 1)
+    log(f"catch-up: writing {events:,} events of {event_bytes:,} B ({mib} MiB)")
+    start, end = write(cluster, scope, stream, events, payload)
+    write_mb_s = events * event_bytes / (end - start) / 1e6
+    log("catch-up: flushing to Tier-2 and restarting the containers")
+    flushed = time.perf_counter()
+    system.flush_to_storage()
+    flush_s = time.perf_counter() - flushed
+    system.restart_containers()
+    files = chunk_files(system.tier2_root, scope, stream)
+    if not files:
+        raise FileNotFoundError(f"no chunk files of {scope}/{stream} in {system.tier2_root}")
+    on_disk = sum(p.stat().st_size for p in files)
+    drop_page_cache(files)
+    log(f"catch-up: reading {on_disk / MIB:.0f} MiB in {len(files)} chunk files")
+    reader = new_group(cluster, scope, stream, 1)
+    begun = time.perf_counter()
+    run, threads = start_readers(reader, events)
+    finish(reader, run, threads, event_bytes)
+    read_mb_s = events * event_bytes / (run.last_read[0] - begun) / 1e6
+    plain = plain_read_mb_s(files, checksum=False)
+    plain_crc = plain_read_mb_s(files, checksum=True)
+    log(f"catch-up: write {write_mb_s:.0f} MB/s, flush to Tier-2 took {flush_s:.1f}s")
+    return [
+        ("plain open().read() of the chunk files", plain, 1.0),
+        ("plain read + zlib.crc32", plain_crc, plain_crc / plain),
+        (f"1 reader, cold cache ({len(files)} chunks)", read_mb_s, read_mb_s / plain),
+    ]
+
+
+# --- the two systems ------------------------------------------------------------------------
+
+
+def in_process(directory: Path) -> System:
+    cluster = FileTier2Cluster(directory / "tier2")
+
+    def flush() -> None:
+        for i in range(cluster.container_count):
+            cluster.run(cluster.container(i).flush_to_storage()).result(600)
+
+    def restart() -> None:
+        for i in range(cluster.container_count):
+            cluster.restart_container(i)
+
+    return System(cluster, directory / "tier2", flush, restart)
+
+
+def on_ray(directory: Path) -> System:
+    import ray
+    from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+
+    cluster = pr.start_local(directory, namespace="bench-readers-" + uuid.uuid4().hex[:6])
+
+    def flush() -> None:
+        ray.get([h.flush_to_storage.remote() for h in cluster.container_handles()], timeout=600)
+
+    def restart() -> None:
+        handles = cluster.container_handles()
+        old = {i: p["pid"] for i, p in enumerate(ray.get([h.describe.remote() for h in handles]))}
+        for handle in handles:
+            ray.kill(handle, no_restart=False)
+        deadline = time.perf_counter() + 120
+        for i, handle in enumerate(handles):
+            while True:
+                try:
+                    if ray.get(handle.describe.remote(), timeout=10)["pid"] != old[i]:
+                        break
+                except (RayActorError, ActorUnavailableError, GetTimeoutError):
+                    pass
+                if time.perf_counter() > deadline:
+                    raise TimeoutError("a container did not come back within 120s")
+                time.sleep(0.2)
+
+    # start_local's default Tier-2 (segmentstore.builder.default_tier_urls).
+    return System(cluster, directory / "tier2", flush, restart)
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def run(system: System, args: argparse.Namespace) -> list[str]:
+    """Measure and print every table; the failed cases (their rows say FAILED)."""
+    cluster = system.cluster
+    scope = "bench" + uuid.uuid4().hex[:6]
+    cluster.stream_manager().create_scope(scope)
+    rows: list[tuple[object, ...]] = []
+    failures: list[str] = []
+    for event_bytes in args.event_sizes:
+        payload = os.urandom(event_bytes)
+        events = args.events
+        for segments in args.segments:
+            group_sizes = [1] + ([4] if segments >= 4 or args.groups_on_all else [])
+            writer_alone = None
+            for readers in group_sizes:
+                log(f"{event_bytes} B, {segments} seg, {readers} reader(s), {events:,} events")
+                where = f"{event_bytes:,} B, {segments} seg"
+                label = f"{readers} reader{'s' if readers > 1 else ''}"
+                try:
+                    r = measure_case(system, scope, segments, readers, events, payload)
+                except Exception as e:  # the other rows still run; the exit code says it
+                    log(f"{where}, {label}: FAILED: {e!r}")
+                    rows.append((f"{where}, {label} (FAILED)", *[None] * 7))
+                    failures.append(f"{where}, {label}: {e!r}")
+                    continue
+                if writer_alone is None:
+                    writer_alone = r.writer_alone
+                    mb = writer_alone * event_bytes / 1e6
+                    rows.append(
+                        (f"{where}, writer alone", writer_alone, mb, 1.0, None, None, None, None)
+                    )
+                # Each case measures the writer again; the first is the row's baseline.
+                rows.append(
+                    (
+                        f"{where}, {label}, backlog",
+                        r.backlog,
+                        r.backlog * event_bytes / 1e6,
+                        r.backlog / writer_alone,
+                        r.backlog_cpu_us,
+                        None,
+                        None,
+                        None,
+                    )
+                )
+                rows.append(
+                    (
+                        f"{where}, {label}, tailing",
+                        r.tail_reader,
+                        r.tail_reader * event_bytes / 1e6,
+                        r.tail_reader / writer_alone,
+                        r.tail_cpu_us,
+                        r.tail_writer,
+                        r.lag_s,
+                        r.behind,
+                    )
+                )
+    print_table(
+        "Writer and readers (events/s; 'vs writer' = over the writer-alone rate above it)",
+        ["case", "events/s", "MB/s", "vs writer", "cpu us/ev", "writer rate", "lag s", "behind"],
+        rows,
+    )
+    for event_bytes in args.catchup_event_bytes if args.catchup_mib > 0 else []:
+        catchup = catch_up(system, scope, args.catchup_mib, event_bytes)
+        print_table(
+            f"Catch-up from Tier-2: {args.catchup_mib} MiB of {event_bytes:,}-byte events, "
+            "1 segment, OS page cache dropped before each row",
+            ["read", "MB/s", "vs plain"],
+            catchup,
+        )
+    return failures
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ray", action="store_true", help="run on pr.start_local")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small counts")
+    parser.add_argument("--events", type=int, default=100_000, help="events per case")
+    parser.add_argument("--event-sizes", type=int, nargs="+", default=[100, 1024])
+    parser.add_argument("--segments", type=int, nargs="+", default=[1, 4])
+    parser.add_argument(
+        "--groups-on-all", action="store_true", help="4-reader groups on every stream"
+    )
+    parser.add_argument("--catchup-mib", type=int, default=256, help="0 skips the catch-up")
+    parser.add_argument("--catchup-event-bytes", type=int, nargs="+", default=[1024, 65536])
+    parser.add_argument("--data-dir", default=None, help="where the temporary directory goes")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.events = min(args.events, 2_000)
+        args.catchup_mib = min(args.catchup_mib, 4)
+    if min([args.events, *args.event_sizes, *args.segments, *args.catchup_event_bytes]) < 1:
+        parser.error("--events, event sizes and segments must be at least 1")
+    if args.catchup_mib < 0:
+        parser.error("--catchup-mib must be at least 0 (0 skips the catch-up)")
+    directory = Path(tempfile.mkdtemp(prefix="pravega-bench-readers-", dir=args.data_dir))
+    system = on_ray(directory) if args.ray else in_process(directory)
+    try:
+        failures = run(system, args)
+    finally:
+        system.cluster.shutdown()
+        shutil.rmtree(directory, ignore_errors=True)
+    if failures:
+        print("\nFailed cases:\n" + "\n".join(failures))
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
