@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.naming import parse_segment_name
 
-__all__ = ["StreamCut"]
+__all__ = ["StreamCut", "cuts_of"]
 
 FORMAT_VERSION = 1
 """Version of the serialized form ``to_base64`` writes."""
@@ -172,6 +173,20 @@ class StreamCut:
         if self.is_unbounded:
             return "StreamCut.UNBOUNDED"
         return f"StreamCut({self.scope}/{self.stream}, {dict(self._positions)})"
+
+
+def cuts_of(
+    positions: Mapping[str, int], streams: list[str] | tuple[str, ...] | None = None
+) -> dict[str, StreamCut]:
+    """Segment name -> offset, grouped into one cut per ``"scope/stream"`` (of ``streams``
+    only, when given; a stream with no segment in ``positions`` gets none)."""
+    grouped: dict[str, dict[int, int]] = {}
+    for segment, offset in positions.items():
+        name = parse_segment_name(segment)
+        scoped = f"{name.scope}/{name.stream}"
+        if streams is None or scoped in streams:
+            grouped.setdefault(scoped, {})[name.segment_id] = offset
+    return {s: StreamCut(*s.split("/", 1), pos) for s, pos in grouped.items()}
 
 
 _unbounded = object.__new__(StreamCut)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pravega_ray.controller.reader_group_state import check_offsets
-from pravega_ray.naming import parse_segment_name, stream_segment_name
+from pravega_ray.naming import stream_segment_name
 from pravega_ray.stream_cut import StreamCut
 
 
@@ -59,20 +59,6 @@ class Checkpoint:
 
     name: str
     cuts: dict[str, StreamCut]
-
-
-def cuts_of(
-    positions: dict[str, int], streams: list[str] | tuple[str, ...]
-) -> dict[str, StreamCut]:
-    """Segment name -> offset, grouped into one cut per ``"scope/stream"`` of ``streams``
-    (a stream with no segment in ``positions`` gets none)."""
-    grouped: dict[str, dict[int, int]] = {}
-    for segment, offset in positions.items():
-        name = parse_segment_name(segment)
-        scoped = f"{name.scope}/{name.stream}"
-        if scoped in streams:
-            grouped.setdefault(scoped, {})[name.segment_id] = offset
-    return {s: StreamCut(*s.split("/", 1), grouped[s]) for s in streams if s in grouped}
 
 
 def positions_of(cuts: dict[str, StreamCut]) -> dict[str, int]:

@@ -14,7 +14,7 @@ import math
 import time
 
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.events import Checkpoint, Position, cuts_of
+from pravega_ray.client.events import Checkpoint, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.controller.checkpoint_state import check_checkpoint_name
 from pravega_ray.controller.reader_group_state import ReaderGroupState
@@ -31,7 +31,7 @@ from pravega_ray.naming import (
     validate_name,
 )
 from pravega_ray.stream_configuration import ReaderGroupConfig, RetentionConfigType
-from pravega_ray.stream_cut import StreamCut
+from pravega_ray.stream_cut import StreamCut, cuts_of
 from pravega_ray.timing import SYSTEM_CLOCK, Clock
 
 __all__ = ["ReaderGroup"]
@@ -271,15 +271,22 @@ class ReaderGroup:
 
         generation = self._state.update(reset, repeat_unknown=False)
         if config.retention_type is not current.retention_type:
-            self._resubscribe(config, generation)
+            self._resubscribe(config, generation, cuts_of(start))
 
-    def _resubscribe(self, config: ReaderGroupConfig, generation: int) -> None:
+    def _resubscribe(
+        self, config: ReaderGroupConfig, generation: int, starts: dict[str, StreamCut]
+    ) -> None:
+        """Follow a change of retention type; a new subscriber acknowledges its start at
+        once (retention ignores a subscriber without a cut, seed 004)."""
         for scoped in config.streams:
             scope, stream = parse_scoped_stream(scoped)
             if config.retention_type is RetentionConfigType.NONE:
                 self._controller.delete_subscriber(scope, stream, self.subscriber, generation)
             else:
                 self._controller.add_subscriber(scope, stream, self.subscriber, generation)
+                self._controller.update_subscriber_stream_cut(
+                    scope, stream, self.subscriber, generation, starts[scoped]
+                )
 
     # --- retention -------------------------------------------------------------------------------
     def update_retention_stream_cut(self, cuts: dict[str, StreamCut]) -> None:

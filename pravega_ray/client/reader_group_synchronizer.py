@@ -33,7 +33,6 @@ from typing import TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.events import cuts_of
 from pravega_ray.controller.reader_group_state import (
     STATE_KEY,
     ReaderGroupState,
@@ -51,6 +50,7 @@ from pravega_ray.errors import (
     SegmentStoreUnavailableError,
 )
 from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableUpdate
+from pravega_ray.stream_cut import cuts_of
 
 __all__ = ["ReaderGroupSynchronizer"]
 

@@ -33,6 +33,7 @@ from pravega_ray.errors import (
 )
 from pravega_ray.naming import parse_scoped_stream, stream_segment_name, validate_name
 from pravega_ray.stream_configuration import ReaderGroupConfig, RetentionConfigType
+from pravega_ray.stream_cut import StreamCut, cuts_of
 
 __all__ = ["ReaderGroupCalls"]
 
@@ -53,6 +54,7 @@ class ReaderGroupCalls:
     get_current_segments: Callable[[str, str], tuple[SegmentRange, ...]]
     get_stream_info: Callable[[str, str], StreamInfo]
     add_subscriber: Callable[[str, str, str, int], bool]
+    update_subscriber_stream_cut: Callable[[str, str, str, int, StreamCut], bool]
     delete_subscriber: Callable[[str, str, str, int], bool]
 
     # --- reader groups -------------------------------------------------------------------------
@@ -103,8 +105,16 @@ class ReaderGroupCalls:
             # After the record: a crash in between leaves a group that is no subscriber
             # yet; a repeated create (same request id) does not come here again, so the
             # group's first ReaderGroup object adds it too (add_subscriber is idempotent).
+            cuts = cuts_of(segments)
             for scoped in config.streams:
-                self.add_subscriber(*parse_scoped_stream(scoped), f"{scope}/{group}", 0)
+                s_scope, s_stream = parse_scoped_stream(scoped)
+                self.add_subscriber(s_scope, s_stream, f"{scope}/{group}", 0)
+                # Its start as its first acknowledgement: retention ignores a subscriber
+                # without a cut (seed 004), so until its first checkpoint it would lose
+                # what it has not read yet.
+                self.update_subscriber_stream_cut(
+                    s_scope, s_stream, f"{scope}/{group}", 0, cuts[scoped]
+                )
         return True
 
     def _create_state_segment(self, state: ReaderGroupState) -> str:

@@ -399,3 +399,46 @@ def test_retention_never_truncates_past_the_last_checkpoint(cluster: InProcessCl
         while (ev := again.read_next_event(0.5)) is not None:
             rest.append(ev.event["n"])
     assert sorted(got + rest) == list(range(60))
+
+
+@pytest.mark.parametrize("by", ["create", "reset_to"])
+def test_a_new_subscriber_holds_retention_at_its_start_before_any_checkpoint(
+    cluster: InProcessCluster, by: str
+) -> None:
+    """Retention ignores a subscriber without a cut (seed 004), so a subscriber group
+    acknowledges its start when it subscribes: nothing it has not read is truncated, even
+    before its first checkpoint."""
+    mgr = cluster.stream_manager()
+    config = pr.StreamConfiguration(
+        pr.ScalingPolicy.fixed(1), pr.RetentionPolicy.by_size(min_bytes=1, max_bytes=0)
+    )
+    mgr.create_stream("sc", "held", config)
+    with cluster.create_writer("sc", "held", pr.JsonSerializer()) as writer:
+        for n in range(20):
+            writer.write_event({"n": n}, routing_key="k")
+        writer.flush()
+    automatic = pr.RetentionConfigType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT
+    initial = automatic if by == "create" else pr.RetentionConfigType.NONE
+    cluster.create_reader_group(
+        "sc", "late", pr.ReaderGroupConfig.for_streams("sc/held", retention_type=initial)
+    )
+    if by == "reset_to":
+        cluster.reader_group("sc", "late").reset_to(
+            pr.ReaderGroupConfig.for_streams("sc/held", retention_type=automatic)
+        )
+    assert cluster.core.list_subscribers("sc", "held") == ["sc/late"]
+    for batch in (1, 2, 3):  # each cycle adds a tail cut; the set has cuts to choose from
+        cluster.run_retention()
+        with cluster.create_writer("sc", "held", pr.JsonSerializer()) as writer:
+            for n in range(20 * batch, 20 * batch + 20):
+                writer.write_event({"n": n}, routing_key="k")
+            writer.flush()
+    cluster.run_retention()
+    time.sleep(0.5)  # a truncation, had one been requested, runs on the processor
+    truncated = cluster.core._store.streams.truncation("sc", "held")["cut"]
+    assert all(int(offset) == 0 for offset in truncated.values()), truncated  # its start
+    with cluster.create_reader("r", "sc", "late", pr.JsonSerializer()) as reader:
+        got = []
+        while (ev := reader.read_next_event(0.5)) is not None:
+            got.append(ev.event["n"])
+    assert got == list(range(80))
