@@ -17,7 +17,12 @@ Run with ``make demo`` (or ``.venv/bin/python examples/quickstart.py``). It
 8. transactions and a large event: commits one transaction of 1,000 events, aborts another
    (and one whose ``with`` block raised), writes a 20 MiB event through a transient
    segment, and reads the stream back: the committed events once and contiguous per segment,
-   the aborted ones never, the large event whole.
+   the aborted ones never, the large event whole;
+9. stream cuts, checkpoints and retention: writes two batches, cuts the stream exactly between
+   them by time (``get_segments_at_time``) and reads the second batch back through the batch
+   client; a subscriber reader group reads part of the stream and checkpoints, and the
+   retention cycle (every 2 s here, ``start_local(retention_period_s=2)``) truncates the
+   stream up to that checkpoint and no further: the events after it are all still read.
 
 Each run uses a fresh stream name, so it can be run again on the same data dir.
 """
@@ -187,11 +192,90 @@ def transactions(cluster: pr.Cluster, scope: str, stream: str) -> dict[str, obje
     return {"txn_commit_s": round(txn_s, 2), "large_event_mib_per_s": round(20 / large_s, 1)}
 
 
+def cuts_and_retention(cluster: pr.Cluster, scope: str, stream: str) -> dict[str, object]:
+    """A cut exact to the event, a checkpoint, and retention truncating up to it only."""
+    manager = cluster.stream_manager()
+    policy = pr.RetentionPolicy.by_size(min_bytes=1, max_bytes=0)
+    manager.create_stream(
+        scope, stream, pr.StreamConfiguration(pr.ScalingPolicy.fixed(2), retention=policy)
+    )
+    batch = 5_000
+    with cluster.create_writer(scope, stream, serializer=pr.JsonSerializer()) as writer:
+        for i in range(batch):
+            writer.write_event({"batch": 1, "seq": i}, routing_key=f"k{i % 10}")
+        writer.flush()
+        time.sleep(0.05)
+        between_ms = int(time.time() * 1000)
+        time.sleep(0.05)
+        for i in range(batch):
+            writer.write_event({"batch": 2, "seq": i}, routing_key=f"k{i % 10}")
+        writer.flush()
+    cut = manager.get_segments_at_time(scope, stream, between_ms)
+    batch_client = cluster.batch_client()
+    ranges = batch_client.segment_ranges(scope, stream, cut, manager.get_tail_cut(scope, stream))
+    second = [e for r in ranges for e in batch_client.read_segment(r, pr.JsonSerializer())]
+    if sorted(e["seq"] for e in second) != list(range(batch)) or any(
+        e["batch"] != 2 for e in second
+    ):
+        raise SystemExit("FAILED: the cut at a time is not exactly between the two batches")
+    step(
+        f"stream cut at a time, exact to the event: {len(ranges)} segment ranges after it hold "
+        f"exactly the second batch of {batch:,} events (cut {cut.to_base64()[:24]}...)"
+    )
+    group = f"{stream}-audit"
+    subscriber = pr.RetentionConfigType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT
+    config = pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}", retention_type=subscriber)
+    cluster.create_reader_group(scope, group, config)
+    initial_head = manager.get_head_cut(scope, stream)
+    rg = cluster.reader_group(scope, group)
+    done: list[pr.Checkpoint] = []
+    with cluster.create_reader("auditor", scope, group, serializer=pr.JsonSerializer()) as reader:
+        read = 0
+        while read < 3_000:
+            if reader.read_next_event(timeout_s=10.0) is None:
+                raise SystemExit("FAILED: the auditor read nothing")
+            read += 1
+        checkpointer = threading.Thread(target=lambda: done.append(rg.initiate_checkpoint("cp-1")))
+        checkpointer.start()
+        while (ev := reader.read_next_event(timeout_s=10.0)) is not None:
+            if ev.checkpoint_name == "cp-1":
+                break
+            read += 1
+        else:
+            raise SystemExit("FAILED: no checkpoint marker reached the reader")
+        before = read
+        # The call after the marker passes the checkpoint (all before it is processed).
+        if reader.read_next_event(timeout_s=2.0) is not None:
+            read += 1
+        checkpointer.join(timeout=60)
+        if not done:
+            raise SystemExit("FAILED: the checkpoint did not complete")
+        checkpoint = done[0].cuts[f"{scope}/{stream}"]
+        step(f"checkpoint cp-1 after {before:,} events: segment -> offset {checkpoint.positions}")
+        deadline = time.monotonic() + 60
+        while (head := manager.get_head_cut(scope, stream)) == initial_head:
+            if time.monotonic() > deadline:
+                raise SystemExit("FAILED: retention did not truncate the stream within 60 s")
+            time.sleep(0.5)
+        if not head <= checkpoint:
+            raise SystemExit(f"FAILED: retention truncated past the checkpoint ({head})")
+        rest = 0
+        while reader.read_next_event(timeout_s=2.0) is not None:
+            rest += 1
+    if read + rest != 2 * batch:
+        raise SystemExit(f"FAILED: the auditor read {read + rest} events, expected {2 * batch}")
+    step(
+        f"retention truncated {scope}/{stream} up to the checkpoint, not past it; the auditor "
+        f"read the other {2 * batch - before:,} events: {2 * batch:,} in all, none lost"
+    )
+    return {"retention_truncated": True, "checkpoint_events": before}
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     t0 = time.monotonic()
     step("starting the embedded cluster (local Ray, data in ./.pravega-data) ...")
-    cluster = pr.start_local()
+    cluster = pr.start_local(retention_period_s=2.0)
     spark = None
     try:
         scope, stream = "quickstart", f"readings-{uuid.uuid4().hex[:8]}"
@@ -254,6 +338,7 @@ def main() -> None:
 
         scaled = autoscale(cluster, scope, f"autoscale-{stream.removeprefix('readings-')}")
         txns = transactions(cluster, scope, f"orders-{stream.removeprefix('readings-')}")
+        kept = cuts_and_retention(cluster, scope, f"audit-{stream.removeprefix('readings-')}")
 
         summary = {
             "stream": f"{scope}/{stream}",
@@ -267,6 +352,7 @@ def main() -> None:
             "kvt_keys": len(stored),
             **scaled,
             **txns,
+            **kept,
             "total_s": round(time.monotonic() - t0, 1),
         }
         step("summary: " + json.dumps(summary))
