@@ -135,8 +135,9 @@ class ReaderGroupCalls:
         else its head) and ends (segment -> offset of its end cuts).
 
         InvalidArgumentError for a config that is not a ReaderGroupConfig, a cut that is not
-        a cut of its stream, a start cut behind the stream's head (truncated away) or an
-        end cut before a start cut; ScopeNotFoundError, StreamNotFoundError.
+        a cut of its stream, an offset not at an event boundary, a start cut behind the
+        stream's head (truncated away) or an end cut before a start cut;
+        ScopeNotFoundError, StreamNotFoundError.
         """
         self._ready()
         if not isinstance(config, ReaderGroupConfig):
@@ -154,9 +155,10 @@ class ReaderGroupCalls:
             for cut in (first, last):
                 if cut is not None:
                     records.check_cut(s_scope, s_stream, cut.positions)
+                    if cut is first:  # the clearer error first
+                        self._check_not_truncated(s_scope, s_stream, cut.positions)
                     self._check_within(s_scope, s_stream, cut.positions)
             if first is not None:
-                self._check_not_truncated(s_scope, s_stream, first.positions)
                 head = {
                     stream_segment_name(s_scope, s_stream, sid): offset
                     for sid, offset in first.positions.items()
@@ -173,15 +175,14 @@ class ReaderGroupCalls:
         return start, ends
 
     def _check_within(self, scope: str, stream: str, positions: dict[int, int]) -> None:
-        """InvalidArgumentError for an offset past its segment's end, or a segment gone."""
+        """InvalidArgumentError for an offset past its segment's end or not at an event
+        boundary (readers would start mid-frame), or a segment gone."""
         for sid, offset in positions.items():
             name = stream_segment_name(scope, stream, sid)
             try:
-                length = self._segments.segment_length(name)
+                self._segments.check_event_boundary(name, offset)
             except SegmentNotFoundError:
                 raise InvalidArgumentError(f"segment {name} of the cut is gone") from None
-            if offset > length:
-                raise InvalidArgumentError(f"offset {offset} is past the end of {name}")
 
     def _check_not_truncated(self, scope: str, stream: str, positions: dict[int, int]) -> None:
         truncation = self._store.streams.truncation(scope, stream)

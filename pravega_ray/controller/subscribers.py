@@ -88,14 +88,16 @@ class SubscriberCalls:
             )
         positions = cut.positions
         records.check_cut(scope, stream, positions)
+        truncation = records.truncation(scope, stream)
+        head = {int(k): int(v) for k, v in truncation["cut"].items()}
         for sid, offset in positions.items():
-            name = stream_segment_name(scope, stream, sid)
-            try:
-                length = self._segments.segment_length(name)
-            except SegmentNotFoundError:
+            if sid in truncation["deleted"] or offset < head.get(sid, 0):
                 continue  # truncated away: a cut behind the head holds nothing back
-            if offset > length:
-                raise InvalidArgumentError(f"offset {offset} is past the end of {name}")
+            name = stream_segment_name(scope, stream, sid)
+            try:  # InvalidArgumentError past the end or not at an event boundary
+                self._segments.check_event_boundary(name, offset)
+            except SegmentNotFoundError:
+                continue  # deleted since: behind the head
         value, version = records.versioned(KIND, scope, stream)
         subs = dict(value["subscribers"]) if value else {}
         entry = subs.get(subscriber)

@@ -253,3 +253,15 @@ def test_create_with_bad_cuts_is_refused(cluster: InProcessCluster) -> None:
                 "sc/st", start_cuts={"sc/st": late}, end_cuts={"sc/st": early}
             ),
         )
+    # A cut inside an event would have readers start (or stop) mid-frame.
+    inside = pr.StreamCut("sc", "st", {sid: o[0] + 3 for sid, o in offsets.items()})
+    for start, end in (({"sc/st": inside}, None), (None, {"sc/st": inside})):
+        with pytest.raises(pr.InvalidArgumentError, match="event boundary"):
+            cluster.create_reader_group(
+                "sc",
+                "bad",
+                pr.ReaderGroupConfig.for_streams("sc/st", start_cuts=start, end_cuts=end),
+            )
+    with pytest.raises(pr.InvalidArgumentError, match="event boundary"):
+        cluster.reader_group("sc", "all").reset_to({"sc/st": inside})
+    assert "bad" not in cluster.stream_manager()._controller.list_reader_groups("sc")

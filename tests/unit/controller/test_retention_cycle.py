@@ -49,7 +49,9 @@ def _stream(
 
 
 def _append(cluster: InProcessCluster, segment: pr.SegmentRange, n: int) -> None:
-    cluster.segments.append_conditional(segment.name, b"x" * n).result(10)
+    """``n`` bytes of framed events, 10 bytes each (multiples of 10 are event boundaries)."""
+    assert n % 10 == 0
+    cluster.segments.append_conditional(segment.name, frame_events([b"xy"] * (n // 10))).result(10)
 
 
 def _wait(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -169,9 +171,7 @@ def test_subscribers_without_a_cut_leave_the_size_policy_in_charge(cluster) -> N
 
 def test_a_pending_truncation_skips_the_cycle(cluster) -> None:  # type: ignore[no-untyped-def]
     (s,) = _stream(cluster, pr.RetentionPolicy.by_size(20, 0))
-    # Two framed events of 8 + 2 bytes: a user's cut must be at an event boundary.
-    cluster.segments.append_conditional(s.name, frame_events([b"ab", b"cd"])).result(10)
-    _append(cluster, s, 80)
+    _append(cluster, s, 100)  # a user's cut must be at an event boundary
     cluster.processor.stop()  # requests wait: the truncation stays pending
     cluster.core.truncate_stream("sc", "st", pr.StreamCut("sc", "st", {s.segment_id: 10}))
     (result,) = cluster.run_retention()

@@ -9,6 +9,7 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.client.controller_connection import ControllerClient
+from pravega_ray.client.event_framing import frame_events
 from pravega_ray.controller.cut_order import covers_key_space, cut_le, lower_bound
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import segment_id
@@ -34,7 +35,8 @@ def _stream(cluster: InProcessCluster, name: str, segments: int = 2) -> list[pr.
     assert mgr.create_stream("sc", name, pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments)))
     infos = list(mgr.get_stream_info("sc", name).segments)
     for s in infos:
-        cluster.segments.append_conditional(s.name, b"x" * 100).result(10)
+        # Ten framed events of 10 bytes each: cuts are at multiples of 10.
+        cluster.segments.append_conditional(s.name, frame_events([b"xy"] * 10)).result(10)
     return infos
 
 
@@ -90,7 +92,8 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(cluster) -> None:  # typ
         pr.StreamCut("sc", "bad", {s0.segment_id: 40}),  # does not cover [0, 1)
         pr.StreamCut("sc", "bad", {s0.segment_id: 40, s1.segment_id: 101}),  # past the end
         pr.StreamCut("sc", "bad", {s0.segment_id: 40, segment_id(5, 1): 0}),  # not its segment
-        pr.StreamCut("sc", "bad", {s0.segment_id: 39, s1.segment_id: 60}),  # behind, at s0
+        pr.StreamCut("sc", "bad", {s0.segment_id: 30, s1.segment_id: 60}),  # behind, at s0
+        pr.StreamCut("sc", "bad", {s0.segment_id: 45, s1.segment_id: 60}),  # mid-event
         {s0.segment_id: 40, s1.segment_id: 40},  # not a StreamCut
     ):
         with pytest.raises(pr.InvalidArgumentError):
