@@ -209,8 +209,9 @@ class TableMetadataStore:
         self._listings: list[_Listing | None] = [None] * partitions
         self._listing_locks = [threading.Lock() for _ in range(partitions)]
         self.entries_scanned = 0
-        """Table entries read by listings so far (iterated or read as changes): tests
-        check that listing one stream's children does not grow with the stream count."""
+        """Table entries read by listings so far (iterated or read as changes), a diagnostic
+        (not locked across partitions): tests check that listing one stream's children
+        does not grow with the stream count."""
 
     # --- layout ----------------------------------------------------------------------------------
     def partition_of(self, key: str) -> int:
