@@ -4,7 +4,10 @@ costs the same at 20 streams as at 200. Counted in table entries read, never tim
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
@@ -12,6 +15,7 @@ from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.table_metadata_store import MIGRATION_MARKER, TableMetadataStore
 from pravega_ray.controller.transaction_timer import TransactionTimer
 from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.segmentstore.contracts import TableEntry
 from pravega_ray.segmentstore.service import SegmentStoreClient
 
 pytestmark = pytest.mark.timeout(120)
@@ -104,3 +108,64 @@ def test_a_transaction_timer_rescan_reads_no_entry_when_nothing_changed(
     before = store.entries_scanned
     timer.rebuild(1)
     assert store.entries_scanned == before
+
+
+class _ChangingClient(SegmentStoreClient):
+    """The real client; runs ``during_iterate`` once, after the first table iteration read
+    its page and before its reply (another process writing while a listing loads)."""
+
+    def __init__(self, invoker: Any, during_iterate: Callable[[], None]) -> None:
+        super().__init__(invoker)
+        self._during_iterate: Callable[[], None] | None = during_iterate
+
+    def table_iterate(
+        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
+    ) -> Future[tuple[list[TableEntry], bytes | None]]:
+        hook, self._during_iterate = self._during_iterate, None
+        future = super().table_iterate(segment, cursor, limit, with_values)
+        if hook is not None:
+            future.result(10)
+            hook()
+        return future
+
+
+def test_a_listing_loaded_while_another_store_writes_sees_the_writes(
+    cluster: InProcessCluster,
+) -> None:
+    writer = _store(cluster)
+    writer.put("streams/sc/old", {}, None)
+
+    def change() -> None:
+        writer.put("streams/sc/new", {}, None)
+        writer.delete("streams/sc/old")
+
+    client = _ChangingClient(cluster, change)
+    lister = TableMetadataStore(client, pause_s=0.01)
+    assert lister.list_keys("streams/sc") == ["streams/sc/new"]
+    assert client._during_iterate is None  # the change ran after the page was read
+
+
+def test_listings_under_concurrent_writers_end_equal_to_the_table(
+    cluster: InProcessCluster,
+) -> None:
+    lister = _store(cluster)
+    writers = [_store(cluster) for _ in range(4)]
+    seen: list[int] = []
+
+    def write(w: int) -> None:
+        for i in range(40):
+            writers[w].put(f"streams/sc/w{w}-{i}", {}, None)
+            if i % 3 == 0:
+                writers[w].delete(f"streams/sc/w{w}-{i}")
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        seen.append(len(lister.list_keys("streams/sc")))
+    for t in threads:
+        t.join()
+    expected = sorted(k for k in writers[0].all_keys() if k.startswith("streams/sc/"))
+    assert lister.list_keys("streams/sc") == expected
+    assert len(expected) == 4 * (40 - 14)
+    assert seen  # it listed while they wrote
