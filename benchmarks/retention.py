@@ -11,6 +11,9 @@ with a size policy (min 20 bytes, no max), 100 bytes in each. Then, timed, one t
 - ``cycle 2``: after 100 more bytes in each: a truncation requested for every stream;
 - ``cycle 3``: after the truncations completed, nothing new: the steady state.
 
+Before the passes it prints the time to create a stream, the first 100 against the last
+100 of the run (did it grow with the number of streams already there).
+
 For each: total seconds, milliseconds per stream, metadata reads and writes per stream
 (counted by a wrapper around the store) and truncations requested. Timings are the
 in-process cost: on Ray, each metadata or segment call adds an actor round trip.
@@ -81,9 +84,20 @@ def run(cluster: InProcessCluster, n: int) -> list[list[object]]:
     mgr.create_scope("bench")
     config = StreamConfiguration(ScalingPolicy.fixed(1), RetentionPolicy.by_size(20, 0))
     start = time.perf_counter()
+    times = []
     for i in range(n):
+        begun = time.perf_counter()
         mgr.create_stream("bench", f"s{i}", config)
+        times.append(time.perf_counter() - begun)
     print(f"created {n:,} streams in {time.perf_counter() - start:.1f}s", flush=True)
+    # Whether creating a stream slows down as streams accumulate: the first 100 against
+    # the last 100 of the same run (each with as many streams before it as its index).
+    first, last = times[:100], times[-100:]
+    print(
+        f"create_stream: {sum(first) / len(first) * 1000:.2f} ms/stream for the first "
+        f"{len(first)}, {sum(last) / len(last) * 1000:.2f} ms/stream for the last {len(last)}",
+        flush=True,
+    )
     names = [
         stream_segment_name(
             "bench", f"s{i}", mgr.get_stream_info("bench", f"s{i}").segments[0].segment_id

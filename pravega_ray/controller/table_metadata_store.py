@@ -29,9 +29,24 @@ take a *client slot* (an id and its last batch offset per partition) from a pool
 a lock, and give it back after the call. A slot whose last outcome stayed unknown is
 dropped (a new random id replaces it).
 
+Listing children
+----------------
+
+The table's index is a hash, so the children of a prefix cannot be read on their own:
+:meth:`TableMetadataStore.list_keys` keeps, per partition, every live key grouped by
+parent (a *listing*) and the offset of the partition's change log it has read to. A call
+first reads the changes appended since (``table_read_changes``: usually none, one call),
+so it costs the changes since the last call plus the children listed, not the whole
+partition (iterating the partition for every stream made the transaction timer's sweep,
+and everything sharing its process, grow with the square of the stream count). The first
+call of a partition notes its length, iterates its current keys, then reads the changes
+from that length (a key added or removed during the iteration is in them). The listing
+holds the partition's live keys (as many as :meth:`all_keys` returns).
+
 Thread-safe: several threads of one process may call one store at once. Several
-processes may use the same tables at once: nothing is cached, and compare-and-set by
-version keeps them correct.
+processes may use the same tables at once: a listing is brought up to date with the
+segment before each use, values are never cached, and compare-and-set by version keeps
+them correct.
 """
 
 from __future__ import annotations
@@ -50,6 +65,7 @@ from pravega_ray.constants import (
     CONTAINER_CALL_ATTEMPTS_MAX,
     CONTROLLER_METADATA_PARTITIONS,
     KVT_PARTITIONS_MAX,
+    READ_BYTES_MAX,
     TABLE_ITERATE_LIMIT,
     TABLE_KEY_BYTES_MAX,
     TABLE_VALUE_BYTES_MAX,
@@ -72,13 +88,14 @@ from pravega_ray.errors import (
     RetriableError,
     SegmentExistsError,
     SegmentStoreUnavailableError,
+    SegmentTruncatedError,
 )
 from pravega_ray.naming import stable_hash64, system_table_segment_name
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableUpdate, TableUpdateResult
 from pravega_ray.segmentstore.service import SegmentStoreClient
-from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES
+from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES, HEADER_BYTES
 from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
 
 __all__ = [
@@ -101,8 +118,29 @@ MIGRATION_MARKER = "meta/migrated-from-chunks"
 CALL_TIMEOUT_S = 30.0
 """Default bound of one table call; past it the outcome is unknown and the call repeats."""
 
+_ENTRY_BYTES_MAX = HEADER_BYTES + TABLE_KEY_BYTES_MAX + TABLE_VALUE_BYTES_MAX
+
 RETRY_PAUSE_S = 0.5
 """Pause between repeats of a table call whose outcome is unknown."""
+
+
+@dataclass
+class _Listing:
+    """A partition's live keys by parent, as of change-log offset ``offset``."""
+
+    offset: int
+    children: dict[str, set[str]] = field(default_factory=dict)
+
+    def apply(self, key: str, live: bool) -> None:
+        parent = key.rpartition("/")[0]
+        if live:
+            self.children.setdefault(parent, set()).add(key)
+            return
+        siblings = self.children.get(parent)
+        if siblings is not None:
+            siblings.discard(key)
+            if not siblings:
+                del self.children[parent]
 
 
 @dataclass
@@ -168,6 +206,12 @@ class TableMetadataStore:
         self._new_client_id = new_client_id
         self._lock = threading.Lock()
         self._idle: list[_ClientSlot] = []
+        self._listings: list[_Listing | None] = [None] * partitions
+        self._listing_locks = [threading.Lock() for _ in range(partitions)]
+        self.entries_scanned = 0
+        """Table entries read by listings so far (iterated or read as changes), a diagnostic
+        (not locked across partitions): tests check that listing one stream's children
+        does not grow with the stream count."""
 
     # --- layout ----------------------------------------------------------------------------------
     def partition_of(self, key: str) -> int:
@@ -240,15 +284,56 @@ class TableMetadataStore:
         self._update(self.partition_of(key), TableUpdate(raw_key, None), key)
 
     def list_keys(self, prefix: str) -> list[str]:
-        """See :meth:`MetadataStore.list_keys`: iterates the one partition of ``prefix``."""
+        """See :meth:`MetadataStore.list_keys`: the listing of ``prefix``'s partition,
+        brought up to date with its change log first (module docstring, "Listing
+        children"); DataCorruptionError if an entry of the partition cannot be read."""
         _key_bytes(prefix)
-        segment = self.segments[self.children_partition(prefix)]
-        keys = []
-        for entry_key in self._iterate_keys(segment):
-            parent, _, _ = entry_key.rpartition("/")
-            if parent == prefix:
-                keys.append(entry_key)
-        return sorted(keys)
+        partition = self.children_partition(prefix)
+        with self._listing_locks[partition]:
+            listing = self._listing(partition)
+            return sorted(listing.children.get(prefix, ()))
+
+    def _listing(self, partition: int) -> _Listing:
+        """The partition's listing, loaded on first use and caught up with its changes."""
+        segment = self.segments[partition]
+        listing = self._listings[partition]
+        if listing is None:
+            info = self._call(f"info {segment}", lambda: self._client.get_info(segment))
+            listing = _Listing(info.length)
+            for key in self._iterate_keys(segment):
+                listing.apply(key, True)
+            self._listings[partition] = listing
+        while True:
+            try:
+                entries, offset = self._call(
+                    f"changes {segment}",
+                    lambda at=listing.offset: self._client.table_read_changes(
+                        segment, at, READ_BYTES_MAX
+                    ),
+                )
+            except SegmentTruncatedError:  # compacted under us: list it afresh
+                self._listings[partition] = None
+                return self._listing(partition)
+            except DataCorruptionError as e:
+                raise DataCorruptionError(
+                    f"controller records in {segment} cannot be listed: {e}", chunk=segment
+                ) from e
+            self.entries_scanned += len(entries)
+            for entry in entries:
+                try:
+                    key = entry.key.decode("utf-8")
+                except UnicodeDecodeError:
+                    log.error(
+                        "controller: %s holds a key that is not UTF-8: %r", segment, entry.key
+                    )
+                    continue
+                listing.apply(key, entry.value is not None)
+            # A read short of READ_BYTES_MAX by more than one entry reached the end (a
+            # table segment holds whole entries only): no second call to learn that.
+            read_to_end = offset - listing.offset <= READ_BYTES_MAX - _ENTRY_BYTES_MAX
+            listing.offset = offset
+            if not entries or read_to_end:
+                return listing
 
     # --- whole store -----------------------------------------------------------------------------
     def all_keys(self) -> list[str]:
@@ -270,6 +355,7 @@ class TableMetadataStore:
                 raise DataCorruptionError(
                     f"controller records in {segment} cannot be listed: {e}", chunk=segment
                 ) from e
+            self.entries_scanned += len(entries)
             for entry in entries:
                 try:
                     keys.append(entry.key.decode("utf-8"))
