@@ -303,7 +303,8 @@ class BTreeAttributeIndex:
             attribute_segment = self._open(segment)
             attribute_segment.tree.update(batch)
             root = attribute_segment.tree.footer_offset
-            self._expected_roots[segment] = max(root or 0, self._expected_roots.get(segment, 0))
+            if root is not None:  # a first update that only removes writes no tree
+                self._expected_roots[segment] = max(root, self._expected_roots.get(segment, 0))
             attribute_segment.truncate()
             return root
 

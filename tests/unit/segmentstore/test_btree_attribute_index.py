@@ -315,3 +315,13 @@ def test_a_failed_truncation_leaves_a_durable_update_and_the_next_open_finishes_
     fresh = BTreeAttributeIndex(storage, page_bytes_max=SMALL_PAGES)
     assert fresh.get(SEG, [key(1)]) == {key(1): 2}
     assert len(chunks(storage)) == 1  # opening truncated the dead chunk
+
+
+def test_a_first_update_that_only_removes_is_not_damage_once_evicted() -> None:
+    """A segment whose first attribute update only removes keys has no tree; evicted from
+    the open-tree cache and reopened, it is still empty, not "older than recorded"."""
+    index = BTreeAttributeIndex(InMemoryChunkStorage(), cached_trees_max=1)
+    key = (1).to_bytes(16, "big")
+    assert index.update("a", {key: NULL_VALUE}) is None
+    index.update("b", {key: 5})  # evicts a's tree
+    assert index.get("a", [key]) == {}
