@@ -12,6 +12,7 @@ import ray
 import pravega_ray as pr
 from actors.options import CONTROLLER_NAME, stream_bucket_name
 from actors.stream_bucket_actor import StreamBucketActor
+from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import RETENTION_PERIOD_S_DEFAULT
 from pravega_ray.segmentstore.service import SegmentStoreClient
 
@@ -61,7 +62,8 @@ def test_bucket_killed_mid_cycle_truncates_once_and_never_past_a_subscriber(
     assert mgr.create_stream(unique_name, "st", config)
     (segment,) = mgr.get_stream_info(unique_name, "st").segments
     segments = SegmentStoreClient(cluster._invoker)
-    segments.append_conditional(segment.name, b"x" * 100).result(30)
+    # Ten framed events of 10 bytes: cuts at multiples of 10 are event boundaries.
+    segments.append_conditional(segment.name, frame_events([b"xy"] * 10)).result(30)
     controller = cluster._controller
     assert controller.add_subscriber(unique_name, "st", f"{unique_name}/rg", 0)
     cut = pr.StreamCut(unique_name, "st", {segment.segment_id: 30})
