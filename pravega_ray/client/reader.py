@@ -90,6 +90,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+_HEADER_BYTES = constants.EVENT_HEADER_BYTES
+_new_tuple = tuple.__new__  # EventRead without its Python __new__: the hot path's constructor
+
 
 @dataclass
 class _SegmentReader:
@@ -144,6 +147,16 @@ class EventStreamReader(Generic[T]):
         self._last_sync = 0.0
         self._offsets_reported = -math.inf
         self._turn = 0
+        # The hot path's view of _owned (None: rebuild): the owned segments in a fixed order,
+        # and per segment (then per completed one) its (name, next offset): an event's
+        # position is a snapshot of that list. Reset wherever _owned, _completed or an
+        # offset changes off the hot path.
+        self._readers: list[_SegmentReader] | None = None
+        self._pairs: list[tuple[str, int]] = []
+        # Some owned segment may be read to its end: _next_buffered looks for those.
+        self._segment_ended = False
+        self._deserialize = serializer.deserialize
+        self._monotonic = clock.monotonic
         self._closed = False
         self._stopped: PravegaError | None = None  # why the group no longer has this reader
         # Checkpoints: the one learned and not yet recorded, recorded at the next call.
@@ -186,7 +199,19 @@ class EventStreamReader(Generic[T]):
             or not timeout_s >= 0  # NaN too
         ):
             raise InvalidArgumentError(f"timeout_s must be a number >= 0, got {timeout_s!r}")
-        deadline = self._clock.monotonic() + min(timeout_s, 1e9)
+        now = self._monotonic()
+        if (
+            now - self._last_sync < constants.READER_GROUP_SYNC_INTERVAL_S
+            and self._checkpoint_due is None
+            and not self._truncations
+            and self._owned
+        ):
+            # The hot path: no sync, checkpoint or truncation is due, so the loop's first
+            # pass would return a buffered event if there is one; this returns it directly.
+            event = self._next_buffered()
+            if event is not None:
+                return event
+        deadline = now + min(timeout_s, 1e9)
         self._record_checkpoint()
         while True:
             now = self._clock.monotonic()
@@ -221,9 +246,11 @@ class EventStreamReader(Generic[T]):
     def position(self) -> Position:
         """For each segment the group has this reader hold, the offset of the next event
         not returned (a segment read to its end and not yet reported: its end)."""
-        offsets = {s.name: s.next_offset for s in self._owned.values()}
-        offsets.update(self._completed)
-        return Position(tuple(sorted(offsets.items())))
+        offsets = [(s.name, s.next_offset) for s in self._owned.values()]
+        if self._completed:  # a completed segment is no longer in _owned
+            offsets.extend(self._completed.items())
+        offsets.sort()
+        return Position(tuple(offsets))
 
     def skip_event(self, error: SerializationError) -> None:
         """Pass over the undecodable event ``error`` (from :meth:`read_next_event`) names.
@@ -253,6 +280,7 @@ class EventStreamReader(Generic[T]):
             )
         offset, payload = segment.events.popleft()
         segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
+        self._readers = None
 
     def close(self) -> None:
         """Leave the group, handing owned segments back at the reader's position.
@@ -268,6 +296,7 @@ class EventStreamReader(Generic[T]):
         offsets = self.position().to_dict()
         self._owned.clear()
         self._completed.clear()
+        self._readers = None
         if self._stopped is not None:
             return  # not a member any more: nothing to hand back
         generation = self._generation
@@ -298,6 +327,7 @@ class EventStreamReader(Generic[T]):
         self._stopped = error
         self._owned.clear()
         self._completed.clear()
+        self._readers = None
 
     def _sync(self) -> EventRead | None:
         """Report completed segments (offsets at most every
@@ -328,6 +358,8 @@ class EventStreamReader(Generic[T]):
             )
         )
         self._passed = None
+        self._readers = None  # the owned set may change below
+        self._segment_ended = True  # look for finished segments once per sync
         if report:
             self._offsets_reported = now
         self._raise_on_truncated = assignment.raise_on_truncated_data
@@ -408,21 +440,23 @@ class EventStreamReader(Generic[T]):
         return self._successors[segment]
 
     def _next_buffered(self) -> EventRead | None:
-        for segment in list(self._owned.values()):
-            if segment.end_of_segment and not segment.events and segment.pending is None:
-                # Every event of it was returned: report it at the next sync, due at once,
-                # so its successors (held by the group until now) are handed out soon.
-                del self._owned[segment.name]
-                self._completed[segment.name] = segment.next_offset
-                self._last_sync = -math.inf
-        readers = list(self._owned.values())
-        for i in range(len(readers)):
-            segment = readers[(self._turn + i) % len(readers)]
-            if segment.events:
-                self._turn = (self._turn + i + 1) % len(readers)
-                offset, payload = segment.events[0]
+        """The next buffered event, round robin over the owned segments (None if none)."""
+        if self._segment_ended:
+            self._complete_ended()
+        readers = self._readers
+        if readers is None:
+            readers = self._refresh()
+        count = len(readers)
+        turn = self._turn
+        for i in range(count):
+            index = (turn + i) % count
+            segment = readers[index]
+            events = segment.events
+            if events:
+                self._turn = index + 1
+                offset, payload = events[0]
                 try:
-                    event = self._serializer.deserialize(payload)
+                    event = self._deserialize(payload)
                 except Exception as e:  # not consumed: raised again until skipped
                     raise SerializationError(
                         f"event at offset {offset} of {segment.name} cannot be deserialized "
@@ -432,28 +466,61 @@ class EventStreamReader(Generic[T]):
                         offset=offset,
                         position=self.position(),
                     ) from e
-                segment.events.popleft()
-                segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
-                return EventRead(event, segment.name, offset, self.position())
+                events.popleft()
+                next_offset = offset + _HEADER_BYTES + len(payload)
+                segment.next_offset = next_offset
+                pairs = self._pairs
+                pairs[index] = (segment.name, next_offset)
+                # The position as raw pairs, made a Position only if the caller reads it.
+                return _new_tuple(EventRead, (event, segment.name, offset, tuple(pairs), None))
         return None
+
+    def _refresh(self) -> list[_SegmentReader]:
+        """Rebuild the hot path's view of the owned segments and their offsets."""
+        readers = list(self._owned.values())
+        self._readers = readers
+        pairs = [(s.name, s.next_offset) for s in readers]
+        pairs.extend(self._completed.items())
+        self._pairs = pairs
+        return readers
+
+    def _complete_ended(self) -> None:
+        """Move the segments read to their end whose every event was returned to
+        _completed: reported at the next sync, due at once, so their successors (held by
+        the group until now) are handed out soon."""
+        self._segment_ended = False
+        for segment in list(self._owned.values()):
+            if not segment.end_of_segment:
+                continue
+            if segment.events or segment.pending is not None:
+                self._segment_ended = True  # look again once its events are returned
+                continue
+            del self._owned[segment.name]
+            self._completed[segment.name] = segment.next_offset
+            self._last_sync = -math.inf
+            self._readers = None
 
     def _issue_reads(self, remaining: float) -> None:
         wait_s = min(remaining, constants.READER_LONG_POLL_S)
         for segment in self._owned.values():
             if segment.pending is None and not segment.end_of_segment and not segment.events:
-                # Assembling a large event: ask for the rest of it, up to the read limit.
-                want = min(
-                    constants.READ_BYTES_MAX,
-                    max(constants.READER_READ_BYTES, segment.frames.missing_bytes),
-                )
-                if segment.end_offset is not None:  # never read past the group's end cut
-                    want = min(want, segment.end_offset - segment.fetch_offset)
-                    if want <= 0:
-                        segment.end_of_segment = True
-                        continue
-                segment.pending = self._connection.read(
-                    segment.name, segment.fetch_offset, want, wait_s
-                )
+                self._issue_read(segment, wait_s)
+
+    def _issue_read(self, segment: _SegmentReader, wait_s: float) -> None:
+        """Start the next read of ``segment`` (it has none outstanding), up to the group's
+        end cut in it, if any (reaching that: the segment is read to its end)."""
+        # Assembling a large event: ask for the rest of it, up to the read limit.
+        want = min(
+            constants.READ_BYTES_MAX,
+            max(constants.READER_READ_BYTES, segment.frames.missing_bytes),
+        )
+        if segment.end_offset is not None:  # never read past the group's end cut
+            want = min(want, segment.end_offset - segment.fetch_offset)
+            if want <= 0:
+                segment.end_of_segment = True
+                self._segment_ended = True
+                return
+        segment.pending = self._connection.read(segment.name, segment.fetch_offset, want, wait_s)
 
     def _collect_reads(self) -> None:
         for segment in self._owned.values():
@@ -478,6 +545,13 @@ class EventStreamReader(Generic[T]):
             segment.end_of_segment = result.end_of_segment or (
                 segment.end_offset is not None and segment.fetch_offset >= segment.end_offset
             )
+            if segment.end_of_segment:
+                self._segment_ended = True
+            elif result.data:
+                # Read ahead: the next read is under way while these events are handed out,
+                # so a reader with a backlog does not wait a round trip per read. Still at
+                # most one read per segment outstanding: at most two reads' bytes buffered.
+                self._issue_read(segment, constants.READER_LONG_POLL_S)
 
     def _truncated(self, segment: _SegmentReader, error: PravegaError) -> None:
         """The next bytes of ``segment`` were truncated away: go on from its start offset
@@ -512,7 +586,9 @@ class EventStreamReader(Generic[T]):
             )
         segment.events.clear()
         segment.frames = FrameAssembler()
+        self._readers = None
         if start is None:
             segment.end_of_segment = True
+            self._segment_ended = True
         else:
             segment.next_offset = segment.fetch_offset = max(start, segment.next_offset)
