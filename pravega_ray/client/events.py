@@ -77,14 +77,11 @@ class EventRead(tuple):  # type: ignore[type-arg]
         return (self.event, self.segment, self.offset, self.position, self.checkpoint_name)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EventRead):
-            return NotImplemented
-        return self._fields() == other._fields()
+        # Never equal to a plain tuple (a tuple's own == would compare the raw items).
+        return isinstance(other, EventRead) and self._fields() == other._fields()
 
     def __ne__(self, other: object) -> bool:
-        if not isinstance(other, EventRead):
-            return NotImplemented
-        return self._fields() != other._fields()
+        return not self == other
 
     def __hash__(self) -> int:
         return hash(self._fields())

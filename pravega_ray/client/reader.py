@@ -49,15 +49,15 @@ import logging
 import math
 import uuid
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
+from pravega_ray.client.segment_reads import SegmentReadState as _SegmentReader
+from pravega_ray.client.segment_reads import skip_truncated
 from pravega_ray.client.serializers import Serializer, check_serializer
 from pravega_ray.controller.reader_group_state import ReaderGroupState
 from pravega_ray.errors import (
@@ -76,7 +76,6 @@ from pravega_ray.errors import (
     TruncatedDataError,
 )
 from pravega_ray.naming import parse_segment_name, stream_segment_name
-from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.timing import (
     DAEMON_THREADS,
     SYSTEM_CLOCK,
@@ -92,19 +91,6 @@ T = TypeVar("T")
 
 _HEADER_BYTES = constants.EVENT_HEADER_BYTES
 _new_tuple = tuple.__new__  # EventRead without its Python __new__: the hot path's constructor
-
-
-@dataclass
-class _SegmentReader:
-    name: str
-    next_offset: int  # offset just past the last event handed out
-    fetch_offset: int  # where the next read starts
-    events: deque[tuple[int, bytes]] = field(default_factory=deque)
-    # A frame cut by a read's end; a large event is assembled in place (seed 003).
-    frames: FrameAssembler = field(default_factory=FrameAssembler)
-    pending: Future[ReadResult] | None = None
-    end_of_segment: bool = False
-    end_offset: int | None = None  # the group's end cut in this segment, if any
 
 
 class EventStreamReader(Generic[T]):
@@ -242,6 +228,36 @@ class EventStreamReader(Generic[T]):
                 return_when=FIRST_COMPLETED,
             )
             self._collect_reads()
+
+    def read_next_events(self, max_events: int, timeout_s: float = 1.0) -> list[EventRead]:
+        """Up to ``max_events`` events at once: what as many :meth:`read_next_event` calls
+        would return, in order, paying the per-call work once per batch.
+
+        Waits up to ``timeout_s`` for the first (an empty list if none comes), then adds
+        only events already buffered. A batch ends early when the buffers are empty, when
+        a sync with the group is due, after a checkpoint marker (its position is recorded
+        at the next call, once the caller processed the batch), and before an event the
+        serializer cannot decode (the next call raises SerializationError for it). Raises
+        what :meth:`read_next_event` raises, and InvalidArgumentError unless ``max_events``
+        is an int >= 1.
+        """
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+            raise InvalidArgumentError(f"max_events must be an int >= 1, got {max_events!r}")
+        first = self.read_next_event(timeout_s)
+        if first is None:
+            return []
+        batch = [first]
+        if first.is_checkpoint or self._checkpoint_due is not None or self._truncations:
+            return batch
+        last_sync = self._last_sync
+        while (
+            len(batch) < max_events
+            and self._monotonic() - last_sync < constants.READER_GROUP_SYNC_INTERVAL_S
+            and self._take_buffered(batch, max_events)
+            and self._last_sync == last_sync  # else a segment was finished: sync first
+        ):
+            pass
+        return batch
 
     def position(self) -> Position:
         """For each segment the group has this reader hold, the offset of the next event
@@ -475,6 +491,43 @@ class EventStreamReader(Generic[T]):
                 return _new_tuple(EventRead, (event, segment.name, offset, tuple(pairs), None))
         return None
 
+    def _take_buffered(self, batch: list[EventRead], limit: int) -> bool:
+        """Append to ``batch`` (up to ``limit`` long) up to 256 buffered events of the next
+        segment in turn that has some, as :meth:`_next_buffered` would return them; False
+        if there were none or one cannot be decoded (left for the next call to raise)."""
+        if self._segment_ended:
+            self._complete_ended()
+        readers = self._readers
+        if readers is None:
+            readers = self._refresh()
+        count = len(readers)
+        for i in range(count):
+            index = (self._turn + i) % count
+            segment = readers[index]
+            events = segment.events
+            if events:
+                break
+        else:
+            return False
+        self._turn = index + 1
+        name, pairs, append = segment.name, self._pairs, batch.append
+        deserialize = self._deserialize
+        next_offset = segment.next_offset
+        decoded = True
+        for _ in range(min(limit - len(batch), len(events), 256)):
+            offset, payload = events[0]
+            try:
+                event = deserialize(payload)
+            except Exception:
+                decoded = False
+                break
+            events.popleft()
+            next_offset = offset + _HEADER_BYTES + len(payload)
+            pairs[index] = (name, next_offset)
+            append(_new_tuple(EventRead, (event, name, offset, tuple(pairs), None)))
+        segment.next_offset = next_offset
+        return decoded
+
     def _refresh(self) -> list[_SegmentReader]:
         """Rebuild the hot path's view of the owned segments and their offsets."""
         readers = list(self._owned.values())
@@ -554,41 +607,10 @@ class EventStreamReader(Generic[T]):
                 self._issue_read(segment, constants.READER_LONG_POLL_S)
 
     def _truncated(self, segment: _SegmentReader, error: PravegaError) -> None:
-        """The next bytes of ``segment`` were truncated away: go on from its start offset
-        (a segment deleted by a truncation: as read to its end, so its successors follow),
-        logging what was skipped, and, if the group says so, raise TruncatedDataError once.
-
-        A segment gone because its stream was deleted is raised as it is.
-        """
-        if isinstance(error, SegmentNotFoundError):
-            name = parse_segment_name(segment.name)
-            self._controller.get_stream_info(name.scope, name.stream)  # StreamNotFoundError
-            start = None
-        else:
-            start = int(getattr(error, "start_offset", segment.fetch_offset))
-        log.warning(
-            "reader %s: %s was truncated; skipping from offset %d to %s",
-            self.reader_id,
-            segment.name,
-            segment.next_offset,
-            "its end (deleted)" if start is None else start,
-        )
+        """The next bytes of ``segment`` were truncated away: go on past them (see
+        :func:`skip_truncated`) and, if the group says so, raise TruncatedDataError once."""
+        truncation = skip_truncated(segment, error, self._controller, self.reader_id)
         if self._raise_on_truncated:
-            self._truncations.append(
-                TruncatedDataError(
-                    f"events of {segment.name} from offset {segment.next_offset} were truncated "
-                    "away; reading goes on from the segment's start",
-                    segment=segment.name,
-                    offset=segment.next_offset,
-                    start_offset=start,
-                    reader_id=self.reader_id,
-                )
-            )
-        segment.events.clear()
-        segment.frames = FrameAssembler()
+            self._truncations.append(truncation)
         self._readers = None
-        if start is None:
-            segment.end_of_segment = True
-            self._segment_ended = True
-        else:
-            segment.next_offset = segment.fetch_offset = max(start, segment.next_offset)
+        self._segment_ended = self._segment_ended or segment.end_of_segment
