@@ -1,13 +1,13 @@
 """The event reader: one member of a reader group.
 
-A reader owns some of the group's segments (see :mod:`reader_group_state`),
-keeps one read outstanding per owned segment (read-ahead, tail long-polls), and
-hands events out one at a time from whichever segment has one ready, round
-robin. Per segment, events come in the order they were written, so per routing
-key order holds. The reader remembers, per owned segment, the offset just past
-the last event it returned; that is what it reports to the group and where the
-next owner continues after a release, so no event is skipped or repeated
-within the group.
+A reader owns some of the group's segments (see :mod:`reader_group_state`), keeps one
+read outstanding per owned segment (the next one issued as soon as one completes; tail
+long-polls), and hands events out one at a time from whichever segment has one ready,
+round robin (``read_next_events``: many at once). Per segment, events come in the order
+they were written, so per routing key order holds. The reader remembers, per owned
+segment, the offset just past the last event it returned; that is what it reports to the
+group and where the next owner continues after a release, so no event is skipped or
+repeated within the group.
 
 Across epochs: a segment sealed by a scale and read to its end (every event returned) is
 reported *completed* at the next sync, which the reader makes at once; the group hands
@@ -57,7 +57,7 @@ from pravega_ray.client.connection import ControllerConnection, SegmentStoreConn
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.segment_reads import SegmentReadState as _SegmentReader
-from pravega_ray.client.segment_reads import skip_truncated
+from pravega_ray.client.segment_reads import skip_truncated, successors_by_name
 from pravega_ray.client.serializers import Serializer, check_serializer
 from pravega_ray.controller.reader_group_state import ReaderGroupState
 from pravega_ray.errors import (
@@ -72,10 +72,8 @@ from pravega_ray.errors import (
     SegmentNotFoundError,
     SegmentTruncatedError,
     SerializationError,
-    StreamNotFoundError,
     TruncatedDataError,
 )
-from pravega_ray.naming import parse_segment_name, stream_segment_name
 from pravega_ray.timing import (
     DAEMON_THREADS,
     SYSTEM_CLOCK,
@@ -230,17 +228,13 @@ class EventStreamReader(Generic[T]):
             self._collect_reads()
 
     def read_next_events(self, max_events: int, timeout_s: float = 1.0) -> list[EventRead]:
-        """Up to ``max_events`` events at once: what as many :meth:`read_next_event` calls
-        would return, in order, paying the per-call work once per batch.
-
-        Waits up to ``timeout_s`` for the first (an empty list if none comes), then adds
-        only events already buffered. A batch ends early when the buffers are empty, when
-        a sync with the group is due, after a checkpoint marker (its position is recorded
-        at the next call, once the caller processed the batch), and before an event the
-        serializer cannot decode (the next call raises SerializationError for it). Raises
-        what :meth:`read_next_event` raises, and InvalidArgumentError unless ``max_events``
-        is an int >= 1.
-        """
+        """Up to ``max_events`` events: what as many :meth:`read_next_event` calls would
+        return, in order, the per-call work paid once. Waits up to ``timeout_s`` for the
+        first (none: ``[]``), then adds only buffered events; ends early when none is left,
+        a sync is due, after a checkpoint marker (recorded at the next call, once the caller
+        processed the batch), and before an undecodable event (the next call raises it).
+        Raises as read_next_event does; InvalidArgumentError unless ``max_events`` is an int
+        >= 1."""
         if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
             raise InvalidArgumentError(f"max_events must be an int >= 1, got {max_events!r}")
         first = self.read_next_event(timeout_s)
@@ -442,17 +436,7 @@ class EventStreamReader(Generic[T]):
         name: asked of the controller once per segment (a state change may be applied
         again after a lost race)."""
         if segment not in self._successors:
-            name = parse_segment_name(segment)
-            try:
-                found = self._controller.get_successors(name.scope, name.stream, name.segment_id)
-            except StreamNotFoundError:  # deleted since: nothing follows it
-                found = {}
-            self._successors[segment] = {
-                successor.name: [
-                    stream_segment_name(name.scope, name.stream, p) for p in predecessors
-                ]
-                for successor, predecessors in found.items()
-            }
+            self._successors[segment] = successors_by_name(self._controller, segment)
         return self._successors[segment]
 
     def _next_buffered(self) -> EventRead | None:
@@ -538,9 +522,8 @@ class EventStreamReader(Generic[T]):
         return readers
 
     def _complete_ended(self) -> None:
-        """Move the segments read to their end whose every event was returned to
-        _completed: reported at the next sync, due at once, so their successors (held by
-        the group until now) are handed out soon."""
+        """Move segments read to their end, every event returned, to _completed: reported
+        at a sync due at once, so their successors (held by the group) come soon."""
         self._segment_ended = False
         for segment in list(self._owned.values()):
             if not segment.end_of_segment:

@@ -1,4 +1,5 @@
-"""A reader's state in each segment it owns, and how it goes on past truncated bytes.
+"""A reader's state in each segment it owns, how it goes on past truncated bytes, and the
+successors of a segment it finished.
 
 Split from :mod:`reader` (which uses both); nothing here is public.
 """
@@ -12,8 +13,13 @@ from dataclasses import dataclass, field
 
 from pravega_ray.client.connection import ControllerConnection
 from pravega_ray.client.event_framing import FrameAssembler
-from pravega_ray.errors import PravegaError, SegmentNotFoundError, TruncatedDataError
-from pravega_ray.naming import parse_segment_name
+from pravega_ray.errors import (
+    PravegaError,
+    SegmentNotFoundError,
+    StreamNotFoundError,
+    TruncatedDataError,
+)
+from pravega_ray.naming import parse_segment_name, stream_segment_name
 from pravega_ray.segmentstore.contracts import ReadResult
 
 log = logging.getLogger("pravega_ray.client.reader")
@@ -77,3 +83,17 @@ def skip_truncated(
     else:
         segment.next_offset = segment.fetch_offset = max(start, segment.next_offset)
     return truncation
+
+
+def successors_by_name(controller: ControllerConnection, segment: str) -> dict[str, list[str]]:
+    """Successors of ``segment`` (a segment name; read to its end), each with all its
+    predecessors, by name, as the controller has them (none if the stream was deleted)."""
+    name = parse_segment_name(segment)
+    try:
+        found = controller.get_successors(name.scope, name.stream, name.segment_id)
+    except StreamNotFoundError:  # deleted since: nothing follows it
+        found = {}
+    return {
+        successor.name: [stream_segment_name(name.scope, name.stream, p) for p in predecessors]
+        for successor, predecessors in found.items()
+    }
