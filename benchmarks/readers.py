@@ -65,6 +65,8 @@ from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 
 KEYS = 16
+BATCH = 0
+"""``--batch``: read with ``read_next_events(BATCH)`` instead of ``read_next_event`` (0)."""
 READ_TIMEOUT_S = 0.5
 STALL_S = 60.0
 """A reader that gets nothing for this long while events are missing fails the row."""
@@ -129,15 +131,17 @@ def new_stream(cluster: Any, scope: str, segments: int) -> str:
 
 def write(
     cluster: Any, scope: str, stream: str, events: int, payload: bytes
-) -> tuple[float, float]:
-    """Write ``events`` events round robin over ``KEYS`` keys and flush: (start, end) times."""
+) -> tuple[float, float, float]:
+    """Write ``events`` events round robin over ``KEYS`` keys and flush: (start, end) times
+    and the calling thread's CPU seconds (``time.thread_time``) for it."""
     keys = [str(k) for k in range(KEYS)]
     with cluster.create_writer(scope, stream, pr.BytesSerializer()) as writer:
         started = time.perf_counter()
+        cpu_started = time.thread_time()
         for n in range(events):
             writer.write_event(payload, routing_key=keys[n % KEYS])
         writer.flush()
-        return started, time.perf_counter()
+        return started, time.perf_counter(), time.thread_time() - cpu_started
 
 
 def new_group(cluster: Any, scope: str, stream: str, readers: int) -> list[Any]:
@@ -156,15 +160,21 @@ def read_all(readers: list[Any], expected: int, run: ReadRun, index: int) -> Non
     cpu_started = time.thread_time()
     try:
         while sum(run.counts) < expected:
-            event = reader.read_next_event(READ_TIMEOUT_S)
+            if BATCH:
+                batch = reader.read_next_events(BATCH, READ_TIMEOUT_S)
+            else:
+                event = reader.read_next_event(READ_TIMEOUT_S)
+                batch = [] if event is None else [event]
             now = time.perf_counter()
-            if event is None:
+            if not batch:
                 if now - idle_since > STALL_S:
                     raise TimeoutError(f"reader {index} got nothing for {STALL_S:.0f}s")
                 continue
             idle_since = now
-            run.counts[index] += 1
-            run.byte_counts[index] += len(event.event)
+            for event in batch:
+                if not event.is_checkpoint:
+                    run.counts[index] += 1
+                    run.byte_counts[index] += len(event.event)
             run.last_read[index] = now
     except BaseException as e:  # reported by the caller, not lost in the thread
         run.errors.append(e)
@@ -197,6 +207,7 @@ def finish(readers: list[Any], run: ReadRun, threads: list[threading.Thread], pa
 @dataclass
 class CaseResult:
     writer_alone: float
+    writer_cpu_us: float
     backlog: float
     backlog_cpu_us: float
     tail_reader: float
@@ -217,7 +228,7 @@ def measure_case(
     cluster = system.cluster
     stream = new_stream(cluster, scope, segments)
     write(cluster, scope, stream, min(events, 10_000), payload)  # warm-up, not counted
-    start, end = write(cluster, scope, stream, events, payload)
+    start, end, writer_cpu_s = write(cluster, scope, stream, events, payload)
     writer_alone = events / (end - start)
     total = events + min(events, 10_000)
     system.flush_to_storage()
@@ -233,13 +244,14 @@ def measure_case(
     group = new_group(cluster, scope, stream, readers)
     run, threads = start_readers(group, events)
     time.sleep(0.3)  # the readers have synced with the group and poll the tail
-    start, end = write(cluster, scope, stream, events, payload)
+    start, end, _ = write(cluster, scope, stream, events, payload)
     behind = events - sum(run.counts)
     finish(group, run, threads, len(payload))
     last = max(run.last_read)
     system.flush_to_storage()
     return CaseResult(
         writer_alone,
+        writer_cpu_s / events * 1e6,
         backlog,
         backlog_cpu_us,
         events / (last - start),
@@ -292,7 +304,7 @@ def catch_up(system: System, scope: str, mib: int, event_bytes: int) -> list[tup
     events = max(1, mib * MIB // event_bytes)
     stream = new_stream(cluster, scope, 1)
     log(f"catch-up: writing {events:,} events of {event_bytes:,} B ({mib} MiB)")
-    start, end = write(cluster, scope, stream, events, payload)
+    start, end, _ = write(cluster, scope, stream, events, payload)
     write_mb_s = events * event_bytes / (end - start) / 1e6
     log("catch-up: flushing to Tier-2 and restarting the containers")
     flushed = time.perf_counter()
@@ -398,7 +410,16 @@ def run(system: System, args: argparse.Namespace) -> list[str]:
                     writer_alone = r.writer_alone
                     mb = writer_alone * event_bytes / 1e6
                     rows.append(
-                        (f"{where}, writer alone", writer_alone, mb, 1.0, None, None, None, None)
+                        (
+                            f"{where}, writer alone",
+                            writer_alone,
+                            mb,
+                            1.0,
+                            r.writer_cpu_us,
+                            None,
+                            None,
+                            None,
+                        )
                     )
                 # Each case measures the writer again; the first is the row's baseline.
                 rows.append(
@@ -453,6 +474,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--catchup-mib", type=int, default=256, help="0 skips the catch-up")
     parser.add_argument("--catchup-event-bytes", type=int, nargs="+", default=[1024, 65536])
+    parser.add_argument(
+        "--batch", type=int, default=0, help="read with read_next_events(N) (0: one by one)"
+    )
     parser.add_argument("--data-dir", default=None, help="where the temporary directory goes")
     args = parser.parse_args(argv)
     if args.quick:
@@ -460,6 +484,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.catchup_mib = min(args.catchup_mib, 4)
     if min([args.events, *args.event_sizes, *args.segments, *args.catchup_event_bytes]) < 1:
         parser.error("--events, event sizes and segments must be at least 1")
+    if args.batch < 0:
+        parser.error("--batch must be at least 0 (0 reads one event per call)")
+    global BATCH
+    BATCH = args.batch
     if args.catchup_mib < 0:
         parser.error("--catchup-mib must be at least 0 (0 skips the catch-up)")
     directory = Path(tempfile.mkdtemp(prefix="pravega-bench-readers-", dir=args.data_dir))

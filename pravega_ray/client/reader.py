@@ -1,13 +1,13 @@
 """The event reader: one member of a reader group.
 
-A reader owns some of the group's segments (see :mod:`reader_group_state`),
-keeps one read outstanding per owned segment (read-ahead, tail long-polls), and
-hands events out one at a time from whichever segment has one ready, round
-robin. Per segment, events come in the order they were written, so per routing
-key order holds. The reader remembers, per owned segment, the offset just past
-the last event it returned; that is what it reports to the group and where the
-next owner continues after a release, so no event is skipped or repeated
-within the group.
+A reader owns some of the group's segments (see :mod:`reader_group_state`), keeps one
+read outstanding per owned segment (the next one issued as soon as one completes; tail
+long-polls), and hands events out one at a time from whichever segment has one ready,
+round robin (``read_next_events``: many at once). Per segment, events come in the order
+they were written, so per routing key order holds. The reader remembers, per owned
+segment, the offset just past the last event it returned; that is what it reports to the
+group and where the next owner continues after a release, so no event is skipped or
+repeated within the group.
 
 Across epochs: a segment sealed by a scale and read to its end (every event returned) is
 reported *completed* at the next sync, which the reader makes at once; the group hands
@@ -49,15 +49,15 @@ import logging
 import math
 import uuid
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
+from pravega_ray.client.segment_reads import SegmentReadState as _SegmentReader
+from pravega_ray.client.segment_reads import skip_truncated, successors_by_name
 from pravega_ray.client.serializers import Serializer, check_serializer
 from pravega_ray.controller.reader_group_state import ReaderGroupState
 from pravega_ray.errors import (
@@ -72,11 +72,8 @@ from pravega_ray.errors import (
     SegmentNotFoundError,
     SegmentTruncatedError,
     SerializationError,
-    StreamNotFoundError,
     TruncatedDataError,
 )
-from pravega_ray.naming import parse_segment_name, stream_segment_name
-from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.timing import (
     DAEMON_THREADS,
     SYSTEM_CLOCK,
@@ -90,18 +87,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-
-@dataclass
-class _SegmentReader:
-    name: str
-    next_offset: int  # offset just past the last event handed out
-    fetch_offset: int  # where the next read starts
-    events: deque[tuple[int, bytes]] = field(default_factory=deque)
-    # A frame cut by a read's end; a large event is assembled in place (seed 003).
-    frames: FrameAssembler = field(default_factory=FrameAssembler)
-    pending: Future[ReadResult] | None = None
-    end_of_segment: bool = False
-    end_offset: int | None = None  # the group's end cut in this segment, if any
+_HEADER_BYTES = constants.EVENT_HEADER_BYTES
+_new_tuple = tuple.__new__  # EventRead without its Python __new__: the hot path's constructor
 
 
 class EventStreamReader(Generic[T]):
@@ -144,6 +131,16 @@ class EventStreamReader(Generic[T]):
         self._last_sync = 0.0
         self._offsets_reported = -math.inf
         self._turn = 0
+        # The hot path's view of _owned (None: rebuild): the owned segments in a fixed order,
+        # and per segment (then per completed one) its (name, next offset): an event's
+        # position is a snapshot of that list. Reset wherever _owned, _completed or an
+        # offset changes off the hot path.
+        self._readers: list[_SegmentReader] | None = None
+        self._pairs: list[tuple[str, int]] = []
+        # Some owned segment may be read to its end: _next_buffered looks for those.
+        self._segment_ended = False
+        self._deserialize = serializer.deserialize
+        self._monotonic = clock.monotonic
         self._closed = False
         self._stopped: PravegaError | None = None  # why the group no longer has this reader
         # Checkpoints: the one learned and not yet recorded, recorded at the next call.
@@ -186,7 +183,19 @@ class EventStreamReader(Generic[T]):
             or not timeout_s >= 0  # NaN too
         ):
             raise InvalidArgumentError(f"timeout_s must be a number >= 0, got {timeout_s!r}")
-        deadline = self._clock.monotonic() + min(timeout_s, 1e9)
+        now = self._monotonic()
+        if (
+            now - self._last_sync < constants.READER_GROUP_SYNC_INTERVAL_S
+            and self._checkpoint_due is None
+            and not self._truncations
+            and self._owned
+        ):
+            # The hot path: no sync, checkpoint or truncation is due, so the loop's first
+            # pass would return a buffered event if there is one; this returns it directly.
+            event = self._next_buffered()
+            if event is not None:
+                return event
+        deadline = now + min(timeout_s, 1e9)
         self._record_checkpoint()
         while True:
             now = self._clock.monotonic()
@@ -218,12 +227,40 @@ class EventStreamReader(Generic[T]):
             )
             self._collect_reads()
 
+    def read_next_events(self, max_events: int, timeout_s: float = 1.0) -> list[EventRead]:
+        """Up to ``max_events`` events: what as many :meth:`read_next_event` calls would
+        return, in order, the per-call work paid once. Waits up to ``timeout_s`` for the
+        first (none: ``[]``), then adds only buffered events; ends early when none is left,
+        a sync is due, after a checkpoint marker (recorded at the next call, once the caller
+        processed the batch), and before an undecodable event (the next call raises it).
+        Raises as read_next_event does; InvalidArgumentError unless ``max_events`` is an int
+        >= 1."""
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+            raise InvalidArgumentError(f"max_events must be an int >= 1, got {max_events!r}")
+        first = self.read_next_event(timeout_s)
+        if first is None:
+            return []
+        batch = [first]
+        if first.is_checkpoint or self._checkpoint_due is not None or self._truncations:
+            return batch
+        last_sync = self._last_sync
+        while (
+            len(batch) < max_events
+            and self._monotonic() - last_sync < constants.READER_GROUP_SYNC_INTERVAL_S
+            and self._take_buffered(batch, max_events)
+            and self._last_sync == last_sync  # else a segment was finished: sync first
+        ):
+            pass
+        return batch
+
     def position(self) -> Position:
         """For each segment the group has this reader hold, the offset of the next event
         not returned (a segment read to its end and not yet reported: its end)."""
-        offsets = {s.name: s.next_offset for s in self._owned.values()}
-        offsets.update(self._completed)
-        return Position(tuple(sorted(offsets.items())))
+        offsets = [(s.name, s.next_offset) for s in self._owned.values()]
+        if self._completed:  # a completed segment is no longer in _owned
+            offsets.extend(self._completed.items())
+        offsets.sort()
+        return Position(tuple(offsets))
 
     def skip_event(self, error: SerializationError) -> None:
         """Pass over the undecodable event ``error`` (from :meth:`read_next_event`) names.
@@ -253,6 +290,7 @@ class EventStreamReader(Generic[T]):
             )
         offset, payload = segment.events.popleft()
         segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
+        self._readers = None
 
     def close(self) -> None:
         """Leave the group, handing owned segments back at the reader's position.
@@ -268,6 +306,7 @@ class EventStreamReader(Generic[T]):
         offsets = self.position().to_dict()
         self._owned.clear()
         self._completed.clear()
+        self._readers = None
         if self._stopped is not None:
             return  # not a member any more: nothing to hand back
         generation = self._generation
@@ -298,6 +337,7 @@ class EventStreamReader(Generic[T]):
         self._stopped = error
         self._owned.clear()
         self._completed.clear()
+        self._readers = None
 
     def _sync(self) -> EventRead | None:
         """Report completed segments (offsets at most every
@@ -328,6 +368,8 @@ class EventStreamReader(Generic[T]):
             )
         )
         self._passed = None
+        self._readers = None  # the owned set may change below
+        self._segment_ended = True  # look for finished segments once per sync
         if report:
             self._offsets_reported = now
         self._raise_on_truncated = assignment.raise_on_truncated_data
@@ -394,35 +436,27 @@ class EventStreamReader(Generic[T]):
         name: asked of the controller once per segment (a state change may be applied
         again after a lost race)."""
         if segment not in self._successors:
-            name = parse_segment_name(segment)
-            try:
-                found = self._controller.get_successors(name.scope, name.stream, name.segment_id)
-            except StreamNotFoundError:  # deleted since: nothing follows it
-                found = {}
-            self._successors[segment] = {
-                successor.name: [
-                    stream_segment_name(name.scope, name.stream, p) for p in predecessors
-                ]
-                for successor, predecessors in found.items()
-            }
+            self._successors[segment] = successors_by_name(self._controller, segment)
         return self._successors[segment]
 
     def _next_buffered(self) -> EventRead | None:
-        for segment in list(self._owned.values()):
-            if segment.end_of_segment and not segment.events and segment.pending is None:
-                # Every event of it was returned: report it at the next sync, due at once,
-                # so its successors (held by the group until now) are handed out soon.
-                del self._owned[segment.name]
-                self._completed[segment.name] = segment.next_offset
-                self._last_sync = -math.inf
-        readers = list(self._owned.values())
-        for i in range(len(readers)):
-            segment = readers[(self._turn + i) % len(readers)]
-            if segment.events:
-                self._turn = (self._turn + i + 1) % len(readers)
-                offset, payload = segment.events[0]
+        """The next buffered event, round robin over the owned segments (None if none)."""
+        if self._segment_ended:
+            self._complete_ended()
+        readers = self._readers
+        if readers is None:
+            readers = self._refresh()
+        count = len(readers)
+        turn = self._turn
+        for i in range(count):
+            index = (turn + i) % count
+            segment = readers[index]
+            events = segment.events
+            if events:
+                self._turn = index + 1
+                offset, payload = events[0]
                 try:
-                    event = self._serializer.deserialize(payload)
+                    event = self._deserialize(payload)
                 except Exception as e:  # not consumed: raised again until skipped
                     raise SerializationError(
                         f"event at offset {offset} of {segment.name} cannot be deserialized "
@@ -432,28 +466,97 @@ class EventStreamReader(Generic[T]):
                         offset=offset,
                         position=self.position(),
                     ) from e
-                segment.events.popleft()
-                segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
-                return EventRead(event, segment.name, offset, self.position())
+                events.popleft()
+                next_offset = offset + _HEADER_BYTES + len(payload)
+                segment.next_offset = next_offset
+                pairs = self._pairs
+                pairs[index] = (segment.name, next_offset)
+                # The position as raw pairs, made a Position only if the caller reads it.
+                return _new_tuple(EventRead, (event, segment.name, offset, tuple(pairs), None))
         return None
+
+    def _take_buffered(self, batch: list[EventRead], limit: int) -> bool:
+        """Append to ``batch`` (up to ``limit`` long) up to 256 buffered events of the next
+        segment in turn that has some, as :meth:`_next_buffered` would return them; False
+        if there were none or one cannot be decoded (left for the next call to raise)."""
+        if self._segment_ended:
+            self._complete_ended()
+        readers = self._readers
+        if readers is None:
+            readers = self._refresh()
+        count = len(readers)
+        for i in range(count):
+            index = (self._turn + i) % count
+            segment = readers[index]
+            events = segment.events
+            if events:
+                break
+        else:
+            return False
+        self._turn = index + 1
+        name, pairs, append = segment.name, self._pairs, batch.append
+        deserialize = self._deserialize
+        next_offset = segment.next_offset
+        decoded = True
+        for _ in range(min(limit - len(batch), len(events), 256)):
+            offset, payload = events[0]
+            try:
+                event = deserialize(payload)
+            except Exception:
+                decoded = False
+                break
+            events.popleft()
+            next_offset = offset + _HEADER_BYTES + len(payload)
+            pairs[index] = (name, next_offset)
+            append(_new_tuple(EventRead, (event, name, offset, tuple(pairs), None)))
+        segment.next_offset = next_offset
+        return decoded
+
+    def _refresh(self) -> list[_SegmentReader]:
+        """Rebuild the hot path's view of the owned segments and their offsets."""
+        readers = list(self._owned.values())
+        self._readers = readers
+        pairs = [(s.name, s.next_offset) for s in readers]
+        pairs.extend(self._completed.items())
+        self._pairs = pairs
+        return readers
+
+    def _complete_ended(self) -> None:
+        """Move segments read to their end, every event returned, to _completed: reported
+        at a sync due at once, so their successors (held by the group) come soon."""
+        self._segment_ended = False
+        for segment in list(self._owned.values()):
+            if not segment.end_of_segment:
+                continue
+            if segment.events or segment.pending is not None:
+                self._segment_ended = True  # look again once its events are returned
+                continue
+            del self._owned[segment.name]
+            self._completed[segment.name] = segment.next_offset
+            self._last_sync = -math.inf
+            self._readers = None
 
     def _issue_reads(self, remaining: float) -> None:
         wait_s = min(remaining, constants.READER_LONG_POLL_S)
         for segment in self._owned.values():
             if segment.pending is None and not segment.end_of_segment and not segment.events:
-                # Assembling a large event: ask for the rest of it, up to the read limit.
-                want = min(
-                    constants.READ_BYTES_MAX,
-                    max(constants.READER_READ_BYTES, segment.frames.missing_bytes),
-                )
-                if segment.end_offset is not None:  # never read past the group's end cut
-                    want = min(want, segment.end_offset - segment.fetch_offset)
-                    if want <= 0:
-                        segment.end_of_segment = True
-                        continue
-                segment.pending = self._connection.read(
-                    segment.name, segment.fetch_offset, want, wait_s
-                )
+                self._issue_read(segment, wait_s)
+
+    def _issue_read(self, segment: _SegmentReader, wait_s: float) -> None:
+        """Start the next read of ``segment`` (it has none outstanding), up to the group's
+        end cut in it, if any (reaching that: the segment is read to its end)."""
+        # Assembling a large event: ask for the rest of it, up to the read limit.
+        want = min(
+            constants.READ_BYTES_MAX,
+            max(constants.READER_READ_BYTES, segment.frames.missing_bytes),
+        )
+        if segment.end_offset is not None:  # never read past the group's end cut
+            want = min(want, segment.end_offset - segment.fetch_offset)
+            if want <= 0:
+                segment.end_of_segment = True
+                self._segment_ended = True
+                return
+        segment.pending = self._connection.read(segment.name, segment.fetch_offset, want, wait_s)
 
     def _collect_reads(self) -> None:
         for segment in self._owned.values():
@@ -478,41 +581,19 @@ class EventStreamReader(Generic[T]):
             segment.end_of_segment = result.end_of_segment or (
                 segment.end_offset is not None and segment.fetch_offset >= segment.end_offset
             )
+            if segment.end_of_segment:
+                self._segment_ended = True
+            elif result.data:
+                # Read ahead: the next read is under way while these events are handed out,
+                # so a reader with a backlog does not wait a round trip per read. Still at
+                # most one read per segment outstanding: at most two reads' bytes buffered.
+                self._issue_read(segment, constants.READER_LONG_POLL_S)
 
     def _truncated(self, segment: _SegmentReader, error: PravegaError) -> None:
-        """The next bytes of ``segment`` were truncated away: go on from its start offset
-        (a segment deleted by a truncation: as read to its end, so its successors follow),
-        logging what was skipped, and, if the group says so, raise TruncatedDataError once.
-
-        A segment gone because its stream was deleted is raised as it is.
-        """
-        if isinstance(error, SegmentNotFoundError):
-            name = parse_segment_name(segment.name)
-            self._controller.get_stream_info(name.scope, name.stream)  # StreamNotFoundError
-            start = None
-        else:
-            start = int(getattr(error, "start_offset", segment.fetch_offset))
-        log.warning(
-            "reader %s: %s was truncated; skipping from offset %d to %s",
-            self.reader_id,
-            segment.name,
-            segment.next_offset,
-            "its end (deleted)" if start is None else start,
-        )
+        """The next bytes of ``segment`` were truncated away: go on past them (see
+        :func:`skip_truncated`) and, if the group says so, raise TruncatedDataError once."""
+        truncation = skip_truncated(segment, error, self._controller, self.reader_id)
         if self._raise_on_truncated:
-            self._truncations.append(
-                TruncatedDataError(
-                    f"events of {segment.name} from offset {segment.next_offset} were truncated "
-                    "away; reading goes on from the segment's start",
-                    segment=segment.name,
-                    offset=segment.next_offset,
-                    start_offset=start,
-                    reader_id=self.reader_id,
-                )
-            )
-        segment.events.clear()
-        segment.frames = FrameAssembler()
-        if start is None:
-            segment.end_of_segment = True
-        else:
-            segment.next_offset = segment.fetch_offset = max(start, segment.next_offset)
+            self._truncations.append(truncation)
+        self._readers = None
+        self._segment_ended = self._segment_ended or segment.end_of_segment
