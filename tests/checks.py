@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 import pravega_ray as pr
+from pravega_ray.inprocess import InProcessCluster
 
 
 def read_with_threads(readers: list[Any], expected: int, timeout_s: float = 60.0) -> list[Any]:
@@ -86,3 +87,26 @@ def by_segment(events: list[Any]) -> dict[str, list[Any]]:
     for e in events:
         segments[e.segment].append(e)
     return {s: [e.event for e in sorted(es, key=lambda e: e.offset)] for s, es in segments.items()}
+
+
+def group_test_cluster(segments: int, **others: int) -> InProcessCluster:
+    """An in-process cluster (2 containers, Tier-2 flushed every 50 ms) with scope ``sc``,
+    stream ``sc/st`` of ``segments`` fixed segments, and each of ``others`` (stream name ->
+    segments): the reader-group tests' cluster."""
+    cluster = InProcessCluster(container_count=2, storage_flush_interval_s=0.05)
+    mgr = cluster.stream_manager()
+    mgr.create_scope("sc")
+    for stream, count in {"st": segments, **others}.items():
+        mgr.create_stream("sc", stream, pr.StreamConfiguration(pr.ScalingPolicy.fixed(count)))
+    return cluster
+
+
+def write_numbered(
+    cluster: Any, start: int, count: int, *, stream: str = "st", keys: int = 23
+) -> None:
+    """Write ``{"n": n}`` for n in [start, start + count) to ``sc/<stream>`` over ``keys``
+    routing keys, and flush."""
+    with cluster.create_writer("sc", stream, pr.JsonSerializer()) as writer:
+        for n in range(start, start + count):
+            writer.write_event({"n": n}, routing_key=f"k{n % keys}")
+        writer.flush()

@@ -13,25 +13,20 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.constants import CHECKPOINTS_OUTSTANDING_MAX, READER_GROUP_SYNC_INTERVAL_S
 from pravega_ray.inprocess import InProcessCluster
+from tests.checks import group_test_cluster, write_numbered
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 def cluster():  # type: ignore[no-untyped-def]
-    c = InProcessCluster(container_count=2, storage_flush_interval_s=0.05)
-    mgr = c.stream_manager()
-    mgr.create_scope("sc")
-    mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(3)))
+    c = group_test_cluster(3)
     yield c
     c.shutdown()
 
 
 def _write(cluster: InProcessCluster, start: int, count: int, stream: str = "st") -> None:
-    with cluster.create_writer("sc", stream, pr.JsonSerializer()) as writer:
-        for n in range(start, start + count):
-            writer.write_event({"n": n}, routing_key=f"k{n % 7}")
-        writer.flush()
+    write_numbered(cluster, start, count, stream=stream, keys=7)
 
 
 def _group(cluster: InProcessCluster, name: str = "g", **options: Any) -> pr.ReaderGroup:

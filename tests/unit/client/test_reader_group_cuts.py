@@ -11,26 +11,20 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import parse_segment_name
+from tests.checks import group_test_cluster, write_numbered
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 def cluster():  # type: ignore[no-untyped-def]
-    c = InProcessCluster(container_count=2, storage_flush_interval_s=0.05)
-    mgr = c.stream_manager()
-    mgr.create_scope("sc")
-    mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
-    mgr.create_stream("sc", "other", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
+    c = group_test_cluster(2, other=1)
     yield c
     c.shutdown()
 
 
 def _write(cluster: InProcessCluster, start: int, count: int) -> None:
-    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as writer:
-        for n in range(start, start + count):
-            writer.write_event({"n": n}, routing_key=f"k{n % 23}")
-        writer.flush()
+    write_numbered(cluster, start, count)
 
 
 def _read_all(cluster: InProcessCluster, group: str, readers: int = 1, **options: Any) -> list[Any]:
