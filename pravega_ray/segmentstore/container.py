@@ -126,9 +126,8 @@ class SegmentContainer:
         self._failure: BaseException | None = None
         self._creates = 0  # segments this owner created (their incarnations)
         self.metadata = ContainerMetadata(config.container_id)
-        self._read_index = ReadIndex(
-            config.read_cache_bytes_max, storage, scheduler, read_ahead=True
-        )
+        cache_bytes = config.read_cache_bytes_max
+        self._read_index = ReadIndex(cache_bytes, storage, scheduler, read_ahead=True)
         self._attributes = AttributeCache(
             attribute_index,
             self.metadata,
