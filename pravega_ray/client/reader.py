@@ -439,13 +439,16 @@ class EventStreamReader(Generic[T]):
             self._successors[segment] = successors_by_name(self._controller, segment)
         return self._successors[segment]
 
-    def _next_buffered(self) -> EventRead | None:
-        """The next buffered event, round robin over the owned segments (None if none)."""
+    def _current_readers(self) -> list[_SegmentReader]:
+        """The owned segments in turn order, once segments read to their end are completed."""
         if self._segment_ended:
             self._complete_ended()
         readers = self._readers
-        if readers is None:
-            readers = self._refresh()
+        return self._refresh() if readers is None else readers
+
+    def _next_buffered(self) -> EventRead | None:
+        """The next buffered event, round robin over the owned segments (None if none)."""
+        readers = self._current_readers()
         count = len(readers)
         turn = self._turn
         for i in range(count):
@@ -479,11 +482,7 @@ class EventStreamReader(Generic[T]):
         """Append to ``batch`` (up to ``limit`` long) up to 256 buffered events of the next
         segment in turn that has some, as :meth:`_next_buffered` would return them; False
         if there were none or one cannot be decoded (left for the next call to raise)."""
-        if self._segment_ended:
-            self._complete_ended()
-        readers = self._readers
-        if readers is None:
-            readers = self._refresh()
+        readers = self._current_readers()
         count = len(readers)
         for i in range(count):
             index = (self._turn + i) % count
