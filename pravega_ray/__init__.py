@@ -1,9 +1,9 @@
 """pravega-ray: durable, exactly-once streams on Ray.
 
-Importing this package does not import Ray: ``start_local``, ``connect`` and
-the ``spark`` bridge load it on first use (so the core stays Ray-free and fast
-to test). The public names are listed in ``__all__`` and documented in
-``docs/api.md``.
+Importing this package does not import Ray: ``start_local``, ``connect``, the
+``data`` (Ray Data) connectors and the ``spark`` bridge load it on first use (so
+the core stays Ray-free and fast to test). The public names are listed in
+``__all__`` and documented in ``docs/api.md``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pravega_ray.stream_configuration import (
 from pravega_ray.stream_cut import StreamCut
 
 if TYPE_CHECKING:
-    from pravega_ray import spark
+    from pravega_ray import data, spark
     from pravega_ray.cluster import Cluster, connect, start_local
 
 __version__ = "0.1.0"
@@ -55,6 +55,7 @@ _LAZY = {
     "Cluster": ("pravega_ray.cluster", "Cluster"),
     "connect": ("pravega_ray.cluster", "connect"),
     "start_local": ("pravega_ray.cluster", "start_local"),
+    "data": ("pravega_ray.data", None),
     "spark": ("pravega_ray.spark", None),
 }
 
@@ -108,6 +109,7 @@ __all__ = sorted(
         "WriterConfig",
         "__version__",
         "connect",
+        "data",
         "errors",
         "spark",
         "start_local",

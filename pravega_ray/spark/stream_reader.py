@@ -259,17 +259,23 @@ def _executor_core_count(spark: SparkSession) -> int:
     return max(1, cores or spark.sparkContext.defaultParallelism)
 
 
-def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None) -> DataFrame:
-    """Return every event of ``scoped_stream`` as a Spark DataFrame, one row per event.
+def read_stream(
+    spark: SparkSession,
+    scoped_stream: str,
+    start_cut: Any = None,
+    end_cut: Any = None,
+    *,
+    cluster: Any = None,
+) -> DataFrame:
+    """Return the events of ``scoped_stream`` between two cuts as a Spark DataFrame.
 
     Columns as Pravega's Spark connector: ``event`` (binary payload), ``scope``,
     ``stream`` (strings), ``segment_id``, ``offset`` (longs; ``offset`` is where
-    the event's frame starts in its segment). All segments of the stream, of
-    every epoch, are read from their start offset to the length they have
-    when this is called (a snapshot; later appends are not included). Rows of
-    one segment appear in offset order within a partition; no order holds
-    across segments. An empty stream gives an empty DataFrame of the same
-    schema.
+    the event's frame starts in its segment). ``start_cut`` None: the head;
+    ``end_cut`` None: each segment's length when this is called (a snapshot; later
+    appends are not included). Rows of one segment appear in offset order within a
+    partition; no order holds across segments. An empty range gives an empty
+    DataFrame of the same schema.
 
     ``spark`` must be a RayDP session on the same Ray (:func:`init_spark`);
     ``cluster`` defaults to ``pravega_ray.cluster.connect()``. The data is read
@@ -277,16 +283,19 @@ def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None)
     Spark stops; the returned DataFrame reads it from there lazily.
 
     Raises :class:`InvalidNameError` for a malformed name (before touching
-    Ray), :class:`IllegalStateError` if Ray is not initialized,
-    ``ScopeNotFoundError`` / ``StreamNotFoundError`` from the controller,
-    :class:`SegmentStoreUnavailableError` if a container dies mid-read, and
-    :class:`DataCorruptionError` for a segment that does not parse as events.
+    Ray), ``InvalidArgumentError`` for a bad cut, :class:`IllegalStateError` if Ray
+    is not initialized, ``ScopeNotFoundError`` / ``StreamNotFoundError`` from the
+    controller, :class:`SegmentStoreUnavailableError` if a container dies mid-read,
+    and :class:`DataCorruptionError` for a segment that does not parse as events.
     """
     scope, stream = parse_scoped_stream(scoped_stream)
     import ray
 
     from actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
+    from pravega_ray.data.datasource import _check_cut
 
+    _check_cut(start_cut, "start_cut")
+    _check_cut(end_cut, "end_cut")
     if not ray.is_initialized():
         raise IllegalStateError("Ray is not initialized: start it (and init_spark) first")
     if cluster is None:
@@ -294,23 +303,14 @@ def read_stream(spark: SparkSession, scoped_stream: str, *, cluster: Any = None)
 
         cluster = connect()
 
-    segments = cluster.stream_manager().list_segments(scope, stream)
-    containers = [cluster.container_handle(segment.name) for segment in segments]
-    try:
-        segment_infos = call_with_unwrap(
-            [
-                container.get_info.remote(segment.name)
-                for container, segment in zip(containers, segments, strict=True)
-            ],
-            READ_CALL_TIMEOUT_S,
-        )
-    except SegmentStoreUnavailableError as error:
-        raise SegmentStoreUnavailableError(f"reading {scoped_stream} failed: {error}") from None
-
+    ranges = cluster.batch_client().segment_ranges(scope, stream, start_cut, end_cut)
     reads = [
-        (container, _SegmentRead(segment.name, segment.segment_id, si.start_offset, si.length))
-        for container, segment, si in zip(containers, segments, segment_infos, strict=True)
-        if si.length > si.start_offset
+        (
+            cluster.container_handle(r.segment),
+            _SegmentRead(r.segment, r.segment_id, r.start_offset, r.end_offset),
+        )
+        for r in ranges
+        if r.length > 0
     ]
     if not reads:
         return spark.createDataFrame([], spark_event_schema())
