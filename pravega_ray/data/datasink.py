@@ -59,6 +59,7 @@ __all__ = [
     "WRITE_TASK_RETRIES_MAX",
     "WRITE_TXN_LEASE_S",
     "WriteStreamResult",
+    "committed_result",
     "write_stream",
 ]
 
@@ -453,6 +454,27 @@ def write_stream(
     finally:
         writer.close()
         write_log.close()
+
+
+def committed_result(
+    scoped_stream: str, write_id: str, *, cluster: Any = None
+) -> WriteStreamResult | None:
+    """The result of write ``write_id`` of ``scoped_stream`` if it is committed, else None
+    (no record, or one still open, committing or aborted)."""
+    scope, stream = parse_scoped_stream(scoped_stream)
+    check_write_id(write_id)
+    if cluster is None:
+        from pravega_ray.cluster import connect
+
+        cluster = connect()
+    write_log = WriteLog(cluster, scope, stream)
+    try:
+        record = write_log.get(write_id)
+    finally:
+        write_log.close()
+    if record is None or record.state is not WriteState.COMMITTED:
+        return None
+    return _result(record, "already-committed")
 
 
 def _remove_quietly(write_log: WriteLog, write_id: str) -> None:
