@@ -76,7 +76,8 @@ WRITE_TASK_RETRIES_MAX = 3
 unbounded)."""
 
 WRITE_TASK_CPUS = 0.5
-"""CPUs a write task holds: writing is mostly waiting on the containers."""
+"""CPUs a write task holds: writing is mostly waiting on the containers. (0.25 was tried
+beside a Spark executor: Ray Data's resource budget still ran one write task at a time.)"""
 
 
 @dataclasses.dataclass(frozen=True)
