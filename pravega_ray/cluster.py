@@ -430,24 +430,22 @@ def _init_ray(address: str | None, namespace: str) -> bool:
 
     Logs (pravega_ray/logging_setup.py): Ray's driver logger at WARNING (INFO if
     verbose). If the program asked for quiet logs (``configure_logging(False)``), the job's
-    runtime environment sets pravega-ray's actors to WARNING and Ray's C++ core in its workers
-    to ``warning``, and Ray's startup notices and Ray Data's banners are lowered. Warnings and
-    errors of every actor still reach this terminal (``log_to_driver`` stays on).
+    runtime environment sets pravega-ray's actors to WARNING, and Ray's startup notices and Ray
+    Data's banners are lowered. Warnings and errors of every actor still reach this terminal
+    (``log_to_driver`` stays on).
     """
     if ray.is_initialized():
         install_ray_metrics()
         return False
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
-    env_vars = {ACTOR_LOG_LEVEL_VARIABLE: "INFO"}
-    if quiet_requested():
-        env_vars = {ACTOR_LOG_LEVEL_VARIABLE: "WARNING", "RAY_BACKEND_LOG_LEVEL": "warning"}
+    actor_level = "WARNING" if quiet_requested() else "INFO"
     quiet_ray_notices()
     ray.init(
         address=address,
         namespace=namespace,
         include_dashboard=False,
         logging_level=logging.INFO if verbose_logging() else logging.WARNING,
-        runtime_env={"env_vars": env_vars},
+        runtime_env={"env_vars": {ACTOR_LOG_LEVEL_VARIABLE: actor_level}},
     )
     quiet_ray_data()
     install_ray_metrics()

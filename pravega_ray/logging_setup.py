@@ -12,9 +12,9 @@ Who reads the choice (:func:`verbose_logging`):
   imported) unless verbose;
 * ``pravega_ray.cluster`` (``start_local``/``connect``): Ray's driver log level
   (``ray.init(logging_level=...)``); in the job's runtime environment, the level of every
-  pravega-ray actor (:data:`ACTOR_LOG_LEVEL_VARIABLE`) and of Ray's C++ core in its workers
-  (``RAY_BACKEND_LOG_LEVEL``); Ray's startup notices (:func:`quiet_ray_notices`); Ray Data's
-  console log level and execution banners (:func:`quiet_ray_data`);
+  pravega-ray actor (:data:`ACTOR_LOG_LEVEL_VARIABLE`); Ray's startup notices
+  (:func:`quiet_ray_notices`); Ray Data's console log level and execution banners
+  (:func:`quiet_ray_data`);
 * ``pravega_ray.spark.init_spark``: the log4j configuration of Spark's driver JVM, Spark's
   console progress bars, the log level of the JVMs' Ray core workers.
 
@@ -107,17 +107,23 @@ def quiet_ray_notices() -> None:
 
 
 def quiet_ray_data() -> None:
-    """Apply the choice to Ray Data, if it is imported in this process (else nothing).
+    """Apply the choice to Ray Data in this process.
 
-    Quiet: no progress bars, no "Starting execution of Dataset" banners, and Ray Data's
-    console handler at WARNING (its log file, ``ray-data.log`` in Ray's session folder,
-    keeps everything). Called by :func:`configure_logging`, by ``start_local``/``connect``
-    and by ``init_spark``. Does nothing unless :func:`configure_logging` was called, so a
-    library user's own logging setup is left alone. Never imports Ray.
+    Quiet: no progress bars (nor the notice that they are off), no "Starting execution of
+    Dataset" banners, and Ray Data's console handler at WARNING (its log file,
+    ``ray-data.log`` in Ray's session folder, keeps everything). Called by
+    :func:`configure_logging`, by ``start_local``/``connect`` and by ``init_spark``. Does
+    nothing unless :func:`configure_logging` was called, so a library user's own logging
+    setup is left alone. Never imports Ray.
     """
+    if not _configured:
+        return  # a library user's own setup stays as it is
+    # Progress notices ("Progress bars disabled. To enable, ..."), by their logger's level.
+    progress_level = logging.NOTSET if _verbose else logging.ERROR
+    logging.getLogger("ray.data._internal.progress").setLevel(progress_level)
     data = sys.modules.get("ray.data")
-    if data is None or not _configured:
-        return  # not imported (the variable above does it then), or a library user's own
+    if data is None:
+        return  # not imported: RAY_DATA_DISABLE_PROGRESS_BARS does it at the import
     level = logging.INFO if _verbose else logging.WARNING
     for handler in logging.getLogger("ray.data").handlers:
         # The console handler (a StreamHandler); the session-file handler keeps its level.

@@ -166,10 +166,11 @@ class Counter(_Metric):
     __slots__ = ()
 
     def inc(self, value: float = 1.0, tags: Tags | None = None) -> None:
-        """Add ``value`` (>= 0) under ``tags`` (exactly the declared keys)."""
+        """Add ``value`` (>= 0; 0 records nothing) under ``tags`` (exactly the declared keys)."""
         if value < 0:
             raise InvalidArgumentError(f"{self.name}: a counter only grows, got {value}")
-        self._record(value, tags)
+        if value:  # adding 0 changes nothing (and Ray's Counter refuses it)
+            self._record(value, tags)
 
 
 class Gauge(_Metric):

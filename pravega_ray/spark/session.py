@@ -18,8 +18,8 @@ object store. Three things have to be right for that to work here (proven in
 If the program asked for quiet logs (:func:`~pravega_ray.logging_setup.quiet_requested`:
 ``configure_logging(False)``), the session starts quiet
 (:func:`quiet_spark_configs`): the driver JVM logs through :data:`QUIET_LOG4J2` (warnings and
-errors, minus two known startup notices), no console progress bars, and the JVMs' Ray core
-workers log at WARNING (``RAY_BACKEND_LOG_LEVEL``). Errors always show.
+errors, minus two known startup notices) and Spark draws no console progress bars. Errors
+always show.
 
 Every ``init_spark`` also leaves folders named by digits in ``/tmp/ray``
 (``/tmp/ray/<millis>``, copies of Ray's Java core-worker library, about 40 MB
@@ -34,7 +34,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -166,24 +166,9 @@ def quiet_spark_configs() -> dict[str, str]:
 
 
 def _quiet_configs(path: str) -> dict[str, str]:
-    return {
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{path}",
-        "spark.ui.showConsoleProgress": "false",
-    }
-
-
-@contextlib.contextmanager
-def _backend_log_level(level: str | None) -> Iterator[None]:
-    """``RAY_BACKEND_LOG_LEVEL`` set to ``level`` (unless the user set it) while RayDP starts
-    its JVMs, which inherit this process's environment; restored afterwards."""
-    if level is None or "RAY_BACKEND_LOG_LEVEL" in os.environ:
-        yield
-        return
-    os.environ["RAY_BACKEND_LOG_LEVEL"] = level
-    try:
-        yield
-    finally:
-        os.environ.pop("RAY_BACKEND_LOG_LEVEL", None)
+    # RayDP puts -Dlog4j2.configurationFile=<this> last on the driver JVM's command line
+    # (after spark.driver.extraJavaOptions), so this is the key that decides.
+    return {"spark.log4j.config.file.name": f"file:{path}", "spark.ui.showConsoleProgress": "false"}
 
 
 def init_spark(
@@ -235,14 +220,13 @@ def init_spark(
 
     if getattr(raydp.context, "_global_spark_context", None) is not None:
         raise IllegalStateError("a RayDP Spark session is running: call stop_spark() first")
-    with _backend_log_level("warning" if quiet else None):
-        session = raydp.init_spark(
-            app_name=app_name,
-            num_executors=num_executors,
-            executor_cores=executor_cores,
-            executor_memory=executor_memory,
-            configs=merged,
-        )
+    session = raydp.init_spark(
+        app_name=app_name,
+        num_executors=num_executors,
+        executor_cores=executor_cores,
+        executor_memory=executor_memory,
+        configs=merged,
+    )
     quiet_ray_data()  # RayDP imported Ray Data
     return session
 

@@ -75,12 +75,13 @@ def test_ray_deprecation_notices_are_hidden_only_when_quiet() -> None:
 
 def test_quiet_spark_configs_keep_the_callers_options_and_the_jdk17_flags() -> None:
     quiet = session.quiet_spark_configs()
-    path = quiet["spark.driver.extraJavaOptions"].removeprefix("-Dlog4j2.configurationFile=file:")
+    path = quiet["spark.log4j.config.file.name"].removeprefix("file:")
     assert Path(path).read_text() == session.QUIET_LOG4J2
     assert session.quiet_spark_configs() == quiet  # written once, found again
     mine = {"spark.driver.extraJavaOptions": "-Dmine=1", "spark.ui.showConsoleProgress": "true"}
     merged = session.merge_spark_configs(session._merged_options(quiet, mine))
     options = merged["spark.driver.extraJavaOptions"].split()
-    assert options[:2] == [f"-Dlog4j2.configurationFile=file:{path}", "-Dmine=1"]
+    assert options[0] == "-Dmine=1"
     assert "--add-opens=java.base/java.lang=ALL-UNNAMED" in options
     assert merged["spark.ui.showConsoleProgress"] == "true"  # the caller wins
+    assert merged["spark.log4j.config.file.name"] == f"file:{path}"

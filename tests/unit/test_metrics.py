@@ -98,7 +98,9 @@ def test_recording_with_other_tags_or_a_negative_count_is_refused(
         c.inc(-1, {"a": "1", "b": "2"})
     with pytest.raises(InvalidArgumentError):
         sink.total("pravega_test_tagged", c="1")
+    c.inc(0, {"a": "1", "b": "2"})  # nothing to add: nothing recorded (Ray refuses 0)
     assert sink.total("pravega_test_tagged") == 0
+    assert sink.series("pravega_test_tagged") == {}
 
 
 def test_the_in_memory_sink_keeps_a_bounded_number_of_series() -> None:
