@@ -592,4 +592,3 @@ class AutoScaler:
             self._policies[segment] = (incarnation, raw, policy)
         if policy is not None:
             policies[segment] = policy
-
