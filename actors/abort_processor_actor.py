@@ -11,10 +11,10 @@ least once, and deleting a segment that is gone already is not an error.
 
 from __future__ import annotations
 
-import logging
 import os
 
 from actors.controller_parts import controller_parts
+from actors.ray_metrics import setup_actor_process
 from pravega_ray.controller.transaction_workflows import abort_processor
 
 
@@ -22,7 +22,7 @@ class AbortProcessorActor:
     """Runs the abort event processor; see the module docstring."""
 
     def __init__(self, tier1: str, tier2: str, container_count: int, namespace: str) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
         parts = controller_parts(tier2, container_count, namespace)
         self._processor = abort_processor(parts.metadata, parts.segments)

@@ -35,6 +35,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError
 
 from actors.options import container_name, segment_container_options
+from actors.ray_metrics import setup_actor_process
 from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.cluster_assignment import AssignmentStore, plan_assignment
 from pravega_ray.constants import (
@@ -118,7 +119,7 @@ class ClusterManagerActor:
         period_s: float = CLUSTER_MANAGER_PERIOD_S,
         container_env: dict[str, Any] | None = None,
     ) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        setup_actor_process()
         if not isinstance(container_count, int) or container_count < 1:
             raise InvalidArgumentError("container_count must be an int >= 1")
         if not isinstance(period_s, (int, float)) or not 0 < period_s <= 3600:

@@ -12,10 +12,10 @@ transaction segment already merged is not merged again).
 
 from __future__ import annotations
 
-import logging
 import os
 
 from actors.controller_parts import controller_parts
+from actors.ray_metrics import setup_actor_process
 from pravega_ray.controller.transaction_workflows import commit_processor
 
 
@@ -23,7 +23,7 @@ class CommitProcessorActor:
     """Runs the commit event processor; see the module docstring."""
 
     def __init__(self, tier1: str, tier2: str, container_count: int, namespace: str) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
         parts = controller_parts(tier2, container_count, namespace)
         self._processor = commit_processor(parts.metadata, parts.segments)

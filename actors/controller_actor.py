@@ -3,13 +3,13 @@ of ``_system`` (the request event processor and the stream buckets are actors of
 
 from __future__ import annotations
 
-import logging
 import os
 import uuid
 from typing import Any
 
 from actors.controller_parts import controller_parts
 from actors.options import NAMESPACE
+from actors.ray_metrics import setup_actor_process
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.records import (
     KeyValueTableInfo,
@@ -34,7 +34,7 @@ class ControllerActor:
     def __init__(
         self, tier1: str, tier2: str, container_count: int, namespace: str = NAMESPACE
     ) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
         parts = controller_parts(tier2, container_count, namespace)
         segments = parts.segments

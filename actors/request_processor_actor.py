@@ -14,10 +14,10 @@ next to this one, built the same way (``actors/controller_parts.py``).
 
 from __future__ import annotations
 
-import logging
 import os
 
 from actors.controller_parts import controller_parts
+from actors.ray_metrics import setup_actor_process
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
@@ -28,7 +28,7 @@ class RequestProcessorActor:
     """Runs the request event processor; see the module docstring."""
 
     def __init__(self, tier1: str, tier2: str, container_count: int, namespace: str) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
         parts = controller_parts(tier2, container_count, namespace)
         helper = parts.segments

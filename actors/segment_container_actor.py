@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import ray
 
+from actors.ray_metrics import setup_actor_process
 from actors.scale_reporter import RayScaleReporter
 from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
 from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
@@ -51,7 +52,7 @@ def _exit_for_restart(error: BaseException) -> None:
 
 class SegmentContainerActor:
     def __init__(self, tier1: str, tier2: str, container_id: int) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
         self._container_id = container_id
         for attempt in range(CONTAINER_RECOVERY_ATTEMPTS_MAX):

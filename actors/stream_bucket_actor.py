@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 from actors.controller_parts import controller_parts
+from actors.ray_metrics import setup_actor_process
 from pravega_ray.constants import (
     AUTO_SCALE_COLD_MARK_S,
     BUCKET_PERIOD_S,
@@ -61,7 +62,7 @@ class StreamBucketActor:
     ) -> None:
         """``retention_pause`` (tests only): ``(step, seconds)`` sleeps that long after that
         step of every retention cycle, so a test can kill the actor mid-cycle."""
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        setup_actor_process()
         if not (isinstance(buckets, int) and buckets >= 1 and 0 <= bucket < buckets):
             raise InvalidArgumentError("bucket must be an int in [0, buckets)")
         self._tiers = {"tier1": tier1, "tier2": tier2}

@@ -10,10 +10,10 @@ the next period does the work again; aborting a transaction twice is the same as
 
 from __future__ import annotations
 
-import logging
 import os
 
 from actors.controller_parts import controller_parts
+from actors.ray_metrics import setup_actor_process
 from pravega_ray.controller.transaction_timer import transaction_timer
 
 
@@ -21,7 +21,7 @@ class TxnTimerActor:
     """Runs the transaction timer; see the module docstring."""
 
     def __init__(self, tier1: str, tier2: str, container_count: int, namespace: str) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
         parts = controller_parts(tier2, container_count, namespace)
         self._timer = transaction_timer(parts.metadata, parts.segments)

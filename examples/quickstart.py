@@ -24,13 +24,15 @@ Run with ``make demo`` (or ``.venv/bin/python examples/quickstart.py``). It
    retention cycle (every 2 s here, ``start_local(retention_period_s=2)``) truncates the
    stream up to that checkpoint and no further: the events after it are all still read.
 
-Each run uses a fresh stream name, so it can be run again on the same data dir.
+Each run uses a fresh stream name, so it can be run again on the same data dir. It prints
+only its own lines (and any warning or error); ``-v`` shows Ray's, Spark's and the actors'
+logs too (``pravega_ray.logging_setup.configure_logging``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import logging
 import os
 import threading
 import time
@@ -40,6 +42,7 @@ from collections import defaultdict
 os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
 
 import pravega_ray as pr
+from pravega_ray.logging_setup import configure_logging
 
 EVENTS = 100_000
 KEYS = 100
@@ -272,7 +275,9 @@ def cuts_and_retention(cluster: pr.Cluster, scope: str, stream: str) -> dict[str
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.WARNING)
+    parser = argparse.ArgumentParser(description="pravega-ray quickstart (make demo)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show library logs too")
+    configure_logging(parser.parse_args().verbose)  # before Ray and Spark start
     t0 = time.monotonic()
     step("starting the embedded cluster (local Ray, data in ./.pravega-data) ...")
     cluster = pr.start_local(retention_period_s=2.0)

@@ -49,6 +49,7 @@ from actors.options import (
     stream_bucket_name,
 )
 from actors.ray_calls import RayServiceInvoker, call_with_unwrap
+from actors.ray_metrics import install_ray_metrics
 from actors.request_processor_actor import RequestProcessorActor
 from actors.stream_bucket_actor import StreamBucketActor
 from actors.txn_timer_actor import TxnTimerActor
@@ -71,6 +72,13 @@ from pravega_ray.errors import (
     DataCorruptionError,
     IllegalStateError,
     InvalidArgumentError,
+)
+from pravega_ray.logging_setup import (
+    ACTOR_LOG_LEVEL_VARIABLE,
+    quiet_ray_data,
+    quiet_ray_notices,
+    quiet_requested,
+    verbose_logging,
 )
 from pravega_ray.segmentstore.arguments import check_seconds
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
@@ -417,13 +425,30 @@ def _alive_node_ids() -> list[str]:
 
 
 def _init_ray(address: str | None, namespace: str) -> bool:
-    """Start or join Ray; True if this call initialized it."""
+    """Start or join Ray; True if this call initialized it. Either way this process's
+    metrics go to Ray from now on (``actors/ray_metrics.py``).
+
+    Logs (pravega_ray/logging_setup.py): Ray's driver logger at WARNING (INFO if
+    verbose). If the program asked for quiet logs (``configure_logging(False)``), the job's
+    runtime environment sets pravega-ray's actors to WARNING, and Ray's startup notices and Ray
+    Data's banners are lowered. Warnings and errors of every actor still reach this terminal
+    (``log_to_driver`` stays on).
+    """
     if ray.is_initialized():
+        install_ray_metrics()
         return False
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+    actor_level = "WARNING" if quiet_requested() else "INFO"
+    quiet_ray_notices()
     ray.init(
-        address=address, namespace=namespace, include_dashboard=False, logging_level=logging.WARNING
+        address=address,
+        namespace=namespace,
+        include_dashboard=False,
+        logging_level=logging.INFO if verbose_logging() else logging.WARNING,
+        runtime_env={"env_vars": {ACTOR_LOG_LEVEL_VARIABLE: actor_level}},
     )
+    quiet_ray_data()
+    install_ray_metrics()
     return True
 
 

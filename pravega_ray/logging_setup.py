@@ -4,29 +4,133 @@
 starts. Unless ``verbose``, only the program's own lines and real warnings and errors
 reach the terminal: the startup noise of Ray, Spark and the JVM is lowered by
 configuration (log levels), never by discarding errors. See ``docs/operations.md``.
+
+Who reads the choice (:func:`verbose_logging`):
+
+* this module: the root logger's level (INFO or WARNING) and one handler on stderr;
+  Ray Data's progress bars off (``RAY_DATA_DISABLE_PROGRESS_BARS``, read when Ray Data is
+  imported) unless verbose;
+* ``pravega_ray.cluster`` (``start_local``/``connect``): Ray's driver log level
+  (``ray.init(logging_level=...)``); in the job's runtime environment, the level of every
+  pravega-ray actor (:data:`ACTOR_LOG_LEVEL_VARIABLE`); Ray's startup notices
+  (:func:`quiet_ray_notices`); Ray Data's console log level and execution banners
+  (:func:`quiet_ray_data`);
+* ``pravega_ray.spark.init_spark``: the log4j configuration of Spark's driver JVM, Spark's
+  console progress bars, the log level of the JVMs' Ray core workers.
+
+Errors always show: a worker's or actor's ERROR lines still reach the driver's terminal
+(Ray forwards them), and a raised error prints its traceback as usual.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 
-__all__ = ["configure_logging", "verbose_logging"]
+__all__ = [
+    "ACTOR_LOG_LEVEL_VARIABLE",
+    "configure_logging",
+    "quiet_ray_data",
+    "quiet_ray_notices",
+    "quiet_requested",
+    "verbose_logging",
+]
 
+ACTOR_LOG_LEVEL_VARIABLE = "PRAVEGA_RAY_LOG_LEVEL"
+"""Environment variable with the log level of pravega-ray's actors (``INFO`` if unset)."""
+
+_FORMAT = "%(levelname)s %(name)s: %(message)s"
 _verbose = False
+_configured = False
+_handler: logging.Handler | None = None
 
 
 def configure_logging(verbose: bool = False) -> None:
     """Set the log levels of this process: WARNING for libraries unless ``verbose``.
 
     Idempotent; the last call wins. Ray and Spark started later in this process read
-    the choice (:func:`verbose_logging`).
+    the choice (:func:`verbose_logging`). Adds one stderr handler to the root logger
+    (once, whatever the number of calls) unless the root logger has one already.
     """
-    global _verbose
+    global _verbose, _configured, _handler
     _verbose = bool(verbose)
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(logging.INFO if verbose else logging.WARNING)
+    _configured = True
+    root = logging.getLogger()
+    if _handler is None and not root.handlers:
+        _handler = logging.StreamHandler()
+        _handler.setFormatter(logging.Formatter(_FORMAT))
+        root.addHandler(_handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    if not verbose:
+        # Read by Ray Data when it is imported (its DataContext default); a user's own
+        # setting of the variable wins.
+        os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
+    quiet_ray_data()
 
 
 def verbose_logging() -> bool:
     """True if :func:`configure_logging` asked for verbose logs."""
     return _verbose
+
+
+def quiet_requested() -> bool:
+    """True if :func:`configure_logging` was called without ``verbose``: then Ray, Ray Data,
+    Spark and the actors started later are configured quiet. A library user who never calls
+    it keeps every library's own defaults (Ray's driver logger is at WARNING either way)."""
+    return _configured and not _verbose
+
+
+_RAY_NOTICES = ("ray._private.authentication.authentication_token_setup",)
+"""Ray loggers whose every-start notices a quiet program lowers to ERROR: "Token
+authentication is enabled for this Ray cluster" (Ray's default since 2.5x, not a problem)."""
+
+
+class _HideDeprecationNotices(logging.Filter):
+    """Ray's "DeprecationWarning: `ray.worker.x` is a private attribute" lines, caused by a
+    library using Ray's private names (RayDP does): hidden in a quiet program, as Python hides
+    DeprecationWarnings outside ``__main__`` by default."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (quiet_requested() and str(record.msg).startswith("DeprecationWarning: `ray."))
+
+
+def quiet_ray_notices() -> None:
+    """Lower Ray's startup notices in this process if :func:`quiet_requested` (else restore
+    them). Called by ``start_local``/``connect`` before ``ray.init``; never imports Ray."""
+    level = logging.ERROR if quiet_requested() else logging.NOTSET
+    for name in _RAY_NOTICES:
+        logging.getLogger(name).setLevel(level)
+    ray_logger = logging.getLogger("ray")
+    if not any(isinstance(f, _HideDeprecationNotices) for f in ray_logger.filters):
+        ray_logger.addFilter(_HideDeprecationNotices())
+
+
+def quiet_ray_data() -> None:
+    """Apply the choice to Ray Data in this process.
+
+    Quiet: no progress bars (nor the notice that they are off), no "Starting execution of
+    Dataset" banners, and Ray Data's console handler at WARNING (its log file,
+    ``ray-data.log`` in Ray's session folder, keeps everything). Called by
+    :func:`configure_logging`, by ``start_local``/``connect`` and by ``init_spark``. Does
+    nothing unless :func:`configure_logging` was called, so a library user's own logging
+    setup is left alone. Never imports Ray.
+    """
+    if not _configured:
+        return  # a library user's own setup stays as it is
+    # Progress notices ("Progress bars disabled. To enable, ..."), by their logger's level.
+    progress_level = logging.NOTSET if _verbose else logging.ERROR
+    logging.getLogger("ray.data._internal.progress").setLevel(progress_level)
+    data = sys.modules.get("ray.data")
+    if data is None:
+        return  # not imported: RAY_DATA_DISABLE_PROGRESS_BARS does it at the import
+    level = logging.INFO if _verbose else logging.WARNING
+    for handler in logging.getLogger("ray.data").handlers:
+        # The console handler (a StreamHandler); the session-file handler keeps its level.
+        if isinstance(handler, logging.StreamHandler) and not isinstance(
+            handler, logging.FileHandler
+        ):
+            handler.setLevel(level)
+    context = data.DataContext.get_current()
+    context.enable_progress_bars = _verbose
+    context.print_on_execution_start = _verbose

@@ -13,6 +13,7 @@ import logging
 import math
 import time
 
+from pravega_ray import metrics
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.events import Checkpoint, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
@@ -198,7 +199,8 @@ class ReaderGroup:
     def unread_bytes(self) -> int:
         """Bytes between the group's positions (``get_stream_cuts``) and each stream's tail,
         or its end cut: the segments between (the controller's ``get_segments_between``)
-        measured by the segment store. Segments truncated or deleted count what is left."""
+        measured by the segment store. Segments truncated or deleted count what is left.
+        Also sets the reader lag metric ``pravega_reader_group_unread_bytes`` of this process."""
         state, _ = self._state.fetch()
         positions = state.positions()
         total = 0
@@ -219,6 +221,7 @@ class ReaderGroup:
                 end = state.end_offsets.get(name, info.length)
                 start = max(positions.get(name, 0), info.start_offset)
                 total += max(0, end - start)
+        metrics.READER_GROUP_UNREAD_BYTES.set(total, {"scope": self.scope, "group": self.name})
         return total
 
     def reset_to(self, target: Checkpoint | dict[str, StreamCut] | ReaderGroupConfig) -> None:

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pravega_ray import metrics
 from pravega_ray.constants import (
     REQUEST_CONCURRENCY,
     REQUEST_EXPIRY_S,
@@ -172,23 +173,34 @@ class RequestEventProcessor:
         timer.start()
 
     def _handle(self, request: Request) -> str:
+        """Run one request; records its workflow's count (by outcome) and duration."""
+        started = time.perf_counter()
+        outcome, recorded = self._run_handler(request)
+        workflow = metrics.workflow_tag(request.body.get("type"))
+        metrics.WORKFLOWS.inc(1, {"workflow": workflow, "outcome": recorded})
+        metrics.WORKFLOW_DURATION.observe(time.perf_counter() - started, {"workflow": workflow})
+        return outcome
+
+    def _run_handler(self, request: Request) -> tuple[str, str]:
+        """``(DONE or POSTPONE, the outcome the metrics record)``."""
         body = request.body
         try:
             outcome = self._handler(body)
             if outcome == WAIT:
-                return POSTPONE  # never expires
+                return POSTPONE, "postponed"  # never expires
         except (RetriableError, ConflictingUpdateError) as e:
             log.warning("request %s at %d: %r; will retry", body, request.offset, e)
-            return POSTPONE
+            return POSTPONE, "retried"
         except Exception:  # one bad request never stops the others
             log.exception("request %s at %d failed; dropped", body, request.offset)
-            return DONE
+            return DONE, "failed"
         if outcome == POSTPONE:
             age_s = (self._wall_ms() - int(body.get("posted_ms", 0))) / 1000
             if age_s > self._expiry_s:
                 log.warning("request %s expired after %.0f s; dropped", body, age_s)
-                return DONE
-        return outcome
+                return DONE, "expired"
+            return POSTPONE, "postponed"
+        return outcome, "done"
 
     def _checkpoint(self) -> None:
         with self._lock:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pravega_ray import metrics
 from pravega_ray.constants import SYSTEM_SCOPE
 from pravega_ray.controller.cut_order import Cut, Ranges, cut_le, lower_bound
 from pravega_ray.controller.records import StreamState
@@ -80,6 +81,10 @@ class RetentionSegments(Protocol):
     def create_segment(self, segment: str) -> None: ...
 
     def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Any: ...
+
+
+NO_POLICY = "no retention policy"
+"""``CycleResult.why`` of a stream without a retention policy (not counted in the metrics)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,11 +139,20 @@ class RetentionService:
         for scope, stream in self.streams():
             if not which(scope, stream):
                 continue
+            started = time.perf_counter()
             try:
-                out.append(self.run(scope, stream))
+                result = self.run(scope, stream)
+                outcome = "truncated" if result.requested else "skipped"
             except PravegaError as e:
                 log.warning("retention of %s/%s failed (%r); next period", scope, stream, e)
-                out.append(CycleResult(scope, stream, None, why=f"failed: {e!r}"))
+                result = CycleResult(scope, stream, None, why=f"failed: {e!r}")
+                outcome = "failed"
+            out.append(result)
+            if result.why == NO_POLICY:
+                continue  # not a retention workflow: nothing to count
+            metrics.WORKFLOWS.inc(1, {"workflow": "retention", "outcome": outcome})
+            elapsed = time.perf_counter() - started
+            metrics.WORKFLOW_DURATION.observe(elapsed, {"workflow": "retention"})
         return out
 
     # --- one stream ------------------------------------------------------------------------------
@@ -147,7 +161,7 @@ class RetentionService:
         value, _ = self._records.get(scope, stream)
         policy = StreamConfiguration.from_dict(value["config"]).retention
         if policy is None:
-            return CycleResult(scope, stream, None, why="no retention policy")
+            return CycleResult(scope, stream, None, why=NO_POLICY)
         if StreamState(value["state"]) not in RUNNABLE:
             return CycleResult(scope, stream, None, why=f"stream is {value['state']}")
         if self._records.pending_truncate(scope, stream) is not None:

@@ -66,7 +66,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from pravega_ray import constants
+from pravega_ray import constants, metrics
 from pravega_ray.errors import ContainerNotReadyError, InvalidArgumentError, SegmentNotFoundError
 from pravega_ray.segmentstore.attributes import (
     NULL_VALUE,
@@ -473,6 +473,7 @@ class AutoScaler:
         self._task: asyncio.Task[None] | None = None
         # segment -> (incarnation, raw policy values, decoded policy): decoded once per value.
         self._policies: dict[str, tuple[str | None, tuple[int, ...], ScalePolicy | None]] = {}
+        self._rate_tags: dict[str, dict[str, str]] = {}  # segments whose rates were recorded
 
     def start(self) -> None:
         """Start the rounds on the running event loop (idempotent)."""
@@ -501,8 +502,28 @@ class AutoScaler:
         """One round now: observe, decide, deliver. Returns the reports delivered."""
         now = self._clock.monotonic()
         traffic, policies, sealed = await self._observe(now)
+        self._record_rates(traffic, policies)
         due = self.monitor.check(traffic, policies, now, sealed=sealed)
         return await self.monitor.report(due, now, self._scheduler)
+
+    def _record_rates(
+        self, traffic: list[SegmentTraffic], policies: Mapping[str, ScalePolicy]
+    ) -> None:
+        """The rate gauges of the segments with a scale policy (bounded: segment tags only
+        here); a segment no longer watched is set to 0 once and forgotten."""
+        seen: dict[str, dict[str, str]] = {}
+        for t in traffic:
+            if t.segment not in policies:
+                continue
+            tags = self._rate_tags.get(t.segment) or metrics.segment_tags(t.segment)
+            seen[t.segment] = tags
+            metrics.SEGMENT_EVENT_RATE.set(t.events_per_s, tags)
+            metrics.SEGMENT_BYTE_RATE.set(t.bytes_per_s, tags)
+        for segment, tags in self._rate_tags.items():
+            if segment not in seen:
+                metrics.SEGMENT_EVENT_RATE.set(0.0, tags)
+                metrics.SEGMENT_BYTE_RATE.set(0.0, tags)
+        self._rate_tags = seen
 
     async def _observe(
         self, now: float

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pravega_ray import metrics
 from pravega_ray.errors import DataCorruptionError
 from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
@@ -92,7 +94,15 @@ class DurableLog:
             scheduler=scheduler,
             on_failure=on_failure,
             checkpoint=metadata.snapshot,
+            container=str(config.container_id),
+            on_logged=self._logged,
         )
+        # (sequence, bytes) of every record above the truncation point: the log's size metrics.
+        self._records: deque[tuple[int, int]] = deque()
+        self._log_bytes = 0
+        self._metric_tags = {"container": str(config.container_id)}
+        self._metrics_at = float("-inf")  # when _record_log_metrics last recorded
+        self._reads_counted = (0, 0)  # read index (hits, misses) already counted
         self._recovered = False
         self._truncated_upto = 0
         self._checkpoint_sequences: list[int] = []
@@ -128,6 +138,7 @@ class DurableLog:
         started = time.monotonic()
         records = operations = 0
         for sequence, payload in self._log.read_all():
+            self._logged(sequence, len(payload))
             decoded = list(ops.decode(payload))
             if records == 0:
                 self._truncated_upto = sequence
@@ -226,6 +237,34 @@ class DurableLog:
             await self._scheduler.run_blocking(self._log.truncate, point)
             self._truncated_upto = point
             self._checkpoint_sequences = [c for c in self._checkpoint_sequences if c >= point]
+            while self._records and self._records[0][0] < point:
+                self._log_bytes -= self._records.popleft()[1]
+        self._record_log_metrics()
+
+    def _logged(self, sequence: int, size_bytes: int) -> None:
+        """A record is durable (or replayed): count it in the log's size."""
+        self._records.append((sequence, size_bytes))
+        self._log_bytes += size_bytes
+
+    def _record_log_metrics(self) -> None:
+        """Log size, truncation lag, Tier-2 lag and the read cache's hits and misses: at
+        most once per ``metrics.GAUGE_INTERVAL_S``, from the storage writer's rounds."""
+        now = time.monotonic()
+        if now - self._metrics_at < metrics.GAUGE_INTERVAL_S:
+            return
+        self._metrics_at = now
+        tags = self._metric_tags
+        metrics.LOG_BYTES.set(self._log_bytes, tags)
+        metrics.LOG_RECORDS.set(len(self._records), tags)
+        lag = sum(max(0, state.length - state.storage_length) for state in self._metadata)
+        metrics.STORAGE_WRITER_LAG.set(lag, tags)
+        hits, misses = self._read_index.hits, self._read_index.misses
+        counted_hits, counted_misses = self._reads_counted
+        if hits > counted_hits:
+            metrics.READ_CACHE_HITS.inc(hits - counted_hits, tags)
+        if misses > counted_misses:
+            metrics.READ_CACHE_MISSES.inc(misses - counted_misses, tags)
+        self._reads_counted = (hits, misses)
 
     def _truncation_point(self) -> int:
         """Highest checkpoint below which every append is in Tier-2 (0 if none)."""

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pravega_ray import metrics
 from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.segmentstore import operations as ops
@@ -53,6 +55,7 @@ class _Queued:
     operation: Any
     future: asyncio.Future[None]
     chunk_data: bytes | None  # a flushed chunk's bytes, for the read cache (never logged)
+    queued_at: float  # time.perf_counter() at submit (the ack latency metric)
 
 
 class OperationProcessor:
@@ -67,7 +70,11 @@ class OperationProcessor:
         scheduler: Scheduler,
         on_failure: Callable[[BaseException], None],
         checkpoint: Callable[[], ops.MetadataCheckpoint] | None = None,
+        container: str = "",
+        on_logged: Callable[[int, int], None] | None = None,
     ) -> None:
+        """``container`` tags the metrics (pravega_ray.metrics) of this processor;
+        ``on_logged(sequence, size_bytes)`` is called after each log record is durable."""
         self._log = log
         self._apply = apply
         self._checkpoint = checkpoint
@@ -76,6 +83,9 @@ class OperationProcessor:
         self._delay_s = delay_s
         self._scheduler = scheduler
         self._on_failure = on_failure
+        self._container = container
+        self._container_tags = {"container": container}
+        self._on_logged = on_logged
         self._queue: list[_Queued] = []
         # The group commit being written; failed with the queue if the pump stops mid-write.
         self._batch: list[_Queued] = []
@@ -103,7 +113,7 @@ class OperationProcessor:
         """
         invariant(self._wake is not None, "operation processor not started")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Queued(operation, future, chunk_data))
+        self._queue.append(_Queued(operation, future, chunk_data, time.perf_counter()))
         self._wake.set()  # type: ignore[union-attr]
         await future
 
@@ -150,6 +160,8 @@ class OperationProcessor:
             payload = ops.encode(to_log)
             self.logged_bytes += len(payload)
             sequence = await self._scheduler.run_blocking(self._log.append, payload)
+            if self._on_logged is not None:
+                self._on_logged(sequence, len(payload))
         for item in batch:
             if item.operation is not BARRIER:
                 self._apply(item.operation, sequence, item.chunk_data)
@@ -157,6 +169,36 @@ class OperationProcessor:
             if not item.future.done():
                 item.future.set_result(None)
         self._batch = []
+        if to_log:
+            self._record_metrics(batch, len(to_log), len(payload))
+
+    def _record_metrics(self, batch: list[_Queued], operations: int, size_bytes: int) -> None:
+        """Metrics of one group commit: a few recordings per commit and per append operation
+        (a writer's block), aggregated per stream; never one per event."""
+        now = time.perf_counter()
+        tags = self._container_tags
+        events = 0
+        per_stream: dict[str, list[int]] = {}
+        for item in batch:
+            op = item.operation
+            if type(op) is ops.Append:
+                events += op.event_count
+                stream = op.segment.rpartition("/")[0]
+                totals = per_stream.get(stream)
+                if totals is None:
+                    per_stream[stream] = [op.event_count, len(op.data)]
+                else:
+                    totals[0] += op.event_count
+                    totals[1] += len(op.data)
+                metrics.APPEND_LATENCY.observe(now - item.queued_at, tags)
+        metrics.GROUP_COMMIT_OPERATIONS.observe(operations, tags)
+        metrics.GROUP_COMMIT_BYTES.observe(size_bytes, tags)
+        if events:
+            metrics.GROUP_COMMIT_EVENTS.observe(events, tags)
+        for stream, (stream_events, stream_bytes) in per_stream.items():
+            stream_tags = metrics.stream_tags(self._container, stream)
+            metrics.APPENDED_EVENTS.inc(stream_events, stream_tags)
+            metrics.APPENDED_BYTES.inc(stream_bytes, stream_tags)
 
     def _group_commit_full(self) -> bool:
         total = sum(_size(item.operation) for item in self._queue)

@@ -71,6 +71,9 @@ class ReadIndex:
         # Chunk name -> its load under way (by a read or read-ahead); at most one per chunk.
         self._loading: dict[str, asyncio.Future[bytes]] = {}
         self._loading_bytes = 0
+        # Reads served from memory / that waited for Tier-2 (the read cache metrics).
+        self.hits = 0
+        self.misses = 0
 
     # --- updates (called as operations become durable) -------------------------------------
     def add_segment(self, segment: str) -> None:
@@ -186,11 +189,14 @@ class ReadIndex:
         """
         chunk = state.chunks.chunk_at(offset)
         if chunk is None:
+            self.hits += 1
             return self._read_unflushed(state.name, offset, max_bytes)
         data = self._cache.get(chunk.name)
         if data is not None:
+            self.hits += 1
             self._cache.move_to_end(chunk.name)
         else:
+            self.misses += 1
             loading = self._loading.get(chunk.name)
             if loading is None:
                 loading = self._start_load(state.name, chunk)

@@ -15,6 +15,12 @@ object store. Three things have to be right for that to work here (proven in
 * Stop Spark before Ray. RayDP's exit hook otherwise starts a fresh local Ray
   while Python exits.
 
+If the program asked for quiet logs (:func:`~pravega_ray.logging_setup.quiet_requested`:
+``configure_logging(False)``), the session starts quiet
+(:func:`quiet_spark_configs`): the driver JVM logs through :data:`QUIET_LOG4J2` (warnings and
+errors, minus two known startup notices) and Spark draws no console progress bars. Errors
+always show.
+
 Every ``init_spark`` also leaves folders named by digits in ``/tmp/ray``
 (``/tmp/ray/<millis>``, copies of Ray's Java core-worker library, about 40 MB
 per JVM, two JVMs per session); :func:`clean_raydp_temp_folders` removes them.
@@ -22,15 +28,18 @@ per JVM, two JVMs per session); :func:`clean_raydp_temp_folders` removes them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pravega_ray.errors import IllegalStateError, InvalidArgumentError
+from pravega_ray.logging_setup import quiet_ray_data, quiet_requested
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,6 +52,7 @@ __all__ = [
     "init_spark",
     "jdk17_java_options",
     "merge_spark_configs",
+    "quiet_spark_configs",
     "stop_spark",
 ]
 
@@ -121,6 +131,46 @@ def merge_spark_configs(configs: Mapping[str, str] | None = None) -> dict[str, s
     return merged
 
 
+QUIET_LOG4J2 = """\
+# pravega-ray's quiet log4j2 configuration of Spark's driver JVM (verbose_logging() off).
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+# "Your hostname resolves to a loopback address" at every start.
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+# "Unable to load native-hadoop library": Spark uses its Java implementations.
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
+"""
+"""Warnings and errors of every logger, except two notices every start prints."""
+
+
+def quiet_spark_configs() -> dict[str, str]:
+    """The Spark configs of a quiet session: :data:`QUIET_LOG4J2` for the driver JVM (written
+    to a file in the temp folder) and no console progress bars."""
+    path = os.path.join(tempfile.gettempdir(), f"pravega-ray-log4j2-{os.getuid()}.properties")
+    # Written once: later sessions find it unchanged (or another process just wrote it).
+    with contextlib.suppress(OSError), open(path) as existing:
+        if existing.read() == QUIET_LOG4J2:
+            return _quiet_configs(path)
+    staging = f"{path}.{os.getpid()}"
+    with open(staging, "w") as f:
+        f.write(QUIET_LOG4J2)
+    os.replace(staging, path)
+    return _quiet_configs(path)
+
+
+def _quiet_configs(path: str) -> dict[str, str]:
+    # RayDP puts -Dlog4j2.configurationFile=<this> last on the driver JVM's command line
+    # (after spark.driver.extraJavaOptions), so this is the key that decides.
+    return {"spark.log4j.config.file.name": f"file:{path}", "spark.ui.showConsoleProgress": "false"}
+
+
 def init_spark(
     app_name: str = "pravega-ray",
     num_executors: int = 1,
@@ -143,6 +193,9 @@ def init_spark(
     Only one RayDP session can exist per process: raises
     :class:`IllegalStateError` if one is running (call :func:`stop_spark` first).
     Startup takes 10-15 s here; the first job another 9-12 s.
+
+    Quiet if the program asked for it (the module docstring); ``configs`` the caller gives
+    win over the quiet ones (JVM options are merged).
     """
     import ray
 
@@ -156,6 +209,9 @@ def init_spark(
             f"num_executors and executor_cores must be >= 1, got "
             f"{num_executors} and {executor_cores}"
         )
+    quiet = quiet_requested()
+    if quiet:
+        configs = _merged_options(quiet_spark_configs(), configs or {})
     merged = merge_spark_configs(configs)
     os.environ["PYSPARK_PYTHON"] = sys.executable
 
@@ -164,13 +220,24 @@ def init_spark(
 
     if getattr(raydp.context, "_global_spark_context", None) is not None:
         raise IllegalStateError("a RayDP Spark session is running: call stop_spark() first")
-    return raydp.init_spark(
+    session = raydp.init_spark(
         app_name=app_name,
         num_executors=num_executors,
         executor_cores=executor_cores,
         executor_memory=executor_memory,
         configs=merged,
     )
+    quiet_ray_data()  # RayDP imported Ray Data
+    return session
+
+
+def _merged_options(base: dict[str, str], configs: Mapping[str, str]) -> dict[str, str]:
+    """``configs`` over ``base``; for JVM option keys, ``base``'s options then the caller's."""
+    merged = {**base, **configs}
+    for key in EXTRA_JAVA_OPTIONS_KEYS:
+        if key in base and key in configs and isinstance(configs[key], str):
+            merged[key] = f"{base[key]} {configs[key]}"
+    return merged
 
 
 def stop_spark() -> None:

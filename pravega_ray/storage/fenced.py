@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 
+from pravega_ray import metrics
 from pravega_ray.errors import AlreadyExistsError, FencedError
 from pravega_ray.invariant import invariant
 from pravega_ray.storage.chunk_storage import (
@@ -55,6 +56,8 @@ class FencedChunkStorage:
         self._inner = inner
         self._owner = validate_chunk_name(owner)
         self._epoch: int | None = None
+        # Tier-2 byte counters (pravega_ray.metrics), tagged by the owning container's id.
+        self._metric_tags = {"container": owner.removeprefix("container-")}
 
     @property
     def inner(self) -> ChunkStorage:
@@ -100,13 +103,16 @@ class FencedChunkStorage:
     def create(self, name: str, data: bytes) -> None:
         self.check()
         self._inner.create(name, data)
+        metrics.TIER2_WRITTEN_BYTES.inc(len(data), self._metric_tags)
 
     def delete(self, name: str) -> None:
         self.check()
         self._inner.delete(name)
 
     def read(self, name: str, offset: int, length: int) -> bytes:
-        return self._inner.read(name, offset, length)
+        data = self._inner.read(name, offset, length)
+        metrics.TIER2_READ_BYTES.inc(len(data), self._metric_tags)
+        return data
 
     def length(self, name: str) -> int:
         return self._inner.length(name)
