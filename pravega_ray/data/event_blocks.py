@@ -10,10 +10,11 @@ Path of the data inside one read task::
 Blocks are what Ray Data and, through RayDP, Spark get. Every block is a *non-empty* table
 whose columns are *one contiguous chunk* each: RayDP converts a block with ``to_pandas()``, and
 PySpark 3.5 fails on the chunked columns pandas 3 keeps ("Expected Array, got ChunkedArray") and
-on empty tables. A block is closed once its estimated size reaches the Ray Data context's
-``target_max_block_size`` (128 MiB by default), so Ray Data's output buffer passes it on as it
-is instead of merging it with the next one (a merge would make multi-chunk columns); blocks stay
-under that size plus one event.
+on empty tables. A block is closed once its *payload* bytes exceed the Ray Data context's
+``target_max_block_size`` (128 MiB by default), so its Arrow size exceeds it too and Ray Data's
+output buffer passes it on as it is instead of merging it with the next one (a merge would make
+multi-chunk columns). A block holds at most that many payload bytes plus one event, plus the
+other columns (~30 B per row).
 
 Columns (``layout_for``): the five of Pravega's Spark connector, ``event`` (binary), ``scope``,
 ``stream``, ``segment_id``, ``offset``; with a table serializer also its fields; with a plain
@@ -71,9 +72,6 @@ EVENT_ARROW_SCHEMA = pa.schema(
 
 BLOCK_BYTES_DEFAULT = 128 * MIB
 """Block size when Ray Data's context names none (its own default is the same)."""
-
-ROW_OVERHEAD_BYTES = 48
-"""Estimated bytes per row besides the payload (scope/stream strings, offsets, ids)."""
 
 READ_TASK_CPUS = 0.25
 """Ray CPUs per read task: small, so read tasks run beside a Spark executor on 2 CPUs."""
@@ -264,8 +262,9 @@ def read_ranges(
     block_bytes: int = BLOCK_BYTES_DEFAULT,
 ) -> Iterator[pa.Table]:
     """Body of a read task: the events of ``ranges`` (SegmentReadRanges, each read from the
-    container actor at the same index) as non-empty, single-chunk tables of about
-    ``block_bytes`` (estimated) at most, plus one event.
+    container actor at the same index) as non-empty, single-chunk tables; a block is
+    passed on once its Arrow size exceeds ``block_bytes`` (holding at most about that much
+    payload plus one event), the task's last block is the only smaller one.
 
     Rows of one range come in offset order, ranges one after the other. Raises
     DataCorruptionError (segment and offset named) for bytes that do not parse as frames
@@ -276,15 +275,14 @@ def read_ranges(
     """
     from actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
 
-    pieces: list[pa.Table] = []
-    pieces_bytes = 0
+    pieces: list[pa.Table] = []  # built tables of the block being filled
     for container, segment_range in zip(containers, ranges, strict=True):
         name = segment_range.segment
         offset, end = segment_range.start_offset, segment_range.end_offset
         frames = FrameAssembler()  # a frame cut by a read; a large event assembled in place
         offsets: list[int] = []
         payloads: list[bytes] = []
-        pending_bytes = 0
+        pending_bytes = sum(piece.nbytes for piece in pieces)
         while offset < end:
             want = min(end - offset, max(READ_BYTES_MAX, frames.missing_bytes))
             try:
@@ -314,17 +312,18 @@ def read_ranges(
             for event_offset, payload in events:
                 offsets.append(event_offset)
                 payloads.append(payload)
-                pending_bytes += len(payload) + ROW_OVERHEAD_BYTES
-            if pieces_bytes + pending_bytes >= block_bytes and offsets:
-                pieces.append(
-                    events_table(
-                        layout, segment_range.scope, segment_range.stream, name,
-                        segment_range.segment_id, offsets, payloads,
-                    )
-                )  # fmt: skip
-                yield _concat(pieces)
-                pieces, pieces_bytes = [], 0
-                offsets, payloads, pending_bytes = [], [], 0
+                pending_bytes += len(payload)
+            if pending_bytes > block_bytes and offsets:
+                pieces.append(_piece(layout, segment_range, offsets, payloads))
+                offsets, payloads = [], []
+                pending_bytes = sum(piece.nbytes for piece in pieces)
+                # Ray Data merges blocks it sees at or below its target size: pass on only
+                # blocks whose Arrow size is above it (decoded columns may be smaller).
+                if pending_bytes > block_bytes:
+                    block = _concat(pieces)
+                    pieces, pending_bytes = [], 0
+                    if block.num_rows:
+                        yield block
         if frames.buffered_bytes:
             raise DataCorruptionError(
                 f"{name}: the range [{segment_range.start_offset}, {end}) ends inside an event "
@@ -333,12 +332,21 @@ def read_ranges(
                 offset=end - frames.buffered_bytes,
             )
         if offsets:
-            piece = events_table(
-                layout, segment_range.scope, segment_range.stream, name,
-                segment_range.segment_id, offsets, payloads,
-            )  # fmt: skip
-            if piece.num_rows:
-                pieces.append(piece)
-                pieces_bytes += pending_bytes
+            pieces.append(_piece(layout, segment_range, offsets, payloads))
+    pieces = [piece for piece in pieces if piece.num_rows]
     if pieces:
         yield _concat(pieces)
+
+
+def _piece(
+    layout: BlockLayout, segment_range: Any, offsets: list[int], payloads: list[bytes]
+) -> pa.Table:
+    return events_table(
+        layout,
+        segment_range.scope,
+        segment_range.stream,
+        segment_range.segment,
+        segment_range.segment_id,
+        offsets,
+        payloads,
+    )

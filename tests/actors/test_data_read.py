@@ -9,6 +9,7 @@ import pytest
 import ray
 
 import pravega_ray as pr
+from pravega_ray.data.datasource import dataset_of, plan_read
 from pravega_ray.data.event_blocks import EVENT_ARROW_SCHEMA, EVENT_COLUMNS
 from pravega_ray.errors import (
     DataCorruptionError,
@@ -81,6 +82,27 @@ def test_read_stream_between_cuts_across_two_scalings_reads_each_event_once(
     assert everything.schema().base_schema == EVENT_ARROW_SCHEMA
     at_tail = pr.data.read_stream(f"{scope}/{stream}", start_cut=end, end_cut=end, cluster=cluster)
     assert at_tail.count() == 0
+
+
+def test_read_tasks_of_several_ranges_make_small_single_chunk_blocks(cluster, unique_name) -> None:  # type: ignore[no-untyped-def]
+    """With a tiny target block size, one task over all ranges still yields blocks Spark can
+    take: non-empty, every column one chunk, each event once."""
+    scope, stream = unique_name, "blocks"
+    make_stream(cluster, scope, stream, segments=3)
+    write(cluster, scope, stream, [b"%04d" % i * 25 for i in range(300)])
+    context = ray.data.DataContext.get_current()
+    saved = context.target_max_block_size
+    context.target_max_block_size = 4096
+    try:
+        plan = plan_read(f"{scope}/{stream}", None, None, None, cluster)
+        refs = dataset_of(plan, read_tasks_max=1).to_arrow_refs()
+        blocks = ray.get(refs)
+    finally:
+        context.target_max_block_size = saved
+    assert len(blocks) > 3
+    assert all(b.num_rows and all(c.num_chunks == 1 for c in b.columns) for b in blocks)
+    events = [e for b in blocks for e in b.column("event").to_pylist()]
+    assert sorted(events) == sorted(b"%04d" % i * 25 for i in range(300))
 
 
 def test_read_stream_decodes_json_and_arrow_ipc_events_into_columns(cluster, unique_name) -> None:  # type: ignore[no-untyped-def]
