@@ -73,6 +73,9 @@ EVENT_ARROW_SCHEMA = pa.schema(
 BLOCK_BYTES_DEFAULT = 128 * MIB
 """Block size when Ray Data's context names none (its own default is the same)."""
 
+PIECE_BYTES = READ_BYTES_MAX
+"""Events are built into a table (a piece) every this many payload bytes; blocks grow by pieces."""
+
 READ_TASK_CPUS = 0.25
 """Ray CPUs per read task: small, so read tasks run beside a Spark executor on 2 CPUs."""
 
@@ -283,6 +286,7 @@ def read_ranges(
         offsets: list[int] = []
         payloads: list[bytes] = []
         pending_bytes = sum(piece.nbytes for piece in pieces)
+        piece_bytes = 0  # payload bytes of offsets/payloads, not yet built into a piece
         while offset < end:
             want = min(end - offset, max(READ_BYTES_MAX, frames.missing_bytes))
             try:
@@ -313,9 +317,12 @@ def read_ranges(
                 offsets.append(event_offset)
                 payloads.append(payload)
                 pending_bytes += len(payload)
-            if pending_bytes > block_bytes and offsets:
+                piece_bytes += len(payload)
+            if offsets and (pending_bytes > block_bytes or piece_bytes >= PIECE_BYTES):
+                # Pieces of ~PIECE_BYTES keep a block just above the target, below the ~1.5x
+                # where Ray Data slices blocks and merges the remainder with the next one.
                 pieces.append(_piece(layout, segment_range, offsets, payloads))
-                offsets, payloads = [], []
+                offsets, payloads, piece_bytes = [], [], 0
                 pending_bytes = sum(piece.nbytes for piece in pieces)
                 # Ray Data merges blocks it sees at or below its target size: pass on only
                 # blocks whose Arrow size is above it (decoded columns may be smaller).

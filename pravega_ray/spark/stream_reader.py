@@ -6,7 +6,8 @@ Path of the data::
     plan_read (driver): names, cuts, serializer checked; batch client ranges between the cuts
     dataset_of(plan, read_tasks_max=executor cores)      -> a Ray Data read: each task reads
        (0.25 CPU each)                                       several ranges into shared blocks
-    iter_internal_ref_bundles                             -> block refs (read once, in Ray's store)
+    spark_ready_blocks: iter_internal_ref_bundles         -> block refs (read once, in Ray's store;
+                                                             empty dropped, multi-chunk combined)
     raydp ray_dataset_to_spark_dataframe(schema, refs)    -> one Spark partition per block
 
 Why the shape (measured, see ``docs/spark.md`` and ``docs/benchmarks.md``):
@@ -30,6 +31,7 @@ The read is a snapshot: each range ends at the end cut or at its segment's lengt
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -48,6 +50,7 @@ __all__ = [
     "READ_TASK_CPUS",
     "read_stream",
     "spark_event_schema",
+    "spark_ready_blocks",
     "spark_schema",
 ]
 
@@ -132,17 +135,54 @@ def read_stream(
         return spark.createDataFrame([], spark_schema(arrow_schema))
 
     dataset = dataset_of(plan, read_tasks_max=_executor_core_count(spark))
-    block_refs = [
-        block_ref
-        for bundle in _unwrapped(dataset.iter_internal_ref_bundles())
-        for block_ref, metadata in zip(bundle.block_refs, bundle.metadata, strict=True)
-        if metadata.num_rows
-    ]
+    block_refs = spark_ready_blocks(dataset)
     if not block_refs:
         return spark.createDataFrame([], spark_schema(arrow_schema))
     from raydp.spark import ray_dataset_to_spark_dataframe
 
     return ray_dataset_to_spark_dataframe(spark, arrow_schema, block_refs)
+
+
+def _chunk_counts_ok(table: pa.Table) -> bool:
+    """Body of the check task: whether every column of ``table`` is one chunk."""
+    return all(column.num_chunks == 1 for column in table.columns)
+
+
+def _combined(table: pa.Table) -> pa.Table:
+    """Body of the combine task: ``table`` with single-chunk columns."""
+    return table.combine_chunks()
+
+
+@functools.cache
+def _remote_functions() -> tuple[Any, Any]:
+    """The check and combine tasks, built on first use (importing this loads no Ray)."""
+    import ray
+
+    return (
+        ray.remote(num_cpus=READ_TASK_CPUS, max_retries=1)(_chunk_counts_ok),
+        ray.remote(num_cpus=READ_TASK_CPUS, max_retries=1)(_combined),
+    )
+
+
+def spark_ready_blocks(dataset: Any) -> list[Any]:
+    """The Dataset's block refs, run once, as RayDP can take them: empty blocks dropped, and
+    a block whose columns have several chunks (Ray Data merged a sliced block's remainder
+    with the next one; rare, see ``event_blocks``) replaced by a combined copy.
+
+    The check is one small task per block (0.25 CPU, zero-copy reads of the shared
+    memory); only a bad block is copied. Raises a read task's pravega-ray error unwrapped.
+    """
+    import ray
+
+    refs = [
+        block_ref
+        for bundle in _unwrapped(dataset.iter_internal_ref_bundles())
+        for block_ref, metadata in zip(bundle.block_refs, bundle.metadata, strict=True)
+        if metadata.num_rows
+    ]
+    check, combine = _remote_functions()
+    flags = ray.get([check.remote(ref) for ref in refs])
+    return [ref if ok else combine.remote(ref) for ref, ok in zip(refs, flags, strict=True)]
 
 
 def _unwrapped(bundles: Any) -> Any:

@@ -20,6 +20,7 @@ from pravega_ray.errors import (
     StreamNotFoundError,
 )
 from pravega_ray.naming import stream_segment_name
+from pravega_ray.spark.stream_reader import spark_ready_blocks
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -85,8 +86,8 @@ def test_read_stream_between_cuts_across_two_scalings_reads_each_event_once(
 
 
 def test_read_tasks_of_several_ranges_make_small_single_chunk_blocks(cluster, unique_name) -> None:  # type: ignore[no-untyped-def]
-    """With a tiny target block size, one task over all ranges still yields blocks Spark can
-    take: non-empty, every column one chunk, each event once."""
+    """With a tiny target block size (Ray Data then slices and merges blocks), the blocks
+    handed to Spark are still non-empty with one chunk per column, each event once."""
     scope, stream = unique_name, "blocks"
     make_stream(cluster, scope, stream, segments=3)
     write(cluster, scope, stream, [b"%04d" % i * 25 for i in range(300)])
@@ -95,8 +96,7 @@ def test_read_tasks_of_several_ranges_make_small_single_chunk_blocks(cluster, un
     context.target_max_block_size = 4096
     try:
         plan = plan_read(f"{scope}/{stream}", None, None, None, cluster)
-        refs = dataset_of(plan, read_tasks_max=1).to_arrow_refs()
-        blocks = ray.get(refs)
+        blocks = ray.get(spark_ready_blocks(dataset_of(plan, read_tasks_max=1)))
     finally:
         context.target_max_block_size = saved
     assert len(blocks) > 3
