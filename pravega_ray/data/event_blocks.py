@@ -278,10 +278,22 @@ def read_ranges(
     """
     from actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
 
+    def first_read(index: int) -> Any:
+        """The first read call of range ``index`` (None past the last range)."""
+        if index >= len(ranges):
+            return None
+        r = ranges[index]
+        return containers[index].read.remote(
+            r.segment, r.start_offset, min(r.length, READ_BYTES_MAX), 0.0
+        )
+
     pieces: list[pa.Table] = []  # built tables of the block being filled
-    for container, segment_range in zip(containers, ranges, strict=True):
+    prefetched = first_read(0)
+    for index, (container, segment_range) in enumerate(zip(containers, ranges, strict=True)):
         name = segment_range.segment
         offset, end = segment_range.start_offset, segment_range.end_offset
+        # The next range's first read runs while this range is read and parsed.
+        call, prefetched = prefetched, first_read(index + 1)
         frames = FrameAssembler()  # a frame cut by a read; a large event assembled in place
         offsets: list[int] = []
         payloads: list[bytes] = []
@@ -289,10 +301,11 @@ def read_ranges(
         piece_bytes = 0  # payload bytes of offsets/payloads, not yet built into a piece
         while offset < end:
             want = min(end - offset, max(READ_BYTES_MAX, frames.missing_bytes))
+            if call is None:
+                call = container.read.remote(name, offset, want, 0.0)
             try:
-                result = call_with_unwrap(
-                    container.read.remote(name, offset, want, 0.0), READ_CALL_TIMEOUT_S
-                )
+                result = call_with_unwrap(call, READ_CALL_TIMEOUT_S)
+                call = None
             except SegmentStoreUnavailableError as error:
                 raise SegmentStoreUnavailableError(
                     f"reading {name} at offset {offset} failed: {error}"

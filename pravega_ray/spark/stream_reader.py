@@ -169,17 +169,24 @@ def spark_ready_blocks(dataset: Any) -> list[Any]:
     a block whose columns have several chunks (Ray Data merged a sliced block's remainder
     with the next one; rare, see ``event_blocks``) replaced by a combined copy.
 
-    The check is one small task per block (0.25 CPU, zero-copy reads of the shared
-    memory); only a bad block is copied. Raises a read task's pravega-ray error unwrapped.
+    Ray Data slices only blocks of at least 1.5x its target size and merges only slice
+    remainders (read tasks pass on no other small block), so a read smaller than that needs
+    no check. Otherwise the check is one small task per block (0.25 CPU, zero-copy reads of
+    the shared memory); only a bad block is copied. Raises a read task's pravega-ray error
+    unwrapped.
     """
     import ray
 
-    refs = [
-        block_ref
-        for bundle in _unwrapped(dataset.iter_internal_ref_bundles())
-        for block_ref, metadata in zip(bundle.block_refs, bundle.metadata, strict=True)
-        if metadata.num_rows
-    ]
+    refs, metadata = [], []
+    for bundle in _unwrapped(dataset.iter_internal_ref_bundles()):
+        for block_ref, block_metadata in zip(bundle.block_refs, bundle.metadata, strict=True):
+            if block_metadata.num_rows:
+                refs.append(block_ref)
+                metadata.append(block_metadata)
+    from pravega_ray.data.datasource import block_bytes_target
+
+    if sum(m.size_bytes or 0 for m in metadata) < 1.5 * block_bytes_target():
+        return refs  # no block reached the size Ray Data slices at: nothing was merged
     check, combine = _remote_functions()
     flags = ray.get([check.remote(ref) for ref in refs])
     return [ref if ok else combine.remote(ref) for ref, ok in zip(refs, flags, strict=True)]
