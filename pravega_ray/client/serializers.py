@@ -293,8 +293,11 @@ class JsonSerializer:
         return "JsonSerializer()" if self._schema is None else f"JsonSerializer({self._schema})"
 
     @property
-    def arrow_schema(self) -> pa.Schema | None:
-        """The schema given, or None (then this is not a TableSerializer)."""
+    def arrow_schema(self) -> pa.Schema:
+        """The schema given. Without one there is no such attribute (AttributeError), so
+        duck-typed checks (``hasattr(s, "arrow_schema")``) see no TableSerializer."""
+        if self._schema is None:
+            raise AttributeError("JsonSerializer() without a schema has no arrow_schema")
         return self._schema
 
     @property

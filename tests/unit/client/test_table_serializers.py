@@ -99,7 +99,7 @@ def test_json_with_schema_refuses_types_json_cannot_hold() -> None:
 
 def test_json_without_schema_has_no_table_form() -> None:
     s = pr.JsonSerializer()
-    assert s.arrow_schema is None
+    assert not hasattr(s, "arrow_schema")  # duck-typed checks see a plain serializer
     with pytest.raises(InvalidArgumentError):
         s.decode_table([b"{}"])
     assert s.deserialize(b'{"any": [1, "x"]}') == {"any": [1, "x"]}
@@ -118,7 +118,7 @@ def test_json_encode_table_missing_columns() -> None:
 def test_table_serializers_pickle() -> None:
     for s in (pr.JsonSerializer(SCHEMA), pr.ArrowIpcSerializer(SCHEMA), pr.JsonSerializer()):
         copy = pickle.loads(pickle.dumps(s))
-        assert copy.arrow_schema == s.arrow_schema
+        assert getattr(copy, "arrow_schema", None) == getattr(s, "arrow_schema", None)
 
 
 def batch(rows: int, start: int = 0) -> pa.RecordBatch:
