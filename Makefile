@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes clean check-java venv
+.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -42,6 +42,12 @@ bench-readers: venv
 
 bench-pipeline-writes: venv
 	RAY_ADDRESS=local $(PY) benchmarks/pipeline_writes.py
+
+bench-spark-bridge: venv check-java
+	RAY_ADDRESS=local $(PY) benchmarks/spark_bridge.py
+
+bench-ray-data: venv
+	RAY_ADDRESS=local $(PY) benchmarks/ray_data_read.py
 
 venv: $(STAMP)
 

@@ -18,6 +18,7 @@ from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableK
 from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.reader_group import ReaderGroup
 from pravega_ray.client.serializers import (
+    ArrowIpcSerializer,
     BytesSerializer,
     JsonSerializer,
     Serializer,
@@ -73,6 +74,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = sorted(
     [
+        "ArrowIpcSerializer",
         "BatchClient",
         "BytesSerializer",
         "Checkpoint",

@@ -5,14 +5,26 @@ value it cannot encode, having changed nothing; ``deserialize`` raises
 :class:`SerializationError` carrying the raw bytes as ``data`` for bytes it cannot decode.
 Readers and key-value tables add where the bytes came from and never consume an event
 that failed to decode (docs/api.md).
+
+*Tabular serializers* (:class:`TableSerializer`) also know their events as Arrow rows, so the
+Ray Data and Spark connectors (``pravega_ray/data``, ``pravega_ray/spark``) turn events into
+columns and tables into events: ``JsonSerializer(schema)`` (one JSON object per row) and
+:class:`ArrowIpcSerializer` (one Arrow record batch per event). pyarrow is imported only when
+one is built, so ``import pravega_ray`` stays quick.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Generic, Protocol, TypeVar
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from pravega_ray.constants import MIB
 from pravega_ray.errors import InvalidArgumentError, SerializationError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 T = TypeVar("T")
 
@@ -116,6 +128,137 @@ class Utf8Serializer:
             raise _decode_error(f"bytes are not UTF-8: {e}", raw) from None
 
 
+@runtime_checkable
+class TableSerializer(Serializer[T], Protocol):
+    """A serializer that also knows its events as Arrow rows (the Ray Data / Spark connectors).
+
+    ``arrow_schema`` names the event's fields as Arrow columns. ``decode_table(payloads)``
+    returns the rows of all payloads, in order, with ``arrow_schema``; a payload that does
+    not decode raises SerializationError. ``encode_table(table)`` returns the events for the
+    rows of ``table`` (columns named as ``arrow_schema``'s; extra columns ignored), all meant
+    for ONE routing key; a table it cannot encode raises SerializationError, having made
+    nothing. Optional hint: an attribute ``rows_per_event == 1`` tells the connectors that
+    each event is exactly one row, so they decode many events in one call.
+    """
+
+    @property
+    def arrow_schema(self) -> pa.Schema: ...
+
+    def decode_table(self, payloads: Sequence[bytes]) -> pa.Table: ...
+
+    def encode_table(self, table: pa.Table) -> list[bytes]: ...
+
+
+def is_table_serializer(obj: object) -> bool:
+    """Whether ``obj`` is a tabular serializer instance: an ``arrow_schema`` that is not
+    None and callable ``decode_table``/``encode_table`` (``JsonSerializer()`` is not)."""
+    if isinstance(obj, type):
+        return False
+    return (
+        getattr(obj, "arrow_schema", None) is not None
+        and callable(getattr(obj, "decode_table", None))
+        and callable(getattr(obj, "encode_table", None))
+    )
+
+
+def _import_pyarrow() -> Any:
+    """pyarrow, imported on first use (``import pravega_ray`` must stay quick)."""
+    import pyarrow
+
+    return pyarrow
+
+
+def _check_schema(schema: object, who: str) -> pa.Schema:
+    pa = _import_pyarrow()
+    if not isinstance(schema, pa.Schema):
+        raise InvalidArgumentError(f"{who} schema must be a pyarrow.Schema, got {schema!r}")
+    names = schema.names
+    if not names:
+        raise InvalidArgumentError(f"{who} schema has no fields")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidArgumentError(f"{who} schema names a field twice: {duplicates}")
+    return schema
+
+
+class _JsonTypeMismatch(Exception):
+    """A JSON value that does not fit its schema field (becomes a SerializationError)."""
+
+
+def _json_check(value: Any, arrow_type: Any, nullable: bool, path: str) -> Any:
+    """``value`` checked against ``arrow_type`` (floats widened from ints); raises
+    _JsonTypeMismatch naming ``path``. Types: bool, ints (range-checked), floats, strings,
+    lists and structs of those (a missing struct field is null when nullable)."""
+    pa = _import_pyarrow()
+    types = pa.types
+    if value is None:
+        if nullable or types.is_null(arrow_type):
+            return None
+        raise _JsonTypeMismatch(f"{path} is null but the field is not nullable")
+    if types.is_boolean(arrow_type):
+        if isinstance(value, bool):
+            return value
+    elif types.is_integer(arrow_type):
+        if isinstance(value, int) and not isinstance(value, bool):
+            bits = arrow_type.bit_width
+            low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+            if types.is_unsigned_integer(arrow_type):
+                low, high = 0, 2**bits - 1
+            if low <= value <= high:
+                return value
+            raise _JsonTypeMismatch(f"{path}={value} is out of range for {arrow_type}")
+    elif types.is_floating(arrow_type):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif types.is_string(arrow_type) or types.is_large_string(arrow_type):
+        if isinstance(value, str):
+            return value
+    elif types.is_list(arrow_type) or types.is_large_list(arrow_type):
+        if isinstance(value, list):
+            item = arrow_type.value_field
+            return [
+                _json_check(v, item.type, item.nullable, f"{path}[{i}]")
+                for i, v in enumerate(value)
+            ]
+    elif types.is_struct(arrow_type) and isinstance(value, dict):
+        return _json_object(value, list(arrow_type), path + ".")
+    raise _JsonTypeMismatch(f"{path}={value!r} is not a {arrow_type}")
+
+
+def _json_object(value: Any, fields: list[Any], prefix: str) -> dict[str, Any]:
+    """The schema's fields of a JSON object, checked; extra keys are dropped."""
+    if not isinstance(value, dict):
+        raise _JsonTypeMismatch(f"the event is a {type(value).__name__}, not a JSON object")
+    return {
+        f.name: _json_check(value.get(f.name), f.type, f.nullable, prefix + f.name) for f in fields
+    }
+
+
+def _check_json_type(arrow_type: Any, path: str) -> None:
+    """InvalidArgumentError unless JSON can hold ``arrow_type`` (see :func:`_json_check`)."""
+    types = _import_pyarrow().types
+    if types.is_list(arrow_type) or types.is_large_list(arrow_type):
+        _check_json_type(arrow_type.value_type, path + "[]")
+        return
+    if types.is_struct(arrow_type):
+        for field in arrow_type:
+            _check_json_type(field.type, f"{path}.{field.name}")
+        return
+    simple = (
+        types.is_null,
+        types.is_boolean,
+        types.is_integer,
+        types.is_floating,
+        types.is_string,
+        types.is_large_string,
+    )
+    if not any(check(arrow_type) for check in simple):
+        raise InvalidArgumentError(
+            f"JsonSerializer schema field {path} has type {arrow_type}, which JSON cannot "
+            "hold (use bool, ints, floats, strings, lists and structs of them)"
+        )
+
+
 class JsonSerializer:
     """Events are JSON values, stored as compact JSON text (ASCII, non-ASCII escaped).
 
@@ -127,17 +270,208 @@ class JsonSerializer:
     keys as strs. ``deserialize`` accepts whatever Python's ``json`` reads (including
     ``NaN`` written by other clients) and raises SerializationError (``data`` = the raw
     bytes) for bytes that are not UTF-8 JSON or are nested too deep.
+
+    With ``schema`` (a ``pyarrow.Schema`` of bool, int, float, string, list and struct
+    fields; InvalidArgumentError otherwise) it is a :class:`TableSerializer`, one JSON
+    object per event and row. Events are then checked against the schema both ways:
+    ``serialize`` and ``deserialize`` take/return a ``dict`` holding exactly the schema's
+    fields (extra keys are dropped; a missing field is null if the field is nullable);
+    a value of the wrong type, out of its int range, or null in a non-nullable field
+    raises SerializationError. ``decode_table``/``encode_table`` apply the same checks.
     """
+
+    def __init__(self, schema: pa.Schema | None = None) -> None:
+        self._schema = None if schema is None else _check_schema(schema, "JsonSerializer")
+        if self._schema is not None:
+            for field in self._schema:
+                _check_json_type(field.type, field.name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (JsonSerializer, (self._schema,))
+
+    def __repr__(self) -> str:
+        return "JsonSerializer()" if self._schema is None else f"JsonSerializer({self._schema})"
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The schema given. Without one there is no such attribute (AttributeError), so
+        duck-typed checks (``hasattr(s, "arrow_schema")``) see no TableSerializer."""
+        if self._schema is None:
+            raise AttributeError("JsonSerializer() without a schema has no arrow_schema")
+        return self._schema
+
+    @property
+    def rows_per_event(self) -> int | None:
+        """1 with a schema (one JSON object per row); None without."""
+        return None if self._schema is None else 1
+
+    def _checked(self, event: Any) -> Any:
+        if self._schema is None:
+            return event
+        return _json_object(event, list(self._schema), "")
 
     def serialize(self, event: Any) -> bytes:
         try:
-            return json.dumps(event, separators=(",", ":"), allow_nan=False).encode("utf-8")
+            checked = self._checked(event)
+        except _JsonTypeMismatch as e:
+            raise _encode_error(f"event does not fit the schema: {e}") from None
+        try:
+            return json.dumps(checked, separators=(",", ":"), allow_nan=False).encode("utf-8")
         except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as e:
             raise _encode_error(f"event is not JSON serializable: {e}") from None
 
     def deserialize(self, data: bytes) -> Any:
         raw = _raw(data, "JsonSerializer")
         try:
-            return json.loads(raw)
+            value = json.loads(raw)
         except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
             raise _decode_error(f"bytes are not JSON: {e}", raw) from None
+        try:
+            return self._checked(value)
+        except _JsonTypeMismatch as e:
+            raise _decode_error(f"event does not fit the schema: {e}", raw) from None
+
+    def _require_schema(self) -> pa.Schema:
+        if self._schema is None:
+            raise InvalidArgumentError("JsonSerializer() without a schema has no table form")
+        return self._schema
+
+    def decode_table(self, payloads: Sequence[bytes]) -> pa.Table:
+        """One row per payload, in order (SerializationError for one that does not decode)."""
+        schema = self._require_schema()
+        pa = _import_pyarrow()
+        rows = [self.deserialize(p) for p in payloads]
+        arrays = [pa.array([row[f.name] for row in rows], type=f.type) for f in schema]
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def encode_table(self, table: pa.Table) -> list[bytes]:
+        """One JSON object per row of ``table`` (a pa.Table); a missing nullable column is null."""
+        schema = self._require_schema()
+        pa = _import_pyarrow()
+        if not isinstance(table, pa.Table):
+            raise _encode_error(f"encode_table needs a pyarrow.Table, got {type(table).__name__}")
+        columns: list[list[Any]] = []
+        for field in schema:
+            if field.name in table.column_names:
+                columns.append(table.column(field.name).to_pylist())
+            elif field.nullable:
+                columns.append([None] * table.num_rows)
+            else:
+                raise _encode_error(f"the table has no column {field.name!r} (not nullable)")
+        names = schema.names
+        return [
+            self.serialize(dict(zip(names, row, strict=True))) for row in zip(*columns, strict=True)
+        ]
+
+
+ARROW_IPC_EVENT_BYTES_TARGET = 1 * MIB
+"""``ArrowIpcSerializer.encode_table`` cuts tables into events of about this many bytes."""
+
+
+class ArrowIpcSerializer:
+    """Events are ``pyarrow.RecordBatch``es of one schema, each stored in Arrow IPC stream format.
+
+    A :class:`TableSerializer`. ``serialize`` raises SerializationError for anything but a
+    RecordBatch whose schema equals the serializer's (field names, types and nullability;
+    schema metadata is ignored). ``deserialize`` returns a RecordBatch (the rows of every
+    batch in the stream) and raises SerializationError for bytes that are not an IPC stream
+    of that schema. ``encode_table`` makes one event per slice of about
+    ``ARROW_IPC_EVENT_BYTES_TARGET`` bytes (at least one row each; none for an empty table),
+    casting columns to the schema's types (safe casts only; a missing nullable column is
+    null); ``decode_table`` concatenates the events' rows. Raises InvalidArgumentError if
+    ``schema`` is not a pyarrow.Schema.
+    """
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self._schema = _check_schema(schema, "ArrowIpcSerializer")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ArrowIpcSerializer, (self._schema,))
+
+    def __repr__(self) -> str:
+        return f"ArrowIpcSerializer({self._schema})"
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self._schema
+
+    def serialize(self, event: pa.RecordBatch) -> bytes:
+        pa = _import_pyarrow()
+        if not isinstance(event, pa.RecordBatch):
+            raise _encode_error(
+                f"ArrowIpcSerializer needs a pyarrow.RecordBatch, got {type(event).__name__}"
+            )
+        if not event.schema.equals(self._schema, check_metadata=False):
+            raise _encode_error(
+                f"record batch schema {event.schema} differs from the serializer's {self._schema}"
+            )
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self._schema) as writer:
+            writer.write_batch(event)
+        return sink.getvalue().to_pybytes()
+
+    def _read(self, data: bytes) -> pa.Table:
+        pa = _import_pyarrow()
+        raw = _raw(data, "ArrowIpcSerializer")
+        try:
+            table = pa.ipc.open_stream(pa.py_buffer(raw)).read_all()
+        except (pa.ArrowException, ValueError, OSError) as e:
+            raise _decode_error(f"bytes are not an Arrow IPC stream: {e}", raw) from None
+        if not table.schema.equals(self._schema, check_metadata=False):
+            raise _decode_error(
+                f"IPC stream schema {table.schema} differs from the serializer's {self._schema}",
+                raw,
+            )
+        return table.replace_schema_metadata(self._schema.metadata)
+
+    def deserialize(self, data: bytes) -> pa.RecordBatch:
+        pa = _import_pyarrow()
+        table = self._read(data).combine_chunks()
+        batches = table.to_batches()
+        if not batches:
+            return pa.RecordBatch.from_pylist([], schema=self._schema)
+        return batches[0]
+
+    def decode_table(self, payloads: Sequence[bytes]) -> pa.Table:
+        """The rows of all payloads, in order (the columns may hold several chunks)."""
+        pa = _import_pyarrow()
+        tables = [self._read(p) for p in payloads]
+        if not tables:
+            return self._schema.empty_table()
+        return pa.concat_tables(tables)
+
+    def encode_table(self, table: pa.Table) -> list[bytes]:
+        pa = _import_pyarrow()
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        if not isinstance(table, pa.Table):
+            raise _encode_error(f"encode_table needs a pyarrow.Table, got {type(table).__name__}")
+        arrays = []
+        for field in self._schema:
+            if field.name in table.column_names:
+                column = table.column(field.name)
+                if column.type != field.type:
+                    try:
+                        column = column.cast(field.type, safe=True)
+                    except (pa.ArrowException, ValueError) as e:
+                        raise _encode_error(
+                            f"column {field.name!r} of type {column.type} does not cast to "
+                            f"{field.type}: {e}"
+                        ) from None
+                if not field.nullable and column.null_count:
+                    raise _encode_error(f"column {field.name!r} holds nulls (not nullable)")
+            elif field.nullable:
+                column = pa.nulls(table.num_rows, field.type)
+            else:
+                raise _encode_error(f"the table has no column {field.name!r} (not nullable)")
+            arrays.append(column)
+        selected = pa.Table.from_arrays(arrays, schema=self._schema)
+        if selected.num_rows == 0:
+            return []
+        row_bytes = max(1, math.ceil(selected.nbytes / selected.num_rows))
+        rows_per_event = max(1, ARROW_IPC_EVENT_BYTES_TARGET // row_bytes)
+        events = []
+        for start in range(0, selected.num_rows, rows_per_event):
+            part = selected.slice(start, rows_per_event).combine_chunks()
+            events.append(self.serialize(part.to_batches()[0]))
+        return events

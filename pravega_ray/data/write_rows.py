@@ -19,7 +19,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pravega_ray.client.serializers import check_serializer, serialized_bytes
+from pravega_ray.client.serializers import (
+    check_serializer,
+    is_table_serializer,
+    serialized_bytes,
+)
 from pravega_ray.constants import MAX_EVENT_SIZE_BYTES
 from pravega_ray.errors import EventTooLargeError, InvalidArgumentError
 
@@ -37,18 +41,9 @@ EVENT_COLUMN = "event"
 Event = tuple[str | None, bytes]
 
 
-def is_table_serializer(obj: object) -> bool:
-    """True if ``obj`` has ``arrow_schema``, ``decode_table`` and ``encode_table``."""
-    return (
-        hasattr(obj, "arrow_schema")
-        and callable(getattr(obj, "decode_table", None))
-        and callable(getattr(obj, "encode_table", None))
-    )
-
-
 def check_serializer_kind(serializer: object) -> None:
     """InvalidArgumentError unless ``serializer`` is None, a table serializer or a serializer."""
-    if serializer is None or (not isinstance(serializer, type) and is_table_serializer(serializer)):
+    if serializer is None or is_table_serializer(serializer):
         return
     check_serializer(serializer)
 

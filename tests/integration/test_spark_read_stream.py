@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pyarrow as pa
 import pytest
 
 import pravega_ray as pr
-from pravega_ray.errors import InvalidNameError, NotFoundError
+from pravega_ray.errors import InvalidArgumentError, InvalidNameError, NotFoundError
 from pravega_ray.spark import read_stream
 from pravega_ray.spark.stream_reader import EVENT_COLUMNS, spark_event_schema
 
@@ -132,3 +133,34 @@ def test_read_stream_invalid_name_raises_invalid_name(name: str) -> None:
     # Names are checked before Spark, Ray or the cluster are touched.
     with pytest.raises(InvalidNameError):
         read_stream(None, name, cluster=None)  # type: ignore[arg-type]
+
+
+def test_read_stream_between_cuts_with_decoded_columns(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
+    """Cuts bound the read; a JSON schema adds its fields as columns after the five."""
+    scope, stream = unique_name, "cuts"
+    mgr = make_stream(cluster, scope, stream, segment_count=2)
+    schema = pa.schema([pa.field("i", pa.int64(), nullable=False), pa.field("name", pa.string())])
+    json = pr.JsonSerializer(schema)
+
+    def write_json(first: int, count: int) -> None:
+        with cluster.create_writer(scope, stream, serializer=json) as writer:
+            for i in range(first, first + count):
+                writer.write_event({"i": i, "name": f"n{i}"}, routing_key=f"k{i % 5}")
+            writer.flush()
+
+    write_json(0, 30)
+    start = mgr.get_tail_cut(scope, stream)
+    write_json(30, 30)
+    end = mgr.get_tail_cut(scope, stream)
+    write_json(60, 30)
+
+    df = read_stream(spark, f"{scope}/{stream}", start, end, cluster=cluster, serializer=json)
+
+    assert tuple(df.columns) == (*EVENT_COLUMNS, "i", "name")
+    rows = df.collect()
+    assert sorted((r.i, r.name) for r in rows) == [(i, f"n{i}") for i in range(30, 60)]
+    assert all(json.deserialize(bytes(r.event))["i"] == r.i for r in rows)
+    raw = read_stream(spark, f"{scope}/{stream}", end_cut=start, cluster=cluster)
+    assert raw.schema == spark_event_schema() and raw.count() == 30
+    with pytest.raises(InvalidArgumentError):
+        read_stream(spark, f"{scope}/{stream}", serializer=pr.JsonSerializer(), cluster=cluster)

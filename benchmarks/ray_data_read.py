@@ -1,0 +1,124 @@
+"""Ray Data read throughput (issue 13, "Measured"): ``pr.data.read_stream`` against
+``ray.data.from_arrow`` of the same bytes, timed in the same run.
+
+For each event size (``--event-bytes``, 100 B and 1 KiB): ``--events`` events (the 1 KiB run
+writes a tenth as many) go to a stream of ``--segments`` segments (16 routing keys). The same
+rows are collected once into one Arrow table in the driver (not timed). Then, alternating,
+``--repeats`` times each (the table shows the median; the first call of each is a warm-up):
+
+- ``read_stream``: ``pr.data.read_stream("scope/stream")`` consumed with
+  ``iter_batches(batch_format="pyarrow")`` (rows counted): segment reads from the container
+  actors, frame parsing, Arrow blocks, delivery to the driver;
+- ``from_arrow``: ``ray.data.from_arrow(table)`` consumed the same way (the table is put into
+  the object store inside the timing): the cost of Ray Data itself on the same bytes.
+
+MB/s counts the events' payload bytes (1 MB = 10^6 B). The machine is shared and small
+(2 cores): numbers are noisy, read the ratio.
+
+Run: ``make bench-ray-data`` or ``.venv/bin/python benchmarks/ray_data_read.py --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from report import print_table
+from spark_bridge import same_rows, write_events
+
+import pravega_ray as pr
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def consume(dataset: Any) -> int:
+    return sum(b.num_rows for b in dataset.iter_batches(batch_format="pyarrow", batch_size=None))
+
+
+def timed(call: Callable[[], int], expected: int) -> float:
+    started = time.perf_counter()
+    count = call()
+    elapsed = time.perf_counter() - started
+    if count != expected:
+        raise AssertionError(f"counted {count} rows, expected {expected}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=500_000)
+    parser.add_argument("--event-bytes", default="100,1024", help="comma-separated sizes")
+    parser.add_argument("--segments", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 20k events, 1 repeat")
+    args = parser.parse_args()
+    if args.quick:
+        args.events, args.repeats = 20_000, 1
+    sizes = [int(s) for s in args.event_bytes.split(",")]
+
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+    import ray
+
+    from pravega_ray.logging_setup import configure_logging
+
+    configure_logging()
+    ray.init(num_cpus=2, namespace=f"bench-{uuid.uuid4().hex[:8]}", include_dashboard=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    cluster = pr.start_local(data_dir=tempfile.mkdtemp(prefix="bench-ray-data-"), container_count=4)
+    rows: list[list[object]] = []
+    try:
+        mgr = cluster.stream_manager()
+        mgr.create_scope("bench")
+        for size in sizes:
+            count = args.events if size <= 100 else max(1, args.events // 10)
+            stream = f"read{size}"
+            config = pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(args.segments))
+            mgr.create_stream("bench", stream, config)
+            log(f"writing {count} events of {size} B")
+            write_events(cluster, "bench", stream, count, size)
+            table = same_rows(cluster, f"bench/{stream}")
+            payload_mb = count * size / 1e6
+
+            def read(stream: str = stream) -> int:
+                return consume(pr.data.read_stream(f"bench/{stream}", cluster=cluster))
+
+            def baseline(table: Any = table) -> int:
+                return consume(ray.data.from_arrow(table))
+
+            log(f"timing {count} events of {size} B")
+            timed(read, count)
+            timed(baseline, count)
+            reads, bases = [], []
+            for _ in range(args.repeats):
+                reads.append(timed(read, count))
+                bases.append(timed(baseline, count))
+            for name, seconds in (
+                ("read_stream", statistics.median(reads)),
+                ("from_arrow", statistics.median(bases)),
+            ):
+                rows.append([size, count, name, seconds, payload_mb / seconds, count / seconds])
+            rows.append(["", "", "ratio", statistics.median(reads) / statistics.median(bases)])
+    finally:
+        cluster.shutdown()
+        ray.shutdown()
+    print_table(
+        "pr.data.read_stream vs ray.data.from_arrow(same rows), iter_batches to the driver",
+        ["event B", "events", "path", "seconds", "MB/s", "rows/s"],
+        [row + [None] * (6 - len(row)) for row in rows],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,372 @@
+"""Segment ranges into Arrow blocks: the body of every read task of ``pr.data.read_stream``.
+
+Path of the data inside one read task::
+
+    container.read(segment, offset, <= READ_BYTES_MAX, wait 0)   one call per chunk
+    FrameAssembler.feed                                         frames -> (offset, payload)
+    events_table(layout, ...)                                   payloads -> Arrow columns
+    concat + combine_chunks when a block is full                one single-chunk table
+
+Blocks are what Ray Data and, through RayDP, Spark get. Every block is a *non-empty* table
+whose columns are *one contiguous chunk* each: RayDP converts a block with ``to_pandas()``, and
+PySpark 3.5 fails on the chunked columns pandas 3 keeps ("Expected Array, got ChunkedArray") and
+on empty tables. A block is closed once its *payload* bytes exceed the Ray Data context's
+``target_max_block_size`` (128 MiB by default), so its Arrow size exceeds it too and Ray Data's
+output buffer passes it on as it is instead of merging it with the next one (a merge would make
+multi-chunk columns). A block holds at most that many payload bytes plus one event, plus the
+other columns (~30 B per row).
+
+Columns (``layout_for``): the five of Pravega's Spark connector, ``event`` (binary), ``scope``,
+``stream``, ``segment_id``, ``offset``; with a table serializer also its fields; with a plain
+serializer ``event`` holds the deserialized values (see ``docs/pipelines.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from pravega_ray.client.event_framing import FrameAssembler
+from pravega_ray.client.serializers import (
+    BytesSerializer,
+    Utf8Serializer,
+    check_serializer,
+    is_table_serializer,
+)
+from pravega_ray.constants import MIB, READ_BYTES_MAX
+from pravega_ray.errors import (
+    DataCorruptionError,
+    InvalidArgumentError,
+    SegmentStoreUnavailableError,
+    SerializationError,
+)
+
+__all__ = [
+    "BLOCK_BYTES_DEFAULT",
+    "EVENT_ARROW_SCHEMA",
+    "EVENT_COLUMNS",
+    "READ_CALL_TIMEOUT_S",
+    "READ_TASK_CPUS",
+    "BlockLayout",
+    "events_table",
+    "layout_for",
+    "read_ranges",
+]
+
+EVENT_COLUMNS: tuple[str, ...] = ("event", "scope", "stream", "segment_id", "offset")
+"""The columns of Pravega's Spark connector, in its order."""
+
+EVENT_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("event", pa.binary(), nullable=False),
+        pa.field("scope", pa.string(), nullable=False),
+        pa.field("stream", pa.string(), nullable=False),
+        pa.field("segment_id", pa.int64(), nullable=False),
+        pa.field("offset", pa.int64(), nullable=False),
+    ]
+)
+"""Arrow schema of the raw read (no serializer); maps to the connector's Spark schema."""
+
+BLOCK_BYTES_DEFAULT = 128 * MIB
+"""Block size when Ray Data's context names none (its own default is the same)."""
+
+PIECE_BYTES = READ_BYTES_MAX
+"""Events are built into a table (a piece) every this many payload bytes; blocks grow by pieces."""
+
+READ_TASK_CPUS = 0.25
+"""Ray CPUs per read task: small, so read tasks run beside a Spark executor on 2 CPUs."""
+
+READ_CALL_TIMEOUT_S = 120.0
+"""Longest wait for one container read call before the read fails as unavailable."""
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """How events become rows: ``mode`` "raw" (no serializer), "table" (a TableSerializer,
+    its fields after the connector columns) or "plain" (``event`` = deserialized values).
+
+    ``schema`` is the blocks' Arrow schema, None when a plain serializer's values decide it
+    (Arrow infers the type per block). Picklable: it travels with the read tasks.
+    """
+
+    mode: str
+    serializer: Any
+    schema: pa.Schema | None
+
+
+def layout_for(serializer: object) -> BlockLayout:
+    """The layout for ``serializer``; InvalidArgumentError for something that is no
+    serializer and for a table serializer with a field named like a connector column."""
+    if serializer is None:
+        return BlockLayout("raw", None, EVENT_ARROW_SCHEMA)
+    check_serializer(serializer)
+    if is_table_serializer(serializer):
+        fields = serializer.arrow_schema  # type: ignore[attr-defined]
+        if not isinstance(fields, pa.Schema):
+            raise InvalidArgumentError(f"{serializer!r}.arrow_schema is not a pyarrow.Schema")
+        clashes = [name for name in fields.names if name in EVENT_COLUMNS]
+        if clashes:
+            raise InvalidArgumentError(
+                f"the serializer's field(s) {clashes} are named like connector columns "
+                f"{list(EVENT_COLUMNS)}; rename them"
+            )
+        one_row = getattr(serializer, "rows_per_event", None) == 1
+        event = pa.field("event", pa.binary(), nullable=not one_row)
+        schema = pa.schema([event, *list(EVENT_ARROW_SCHEMA)[1:], *fields])
+        return BlockLayout("table", serializer, schema)
+    if isinstance(serializer, BytesSerializer):
+        return BlockLayout("plain", serializer, EVENT_ARROW_SCHEMA)
+    if isinstance(serializer, Utf8Serializer):
+        event = pa.field("event", pa.string(), nullable=False)
+        return BlockLayout("plain", serializer, pa.schema([event, *list(EVENT_ARROW_SCHEMA)[1:]]))
+    return BlockLayout("plain", serializer, None)
+
+
+def _located(error: SerializationError, segment: str, offset: int) -> SerializationError:
+    return SerializationError(
+        f"event at {segment} offset {offset} does not decode: {error.message}",
+        data=error.data,
+        segment=segment,
+        offset=offset,
+        key=None,
+    )
+
+
+def _decode_one_by_one(
+    layout: BlockLayout, segment: str, offsets: list[int], payloads: list[bytes]
+) -> tuple[list[pa.Table], list[int]]:
+    """Each payload's decoded rows and their count; a failure names its event."""
+    tables, counts = [], []
+    for offset, payload in zip(offsets, payloads, strict=True):
+        try:
+            table = layout.serializer.decode_table([payload])
+        except SerializationError as e:
+            raise _located(e, segment, offset) from None
+        tables.append(table)
+        counts.append(table.num_rows)
+    return tables, counts
+
+
+def events_table(
+    layout: BlockLayout,
+    scope: str,
+    stream: str,
+    segment: str,
+    segment_id: int,
+    offsets: list[int],
+    payloads: list[bytes],
+) -> pa.Table:
+    """The rows of these events of one segment as a single-chunk table of ``layout``.
+
+    Raises SerializationError naming the segment and offset of an event that does not decode.
+    """
+    count = len(offsets)
+    event_type = pa.binary() if layout.schema is None else layout.schema.field("event").type
+    if layout.mode == "raw":
+        event = pa.array(payloads, type=pa.binary())
+    elif layout.mode == "plain":
+        values = []
+        for offset, payload in zip(offsets, payloads, strict=True):
+            try:
+                values.append(layout.serializer.deserialize(payload))
+            except SerializationError as e:
+                raise _located(e, segment, offset) from None
+        try:
+            event = pa.array(values, type=None if layout.schema is None else event_type)
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise SerializationError(
+                f"the values of {segment} [{offsets[0]}, {offsets[-1]}] do not fit one Arrow "
+                f"column ({e}); read with a table serializer (e.g. JsonSerializer(schema))",
+                segment=segment,
+                offset=offsets[0],
+            ) from None
+    else:
+        return _decoded_table(layout, scope, stream, segment, segment_id, offsets, payloads)
+    return pa.Table.from_arrays(
+        [
+            event,
+            pa.repeat(pa.scalar(scope, pa.string()), count),
+            pa.repeat(pa.scalar(stream, pa.string()), count),
+            pa.repeat(pa.scalar(segment_id, pa.int64()), count),
+            pa.array(offsets, type=pa.int64()),
+        ],
+        schema=layout.schema or _inferred_schema(event.type),
+    )
+
+
+def _inferred_schema(event_type: pa.DataType) -> pa.Schema:
+    return pa.schema([pa.field("event", event_type), *list(EVENT_ARROW_SCHEMA)[1:]])
+
+
+def _decoded_table(
+    layout: BlockLayout,
+    scope: str,
+    stream: str,
+    segment: str,
+    segment_id: int,
+    offsets: list[int],
+    payloads: list[bytes],
+) -> pa.Table:
+    """Connector columns + the table serializer's fields; rows of one event repeat its
+    metadata (``event`` is null then, unless every event is exactly one row)."""
+    assert layout.schema is not None
+    one_row = not layout.schema.field("event").nullable
+    if one_row:
+        try:
+            decoded = layout.serializer.decode_table(payloads)
+        except SerializationError:  # find which event, to name it
+            _decode_one_by_one(layout, segment, offsets, payloads)
+            raise
+        if decoded.num_rows != len(payloads):
+            raise SerializationError(
+                f"{layout.serializer!r} decoded {len(payloads)} events of {segment} into "
+                f"{decoded.num_rows} rows, but it says it makes one row per event",
+                segment=segment,
+                offset=offsets[0],
+            )
+        event = pa.array(payloads, type=pa.binary())
+        row_offsets = pa.array(offsets, type=pa.int64())
+    else:
+        tables, counts = _decode_one_by_one(layout, segment, offsets, payloads)
+        decoded = (
+            pa.concat_tables(tables) if tables else layout.serializer.arrow_schema.empty_table()
+        )
+        event = pa.nulls(decoded.num_rows, pa.binary())
+        row_offsets = pa.array(
+            [o for o, c in zip(offsets, counts, strict=True) for _ in range(c)], type=pa.int64()
+        )
+    rows = decoded.num_rows
+    fields = layout.serializer.arrow_schema
+    columns = [
+        event,
+        pa.repeat(pa.scalar(scope, pa.string()), rows),
+        pa.repeat(pa.scalar(stream, pa.string()), rows),
+        pa.repeat(pa.scalar(segment_id, pa.int64()), rows),
+        row_offsets,
+        *[decoded.column(name).combine_chunks() for name in fields.names],
+    ]
+    return pa.Table.from_arrays(columns, schema=layout.schema)
+
+
+def _concat(tables: Sequence[pa.Table]) -> pa.Table:
+    """One single-chunk table of ``tables`` (blocks of a plain layout may differ in type)."""
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="permissive").combine_chunks()
+
+
+def read_ranges(
+    containers: Sequence[Any],
+    ranges: Sequence[Any],
+    layout: BlockLayout,
+    block_bytes: int = BLOCK_BYTES_DEFAULT,
+) -> Iterator[pa.Table]:
+    """Body of a read task: the events of ``ranges`` (SegmentReadRanges, each read from the
+    container actor at the same index) as non-empty, single-chunk tables; a block is
+    passed on once its Arrow size exceeds ``block_bytes`` (holding at most about that much
+    payload plus one event), the task's last block is the only smaller one.
+
+    Rows of one range come in offset order, ranges one after the other. Raises
+    DataCorruptionError (segment and offset named) for bytes that do not parse as frames
+    or a range that ends inside an event, the container's SegmentTruncatedError /
+    SegmentNotFoundError if the range's bytes are gone, SegmentStoreUnavailableError if the
+    container dies or a call exceeds ``READ_CALL_TIMEOUT_S``, SerializationError for an
+    event the serializer cannot decode.
+    """
+    from actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
+
+    def first_read(index: int) -> Any:
+        """The first read call of range ``index`` (None past the last range)."""
+        if index >= len(ranges):
+            return None
+        r = ranges[index]
+        return containers[index].read.remote(
+            r.segment, r.start_offset, min(r.length, READ_BYTES_MAX), 0.0
+        )
+
+    pieces: list[pa.Table] = []  # built tables of the block being filled
+    prefetched = first_read(0)
+    for index, (container, segment_range) in enumerate(zip(containers, ranges, strict=True)):
+        name = segment_range.segment
+        offset, end = segment_range.start_offset, segment_range.end_offset
+        # The next range's first read runs while this range is read and parsed.
+        call, prefetched = prefetched, first_read(index + 1)
+        frames = FrameAssembler()  # a frame cut by a read; a large event assembled in place
+        offsets: list[int] = []
+        payloads: list[bytes] = []
+        pending_bytes = sum(piece.nbytes for piece in pieces)
+        piece_bytes = 0  # payload bytes of offsets/payloads, not yet built into a piece
+        while offset < end:
+            want = min(end - offset, max(READ_BYTES_MAX, frames.missing_bytes))
+            if call is None:
+                call = container.read.remote(name, offset, want, 0.0)
+            try:
+                result = call_with_unwrap(call, READ_CALL_TIMEOUT_S)
+                call = None
+            except SegmentStoreUnavailableError as error:
+                raise SegmentStoreUnavailableError(
+                    f"reading {name} at offset {offset} failed: {error}"
+                ) from None
+            data = result.data[: end - offset]
+            if not data:
+                raise DataCorruptionError(
+                    f"{name} ends at {result.segment_length}, before the range's end {end}",
+                    segment=name,
+                    offset=offset,
+                )
+            try:
+                events = frames.feed(data, offset)
+            except DataCorruptionError as error:
+                raise DataCorruptionError(
+                    f"{name}: bytes read at offset {offset} are not event frames: {error}",
+                    segment=name,
+                    offset=offset,
+                ) from None
+            offset += len(data)
+            for event_offset, payload in events:
+                offsets.append(event_offset)
+                payloads.append(payload)
+                pending_bytes += len(payload)
+                piece_bytes += len(payload)
+            if offsets and (pending_bytes > block_bytes or piece_bytes >= PIECE_BYTES):
+                # Pieces of ~PIECE_BYTES keep a block just above the target, below the ~1.5x
+                # where Ray Data slices blocks and merges the remainder with the next one.
+                pieces.append(_piece(layout, segment_range, offsets, payloads))
+                offsets, payloads, piece_bytes = [], [], 0
+                pending_bytes = sum(piece.nbytes for piece in pieces)
+                # Ray Data merges blocks it sees at or below its target size: pass on only
+                # blocks whose Arrow size is above it (decoded columns may be smaller).
+                if pending_bytes > block_bytes:
+                    block = _concat(pieces)
+                    pieces, pending_bytes = [], 0
+                    if block.num_rows:
+                        yield block
+        if frames.buffered_bytes:
+            raise DataCorruptionError(
+                f"{name}: the range [{segment_range.start_offset}, {end}) ends inside an event "
+                f"({frames.buffered_bytes} bytes of a frame)",
+                segment=name,
+                offset=end - frames.buffered_bytes,
+            )
+        if offsets:
+            pieces.append(_piece(layout, segment_range, offsets, payloads))
+    pieces = [piece for piece in pieces if piece.num_rows]
+    if pieces:
+        yield _concat(pieces)
+
+
+def _piece(
+    layout: BlockLayout, segment_range: Any, offsets: list[int], payloads: list[bytes]
+) -> pa.Table:
+    return events_table(
+        layout,
+        segment_range.scope,
+        segment_range.stream,
+        segment_range.segment,
+        segment_range.segment_id,
+        offsets,
+        payloads,
+    )
