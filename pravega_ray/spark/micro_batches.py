@@ -135,8 +135,13 @@ class _Checkpoint:
             raise InvalidArgumentError(f"checkpoint_location {self.root} is not a directory")
         self.offsets = self.root / "offsets"
         self.commits = self.root / "commits"
-        for directory in (self.root, self.offsets, self.commits):
-            directory.mkdir(parents=True, exist_ok=True)
+        try:
+            for directory in (self.root, self.offsets, self.commits):
+                directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a file on the way, no permission
+            raise InvalidArgumentError(
+                f"checkpoint_location {self.root} cannot be used as a directory: {e}"
+            ) from None
         metadata = self.root / "metadata"
         if metadata.exists():
             recorded = _read_json(metadata).get("stream")
@@ -234,7 +239,8 @@ def micro_batches(
     offsets; ``approx_bytes_per_trigger``, ``poll_interval_s``, ``idle_timeout_s`` not a
     number > 0 or not finite; ``max_batches`` not an int >= 1; ``start_cut`` not a cut of
     this stream); DataCorruptionError naming the file for a damaged checkpoint file.
-    While iterating: as :func:`pravega_ray.spark.read_stream`.
+    While iterating: as :func:`pravega_ray.spark.read_stream`. One iterator at a time per
+    location: two jobs sharing one would both plan (and write) the same batch ids.
     """
     scope, stream = parse_scoped_stream(scoped_stream)
     scoped = f"{scope}/{stream}"

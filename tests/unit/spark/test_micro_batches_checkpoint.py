@@ -67,6 +67,12 @@ def test_a_location_that_is_a_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="not a directory"):
         micro_batches(None, STREAM, path, cluster=NOT_USED)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
+        micro_batches(None, STREAM, path / "below", cluster=NOT_USED)  # type: ignore[arg-type]
+    (tmp_path / "cp").mkdir()
+    (tmp_path / "cp" / "offsets").write_text("x")  # a file where a directory must be
+    with pytest.raises(InvalidArgumentError):
+        micro_batches(None, STREAM, tmp_path / "cp", cluster=NOT_USED)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
         micro_batches(None, STREAM, 42, cluster=NOT_USED)  # type: ignore[arg-type]
 
 
