@@ -8,9 +8,9 @@ Run with ``make demo-features`` (or ``.venv/bin/python examples/feature_ingestio
 2. writes synthetic sensor readings (JSON events, routing key = sensor) to ``sensors``:
    each sensor's temperature drifts, and its vibration follows the temperature,
 3. reads them as a Ray Data dataset with typed columns (``pr.data.read_stream`` with
-   ``pr.JsonSerializer(schema=...)``), numbers each sensor's readings into fixed windows
-   (``map_batches`` on Arrow batches) and computes per window the mean, std, min and max of
-   the temperature and the mean vibration (numpy, one group per sensor),
+   ``pr.JsonSerializer(schema=...)``); ``map_batches`` (pyarrow, numpy) sums each block's
+   readings per sensor and fixed window, and the driver combines the blocks' partials into
+   each window's temperature mean, std, min and max and mean vibration (exact, no shuffle),
 4. writes the feature rows to ``features`` exactly once (``pr.data.write_stream``: a
    transaction per write task, all committed at the end) as Arrow IPC record batches,
 5. reads the features back (``pr.data.read_stream`` with ``pr.ArrowIpcSerializer``) and
@@ -40,7 +40,6 @@ import pravega_ray as pr
 from pravega_ray.logging_setup import configure_logging
 
 DATA_DIR = ".pravega-data-features"
-SHUFFLE_PARTITIONS = 4
 SENSOR_SCHEMA = pa.schema(
     [
         pa.field("sensor", pa.string()),
@@ -94,43 +93,74 @@ def write_readings(cluster: pr.Cluster, scope: str, readings: list[dict[str, Any
 
 
 # --- 2. windowed features (Ray Data) ------------------------------------------------------------
-def add_window(batch: pa.Table, window: int) -> pa.Table:
-    """``map_batches`` body: the fixed window each reading falls in (``seq // window``)."""
-    seq = batch.column("seq").to_numpy()
-    return batch.append_column("window", pa.array(seq // window, type=pa.int64()))
+def window_partials(batch: pa.Table, window: int) -> pa.Table:
+    """``map_batches`` body: per (sensor, fixed window) of this batch, the count, sums, min and
+    max that the windows' features are made of. Exact however blocks split a window: the
+    driver combines the partials of every block (:func:`combine_windows`)."""
+    temperature = batch.column("temperature").to_numpy()
+    table = pa.table(
+        {
+            "sensor": batch.column("sensor"),
+            "window": pa.array(batch.column("seq").to_numpy() // window, type=pa.int64()),
+            "temperature": temperature,
+            "temperature_squared": temperature**2,
+            "vibration": batch.column("vibration"),
+        }
+    )
+    return table.group_by(["sensor", "window"]).aggregate(
+        [
+            ("temperature", "count"),
+            ("temperature", "sum"),
+            ("temperature_squared", "sum"),
+            ("temperature", "min"),
+            ("temperature", "max"),
+            ("vibration", "sum"),
+        ]
+    )
 
 
-def window_features(group: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``map_groups`` body: one feature row per (sensor, window) of one sensor's readings."""
-    order = np.lexsort((group["seq"], group["window"]))
-    windows = group["window"][order]
-    temperature = group["temperature"][order]
-    vibration = group["vibration"][order]
-    starts = np.flatnonzero(np.r_[True, windows[1:] != windows[:-1]])
-    counts = np.diff(np.r_[starts, len(windows)])
-    mean = np.add.reduceat(temperature, starts) / counts
-    square = np.add.reduceat(temperature**2, starts) / counts
-    return {
-        "sensor": group["sensor"][order][starts],
-        "window": windows[starts],
-        "readings": counts.astype(np.int64),
-        "temp_mean": mean,
-        "temp_std": np.sqrt(np.maximum(square - mean**2, 0.0)),
-        "temp_min": np.minimum.reduceat(temperature, starts),
-        "temp_max": np.maximum.reduceat(temperature, starts),
-        "vibration_mean": np.add.reduceat(vibration, starts) / counts,
-    }
+def combine_windows(partials: pa.Table) -> pa.Table:
+    """The feature rows (FEATURE_SCHEMA), one per (sensor, window), from all partials."""
+    whole = partials.group_by(["sensor", "window"]).aggregate(
+        [
+            ("temperature_count", "sum"),
+            ("temperature_sum", "sum"),
+            ("temperature_squared_sum", "sum"),
+            ("temperature_min", "min"),
+            ("temperature_max", "max"),
+            ("vibration_sum", "sum"),
+        ]
+    )
+    whole = whole.sort_by([("sensor", "ascending"), ("window", "ascending")])
+    count = whole.column("temperature_count_sum").to_numpy()
+    mean = whole.column("temperature_sum_sum").to_numpy() / count
+    square = whole.column("temperature_squared_sum_sum").to_numpy() / count
+    return pa.table(
+        {
+            "sensor": whole.column("sensor"),
+            "window": whole.column("window"),
+            "readings": pa.array(count, type=pa.int64()),
+            "temp_mean": mean,
+            "temp_std": np.sqrt(np.maximum(square - mean**2, 0.0)),
+            "temp_min": whole.column("temperature_min_min"),
+            "temp_max": whole.column("temperature_max_max"),
+            "vibration_mean": whole.column("vibration_sum_sum").to_numpy() / count,
+        },
+        schema=FEATURE_SCHEMA,
+    )
 
 
-def compute_features(scope: str, window: int, cluster: pr.Cluster) -> Any:
-    """The feature dataset of ``scope/sensors`` (lazy; Ray Data runs it when written)."""
+def compute_features(scope: str, window: int, cluster: pr.Cluster) -> pa.Table:
+    """The feature rows of ``scope/sensors``: partials per block in Ray Data, combined here."""
+    import ray
+
     readings = pr.data.read_stream(
         f"{scope}/sensors", serializer=pr.JsonSerializer(schema=SENSOR_SCHEMA), cluster=cluster
     )
-    windowed = readings.map_batches(add_window, fn_args=(window,), batch_format="pyarrow")
-    # A few shuffle partitions: the default (200) costs far more than it spreads here.
-    grouped = windowed.groupby("sensor", num_partitions=SHUFFLE_PARTITIONS)
-    return grouped.map_groups(window_features, batch_format="numpy")
+    partials = readings.map_batches(
+        window_partials, fn_args=(window,), batch_format="pyarrow", batch_size=None
+    )
+    return combine_windows(pa.concat_tables(ray.get(partials.to_arrow_refs())))
 
 
 # --- 3. training --------------------------------------------------------------------------------
@@ -185,9 +215,11 @@ def run(
 
     step(f"computing features over windows of {window} readings (Ray Data) ...")
     features = compute_features(scope, window, cluster)
-    step(f"writing the features to {scope}/features exactly once ...")
+    step(f"writing {features.num_rows} feature rows to {scope}/features exactly once ...")
+    import ray.data
+
     written = pr.data.write_stream(
-        features,
+        ray.data.from_arrow(features),
         f"{scope}/features",
         routing_key_column="sensor",
         serializer=pr.ArrowIpcSerializer(FEATURE_SCHEMA),

@@ -27,18 +27,27 @@ def load_example() -> ModuleType:
 def test_window_features_match_a_plain_computation() -> None:
     example = load_example()
     rows = example.sensor_readings(sensors=1, per_sensor=120)
-    table = example.add_window(pa.Table.from_pylist(rows, schema=example.SENSOR_SCHEMA), 50)
-    group = {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
-    out = example.window_features(group)
-    assert out["window"].tolist() == [0, 1, 2] and out["readings"].tolist() == [50, 50, 20]
+    table = pa.Table.from_pylist(rows, schema=example.SENSOR_SCHEMA)
+    # Blocks that split windows anywhere: the combined features are the same.
+    partials = pa.concat_tables(
+        [
+            example.window_partials(table.slice(a, b - a), 50)
+            for a, b in ((0, 33), (33, 107), (107, 120))
+        ]
+    )
+    out = example.combine_windows(partials)
+    assert out.schema == example.FEATURE_SCHEMA
+    assert out.column("window").to_pylist() == [0, 1, 2]
+    assert out.column("readings").to_pylist() == [50, 50, 20]
     temperatures = [r["temperature"] for r in rows]
     for w, first in enumerate((0, 50, 100)):
         chunk = temperatures[first : first + 50]
         mean = sum(chunk) / len(chunk)
-        assert out["temp_mean"][w] == pytest.approx(mean)
-        assert out["temp_min"][w] == min(chunk) and out["temp_max"][w] == max(chunk)
+        assert out.column("temp_mean")[w].as_py() == pytest.approx(mean)
+        assert out.column("temp_min")[w].as_py() == min(chunk)
+        assert out.column("temp_max")[w].as_py() == max(chunk)
         std = (sum((t - mean) ** 2 for t in chunk) / len(chunk)) ** 0.5
-        assert out["temp_std"][w] == pytest.approx(std, rel=1e-6)
+        assert out.column("temp_std")[w].as_py() == pytest.approx(std, rel=1e-6)
 
 
 def test_feature_ingestion_example_runs_end_to_end(cluster, unique_name, capsys) -> None:  # type: ignore[no-untyped-def]
