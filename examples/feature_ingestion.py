@@ -280,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     configure_logging(args.verbose)
     if not args.verbose:  # Ray Data's progress lines (INFO), in this program only
+        import ray.data  # noqa: F401 (first: importing it sets its logger's level)
+
         logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     step(f"starting the embedded cluster (local Ray, data in {args.data_dir}) ...")
