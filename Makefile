@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-features test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers clean check-java venv
+.PHONY: demo demo-features test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -43,6 +43,9 @@ bench-retention: venv
 
 bench-readers: venv
 	$(PY) benchmarks/readers.py
+
+bench-pipeline-writes: venv
+	RAY_ADDRESS=local $(PY) benchmarks/pipeline_writes.py
 
 venv: $(STAMP)
 
