@@ -7,10 +7,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data clean check-java venv
+.PHONY: demo demo-features test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
+	$(PY) examples/feature_ingestion.py
+
+demo-features: venv check-java
+	$(PY) examples/feature_ingestion.py
 
 test: venv check-java
 	$(PY) -m ruff check pravega_ray actors tests examples benchmarks
@@ -67,4 +71,4 @@ check-java:
 	  echo "       On Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) .pravega-data .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pravega-data .pravega-data-features .pytest_cache build *.egg-info

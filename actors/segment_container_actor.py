@@ -131,6 +131,9 @@ class SegmentContainerActor:
     async def check_event_boundary(self, segment: str, offset: int) -> None:
         await self._container.check_event_boundary(segment, offset)
 
+    async def locate_offset(self, segment: str, offset: int) -> int:
+        return await self._container.locate_offset(segment, offset)
+
     async def seal(self, segment: str) -> int:
         return await self._container.seal(segment)
 

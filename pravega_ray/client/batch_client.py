@@ -8,6 +8,10 @@ Spark executors) and read there in parallel, each by its own client of the same 
 exactly once (a segment wholly before the start cut or wholly after the end cut is left
 out; a segment in both cuts is read from the start cut's offset to the end cut's).
 
+:meth:`BatchClient.next_stream_cut` is Pravega's ``getNextStreamCut(start, approxBytes)``: a cut
+about a given number of bytes after a start cut, at event boundaries (the segment store's
+``locate_offset``); the Spark micro-batch source sizes its batches with it.
+
 Ranges are event boundaries at both ends (cuts always are, and so are a segment's start
 offset and its length), so :meth:`BatchClient.read_segment` parses whole frames from the
 first byte and stops exactly at the last; large events come out whole.
@@ -182,3 +186,82 @@ class BatchClient:
                 f"{name}: the range [{segment_range.start_offset}, {end}) ends inside an event",
                 segment=name,
             )
+
+    def next_stream_cut(self, start_cut: StreamCut, approx_bytes: int) -> StreamCut:
+        """A cut about ``approx_bytes`` bytes (frames included) after ``start_cut``.
+
+        First the start cut rolls forward over scale events: a sealed segment read to its
+        end gives way to its successors (at their start offsets) once every predecessor of
+        a successor is in the cut and read to its end, as a reader would. Then the bytes
+        are shared out over the cut's segments, none taking more than it holds (a share a
+        short segment leaves goes to the others), and each segment's end is the first event
+        boundary at or after its share (``locate_offset``), so the cut is valid. Slack: when
+        the segments hold at least ``approx_bytes``, the cut covers at least that many and
+        at most one more event per segment beyond it (each share ends inside at most one
+        event); when they hold less, it is every segment at its length (the bytes of
+        successors not yet entered come in later cuts). A cut equal in position to the
+        rolled start means no new data. Raises InvalidArgumentError (``approx_bytes`` not an
+        int >= 1, ``start_cut`` not a bounded cut of a stream), StreamNotFoundError,
+        SegmentNotFoundError (a segment truncated or deleted away).
+        """
+        if isinstance(approx_bytes, bool) or not isinstance(approx_bytes, int) or approx_bytes < 1:
+            raise InvalidArgumentError(f"approx_bytes must be an int >= 1, got {approx_bytes!r}")
+        if not isinstance(start_cut, StreamCut) or start_cut.is_unbounded:
+            raise InvalidArgumentError("start_cut must be a bounded StreamCut")
+        scope, stream = start_cut.scope, start_cut.stream
+        positions, infos = self._roll_forward(scope, stream, start_cut.positions)
+        remaining = {sid: infos[sid].length - offset for sid, offset in positions.items()}
+        ends = dict(positions)
+        budget = approx_bytes
+        # Water-filling: smallest remainder first, each taking at most an equal share.
+        order = sorted(positions, key=lambda sid: (remaining[sid], sid))
+        for index, sid in enumerate(order):
+            share = -(-budget // (len(order) - index))  # ceil: every segment moves if it can
+            take = min(remaining[sid], share)
+            budget = max(0, budget - take)
+            if take == remaining[sid]:
+                ends[sid] = infos[sid].length
+            elif take > 0:
+                name = stream_segment_name(scope, stream, sid)
+                ends[sid] = self._call(
+                    f"locate_offset of {name}",
+                    lambda n=name, at=positions[sid] + take: self._segments.locate_offset(n, at),
+                )
+        return StreamCut(scope, stream, ends)
+
+    def _roll_forward(
+        self, scope: str, stream: str, positions: dict[int, int]
+    ) -> tuple[dict[int, int], dict[int, Any]]:
+        """``positions`` with finished sealed segments replaced by their successors, and the
+        segment info of every segment of the result."""
+        infos: dict[int, Any] = {}
+
+        def info(sid: int) -> Any:
+            if sid not in infos:
+                infos[sid] = self._info(stream_segment_name(scope, stream, sid))
+            return infos[sid]
+
+        def finished(sid: int) -> bool:
+            return sid in positions and info(sid).sealed and positions[sid] >= info(sid).length
+
+        changed = True
+        while changed:
+            changed = False
+            for sid in sorted(positions):
+                if sid not in positions or not finished(sid):
+                    continue
+                successors = self._controller.get_successors(scope, stream, sid)
+                ready = [
+                    (successor, predecessors)
+                    for successor, predecessors in successors.items()
+                    if successor.segment_id not in positions
+                    and all(finished(p) for p in predecessors)
+                ]
+                for successor, predecessors in ready:
+                    for p in predecessors:
+                        positions.pop(p, None)
+                    positions[successor.segment_id] = info(successor.segment_id).start_offset
+                    changed = True
+        for sid in positions:
+            info(sid)
+        return positions, {sid: infos[sid] for sid in positions}

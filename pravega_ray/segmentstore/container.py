@@ -510,6 +510,11 @@ class SegmentContainer:
         self._ensure_running()
         await self._time_index.check_event_boundary(segment, offset)
 
+    async def locate_offset(self, segment: str, offset: int) -> int:
+        """See TimeIndex.locate_offset (stream segments only)."""
+        self._ensure_running()
+        return await self._time_index.locate_offset(segment, offset)
+
     def segment_role(self, segment: str) -> str:
         """The role ``segment`` was created with (a SegmentRole value)."""
         self._ensure_running()

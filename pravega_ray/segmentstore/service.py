@@ -101,6 +101,12 @@ class SegmentStoreService(Protocol):
         or the start of an event frame."""
         ...
 
+    async def locate_offset(self, segment: str, offset: int) -> int:
+        """The first event boundary at or after ``offset``, clamped into the segment's
+        ``[start offset, length]``: a valid cut offset near a byte position (the micro-batch
+        source's approximate bytes per trigger)."""
+        ...
+
     async def seal(self, segment: str) -> int:
         """Durably seal the segment; returns its final length. Idempotent."""
         ...
@@ -264,6 +270,9 @@ class SegmentStoreClient:
 
     def check_event_boundary(self, segment: str, offset: int) -> Future[None]:
         return self.invoker.invoke(SegmentStoreService.check_event_boundary, segment, offset)
+
+    def locate_offset(self, segment: str, offset: int) -> Future[int]:
+        return self.invoker.invoke(SegmentStoreService.locate_offset, segment, offset)
 
     def create_transient_segment(self, parent: str) -> Future[str]:
         return self.invoker.invoke(SegmentStoreService.create_transient_segment, parent)

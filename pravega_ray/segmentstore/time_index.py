@@ -158,10 +158,46 @@ class TimeIndex:
             raise InvalidArgumentError(
                 f"offset {offset} is outside {segment} ([{state.start_offset}, {state.length}])"
             )
+        position = await self._walk_frames(segment, offset)
+        if position != offset:
+            raise InvalidArgumentError(f"offset {offset} of {segment} is not at an event boundary")
+
+    async def locate_offset(self, segment: str, offset: int) -> int:
+        """The first event boundary at or after ``offset``: the start of the first event frame
+        that starts there or later, else the segment's durable length.
+
+        Clamped into ``[start offset, durable length]`` (an offset below the start answers
+        the start, one past the length the length), so the answer is always a valid stream
+        cut offset. The walk is bounded as :meth:`check_event_boundary`'s. InvalidArgumentError
+        for an offset that is not an int >= 0 or a segment that is not a stream segment;
+        DataCorruptionError naming the segment for a damaged index entry or frame header.
+        """
+        check_offset("offset", offset)
+        state = self._stream_segment(segment)
+        if offset <= state.start_offset:
+            return state.start_offset
+        if offset >= state.length:
+            return state.length
+        position = await self._walk_frames(segment, offset)
+        length = self._stream_segment(segment).length  # again, after the walk's I/O
+        if not offset <= position <= length:
+            raise DataCorruptionError(
+                f"{segment}: the event frames walked towards {offset} end at {position}, "
+                f"not at a boundary in [{offset}, {length}]",
+                segment=segment,
+            )
+        return position
+
+    async def _walk_frames(self, segment: str, offset: int) -> int:
+        """Walk frame headers from the nearest indexed boundary at or below ``offset`` to the
+        first frame start at or after it; below ``offset`` if the bytes end first (fewer
+        than a header left). DataCorruptionError for a header that cannot be a frame's."""
         position = await self._boundary_at_or_below(segment, offset)
         while position < offset:
             state = self._stream_segment(segment)
             window_end = min(state.length, position + _WALK_WINDOW_BYTES)
+            if window_end <= position:
+                break
             data = await self._read_index.read_range(state, position, window_end - position)
             view = memoryview(data)
             at = 0
@@ -171,15 +207,14 @@ class TimeIndex:
                 if frame_type != EVENT_TYPE_PLAIN or length > LARGE_EVENT_BYTES_MAX:
                     raise DataCorruptionError(
                         f"{segment}: no event frame at {position} (type {frame_type}, "
-                        f"length {length}) while checking offset {offset}",
+                        f"length {length}) while walking to offset {offset}",
                         segment=segment,
                     )
                 position += EVENT_HEADER_BYTES + length
                 at += EVENT_HEADER_BYTES + length
             if position == before:
                 break  # fewer bytes than a header left before the length: not a boundary
-        if position != offset:
-            raise InvalidArgumentError(f"offset {offset} of {segment} is not at an event boundary")
+        return position
 
     async def _boundary_at_or_below(self, segment: str, offset: int) -> int:
         """The greatest indexed boundary in ``[start offset, offset]`` (the start if none)."""

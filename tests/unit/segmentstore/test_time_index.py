@@ -233,3 +233,45 @@ def test_damaged_time_entry_is_corruption() -> None:
         await c.close()
 
     run(go())
+
+
+def test_locate_offset_answers_the_first_boundary_at_or_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(time_index, "BOUNDARY_BUCKET_BYTES", 100)
+    monkeypatch.setattr(time_index, "_WALK_WINDOW_BYTES", 64)
+
+    async def go() -> None:
+        c = new_container(config=QUIET)
+        await c.create_segment(SEGMENT)
+        assert await c.locate_offset(SEGMENT, 0) == 0  # empty: start == length
+        assert await c.locate_offset(SEGMENT, 10) == 0
+        w = Appender(c)
+        for i in range(40):
+            await w.events(*(bytes([i]) * (j + 1) for j in range(i % 4 + 1)))
+        await w.events(b"L" * 1000)  # one append crossing many buckets
+        await w.events(b"after")
+        length = (await c.get_info(SEGMENT)).length
+        boundaries = sorted(set(w.offsets) | {length})
+        for offset in range(0, length + 1):
+            expected = next(b for b in boundaries if b >= offset)
+            assert await c.locate_offset(SEGMENT, offset) == expected, offset
+        assert await c.locate_offset(SEGMENT, length + 1000) == length
+        # Below a truncated start: the start.
+        await c.truncate(SEGMENT, w.offsets[5])
+        assert await c.locate_offset(SEGMENT, 0) == w.offsets[5]
+        assert await c.locate_offset(SEGMENT, w.offsets[5] + 1) == w.offsets[6]
+        for bad in (-1, 1.5, True, "1", None):
+            with pytest.raises(InvalidArgumentError):
+                await c.locate_offset(SEGMENT, bad)  # type: ignore[arg-type]
+        await c.table_create("sc/tbl/0.#epoch.0")
+        with pytest.raises(InvalidArgumentError):
+            await c.locate_offset("sc/tbl/0.#epoch.0", 0)
+        # A damaged entry (an offset outside its bucket) is corruption, naming the segment.
+        c.metadata.get(SEGMENT).attributes[time_index.boundary_key(3)] = 5
+        with pytest.raises(DataCorruptionError) as e:
+            await c.locate_offset(SEGMENT, 350)
+        assert SEGMENT in str(e.value)
+        await c.close()
+
+    run(go())
