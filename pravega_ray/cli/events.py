@@ -145,7 +145,13 @@ def _reader_group(
     scoped = f"{scope}/{stream}"
     if group is not None:
         validate_name("reader group", group)
-        cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(scoped))
+        config = pr.ReaderGroupConfig.for_streams(scoped)
+        if not cluster.create_reader_group(scope, group, config):
+            streams = cluster.reader_group(scope, group).get_config().streams
+            if scoped not in streams:
+                raise InvalidArgumentError(
+                    f"reader group {scope}/{group} reads {', '.join(streams)}, not {scoped}"
+                )
         return group, False
     name = f"cli-{uuid.uuid4().hex[:12]}"
     mgr = cluster.stream_manager()

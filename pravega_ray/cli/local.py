@@ -33,13 +33,17 @@ app = typer.Typer(help="A local cluster that outlives the command.", no_args_is_
 
 STATE_FILE = "cli-local.json"
 HEAD_LOG = "ray-head.log"
-HEAD_START_TIMEOUT_S = 90.0
-HEAD_STOP_TIMEOUT_S = 20.0
+HEAD_START_TIMEOUT_S = 180.0
+HEAD_STOP_TIMEOUT_S = 5.0
+"""SIGTERM makes Ray drain the node for up to 30 s; the actors' acknowledged data is durable
+already, so after this long the head's processes get SIGKILL."""
+HEAD_READY_LINE = b"Ray runtime started."
 RAY_TEMP_DIR_CHARS_MAX = 40
 """Ray puts Unix sockets ~65 characters below its temp dir, and a socket path must stay
 under 108 bytes: a longer data dir gets its Ray temp dir under /tmp instead."""
 DEFAULT_PORT = 6379
 AGENT_REGISTER_TIMEOUT_MS = 120_000
+STATUS_TIMEOUT_S = 10.0
 
 DATA_DIR_OPTION = typer.Option(
     Path("./.pravega-data"), "--data-dir", help="Where the cluster keeps its data."
@@ -120,15 +124,28 @@ def _start_head(data_dir: Path, port: int, num_cpus: int | None) -> dict[str, An
     state = {"pid": process.pid, "address": address, "temp_dir": str(temp_dir)}
     _state_path(data_dir).write_text(json.dumps(state))
     deadline = time.monotonic() + HEAD_START_TIMEOUT_S
-    while not check_reachable(address, timeout_s=1.0):
-        if process.poll() is not None or time.monotonic() > deadline:
-            _stop_head(state)
-            _state_path(data_dir).unlink(missing_ok=True)
-            raise ClusterUnreachableError(
-                f"the Ray head did not start at {address}; see {log_path}"
-            )
-        time.sleep(0.3)
+    try:
+        while not _head_ready(log_path, address):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise ClusterUnreachableError(
+                    f"the Ray head did not start at {address}; see {log_path}"
+                )
+            time.sleep(0.3)
+    except BaseException:  # Ctrl-C included: leave no head behind
+        _stop_head(state)
+        _state_path(data_dir).unlink(missing_ok=True)
+        raise
     return state
+
+
+def _head_ready(log_path: Path, address: str) -> bool:
+    """True once ``ray start`` said the node runs (its raylet registered) and the GCS port
+    answers; joining earlier can time out while a loaded machine still starts the node."""
+    try:
+        started = HEAD_READY_LINE in log_path.read_bytes()
+    except OSError:
+        return False
+    return started and check_reachable(address, timeout_s=1.0)
 
 
 def _is_our_head(pid: int, address: str) -> bool:
@@ -142,39 +159,69 @@ def _is_our_head(pid: int, address: str) -> bool:
 
 
 def _stop_head(state: dict[str, Any]) -> bool:
-    """Stop the process group of the recorded head (SIGTERM, then SIGKILL); True if it ran."""
+    """Stop the recorded head: SIGTERM to its process group, then SIGKILL to the group and
+    to every process it spawned (Ray's workers run in sessions of their own). True if it
+    ran."""
     pid, address = state.get("pid"), state.get("address", "")
     if not isinstance(pid, int) or not _is_our_head(pid, str(address)):
         return False
-    for sig, wait_s in ((signal.SIGTERM, HEAD_STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return True
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if not _group_alive(pid):
-                return True
-            time.sleep(0.2)
+    spawned = _descendants(pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + HEAD_STOP_TIMEOUT_S
+    while time.monotonic() < deadline and _alive(pid, spawned):
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    for child in spawned:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and _alive(pid, spawned):
+        time.sleep(0.1)
     return True
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # Reap the leader if this process is its parent (a failed `local start`), so that a
-    # zombie does not count as alive.
+def _process_table() -> list[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every process, from /proc."""
+    table = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()  # after "pid (comm)": state ppid pgrp ...
+        table.append((int(entry.name), int(fields[1]), int(fields[2])))
+    return table
+
+
+def _descendants(pgid: int) -> set[int]:
+    """Every process in group ``pgid`` and every process they spawned, transitively."""
+    table = _process_table()
+    found = {pid for pid, _, group in table if group == pgid}
+    grew = True
+    while grew:
+        more = {pid for pid, parent, _ in table if parent in found and pid not in found}
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def _alive(pgid: int, pids: set[int]) -> bool:
+    """Whether any of ``pids`` (or the group's leader) still runs (zombies do not count:
+    the leader is reaped here if this process is its parent, as after a failed start)."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pgid, os.WNOHANG)
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    for pid in pids | {pgid}:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            return True
+    return False
 
 
 @app.command("start")
@@ -234,12 +281,13 @@ def status(ctx: typer.Context) -> None:
     handles = [("controller", cluster.controller_handle())] + [
         (f"segment-container-{i}", h) for i, h in enumerate(cluster.container_handles())
     ]
+    refs = [handle.describe.remote() for _, handle in handles]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=STATUS_TIMEOUT_S)
     alive: dict[str, bool] = {}
-    for name, handle in handles:
+    for (name, _), ref in zip(handles, refs, strict=True):
         try:
-            ray.get(handle.describe.remote(), timeout=10)
-            alive[name] = True
-        except Exception:
+            alive[name] = ref in ready and ray.get(ref) is not None
+        except Exception:  # the actor died or raised: it does not answer
             alive[name] = False
     mgr = cluster.stream_manager()
     scopes = {scope: mgr.list_streams(scope) for scope in mgr.list_scopes()}

@@ -161,21 +161,39 @@ def test_write_n_lines_then_read_exactly_n(cli: Cli, tmp_path: Path) -> None:
     source.write_text("\n".join(lines) + "\n\n")  # the blank line is skipped
     wrote = cli.ok("write", STREAM, "--file", source, "--key-field", "id")
     assert wrote["events"] == 300
-    done = cli.run("read", STREAM, json_output=True)
-    assert done.returncode == 0, done.stderr
-    events = [json.loads(line)["event"] for line in done.stdout.splitlines()]
+    reads: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def read_all() -> None:
+        reads["all"] = cli.run("read", STREAM, json_output=True)
+
+    def read_some_with_a_group() -> None:
+        reads["g1"] = cli.run(
+            "read", STREAM, "--group", "g1", "--max-events", 120, json_output=True
+        )
+
+    run_chains(read_all, read_some_with_a_group)
+    assert reads["all"].returncode == 0, reads["all"].stderr
+    events = [json.loads(line)["event"] for line in reads["all"].stdout.splitlines()]
     assert sorted(events) == sorted(lines)
     by_key: dict[str, list[int]] = {}
     for event in map(json.loads, events):
         by_key.setdefault(event["id"], []).append(event["n"])
     assert all(ns == sorted(ns) for ns in by_key.values())  # order per routing key
+    assert reads["g1"].returncode == 0 and len(reads["g1"].stdout.splitlines()) == 120
 
-    first = cli.run("read", STREAM, "--group", "g1", "--max-events", 120, json_output=True)
-    assert first.returncode == 0 and len(first.stdout.splitlines()) == 120
-    groups = cli.ok("rg", "list", SCOPE)["groups"]
+    found: dict[str, dict] = {}  # type: ignore[type-arg]
+
+    def list_groups() -> None:
+        found["list"] = cli.ok("rg", "list", SCOPE)
+
+    def checkpoint() -> None:
+        found["checkpoint"] = cli.ok("rg", "checkpoint", f"{SCOPE}/g1", "--name", "cp1")
+
+    run_chains(list_groups, checkpoint)
+    groups = found["list"]["groups"]
     assert [g["group"] for g in groups] == ["g1"]  # temporary groups are deleted
-    checkpoint = cli.ok("rg", "checkpoint", f"{SCOPE}/g1", "--name", "cp1")
-    assert pr.StreamCut.from_base64(checkpoint["cuts"][STREAM]).scoped_stream == STREAM
+    cut = pr.StreamCut.from_base64(found["checkpoint"]["cuts"][STREAM])
+    assert cut.scoped_stream == STREAM
 
 
 def test_tail_follows_new_events_until_interrupted(cli: Cli) -> None:
