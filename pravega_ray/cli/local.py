@@ -25,7 +25,13 @@ from typing import Any
 import typer
 
 from pravega_ray.cli.output import emit, note, table
-from pravega_ray.cli.session import ClusterUnreachableError, Options, check_reachable, init_ray
+from pravega_ray.cli.session import (
+    USER_BACKEND_LOG_LEVEL,
+    ClusterUnreachableError,
+    Options,
+    check_reachable,
+    init_ray,
+)
 
 __all__ = ["app", "ray_temp_dir"]
 
@@ -34,6 +40,7 @@ app = typer.Typer(help="A local cluster that outlives the command.", no_args_is_
 STATE_FILE = "cli-local.json"
 HEAD_LOG = "ray-head.log"
 HEAD_START_TIMEOUT_S = 180.0
+HEAD_START_ATTEMPTS = 2
 HEAD_STOP_TIMEOUT_S = 5.0
 """SIGTERM makes Ray drain the node for up to 30 s; the actors' acknowledged data is durable
 already, so after this long the head's processes get SIGKILL."""
@@ -74,6 +81,9 @@ def _load_state(data_dir: Path) -> dict[str, Any] | None:
 
 def _ray_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.pop("RAY_BACKEND_LOG_LEVEL", None)  # the head's logs keep Ray's level
+    if USER_BACKEND_LOG_LEVEL is not None:
+        env["RAY_BACKEND_LOG_LEVEL"] = USER_BACKEND_LOG_LEVEL
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # The raylet waits a bounded time for its dashboard agent and aborts after; on a
     # loaded machine the agent takes longer than the defaults (30 s).
@@ -126,16 +136,38 @@ def _start_head(data_dir: Path, port: int, num_cpus: int | None) -> dict[str, An
     deadline = time.monotonic() + HEAD_START_TIMEOUT_S
     try:
         while not _head_ready(log_path, address):
-            if process.poll() is not None or time.monotonic() > deadline:
+            if process.poll() is not None:
+                raise _HeadExitedError(f"the Ray head exited while starting; see {log_path}")
+            if time.monotonic() > deadline:
                 raise ClusterUnreachableError(
                     f"the Ray head did not start at {address}; see {log_path}"
                 )
             time.sleep(0.3)
     except BaseException:  # Ctrl-C included: leave no head behind
-        _stop_head(state)
+        _stop_head(state, spawned_here=True)
         _state_path(data_dir).unlink(missing_ok=True)
         raise
     return state
+
+
+class _HeadExitedError(ClusterUnreachableError):
+    """``ray start`` exited before its node was up (e.g. Ray's own 30 s wait for the raylet
+    ran out on a loaded machine)."""
+
+
+def _start_head_with_retry(
+    data_dir: Path, port: int, num_cpus: int | None, json_mode: bool
+) -> dict[str, Any]:
+    """:func:`_start_head`, once more if ``ray start`` itself gave up (not after our own
+    timeout): a loaded machine makes Ray's fixed startup waits run out now and then."""
+    for attempt in range(1, HEAD_START_ATTEMPTS + 1):
+        try:
+            return _start_head(data_dir, port, num_cpus)
+        except _HeadExitedError as e:
+            if attempt == HEAD_START_ATTEMPTS:
+                raise
+            note(json_mode, f"{e}; trying once more")
+    raise AssertionError("unreachable")
 
 
 def _head_ready(log_path: Path, address: str) -> bool:
@@ -158,12 +190,15 @@ def _is_our_head(pid: int, address: str) -> bool:
     return "start" in cmdline and f"--port={port}" in cmdline
 
 
-def _stop_head(state: dict[str, Any]) -> bool:
+def _stop_head(state: dict[str, Any], spawned_here: bool = False) -> bool:
     """Stop the recorded head: SIGTERM to its process group, then SIGKILL to the group and
     to every process it spawned (Ray's workers run in sessions of their own). True if it
-    ran."""
+    ran. ``spawned_here``: this process started it (its pid cannot have been reused, even
+    if ``ray start`` itself already exited)."""
     pid, address = state.get("pid"), state.get("address", "")
-    if not isinstance(pid, int) or not _is_our_head(pid, str(address)):
+    if not isinstance(pid, int):
+        return False
+    if not spawned_here and not _is_our_head(pid, str(address)):
         return False
     spawned = _descendants(pid)
     with contextlib.suppress(ProcessLookupError):
@@ -244,7 +279,7 @@ def start(
     if not check_reachable(address):
         if ":" in address:
             port = int(address.rpartition(":")[2])
-        head = _start_head(data_dir, port, num_cpus)
+        head = _start_head_with_retry(data_dir, port, num_cpus, options.json)
         address = head["address"]
     try:
         init_ray(address, options.namespace, options.verbose)

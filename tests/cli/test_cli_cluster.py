@@ -23,7 +23,7 @@ import pytest
 
 import pravega_ray as pr
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # the first test also starts the cluster
 
 SCRIPT = Path(sys.executable).parent / "pravega-ray"
 SCOPE = "clitest"
@@ -95,7 +95,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
             "--containers",
             2,
             json_output=True,
-            timeout=240,
+            timeout=420,  # seconds on an idle machine; minutes on a loaded one
         )
         assert start.returncode == 0, start.stderr + (data_dir / "ray-head.log").read_text()
         started = json.loads(start.stdout)
