@@ -136,7 +136,7 @@ def _global_options(
     from pravega_ray.logging_setup import configure_logging
 
     configure_logging(verbose)
-    prepare_ray_environment(verbose)
+    prepare_ray_environment()
     options = Options(address=address, namespace=namespace, json=json_output, verbose=verbose)
     ctx.obj = options
     ctx.call_on_close(options.close)

@@ -26,7 +26,6 @@ import typer
 
 from pravega_ray.cli.output import emit, note, table
 from pravega_ray.cli.session import (
-    USER_BACKEND_LOG_LEVEL,
     ClusterUnreachableError,
     Options,
     check_reachable,
@@ -81,9 +80,6 @@ def _load_state(data_dir: Path) -> dict[str, Any] | None:
 
 def _ray_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.pop("RAY_BACKEND_LOG_LEVEL", None)  # the head's logs keep Ray's level
-    if USER_BACKEND_LOG_LEVEL is not None:
-        env["RAY_BACKEND_LOG_LEVEL"] = USER_BACKEND_LOG_LEVEL
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # The raylet waits a bounded time for its dashboard agent and aborts after; on a
     # loaded machine the agent takes longer than the defaults (30 s).

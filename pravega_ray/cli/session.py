@@ -25,9 +25,6 @@ __all__ = [
     "prepare_ray_environment",
 ]
 
-USER_BACKEND_LOG_LEVEL = os.environ.get("RAY_BACKEND_LOG_LEVEL")
-"""The user's own setting, if any (a Ray head the CLI starts gets this, not the CLI's)."""
-
 REACHABLE_TIMEOUT_S = 2.0
 """How long the CLI waits for a TCP connection to Ray's GCS before saying none is there."""
 
@@ -64,21 +61,18 @@ def check_reachable(address: str, timeout_s: float = REACHABLE_TIMEOUT_S) -> boo
         return False
 
 
-def prepare_ray_environment(verbose: bool = False) -> None:
+def prepare_ray_environment() -> None:
     """Set what Ray reads from the environment when it is first imported; called before
     any command runs. Variables the user set are kept.
 
     Ray turns token authentication on by itself only for address ``auto``; with an
     explicit address it must be asked to, or a head started with a token (Ray's default
-    when ``~/.ray/auth_token`` exists) refuses us. Unless ``verbose``, the C++ core of
-    this driver logs errors only (its retry warnings while joining are noise: the CLI
-    reports the outcome itself).
+    when ``~/.ray/auth_token`` exists) refuses us. (``RAY_BACKEND_LOG_LEVEL`` is not set:
+    Ray announces that setting on stderr, itself a line of noise.)
     """
     if "RAY_AUTH_MODE" not in os.environ and _auth_token_available():
         os.environ["RAY_AUTH_MODE"] = "token"
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
-    if not verbose:
-        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
 
 
 def init_ray(address: str, namespace: str, verbose: bool) -> None:
@@ -89,7 +83,7 @@ def init_ray(address: str, namespace: str, verbose: bool) -> None:
     """
     if not check_reachable(address):
         raise ClusterUnreachableError(f"no Ray cluster answers at {address}")
-    prepare_ray_environment(verbose)
+    prepare_ray_environment()
     import ray
 
     if ray.is_initialized():

@@ -26,7 +26,7 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def _ray_environment_restored() -> Iterator[None]:
     """The CLI sets RAY_* variables for Ray; keep this process's own."""
-    keys = ("RAY_AUTH_MODE", "RAY_ENABLE_AUTO_CONNECT", "RAY_BACKEND_LOG_LEVEL")
+    keys = ("RAY_AUTH_MODE", "RAY_ENABLE_AUTO_CONNECT")
     saved = {k: os.environ.get(k) for k in keys}
     yield
     for key, value in saved.items():
