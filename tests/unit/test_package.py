@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pravega_ray"
 # docs/design.md "Layers": only cluster.py and the bridges import ray (or Spark).
-RAY_ALLOWED = {"cluster.py", "spark", "data"}
+RAY_ALLOWED = {"cluster.py", "spark", "data", "cli"}
 HEAVY = ("ray", "raydp", "pyspark")
 
 
