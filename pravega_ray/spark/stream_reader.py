@@ -92,6 +92,8 @@ def read_stream(
     *,
     cluster: Any = None,
     serializer: Any = None,
+    start: Any = None,
+    end: Any = None,
 ) -> DataFrame:
     """Return the events of ``scoped_stream`` between two cuts as a Spark DataFrame.
 
@@ -104,7 +106,9 @@ def read_stream(
     serializers raise InvalidArgumentError (Spark needs the column type before reading).
 
     ``start_cut`` None: the head; ``end_cut`` None: each segment's length when this is called
-    (a snapshot; later appends are not included). Every event between the cuts is one row,
+    (a snapshot; later appends are not included). ``start``/``end`` are keyword aliases of
+    ``start_cut``/``end_cut`` (the spelling of ARCHITECTURE.md's first example); giving both
+    spellings of one bound raises InvalidArgumentError. Every event between the cuts is one row,
     across scalings. Rows of one segment appear in offset order within a partition; no order
     holds across segments. An empty range gives an empty DataFrame of the same schema.
 
@@ -120,6 +124,8 @@ def read_stream(
     SerializationError (an event that does not decode).
     """
     parse_scoped_stream(scoped_stream)
+    start_cut = cut_alias("start", start_cut, start)
+    end_cut = cut_alias("end", end_cut, end)
     from pravega_ray.data.datasource import dataset_of, plan_read
     from pravega_ray.data.event_blocks import layout_for
 
@@ -141,6 +147,18 @@ def read_stream(
     from raydp.spark import ray_dataset_to_spark_dataframe
 
     return ray_dataset_to_spark_dataframe(spark, arrow_schema, block_refs)
+
+
+def cut_alias(bound: str, cut: Any, alias: Any) -> Any:
+    """``cut`` or its alias ``alias`` (``start``/``end`` for ``start_cut``/``end_cut``).
+
+    Raises InvalidArgumentError if both are given.
+    """
+    if alias is None:
+        return cut
+    if cut is not None:
+        raise InvalidArgumentError(f"give {bound}_cut or {bound}, not both")
+    return alias
 
 
 def _chunk_counts_ok(table: pa.Table) -> bool:

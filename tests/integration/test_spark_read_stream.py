@@ -160,7 +160,7 @@ def test_read_stream_between_cuts_with_decoded_columns(cluster, spark, unique_na
     rows = df.collect()
     assert sorted((r.i, r.name) for r in rows) == [(i, f"n{i}") for i in range(30, 60)]
     assert all(json.deserialize(bytes(r.event))["i"] == r.i for r in rows)
-    raw = read_stream(spark, f"{scope}/{stream}", end_cut=start, cluster=cluster)
+    raw = read_stream(spark, f"{scope}/{stream}", end=start, cluster=cluster)  # the alias
     assert raw.schema == spark_event_schema() and raw.count() == 30
     with pytest.raises(InvalidArgumentError):
         read_stream(spark, f"{scope}/{stream}", serializer=pr.JsonSerializer(), cluster=cluster)
