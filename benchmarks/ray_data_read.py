@@ -20,21 +20,18 @@ Run: ``make bench-ray-data`` or ``.venv/bin/python benchmarks/ray_data_read.py -
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 import tempfile
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from report import print_table
-from spark_bridge import same_rows, write_events
+from spark_bridge import bench_arguments, same_rows, timed, write_events
 
 import pravega_ray as pr
 
@@ -47,26 +44,8 @@ def consume(dataset: Any) -> int:
     return sum(b.num_rows for b in dataset.iter_batches(batch_format="pyarrow", batch_size=None))
 
 
-def timed(call: Callable[[], int], expected: int) -> float:
-    started = time.perf_counter()
-    count = call()
-    elapsed = time.perf_counter() - started
-    if count != expected:
-        raise AssertionError(f"counted {count} rows, expected {expected}")
-    return elapsed
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=500_000)
-    parser.add_argument("--event-bytes", default="100,1024", help="comma-separated sizes")
-    parser.add_argument("--segments", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 20k events, 1 repeat")
-    args = parser.parse_args()
-    if args.quick:
-        args.events, args.repeats = 20_000, 1
-    sizes = [int(s) for s in args.event_bytes.split(",")]
+    args, sizes = bench_arguments(__doc__.split("\n\n")[0], 500_000)
 
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     import ray

@@ -70,9 +70,10 @@ def timed(call: Callable[[], int], expected: int) -> float:
     return elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=200_000)
+def bench_arguments(description: str, default_events: int) -> tuple[argparse.Namespace, list[int]]:
+    """The options both read benchmarks take, parsed, and the event sizes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--events", type=int, default=default_events)
     parser.add_argument("--event-bytes", default="100,1024", help="comma-separated sizes")
     parser.add_argument("--segments", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
@@ -80,7 +81,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.events, args.repeats = 20_000, 1
-    sizes = [int(s) for s in args.event_bytes.split(",")]
+    return args, [int(s) for s in args.event_bytes.split(",")]
+
+
+def main() -> None:
+    args, sizes = bench_arguments(__doc__.split("\n\n")[0], 200_000)
 
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     import ray

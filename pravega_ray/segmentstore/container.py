@@ -91,7 +91,12 @@ from pravega_ray.segmentstore.read_index import ReadIndex
 from pravega_ray.segmentstore.segment_merger import SegmentMerger
 from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
 from pravega_ray.segmentstore.table_segment import TableSegments
-from pravega_ray.segmentstore.time_index import TimeIndex, index_entries, index_keys
+from pravega_ray.segmentstore.time_index import (
+    TimeIndex,
+    TimeIndexCalls,
+    index_entries,
+    index_keys,
+)
 from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
 from pravega_ray.segmentstore.transient_segments import TransientSegments
 from pravega_ray.storage.fenced import FencedChunkStorage
@@ -102,7 +107,7 @@ __all__ = ["RecoveryStats", "SegmentContainer", "SegmentRole"]
 log = logging.getLogger(__name__)
 
 
-class SegmentContainer:
+class SegmentContainer(TimeIndexCalls):
     """One container's segments. Built by ``builder.build_container``; see the module docstring."""
 
     def __init__(
@@ -499,21 +504,6 @@ class SegmentContainer:
     async def get_info(self, segment: str) -> SegmentInfo:
         self._ensure_running()
         return self.metadata.get(segment).info()
-
-    async def get_offset_at_time(self, segment: str, time_ms: int) -> int:
-        """See TimeIndex.offset_at_time (stream segments only)."""
-        self._ensure_running()
-        return await self._time_index.offset_at_time(segment, time_ms)
-
-    async def check_event_boundary(self, segment: str, offset: int) -> None:
-        """See TimeIndex.check_event_boundary (stream segments only)."""
-        self._ensure_running()
-        await self._time_index.check_event_boundary(segment, offset)
-
-    async def locate_offset(self, segment: str, offset: int) -> int:
-        """See TimeIndex.locate_offset (stream segments only)."""
-        self._ensure_running()
-        return await self._time_index.locate_offset(segment, offset)
 
     def segment_role(self, segment: str) -> str:
         """The role ``segment`` was created with (a SegmentRole value)."""

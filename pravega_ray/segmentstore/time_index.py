@@ -49,6 +49,7 @@ __all__ = [
     "INDEX_KEYS",
     "TIME_INDEX_BASE",
     "TimeIndex",
+    "TimeIndexCalls",
     "boundary_key",
     "index_entries",
     "index_keys",
@@ -248,3 +249,27 @@ class TimeIndex:
                 f"{segment} is a {state.role} segment; only stream segments have a time index"
             )
         return state
+
+
+class TimeIndexCalls:
+    """The service calls a container answers from its time index (stream segments only)."""
+
+    _time_index: TimeIndex
+
+    def _ensure_running(self) -> None:
+        raise NotImplementedError
+
+    async def get_offset_at_time(self, segment: str, time_ms: int) -> int:
+        """See TimeIndex.offset_at_time."""
+        self._ensure_running()
+        return await self._time_index.offset_at_time(segment, time_ms)
+
+    async def check_event_boundary(self, segment: str, offset: int) -> None:
+        """See TimeIndex.check_event_boundary."""
+        self._ensure_running()
+        await self._time_index.check_event_boundary(segment, offset)
+
+    async def locate_offset(self, segment: str, offset: int) -> int:
+        """See TimeIndex.locate_offset."""
+        self._ensure_running()
+        return await self._time_index.locate_offset(segment, offset)
