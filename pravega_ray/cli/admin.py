@@ -375,7 +375,7 @@ def rg_list(ctx: typer.Context, scope: str) -> None:
     validate_name("scope", scope)
     cluster = options.cluster()
     # The stream manager has no list of reader groups; the controller client does.
-    names = sorted(cluster._controller.list_reader_groups(scope))
+    names = sorted(cluster.stream_manager().list_reader_groups(scope))
     groups = []
     for name in names:
         group = cluster.reader_group(scope, name)

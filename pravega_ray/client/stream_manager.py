@@ -224,6 +224,10 @@ class StreamManager:
     def list_key_value_tables(self, scope: str) -> list[str]:
         return self._controller.list_key_value_tables(scope)
 
+    def list_reader_groups(self, scope: str) -> list[str]:
+        """The reader groups of ``scope``, sorted. Raises ScopeNotFoundError, InvalidNameError."""
+        return self._controller.list_reader_groups(scope)
+
     def delete_key_value_table(self, scope: str, table: str) -> bool:
         """Delete the table and all its data; False if it does not exist."""
         return self._controller.delete_key_value_table(scope, table)

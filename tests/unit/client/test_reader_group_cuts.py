@@ -258,4 +258,4 @@ def test_create_with_bad_cuts_is_refused(cluster: InProcessCluster) -> None:
             )
     with pytest.raises(pr.InvalidArgumentError, match="event boundary"):
         cluster.reader_group("sc", "all").reset_to({"sc/st": inside})
-    assert "bad" not in cluster.stream_manager()._controller.list_reader_groups("sc")
+    assert "bad" not in cluster.stream_manager().list_reader_groups("sc")
