@@ -3,9 +3,16 @@
 Path of the data inside one read task::
 
     container.read(segment, offset, <= READ_BYTES_MAX, wait 0)   one call per chunk
-    FrameAssembler.feed                                         frames -> (offset, payload)
-    events_table(layout, ...)                                   payloads -> Arrow columns
+    FrameScanner.feed                                           frames -> FrameSpans
+    raw mode:     raw_events_table(..., spans)                  spans -> Arrow columns
+    decoded modes: events_table(layout, ..., payloads)          (offset, payload) -> columns
     concat + combine_chunks when a block is full                one single-chunk table
+
+The raw mode (no serializer) makes no Python object per event: the scanner reads only the
+frame headers, and the ``event`` column is the read's bytes seen as one binary value per frame
+(offsets = the frame starts) with each value's 8-byte header cut off in one Arrow kernel call
+(``binary_slice``), so the payloads are copied once, in C. Per event that is one header unpack
+in Python (~0.3 us) where a ``bytes`` per payload and ``pa.array`` of them cost several.
 
 Blocks are what Ray Data and, through RayDP, Spark get. Every block is a *non-empty* table
 whose columns are *one contiguous chunk* each: RayDP converts a block with ``to_pandas()``, and
@@ -28,15 +35,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from pravega_ray.client.event_framing import FrameAssembler
+from pravega_ray.client.event_framing import FrameScanner, FrameSpans
 from pravega_ray.client.serializers import (
     BytesSerializer,
     Utf8Serializer,
     check_serializer,
     is_table_serializer,
 )
-from pravega_ray.constants import MIB, READ_BYTES_MAX
+from pravega_ray.constants import (
+    EVENT_HEADER_BYTES,
+    LARGE_EVENT_BYTES_MAX,
+    MIB,
+    READ_BYTES_MAX,
+)
 from pravega_ray.errors import (
     DataCorruptionError,
     InvalidArgumentError,
@@ -53,6 +66,7 @@ __all__ = [
     "BlockLayout",
     "events_table",
     "layout_for",
+    "raw_events_table",
     "read_ranges",
 ]
 
@@ -197,6 +211,50 @@ def events_table(
     )
 
 
+def _payloads_and_offsets(spans: FrameSpans) -> tuple[pa.Array, pa.Array]:
+    """The payloads of ``spans`` as one binary array, copied once (by Arrow), and the
+    frames' segment offsets (int64)."""
+    count = len(spans.starts)
+    # int32 positions: a buffer is < 2 GiB (a read, or one large event of <= 1 GiB).
+    bounds = pa.array([*spans.starts, spans.end], type=pa.int32())
+    frames = pa.BinaryArray.from_buffers(
+        pa.binary(), count, [None, bounds.buffers()[1], pa.py_buffer(spans.data)]
+    )
+    # An explicit stop: pyarrow 26's binary_slice fails ("Negative buffer resize") without one.
+    payloads = pc.binary_slice(
+        frames, EVENT_HEADER_BYTES, EVENT_HEADER_BYTES + LARGE_EVENT_BYTES_MAX
+    )
+    offsets = pc.add(bounds.slice(0, count).cast(pa.int64()), spans.base_offset)
+    return payloads, offsets
+
+
+def raw_events_table(
+    scope: str, stream: str, segment_id: int, spans: Sequence[FrameSpans]
+) -> pa.Table:
+    """The raw-mode rows (``EVENT_ARROW_SCHEMA``) of the frames of ``spans``, in order, as a
+    single-chunk table; no Python object is made per event. Equal, row for row, to
+    ``events_table(layout_for(None), ...)`` of the same events."""
+    built = [_payloads_and_offsets(s) for s in spans if s.starts]
+    if not built:
+        event, offsets = pa.array([], type=pa.binary()), pa.array([], type=pa.int64())
+    elif len(built) == 1:
+        event, offsets = built[0]
+    else:
+        event = pa.concat_arrays([payloads for payloads, _ in built])
+        offsets = pa.concat_arrays([offsets for _, offsets in built])
+    count = len(offsets)
+    return pa.Table.from_arrays(
+        [
+            event,
+            pa.repeat(pa.scalar(scope, pa.string()), count),
+            pa.repeat(pa.scalar(stream, pa.string()), count),
+            pa.repeat(pa.scalar(segment_id, pa.int64()), count),
+            offsets,
+        ],
+        schema=EVENT_ARROW_SCHEMA,
+    )
+
+
 def _inferred_schema(event_type: pa.DataType) -> pa.Schema:
     return pa.schema([pa.field("event", event_type), *list(EVENT_ARROW_SCHEMA)[1:]])
 
@@ -294,11 +352,10 @@ def read_ranges(
         offset, end = segment_range.start_offset, segment_range.end_offset
         # The next range's first read runs while this range is read and parsed.
         call, prefetched = prefetched, first_read(index + 1)
-        frames = FrameAssembler()  # a frame cut by a read; a large event assembled in place
-        offsets: list[int] = []
-        payloads: list[bytes] = []
+        frames = FrameScanner()  # a frame cut by a read; a large event assembled in place
+        spans: list[FrameSpans] = []  # frames not yet built into a piece
         pending_bytes = sum(piece.nbytes for piece in pieces)
-        piece_bytes = 0  # payload bytes of offsets/payloads, not yet built into a piece
+        piece_bytes = 0  # payload bytes of spans, not yet built into a piece
         while offset < end:
             want = min(end - offset, max(READ_BYTES_MAX, frames.missing_bytes))
             if call is None:
@@ -318,7 +375,7 @@ def read_ranges(
                     offset=offset,
                 )
             try:
-                events = frames.feed(data, offset)
+                new_spans = frames.feed(data, offset)
             except DataCorruptionError as error:
                 raise DataCorruptionError(
                     f"{name}: bytes read at offset {offset} are not event frames: {error}",
@@ -326,16 +383,15 @@ def read_ranges(
                     offset=offset,
                 ) from None
             offset += len(data)
-            for event_offset, payload in events:
-                offsets.append(event_offset)
-                payloads.append(payload)
-                pending_bytes += len(payload)
-                piece_bytes += len(payload)
-            if offsets and (pending_bytes > block_bytes or piece_bytes >= PIECE_BYTES):
+            for new in new_spans:
+                spans.append(new)
+                pending_bytes += new.payload_bytes
+                piece_bytes += new.payload_bytes
+            if spans and (pending_bytes > block_bytes or piece_bytes >= PIECE_BYTES):
                 # Pieces of ~PIECE_BYTES keep a block just above the target, below the ~1.5x
                 # where Ray Data slices blocks and merges the remainder with the next one.
-                pieces.append(_piece(layout, segment_range, offsets, payloads))
-                offsets, payloads, piece_bytes = [], [], 0
+                pieces.append(_piece(layout, segment_range, spans))
+                spans, piece_bytes = [], 0
                 pending_bytes = sum(piece.nbytes for piece in pieces)
                 # Ray Data merges blocks it sees at or below its target size: pass on only
                 # blocks whose Arrow size is above it (decoded columns may be smaller).
@@ -351,16 +407,22 @@ def read_ranges(
                 segment=name,
                 offset=end - frames.buffered_bytes,
             )
-        if offsets:
-            pieces.append(_piece(layout, segment_range, offsets, payloads))
+        if spans:
+            pieces.append(_piece(layout, segment_range, spans))
     pieces = [piece for piece in pieces if piece.num_rows]
     if pieces:
         yield _concat(pieces)
 
 
-def _piece(
-    layout: BlockLayout, segment_range: Any, offsets: list[int], payloads: list[bytes]
-) -> pa.Table:
+def _piece(layout: BlockLayout, segment_range: Any, spans: list[FrameSpans]) -> pa.Table:
+    """The rows of the frames of ``spans`` of one range (raw mode: no object per event)."""
+    if layout.mode == "raw":
+        return raw_events_table(
+            segment_range.scope, segment_range.stream, segment_range.segment_id, spans
+        )
+    events = [event for s in spans for event in s.events()]
+    offsets = [offset for offset, _ in events]
+    payloads = [payload for _, payload in events]
     return events_table(
         layout,
         segment_range.scope,
