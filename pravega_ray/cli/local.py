@@ -278,7 +278,8 @@ def start(
         head = _start_head_with_retry(data_dir, port, num_cpus, options.json)
         address = head["address"]
     try:
-        init_ray(address, options.namespace, options.verbose)
+        joined = init_ray(address, options.namespace, options.verbose)
+        options._owns_ray = joined or options._owns_ray
         cluster = pr.start_local(data_dir, containers, namespace=options.namespace)
         cluster.close()
     except BaseException:

@@ -75,8 +75,9 @@ def prepare_ray_environment() -> None:
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
 
 
-def init_ray(address: str, namespace: str, verbose: bool) -> None:
-    """Join the Ray cluster at ``address`` as a driver in ``namespace``.
+def init_ray(address: str, namespace: str, verbose: bool) -> bool:
+    """Join the Ray cluster at ``address`` as a driver in ``namespace``; True if this call
+    initialized Ray (False: this process was connected already, e.g. a test's Ray).
 
     Workers' logs are not streamed to this process unless ``verbose``. Raises
     ClusterUnreachableError if nothing answers there.
@@ -87,7 +88,7 @@ def init_ray(address: str, namespace: str, verbose: bool) -> None:
     import ray
 
     if ray.is_initialized():
-        return
+        return False
     try:
         ray.init(
             address=address,
@@ -98,6 +99,7 @@ def init_ray(address: str, namespace: str, verbose: bool) -> None:
         )
     except ConnectionError as e:
         raise ClusterUnreachableError(f"no Ray cluster at {address}: {e}") from None
+    return True
 
 
 def _auth_token_available() -> bool:
@@ -117,6 +119,7 @@ class Options:
     json: bool = False
     verbose: bool = False
     _cluster: Any = field(default=None, repr=False)
+    _owns_ray: bool = field(default=False, repr=False)
 
     def cluster(self) -> Cluster:
         """The pravega-ray cluster at ``address`` in ``namespace`` (joined once per run).
@@ -125,7 +128,7 @@ class Options:
         controller runs in the namespace.
         """
         if self._cluster is None:
-            init_ray(self.address, self.namespace, self.verbose)
+            self._owns_ray = init_ray(self.address, self.namespace, self.verbose) or self._owns_ray
             from pravega_ray.cluster import connect
             from pravega_ray.errors import IllegalStateError
 
@@ -137,14 +140,14 @@ class Options:
         return cluster
 
     def close(self) -> None:
-        """Let go of the cluster and leave Ray (the cluster's actors keep running)."""
+        """Let go of the cluster and leave Ray if this run joined it (the cluster's actors
+        keep running; a Ray this process was connected to before the run stays)."""
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
-        import sys
-
-        if "ray" in sys.modules:
+        if self._owns_ray:
             import ray
 
+            self._owns_ray = False
             if ray.is_initialized():
                 ray.shutdown()

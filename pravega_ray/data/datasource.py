@@ -220,7 +220,7 @@ def dataset_of(plan: ReadPlan, read_tasks_max: int | None = None) -> ray.data.Da
     task_count = len(group_ranges([r.length for r in plan.ranges], read_tasks_max))
     return ray.data.read_datasource(
         source,
-        ray_remote_args={"num_cpus": READ_TASK_CPUS},
+        num_cpus=READ_TASK_CPUS,
         override_num_blocks=task_count,  # no extra split of the blocks into more pieces
     )
 
