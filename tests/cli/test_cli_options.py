@@ -132,3 +132,19 @@ def test_ray_temp_dir_stays_short_enough_for_sockets(tmp_path: object) -> None:
     temp = ray_temp_dir(long_dir)
     assert len(str(temp)) <= 40 and temp != Path("/tmp/ray")
     assert ray_temp_dir(long_dir) == temp  # the same data dir, the same temp dir
+
+
+@pytest.mark.ray
+def test_a_run_in_a_process_with_ray_leaves_that_ray_running(
+    cluster, unique_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    """A command run in process (an app or a test calling ``main``) joins the Ray the process
+    has and must not shut it down when it ends: that Ray is the caller's."""
+    import ray
+
+    address = ray.get_runtime_context().gcs_address
+    cluster.stream_manager().create_scope(unique_name)
+    assert main(["--json", "--address", address, "scope", "list"]) == 0
+    assert unique_name in capsys.readouterr().out
+    assert ray.is_initialized()
+    assert unique_name in cluster.stream_manager().list_scopes()  # the session still answers
