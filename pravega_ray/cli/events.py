@@ -10,8 +10,11 @@ position persists (a later ``read --group`` goes on where this one stopped).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -167,6 +170,32 @@ def _reader_group(
     return name, True
 
 
+@contextlib.contextmanager
+def _stop_on_ctrl_c() -> Iterator[threading.Event]:
+    """An event set by the first Ctrl-C (SIGINT) while the block runs; a second one raises
+    KeyboardInterrupt at once. The reading loop checks the event between reads, so a Ctrl-C
+    never lands inside a client call and the reader still leaves its group cleanly. The
+    handler is installed even where SIGINT was ignored (a command started in the background
+    by a script): ``tail`` promises to stop at Ctrl-C. Outside the main thread (an app calling
+    ``main`` from a worker thread) nothing is installed and the event is never set.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _consume(
     options: Options,
     scoped_stream: str,
@@ -186,28 +215,32 @@ def _consume(
     name, temporary = _reader_group(options, scope, stream, group, at_tail=follow)
     deadline = None if timeout is None else time.monotonic() + timeout
     shown = 0
+    interrupted = threading.Event()
     try:
         reader = cluster.create_reader(f"cli-{uuid.uuid4().hex[:12]}", scope, name)
         try:
-            rg = cluster.reader_group(scope, name)
-            if follow:
-                note(options.json, f"following {scoped_stream} (Ctrl-C to stop)")
-            while max_events is None or shown < max_events:
-                wait_s = POLL_S
-                if deadline is not None:
-                    wait_s = min(wait_s, deadline - time.monotonic())
-                    if wait_s <= 0:
+            with _stop_on_ctrl_c() as interrupted:
+                rg = cluster.reader_group(scope, name)
+                if follow:
+                    note(options.json, f"following {scoped_stream} (Ctrl-C to stop)")
+                while not interrupted.is_set() and (max_events is None or shown < max_events):
+                    wait_s = POLL_S
+                    if deadline is not None:
+                        wait_s = min(wait_s, deadline - time.monotonic())
+                        if wait_s <= 0:
+                            break
+                    want = READ_BATCH_EVENTS if max_events is None else max_events - shown
+                    batch = reader.read_next_events(min(want, READ_BATCH_EVENTS), timeout_s=wait_s)
+                    shown += _print_events(options, batch)
+                    if not batch and not follow and rg.unread_bytes() == 0:
                         break
-                want = READ_BATCH_EVENTS if max_events is None else max_events - shown
-                batch = reader.read_next_events(min(want, READ_BATCH_EVENTS), timeout_s=wait_s)
-                shown += _print_events(options, batch)
-                if not batch and not follow and rg.unread_bytes() == 0:
-                    break
         finally:
             reader.close()
     finally:
         if temporary:
             cluster.delete_reader_group(scope, name)
+    if interrupted.is_set():
+        raise KeyboardInterrupt  # after the clean-up: the command exits 130
     return shown
 
 
