@@ -79,6 +79,13 @@ def frame_events(payloads: Iterable[bytes]) -> bytes:
     return b"".join(parts)
 
 
+def _bad_frame(offset: int, frame_type: int, length: int) -> DataCorruptionError:
+    """The error for a frame header that is not a plain event within the size limit."""
+    return DataCorruptionError(
+        f"bad event frame at segment offset {offset}: type={frame_type} length={length}"
+    )
+
+
 def parse_events(
     data: bytes | memoryview, base_offset: int = 0
 ) -> tuple[list[tuple[int, bytes]], int]:
@@ -101,10 +108,7 @@ def parse_events(
     while total - position >= EVENT_HEADER_BYTES:
         frame_type, length = unpack(view, position)
         if frame_type != EVENT_TYPE_PLAIN or length > LARGE_EVENT_BYTES_MAX:
-            raise DataCorruptionError(
-                f"bad event frame at segment offset {base_offset + position}: "
-                f"type={frame_type} length={length}"
-            )
+            raise _bad_frame(base_offset + position, frame_type, length)
         end = position + EVENT_HEADER_BYTES + length
         if end > total:
             break
@@ -226,10 +230,7 @@ def scan_frames(
     while total - position >= EVENT_HEADER_BYTES:
         frame_type, length = unpack(view, position)
         if frame_type != EVENT_TYPE_PLAIN or length > LARGE_EVENT_BYTES_MAX:
-            raise DataCorruptionError(
-                f"bad event frame at segment offset {base_offset + position}: "
-                f"type={frame_type} length={length}"
-            )
+            raise _bad_frame(base_offset + position, frame_type, length)
         end = position + EVENT_HEADER_BYTES + length
         if end > total:
             break
