@@ -29,7 +29,6 @@ from pravega_ray.cli.session import (
     ClusterUnreachableError,
     Options,
     check_reachable,
-    init_ray,
 )
 
 __all__ = ["app", "ray_temp_dir"]
@@ -278,8 +277,7 @@ def start(
         head = _start_head_with_retry(data_dir, port, num_cpus, options.json)
         address = head["address"]
     try:
-        joined = init_ray(address, options.namespace, options.verbose)
-        options._owns_ray = joined or options._owns_ray
+        options.join_ray(address)
         cluster = pr.start_local(data_dir, containers, namespace=options.namespace)
         cluster.close()
     except BaseException:

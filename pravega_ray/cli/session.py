@@ -121,6 +121,12 @@ class Options:
     _cluster: Any = field(default=None, repr=False)
     _owns_ray: bool = field(default=False, repr=False)
 
+    def join_ray(self, address: str) -> None:
+        """Join Ray at ``address`` (:func:`init_ray`); :meth:`close` leaves it again only if
+        this call was what joined it."""
+        if init_ray(address, self.namespace, self.verbose):
+            self._owns_ray = True
+
     def cluster(self) -> Cluster:
         """The pravega-ray cluster at ``address`` in ``namespace`` (joined once per run).
 
@@ -128,7 +134,7 @@ class Options:
         controller runs in the namespace.
         """
         if self._cluster is None:
-            self._owns_ray = init_ray(self.address, self.namespace, self.verbose) or self._owns_ray
+            self.join_ray(self.address)
             from pravega_ray.cluster import connect
             from pravega_ray.errors import IllegalStateError
 
