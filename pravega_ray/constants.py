@@ -196,6 +196,8 @@ REQUEST_CONCURRENCY = 4
 """Requests about different streams the request event processor runs side by side."""
 REQUEST_POSTPONE_S = 0.1
 """A postponed request (its temporary property not written yet) is tried again this soon..."""
+REQUEST_POSTPONE_MAX_S = 1.0
+"""...and, while every request of its stream keeps waiting, ever later (doubling) up to this."""
 REQUEST_EXPIRY_S = 60.0
 """...until it is this old; then it is dropped (the caller that posted it failed)."""
 REQUEST_TRUNCATE_BYTES = 1 * MIB

@@ -14,8 +14,8 @@ handler does:
   lost. Handled requests below the checkpoint are truncated from the stream now and then.
 * **Postponement.** A handler answers :data:`POSTPONE` when a request cannot run yet (its
   temporary property is not written yet, or another workflow holds the stream): the
-  request goes to the back of its stream's queue and is tried again ``postpone_s`` later,
-  until it is ``expiry_s`` old; then it is dropped (logged), as the seed says.
+  request goes to the back of its stream's queue and is tried again later, until it is
+  ``expiry_s`` old; then it is dropped (logged), as the seed says.
 * **Waiting.** A handler answers :data:`WAIT` when a request must wait for something that
   may take longer than ``expiry_s`` but will come (a scale or seal waiting for its old
   epoch's transactions; a commit waiting for its epoch to become active): like a
@@ -23,6 +23,14 @@ handler does:
 * A handler error whose outcome is unknown (:class:`RetriableError`) is retried like a
   postponement, without expiry; any other error is logged and the request dropped, so one
   bad request never stops the others.
+* **Waiting costs nothing, and no stream waits for another.** A pool thread handles one
+  request and gives itself back: the streams with requests take turns on the pool, so one
+  stream's retries never hold up another's requests, even on one thread (the commit
+  processor's). Once every queued request of a stream has been postponed in a row, the
+  stream rests: its queue is tried again ``postpone_s`` later, then twice as late each
+  time it rests again, up to ``postpone_max_s``; one request done starts the count over.
+  The reading loop (:meth:`run_once`) hands the rested streams back to the pool when
+  their time comes, so there are no timers and no thread waits.
 
 :meth:`RequestEventProcessor.run_once` is steppable (tests and the simulation drive it);
 :meth:`start` runs it on a daemon thread until :meth:`stop`.
@@ -37,12 +45,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from pravega_ray import metrics
 from pravega_ray.constants import (
     REQUEST_CONCURRENCY,
     REQUEST_EXPIRY_S,
+    REQUEST_POSTPONE_MAX_S,
     REQUEST_POSTPONE_S,
     REQUEST_TRUNCATE_BYTES,
 )
@@ -58,6 +68,20 @@ POSTPONE = "postpone"
 WAIT = "wait"
 
 Handler = Callable[[dict[str, Any]], str]
+
+
+@dataclass(slots=True)
+class _StreamQueue:
+    """The requests of one stream not yet done, and how long they have been stuck.
+
+    A stream has a ``_StreamQueue`` exactly while it has requests; then exactly one of
+    these holds: a pool task for it is queued or running, or it rests until ``rest_until``.
+    """
+
+    requests: deque[Request] = field(default_factory=deque)
+    postponed: int = 0  # requests postponed in a row since one was done
+    rests: int = 0  # times the whole queue was postponed in a row
+    rest_until: float | None = None  # monotonic time its rest ends, while it rests
 
 
 class RequestEventProcessor:
@@ -76,6 +100,7 @@ class RequestEventProcessor:
         name: str = "requests",
         concurrency: int = REQUEST_CONCURRENCY,
         postpone_s: float = REQUEST_POSTPONE_S,
+        postpone_max_s: float = REQUEST_POSTPONE_MAX_S,
         expiry_s: float = REQUEST_EXPIRY_S,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
@@ -85,13 +110,13 @@ class RequestEventProcessor:
         self._key = f"eventprocessors/{name}"
         self._name = name
         self._postpone_s = postpone_s
+        self._postpone_max_s = max(postpone_max_s, postpone_s)
         self._expiry_s = expiry_s
         self._wall_ms = wall_ms
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"pravega-{name}")
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._queues: dict[str, deque[Request]] = {}
-        self._busy: set[str] = set()
+        self._queues: dict[str, _StreamQueue] = {}
         self._pending: dict[int, Request] = {}  # offset -> request not finished
         self._position = -1  # next offset to read; -1 until the checkpoint is loaded
         self._checkpointed = -1
@@ -107,11 +132,13 @@ class RequestEventProcessor:
         self._checkpointed = self._truncated = self._position
 
     def run_once(self, wait_s: float = 0.0) -> int:
-        """Read the requests available (waiting up to ``wait_s`` for one) and dispatch
-        them; returns how many were read."""
+        """Hand the streams whose rest is over back to the pool, read the requests
+        available (waiting up to ``wait_s`` for one) and dispatch them; returns how many
+        were read."""
         if self._position < 0:
             self._stream.ensure_created()
             self._load_checkpoint()
+        self._wake_rested()
         with self._lock:
             if len(self._pending) >= 10_000:  # enough in flight: let them finish first
                 self._idle.wait(wait_s)
@@ -125,52 +152,63 @@ class RequestEventProcessor:
         return len(requests)
 
     def _enqueue(self, request: Request) -> None:
-        queue = self._queues.setdefault(request.key, deque())
-        queue.append(request)
-        if request.key not in self._busy:
-            self._busy.add(request.key)
-            self._pool.submit(self._drain, request.key)
+        queue = self._queues.get(request.key)
+        if queue is None:
+            queue = self._queues[request.key] = _StreamQueue(deque([request]))
+            self._submit(request.key)
+            return
+        queue.requests.append(request)
+        queue.postponed = 0  # a new request: the stream has something new to try
+        if queue.rest_until is not None:  # it may run now: end the rest
+            queue.rest_until = None
+            self._submit(request.key)
+
+    def _wake_rested(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for key, queue in self._queues.items():
+                if queue.rest_until is not None and queue.rest_until <= now:
+                    queue.rest_until = None
+                    self._submit(key)
+
+    def _submit(self, key: str) -> None:
+        with contextlib.suppress(RuntimeError):  # shut down meanwhile
+            self._pool.submit(self._handle_next, key)
 
     # --- handling --------------------------------------------------------------------------------
-    def _drain(self, key: str) -> None:
-        """Run ``key``'s requests one at a time until its queue is empty."""
-        while not self._stopping.is_set():
-            with self._lock:
-                queue = self._queues[key]
-                if not queue:
-                    del self._queues[key]
-                    self._busy.discard(key)
-                    return
-                request = queue[0]
-            outcome = self._handle(request)
-            with self._lock:
-                queue.popleft()
-                if outcome == POSTPONE:
-                    queue.append(request)
-                else:
-                    del self._pending[request.offset]
-                    self.handled += 1
-                alone = outcome == POSTPONE and len(queue) == 1
-            if outcome == DONE:
-                self._checkpoint()
-            if alone:  # give the thread back meanwhile: other streams' requests run
-                self._drain_later(key)
-                return
+    def _handle_next(self, key: str) -> None:
+        """Handle the first request of ``key``'s queue, then give the thread back: the
+        stream goes to the back of the pool's queue, or rests (module docstring)."""
+        if self._stopping.is_set():
+            return
         with self._lock:
-            self._busy.discard(key)
-
-    def _drain_later(self, key: str) -> None:
-        """Drain ``key`` again ``postpone_s`` from now (it stays busy until then)."""
-
-        def resubmit() -> None:
-            if self._stopping.is_set():
-                return
-            with contextlib.suppress(RuntimeError):  # shut down meanwhile
-                self._pool.submit(self._drain, key)
-
-        timer = threading.Timer(self._postpone_s, resubmit)
-        timer.daemon = True
-        timer.start()
+            queue = self._queues[key]
+            request = queue.requests[0]
+        outcome = self._handle(request)
+        with self._lock:
+            queue.requests.popleft()
+            if outcome == POSTPONE:
+                queue.requests.append(request)
+                queue.postponed += 1
+            else:
+                del self._pending[request.offset]
+                self.handled += 1
+                queue.postponed = queue.rests = 0
+            if not queue.requests:
+                del self._queues[key]
+            elif queue.postponed >= len(queue.requests):  # none of them can run now
+                queue.postponed = 0
+                queue.rest_until = time.monotonic() + min(
+                    self._postpone_s * 2**queue.rests, self._postpone_max_s
+                )
+                queue.rests += 1
+            else:
+                self._submit(key)
+        if outcome == DONE:
+            try:
+                self._checkpoint()
+            except Exception:  # the metadata's container restarting: the next one stores it
+                log.exception("%s: storing the checkpoint failed; will try again", self._name)
 
     def _handle(self, request: Request) -> str:
         """Run one request; records its workflow's count (by outcome) and duration."""

@@ -316,7 +316,14 @@ def test_a_waiting_request_never_expires_and_does_not_hold_up_other_streams(clus
         return WAIT if name == "a" and calls["a"] < 20 else DONE
 
     processor = RequestEventProcessor(
-        stream, handle, cluster.metadata, name="t", concurrency=1, postpone_s=0.01, expiry_s=0.0
+        stream,
+        handle,
+        cluster.metadata,
+        name="t",
+        concurrency=1,
+        postpone_s=0.01,
+        postpone_max_s=0.01,
+        expiry_s=0.0,
     )
     stream.post({"type": "x", "scope": "sc", "stream": "a", "posted_ms": 0})
     stream.post({"type": "x", "scope": "sc", "stream": "b", "posted_ms": 0})
@@ -328,6 +335,88 @@ def test_a_waiting_request_never_expires_and_does_not_hold_up_other_streams(clus
         assert calls["a"] == 20  # retried until DONE, never dropped as expired
     finally:
         processor.stop()
+
+
+def test_commits_waiting_on_one_streams_scale_hold_up_no_other_stream(cluster) -> None:  # type: ignore[no-untyped-def]
+    """The outside probe's defect 1: a scale waits for an open transaction, two commits of
+    that stream wait for the scale, and the commit processor (one thread) spun on them, so
+    another stream's commit stayed COMMITTING and its seal hung. Now the other stream's
+    commit and seal finish at once, and the waiting commits are tried a few times a second."""
+    from pravega_ray import metrics
+
+    mgr = cluster.stream_manager()
+    mgr.create_scope("sc")
+    mgr.create_stream("sc", "a")
+    mgr.create_stream("sc", "b")
+    tw = cluster.create_transactional_writer("sc", "a", lease_s=600)
+    open_txn = tw.begin_txn()
+    open_txn.write_event(b"x", routing_key="k")
+    segment = mgr.get_stream_info("sc", "a").segments[0]
+    scale = threading.Thread(
+        target=lambda: mgr.scale_stream(
+            "sc", "a", [segment.segment_id], [(0, 0.5), (0.5, 1)], timeout_s=60
+        ),
+        daemon=True,
+    )
+    with metrics.using_sink(metrics.InMemorySink()) as sink:
+        scale.start()
+        wait_for(lambda: mgr.get_stream_info("sc", "a").state.name == "SCALING")
+        waiting = []
+        for _ in range(3):
+            txn = tw.begin_txn()
+            txn.write_event(b"y", routing_key="k")
+            txn.commit(wait=False)
+            waiting.append(txn)
+        other = cluster.create_transactional_writer("sc", "b").begin_txn()
+        other.write_event(b"z", routing_key="k")
+        other.commit()  # waits for COMMITTED (it stayed COMMITTING for good)
+        assert mgr.seal_stream("sc", "b", timeout_s=30)
+        assert all(t.check_status() is TxnStatus.COMMITTING for t in waiting)
+        before = sink.value("pravega_controller_workflows", workflow="commit", outcome="postponed")
+        time.sleep(2.0)
+        after = sink.value("pravega_controller_workflows", workflow="commit", outcome="postponed")
+        assert (after or 0) - (before or 0) <= 3 * 2 * 10  # was hundreds of thousands
+        open_txn.commit()  # the scale goes on, then the waiting commits
+        scale.join(30)
+        for txn in waiting:
+            wait_for(lambda t=txn: t.check_status() is TxnStatus.COMMITTED)
+
+
+def test_an_update_queued_behind_a_waiting_scale_holds_up_no_other_stream(cluster) -> None:  # type: ignore[no-untyped-def]
+    """The request processor's side of defect 1: a scale waiting for a transaction and an
+    update postponed behind it; another stream's seal and update finish meanwhile."""
+    from pravega_ray import metrics
+
+    mgr = cluster.stream_manager()
+    mgr.create_scope("sc")
+    for name in ("a", "b"):
+        mgr.create_stream("sc", name)
+    open_txn = cluster.create_transactional_writer("sc", "a", lease_s=600).begin_txn()
+    open_txn.write_event(b"x", routing_key="k")
+    segment = mgr.get_stream_info("sc", "a").segments[0]
+    config = pr.StreamConfiguration(pr.ScalingPolicy.fixed(1))
+    scale = threading.Thread(
+        target=lambda: mgr.scale_stream(
+            "sc", "a", [segment.segment_id], [(0, 0.5), (0.5, 1)], timeout_s=60
+        ),
+        daemon=True,
+    )
+    update = threading.Thread(target=lambda: mgr.update_stream("sc", "a", config, 60), daemon=True)
+    with metrics.using_sink(metrics.InMemorySink()) as sink:
+        scale.start()
+        wait_for(lambda: mgr.get_stream_info("sc", "a").state.name == "SCALING")
+        update.start()
+        time.sleep(0.5)
+        assert mgr.update_stream("sc", "b", config, timeout_s=30)
+        assert mgr.seal_stream("sc", "b", timeout_s=30)
+        tried = sink.total("pravega_controller_workflows", outcome="postponed")
+        time.sleep(2.0)
+        assert sink.total("pravega_controller_workflows", outcome="postponed") - tried <= 2 * 2 * 10
+        open_txn.commit()
+        scale.join(30)
+        update.join(30)
+        assert not scale.is_alive() and not update.is_alive()
+    assert mgr.get_stream_info("sc", "a").epoch == 1
 
 
 def test_commits_of_many_transactions_are_each_contiguous_in_commit_order(cluster) -> None:  # type: ignore[no-untyped-def]

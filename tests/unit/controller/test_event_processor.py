@@ -1,0 +1,183 @@
+"""The request event processor on memory backends: per-stream order, streams that wait
+without costing anything, and streams that never wait for another's retries."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT, RequestEventProcessor
+from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
+from pravega_ray.errors import SegmentExistsError
+from pravega_ray.segmentstore.contracts import ReadResult
+from pravega_ray.storage.memory import InMemoryChunkStorage
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class MemorySegments:
+    """The request stream's segment in memory; reads at the tail wait for an append."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, bytearray] = {}
+        self._appended = threading.Condition()
+
+    def create_segment(self, segment: str) -> None:
+        if segment in self._data:
+            raise SegmentExistsError(segment)
+        self._data[segment] = bytearray()
+
+    def append_plain(self, segment: str, data: bytes) -> int:
+        with self._appended:
+            buffer = self._data[segment]
+            offset = len(buffer)
+            buffer += data
+            self._appended.notify_all()
+            return offset
+
+    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
+        with self._appended:
+            buffer = self._data[segment]
+            if len(buffer) <= offset and wait_s > 0:
+                self._appended.wait(wait_s)
+            return ReadResult(
+                offset, bytes(buffer[offset : offset + max_bytes]), False, len(buffer)
+            )
+
+    def truncate_segment(self, segment: str, offset: int) -> None:
+        pass
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+class Workflows:
+    """A handler whose requests on stream ``a`` answer ``waiting`` until released."""
+
+    def __init__(self, waiting: str) -> None:
+        self.waiting = waiting
+        self.released = threading.Event()
+        self.calls: dict[str, int] = {}
+        self.done: list[str] = []
+        self._lock = threading.Lock()
+
+    def handle(self, body: dict[str, Any]) -> str:
+        name = f"{body['stream']}:{body['n']}"
+        with self._lock:
+            self.calls[body["stream"]] = self.calls.get(body["stream"], 0) + 1
+        if body["stream"] == "a" and not self.released.is_set():
+            return self.waiting
+        with self._lock:
+            self.done.append(name)
+        return DONE
+
+    def calls_on(self, stream: str) -> int:
+        with self._lock:
+            return self.calls.get(stream, 0)
+
+
+def processor(
+    workflows: Workflows, concurrency: int
+) -> tuple[RequestEventProcessor, RequestStream]:
+    stream = RequestStream(MemorySegments())
+    store = ChunkMetadataStore(InMemoryChunkStorage())
+    return (
+        RequestEventProcessor(
+            stream, workflows.handle, store, name="t", concurrency=concurrency, expiry_s=600
+        ),
+        stream,
+    )
+
+
+def post(stream: RequestStream, name: str, n: int) -> None:
+    stream.post(
+        {"type": "x", "scope": "sc", "stream": name, "n": n, "posted_ms": time.time() * 1000}
+    )
+
+
+# The commit processor (one thread, commits WAIT for their epoch) and the request processor
+# (four threads, a scale WAITs for transactions and the update behind it is POSTPONEd).
+@pytest.mark.parametrize(("concurrency", "waiting"), [(1, WAIT), (4, WAIT), (4, POSTPONE)])
+def test_many_waiting_requests_on_one_stream_cost_little_and_hold_up_no_other_stream(
+    concurrency: int, waiting: str
+) -> None:
+    workflows = Workflows(waiting)
+    p, stream = processor(workflows, concurrency)
+    for n in range(5):
+        post(stream, "a", n)
+    p.start()
+    try:
+        wait_for(lambda: workflows.calls_on("a") >= 5)  # every one of them waits
+        for n in range(3):
+            post(stream, "b", n)
+        wait_for(lambda: workflows.done == ["b:0", "b:1", "b:2"])
+        # While they wait, each of a's requests is tried a few times a second at most (the
+        # processor spun through them without a pause, thousands of times a second).
+        before = workflows.calls_on("a")
+        time.sleep(2.0)
+        assert workflows.calls_on("a") - before <= 5 * 2 * 10
+        workflows.released.set()
+        wait_for(lambda: p.handled == 8)
+        assert [d for d in workflows.done if d.startswith("a")] == [f"a:{n}" for n in range(5)]
+    finally:
+        p.stop()
+
+
+def test_a_resting_stream_runs_again_at_once_when_a_new_request_arrives() -> None:
+    # A new request may be one that can run now (the scale a commit waits for), so it ends
+    # the rest of its stream instead of waiting out the backoff.
+    workflows = Workflows(WAIT)
+    stream = RequestStream(MemorySegments())
+    p = RequestEventProcessor(
+        stream,
+        workflows.handle,
+        ChunkMetadataStore(InMemoryChunkStorage()),
+        name="t",
+        concurrency=1,
+        postpone_s=30.0,
+        postpone_max_s=30.0,
+    )
+    post(stream, "a", 0)
+    p.start()
+    try:
+        wait_for(lambda: workflows.calls_on("a") == 1)  # now resting for 30 s
+        workflows.released.set()
+        post(stream, "a", 1)
+        wait_for(lambda: workflows.done == ["a:0", "a:1"], timeout_s=10)
+    finally:
+        p.stop()
+
+
+def test_a_checkpoint_that_cannot_be_stored_does_not_stop_the_stream() -> None:
+    workflows = Workflows(WAIT)
+    workflows.released.set()
+    store = ChunkMetadataStore(InMemoryChunkStorage())
+    failures = [2]
+    real_put = store.put
+
+    def flaky_put(*args: Any, **kwargs: Any) -> Any:
+        if failures[0]:
+            failures[0] -= 1
+            raise ConnectionError("metadata container restarting")
+        return real_put(*args, **kwargs)
+
+    store.put = flaky_put  # type: ignore[method-assign]
+    stream = RequestStream(MemorySegments())
+    p = RequestEventProcessor(stream, workflows.handle, store, name="t", concurrency=1)
+    for n in range(4):
+        post(stream, "a", n)
+    p.start()
+    try:
+        wait_for(lambda: p.handled == 4)
+        assert workflows.done == [f"a:{n}" for n in range(4)]
+    finally:
+        p.stop()
