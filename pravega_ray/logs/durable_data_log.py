@@ -10,7 +10,11 @@ Contracts (tests/unit/logs/test_durable_data_log_contract.py):
   epoch higher than every earlier owner's, after which an older owner's
   ``append`` raises :class:`FencedError`. It returns nothing; call
   ``read_all()`` next to replay. It may itself raise :class:`FencedError` when
-  a newer initializer is running (this instance must then give up).
+  a newer initializer is running (this instance must then give up). With
+  ``must_exist=True`` (the caller knows an owner had the log before: its container's
+  Tier-2 fences say so), a log that holds nothing at all (no record, epoch or
+  truncation point: deleted, or a new Tier-1) raises :class:`DataCorruptionError`
+  and creates nothing, so the loss is reported on every attempt.
 * ``read_all()`` may raise :class:`RetriableError` (e.g. S3 listing raced a
   writer): recover again from ``initialize``.
 * ``read_all()`` yields ``(sequence_number, payload)`` for every record ever
@@ -39,7 +43,7 @@ class DurableDataLog(Protocol):
     @property
     def epoch(self) -> int: ...
 
-    def initialize(self) -> None: ...
+    def initialize(self, *, must_exist: bool = False) -> None: ...
 
     def read_all(self) -> Iterator[tuple[int, bytes]]: ...
 

@@ -17,8 +17,18 @@ or with a bad checksum): a *torn tail*, never acknowledged, which reading cuts o
 frame that fails its checks with a valid frame anywhere after it in the same file is
 not a torn tail: records after it were acknowledged, so reading raises
 :class:`DataCorruptionError` naming the file and byte offset (the S3 log does the
-same). One limit is inherent to a single copy: a damaged *last* frame of a file cannot
-be told from a torn write; it is cut with a warning naming the file and offset.
+same). Only the newest file can end in a torn write: a newer file's name is the next
+sequence number its owner counted, so an older file ending (cut, damaged or short) before
+that number lost acknowledged records, which is DataCorruptionError naming the file and
+offset too. One limit is inherent to a single copy: a damaged *last* frame of the newest
+file cannot be told from a torn write; it is cut with a warning naming the file and offset.
+
+Missing files. A log always keeps its newest file, and truncation keeps the file that
+holds the truncation point, so ``initialize`` raises DataCorruptionError when no log file
+is left while the epoch or truncation file says an owner had the log, or when the oldest
+file starts above the truncation point. A new log creates its first file before its epoch
+file, so a crash between the two is not mistaken for a lost log. Each file's name carries
+its owner's epoch, so a lost epoch file costs nothing: the next epoch is above them all.
 
 Rotation: a new file is started by every new owner and whenever the current
 one reaches ``file_bytes_max``. A file's records are those with a sequence number
@@ -40,7 +50,8 @@ or starts its file at that sequence number, which hides it for ever. So nothing 
 owner acknowledged is lost and a zombie's late record never reappears.
 
 The ``epoch`` and ``truncation`` files hold one decimal number; anything else in them
-is :class:`DataCorruptionError` naming the file.
+is :class:`DataCorruptionError` naming the file. A file's records must start at the
+sequence number in its name and run on by one; anything else is DataCorruptionError.
 """
 
 from __future__ import annotations
@@ -119,13 +130,18 @@ def _valid_frame_after(data: bytes, position: int) -> int | None:
     return None
 
 
-def _frames(path: Path) -> Iterator[tuple[int, bytes]]:
+def _frames(path: Path, limit: int | None) -> Iterator[tuple[int, bytes]]:
     """The records of one log file, in order, up to a torn tail.
 
-    Raises DataCorruptionError if a frame fails its checks and a valid frame follows it.
+    ``limit`` is the first sequence of the next file (None for the newest file). Raises
+    DataCorruptionError naming the file and byte offset if a frame fails its checks and a
+    valid frame follows it; if sequence numbers break within the file; or if the file
+    ends (torn or not) before ``limit``: the next file's owner counted those records,
+    so they were complete. Only the newest file's last record may be a torn write.
     """
     data = path.read_bytes()
     position = 0
+    expected = _first_sequence(path)  # the sequence the next record must have
     while position < len(data):
         frame = _frame_at(data, position)
         if frame is None:
@@ -138,38 +154,48 @@ def _frames(path: Path) -> Iterator[tuple[int, bytes]]:
                     path=str(path),
                     offset=position,
                 )
-            if any(data[position:]):
-                log.warning(
-                    "durable log file %s: cutting %d bytes of an incomplete last record at "
-                    "byte %d (a write torn by a crash, or a damaged last record)",
-                    path,
-                    len(data) - position,
-                    position,
-                )
-            return
-        sequence, payload, position = frame
+            break
+        sequence, payload, end = frame
+        if sequence != expected:
+            raise DataCorruptionError(
+                f"durable log file {path}: record {sequence} at byte {position} where record "
+                f"{expected} was expected",
+                path=str(path),
+                offset=position,
+            )
+        expected = sequence + 1
         yield sequence, payload
+        position = end
+    if limit is not None and expected < limit:
+        raise DataCorruptionError(
+            f"durable log file {path}: record {expected} at byte {position} is "
+            f"{'damaged' if position < len(data) else 'missing'} (the next log file starts "
+            f"at record {limit}, so it was complete; acknowledged data cannot be replayed)",
+            path=str(path),
+            offset=position,
+        )
+    if position < len(data) and any(data[position:]):
+        log.warning(
+            "durable log file %s: cutting %d bytes of an incomplete last record at byte %d "
+            "(a write torn by a crash, or a damaged last record)",
+            path,
+            len(data) - position,
+            position,
+        )
 
 
 def _first_sequence(path: Path) -> int:
     return int(path.name.split("-")[1])
 
 
-def _owned_frames(files: list[Path], index: int) -> Iterator[tuple[int, bytes]]:
-    """Records of ``files[index]`` below the first sequence of the next file (see fencing).
+def _file_epoch(path: Path) -> int:
+    return int(path.name.split("-")[2].removesuffix(".dat"))
 
-    Sequence numbers within a file run on by one; a break is DataCorruptionError.
-    """
-    path = files[index]
+
+def _owned_frames(files: list[Path], index: int) -> Iterator[tuple[int, bytes]]:
+    """Records of ``files[index]`` below the first sequence of the next file (see fencing)."""
     limit = _first_sequence(files[index + 1]) if index + 1 < len(files) else None
-    expected: int | None = None
-    for sequence, payload in _frames(path):
-        if expected is not None and sequence != expected:
-            raise DataCorruptionError(
-                f"durable log file {path}: record {sequence} follows record {expected - 1}",
-                path=str(path),
-            )
-        expected = sequence + 1
+    for sequence, payload in _frames(files[index], limit):
         if limit is not None and sequence >= limit:
             continue  # a late write of an owner that had lost the log: never acknowledged
         yield sequence, payload
@@ -190,15 +216,30 @@ class FileSystemDurableLog:
     def epoch(self) -> int:
         return self._epoch
 
-    def initialize(self) -> None:
+    def initialize(self, *, must_exist: bool = False) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
-        new_epoch = _read_int(self._dir / _EPOCH_FILE) + 1
+        epoch = _read_int(self._dir / _EPOCH_FILE)
         truncation = _read_int(self._dir / _TRUNCATION_FILE)
-        _write_atomically(self._dir / _EPOCH_FILE, str(new_epoch))
-        self._epoch = new_epoch
+        files = self._files()
+        self._check_files(files, epoch, truncation)
+        if not files and must_exist:
+            raise DataCorruptionError(
+                f"durable log {self._dir}: no log, epoch or truncation file, but the log "
+                "must exist (an owner had it): it was lost with every record it held",
+                path=str(self._dir),
+            )
+        if not files:  # a new log: its first file before its epoch file (checked above)
+            self._epoch, self._next_sequence = 1, 0
+            self._open_file()
+            _write_atomically(self._dir / _EPOCH_FILE, "1")
+            return
+        # Files are named with their owner's epoch, so a lost epoch file costs nothing.
+        self._epoch = max(epoch, *(_file_epoch(path) for path in files)) + 1
+        _write_atomically(self._dir / _EPOCH_FILE, str(self._epoch))
         # Sequence numbers run on across files, so the newest file holding a record tells
         # the next one (no lower than where the newest file starts); recovery's read_all is
-        # the only full pass over the log.
+        # the only full pass over the log. Listed again: the files as of the new epoch,
+        # after which no older owner acknowledges anything (fencing, module docstring).
         files = self._files()
         last = -1
         for index in reversed(range(len(files))):
@@ -209,6 +250,25 @@ class FileSystemDurableLog:
         start = _first_sequence(files[-1]) if files else 0
         self._next_sequence = max(last + 1, truncation, start)
         self._open_file()
+
+    def _check_files(self, files: list[Path], epoch: int, truncation: int) -> None:
+        """DataCorruptionError if log files are missing: none at all though an owner had
+        the log (a log always keeps its newest file), or the oldest starting above the
+        truncation point (truncation keeps the file that holds the point)."""
+        if not files and (epoch or truncation):
+            raise DataCorruptionError(
+                f"durable log {self._dir}: no log file, but the epoch file says an owner of "
+                f"epoch {epoch} had the log (truncated below record {truncation}): every "
+                "record it held is lost, acknowledged data included",
+                path=str(self._dir),
+            )
+        if files and _first_sequence(files[0]) > truncation:
+            raise DataCorruptionError(
+                f"durable log {self._dir}: records {truncation} to "
+                f"{_first_sequence(files[0]) - 1} are missing (the log is truncated below "
+                f"record {truncation}, but its oldest file {files[0].name} starts later)",
+                path=str(self._dir),
+            )
 
     def _open_file(self) -> None:
         if self._fd is not None:
@@ -231,7 +291,9 @@ class FileSystemDurableLog:
                     continue
                 if expected is not None and sequence != expected:
                     raise DataCorruptionError(
-                        f"{path}: sequence {sequence} where {expected} was expected"
+                        f"durable log file {path}: starts at record {sequence} where record "
+                        f"{expected} was expected (records between are missing)",
+                        path=str(path),
                     )
                 expected = sequence + 1
                 yield sequence, payload

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from pravega_ray.errors import FencedError, IllegalStateError
+from pravega_ray.errors import DataCorruptionError, FencedError, IllegalStateError
 
 
 class InMemoryLogStore:
@@ -34,8 +34,13 @@ class InMemoryDurableLog:
     def epoch(self) -> int:
         return self._epoch
 
-    def initialize(self) -> None:
+    def initialize(self, *, must_exist: bool = False) -> None:
         with self._store.lock:
+            if must_exist and self._store.epoch == 0:
+                raise DataCorruptionError(
+                    "in-memory durable log: empty, but it must exist (an owner had it): "
+                    "it was lost with every record it held"
+                )
             self._store.epoch += 1
             self._epoch = self._store.epoch
 

@@ -344,9 +344,14 @@ class S3DurableLog:
         )
 
     # --- initialize ----------------------------------------------------------------------------
-    def initialize(self) -> None:
+    def initialize(self, *, must_exist: bool = False) -> None:
         """Take a new epoch above every earlier owner's and fence them (module docstring)."""
         listing = self._list()
+        if must_exist and not listing.slots and not listing.markers:
+            raise DataCorruptionError(
+                f"{self._where()}: no record, fence or truncation marker, but the log must "
+                "exist (an owner had it): it was lost with every record it held"
+            )
         truncation, cut = listing.truncation
         top = listing.top
         if listing.markers and cut not in listing.slots:

@@ -179,12 +179,14 @@ class SegmentContainer(TimeIndexCalls):
 
         Raises DataCorruptionError if the log is damaged (a record that fails its checks
         with acknowledged records after it, a damaged epoch file, a state that disagrees
-        with a checkpoint); the container then stays down and every later call raises
+        with a checkpoint) or lost (empty, while Tier-2's fences show that an owner had
+        it); the container then stays down and every later call raises
         that error again, naming the damage, so it is never mistaken for a restart.
         """
         invariant(not self._recovered, "recover() called twice")
         try:
-            epoch = self._durable_log.initialize()
+            # Tier-2's fences show whether an owner had the log: then it must not be empty.
+            epoch = self._durable_log.initialize(must_exist=self._storage.owned_before())
             self._storage.claim(epoch)  # before any Tier-2 write of this owner
             stats = self._durable_log.replay()
         except DataCorruptionError as e:

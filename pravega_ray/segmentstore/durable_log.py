@@ -123,9 +123,11 @@ class DurableLog:
         }
 
     # --- lifecycle -----------------------------------------------------------------------------
-    def initialize(self) -> int:
-        """Take the log over (fencing older owners); returns the new epoch. Synchronous."""
-        self._log.initialize()
+    def initialize(self, *, must_exist: bool = False) -> int:
+        """Take the log over (fencing older owners); returns the new epoch. Synchronous.
+
+        ``must_exist``: an owner had the log, so an empty one is DataCorruptionError."""
+        self._log.initialize(must_exist=must_exist)
         return self._log.epoch
 
     def replay(self) -> RecoveryStats:

@@ -90,6 +90,10 @@ class FencedChunkStorage:
         self._epoch = epoch
         self.check()
 
+    def owned_before(self) -> bool:
+        """True if an owner ever claimed Tier-2 (every claim creates the fence of epoch 1)."""
+        return self._inner.exists(self._fence(1))
+
     def check(self) -> None:
         """Raise FencedError if a newer owner has claimed Tier-2."""
         invariant(self._epoch is not None, f"Tier-2 of {self._owner} written before claim()")

@@ -52,6 +52,21 @@ def test_append_returns_consecutive_sequence_numbers_and_replays_in_order(make_l
     assert [p for _, p in again.read_all()][-1] == b"r5"
 
 
+def test_an_empty_log_that_must_exist_is_corruption_and_nothing_is_created(make_log) -> None:
+    # The container knows from Tier-2's fences that an owner had the log: empty means lost.
+    for _ in range(2):
+        with pytest.raises(DataCorruptionError, match="must exist"):
+            make_log().initialize(must_exist=True)
+    log = make_log()
+    log.initialize()  # nothing was created: this is still a new log, epoch 1
+    assert log.epoch == 1
+    log.append(b"r0")
+    log.close()
+    again = make_log()
+    again.initialize(must_exist=True)
+    assert [p for _, p in again.read_all()] == [b"r0"]
+
+
 def test_append_before_initialize_is_an_illegal_state(make_log) -> None:
     with pytest.raises(IllegalStateError):
         make_log().append(b"x")

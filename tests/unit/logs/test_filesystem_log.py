@@ -168,3 +168,119 @@ def test_records_of_data_format_3_are_still_read(tmp_path: Path) -> None:
     again = FileSystemDurableLog(tmp_path)
     again.initialize()
     assert [p for _, p in again.read_all()] == [*old, b"new"]
+
+
+def _reopen(directory: Path) -> None:
+    """An owner that takes the log over and stops: a newer, empty file now exists."""
+    log = FileSystemDurableLog(directory)
+    log.initialize()
+    log.close()
+
+
+def _recover(directory: Path) -> list[bytes]:
+    log = FileSystemDurableLog(directory)
+    try:
+        log.initialize()
+        return [p for _, p in log.read_all()]
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("newer", ["empty", "holding records"])
+@pytest.mark.parametrize("where", ["payload", "header"])
+def test_damaged_last_record_of_an_older_file_is_corruption_naming_it(
+    tmp_path: Path, newer: str, where: str
+) -> None:
+    # The newer file's name is the next record number its owner counted: the older file's
+    # last record was complete, and acknowledged. It is not a torn write (probe defect 2).
+    _write(tmp_path, 5)
+    if newer == "empty":
+        _reopen(tmp_path)
+    else:
+        _write(tmp_path, 3)
+    older = sorted(tmp_path.glob("log-*.dat"))[0]
+    data = bytearray(older.read_bytes())
+    last = _record_start(bytes(data), 4)
+    data[len(data) - 3 if where == "payload" else last + 2] ^= 0x08
+    older.write_bytes(bytes(data))
+    for _ in range(2):  # and still so after another attempt
+        with pytest.raises(DataCorruptionError) as raised:
+            _recover(tmp_path)
+        assert raised.value.path == str(older)  # type: ignore[attr-defined]
+        assert raised.value.offset == last  # type: ignore[attr-defined]
+        assert "record 4" in str(raised.value)
+
+
+def test_older_file_cut_short_at_a_record_boundary_is_corruption(tmp_path: Path) -> None:
+    _write(tmp_path, 5)
+    _write(tmp_path, 2)
+    older = sorted(tmp_path.glob("log-*.dat"))[0]
+    data = older.read_bytes()
+    older.write_bytes(data[: _record_start(data, 3)])  # records 3 and 4 gone
+    with pytest.raises(DataCorruptionError, match=r"record 3 .* is missing") as raised:
+        _recover(tmp_path)
+    assert raised.value.path == str(older)  # type: ignore[attr-defined]
+
+
+def test_a_torn_write_in_a_file_that_is_no_longer_the_newest_is_still_cut(
+    tmp_path: Path,
+) -> None:
+    # A crash tore record 5; the next owner started its file at 5 (it never counted the torn
+    # one), so every later recovery cuts it again and loses nothing.
+    payloads = _write(tmp_path, 6)
+    path = _newest_file(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[:-7])
+    log = FileSystemDurableLog(tmp_path)
+    log.initialize()
+    assert [p for _, p in log.read_all()] == payloads[:5]
+    assert log.append(b"after") == 5
+    log.close()
+    for _ in range(2):
+        assert _recover(tmp_path) == [*payloads[:5], b"after"]
+
+
+def test_losing_every_log_file_is_corruption_and_changes_nothing(tmp_path: Path) -> None:
+    _write(tmp_path, 5)
+    _reopen(tmp_path)
+    for path in tmp_path.glob("log-*.dat"):
+        path.unlink()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for _ in range(2):
+        with pytest.raises(DataCorruptionError, match="no log file") as raised:
+            _recover(tmp_path)
+        assert raised.value.path == str(tmp_path)  # type: ignore[attr-defined]
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_losing_the_oldest_log_file_is_corruption(tmp_path: Path) -> None:
+    _write(tmp_path, 4)
+    _write(tmp_path, 4)
+    sorted(tmp_path.glob("log-*.dat"))[0].unlink()
+    with pytest.raises(DataCorruptionError, match="records 0 to 3 are missing"):
+        _recover(tmp_path)
+
+
+def test_a_lost_epoch_file_loses_nothing_and_the_next_epoch_is_above_every_file(
+    tmp_path: Path,
+) -> None:
+    payloads = _write(tmp_path, 3)
+    _reopen(tmp_path)
+    _reopen(tmp_path)  # epoch 3 had the log last
+    (tmp_path / "epoch").unlink()
+    log = FileSystemDurableLog(tmp_path)
+    log.initialize()
+    assert log.epoch == 4
+    assert [p for _, p in log.read_all()] == payloads
+    log.close()
+
+
+def test_a_new_log_cut_short_before_its_epoch_file_starts_again(tmp_path: Path) -> None:
+    # A new log creates its first file before its epoch file: a crash between the two
+    # leaves a file and no epoch, which is a new log, not a lost one.
+    (tmp_path / f"log-{0:020d}-{1:010d}.dat").write_bytes(b"")
+    log = FileSystemDurableLog(tmp_path)
+    log.initialize()
+    assert log.append(b"first") == 0
+    log.close()
+    assert _recover(tmp_path) == [b"first"]

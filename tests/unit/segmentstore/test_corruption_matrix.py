@@ -292,6 +292,67 @@ def test_torn_log_tail_loses_nothing_acknowledged(tmp_path: Path) -> None:
     _run(read())
 
 
+def _write_events(tier: Tier, count: int) -> list[bytes]:
+    async def write() -> list[bytes]:
+        c = _container(tier)
+        await c.create_segment(DAMAGED)
+        events = [f"event-{i}".encode() for i in range(count)]
+        for i, event in enumerate(events):
+            await c.append(DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1,
+                           frame_events([event]))
+        await c.close()
+        return events
+
+    return _run(write())
+
+
+def _recover_fails(tier: Tier, match: str) -> DataCorruptionError:
+    """Recovery raises the damage, and raises it again on the next attempt."""
+    for _ in range(2):
+        container = new_container(tier.make_log(), tier.storage, recover=False)
+        with pytest.raises(DataCorruptionError, match=match) as raised:
+            container.recover()
+    return raised.value
+
+
+def test_losing_the_whole_durable_log_keeps_the_container_down(tier: Tier) -> None:
+    # Probe defect 3: the container started clean, every event and record gone.
+    _write_events(tier, 5)
+    if isinstance(tier, FileTier):
+        for path in (tier.root / "tier1").glob("log-*.dat"):
+            path.unlink()
+        match = "no log file"  # the epoch file is left
+    else:  # every object of the log, truncation markers too: only Tier-2's fences are left
+        listed = tier.client.list_objects_v2(Bucket=tier.bucket, Prefix="log/0/")  # type: ignore[attr-defined]
+        for item in listed["Contents"]:
+            tier.client.delete_object(Bucket=tier.bucket, Key=item["Key"])  # type: ignore[attr-defined]
+        match = "no record, fence or truncation marker, but the log must exist"
+    _recover_fails(tier, match)
+
+
+def test_a_fresh_tier1_beside_an_old_tier2_keeps_the_container_down(tmp_path: Path) -> None:
+    tier = FileTier(tmp_path)
+    _write_events(tier, 5)
+    moved = FileTier(tmp_path)
+    moved.make_log = lambda: FileSystemDurableLog(tmp_path / "another-tier1")
+    error = _recover_fails(moved, "no log, epoch or truncation file, but the log must exist")
+    assert error.path == str(tmp_path / "another-tier1")  # type: ignore[attr-defined]
+    assert not list((tmp_path / "another-tier1").iterdir())  # nothing created
+
+
+def test_damaged_last_record_of_an_older_log_file_is_named(tmp_path: Path) -> None:
+    # Probe defect 2: cut as a torn tail, the acknowledged event silently gone.
+    tier = FileTier(tmp_path)
+    _write_events(tier, 5)
+    _run(_container(tier).close())  # a restart: a newer, empty log file now exists
+    older = sorted((tmp_path / "tier1").glob("log-*.dat"))[0]
+    data = bytearray(older.read_bytes())
+    data[-3] ^= 0x01
+    older.write_bytes(bytes(data))
+    error = _recover_fails(tier, "is damaged")
+    assert error.path == str(older)  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("content", [b"garbage", b"", b"-1", b"\x00\x01"])
 def test_damaged_epoch_file_is_named(tmp_path: Path, content: bytes) -> None:
     tier = FileTier(tmp_path)

@@ -56,3 +56,12 @@ def test_the_lower_of_two_racing_claims_stops_in_claim(storage) -> None:
 def test_writing_before_claim_is_a_bug() -> None:
     with pytest.raises(InvariantViolation):
         FencedChunkStorage(InMemoryChunkStorage(), "container-0").create("x", b"")
+
+
+
+def test_owned_before_says_whether_any_owner_claimed(storage) -> None:
+    fenced = FencedChunkStorage(storage, "container-0")
+    assert not fenced.owned_before()
+    fenced.claim(3)
+    assert FencedChunkStorage(storage, "container-0").owned_before()
+    assert not FencedChunkStorage(storage, "container-1").owned_before()
