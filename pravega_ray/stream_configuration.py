@@ -15,7 +15,7 @@ issues that add them keep these names (see docs/api.md).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ __all__ = [
     "ScaleType",
     "ScalingPolicy",
     "StreamConfiguration",
+    "check_reader_group_config",
 ]
 
 SEGMENTS_MAX = STREAM_SEGMENTS_MAX
@@ -373,6 +374,29 @@ class ReaderGroupConfig:
             RetentionConfigType.NONE if retention is None else retention,
             False if raise_on is None else raise_on,
         )
+
+
+def check_reader_group_config(config: object) -> ReaderGroupConfig:
+    """``config`` as it will be stored, if it is a valid :class:`ReaderGroupConfig`.
+
+    A frozen dataclass can still be changed after construction (``object.__setattr__``),
+    and what is stored must load again, or the group would be unusable for good. So its
+    fields are checked again, as the constructor checks them (a valid enum value as a
+    str is taken, as there), and the result must survive ``from_dict(to_dict())`` (which
+    checks its stream cuts' fields too). InvalidArgumentError naming the field otherwise;
+    the config returned is a fresh one.
+    """
+    if not isinstance(config, ReaderGroupConfig):
+        raise InvalidArgumentError(
+            f"config must be a ReaderGroupConfig, got {type(config).__name__}"
+        )
+    try:
+        fresh = ReaderGroupConfig(**{f.name: getattr(config, f.name) for f in fields(config)})
+        return ReaderGroupConfig.from_dict(fresh.to_dict())
+    except InvalidArgumentError:
+        raise
+    except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
+        raise InvalidArgumentError(f"config does not validate: {e!r}") from None
 
 
 def _fields(

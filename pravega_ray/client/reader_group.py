@@ -31,7 +31,11 @@ from pravega_ray.naming import (
     stream_segment_name,
     validate_name,
 )
-from pravega_ray.stream_configuration import ReaderGroupConfig, RetentionConfigType
+from pravega_ray.stream_configuration import (
+    ReaderGroupConfig,
+    RetentionConfigType,
+    check_reader_group_config,
+)
 from pravega_ray.stream_cut import StreamCut, cuts_of
 from pravega_ray.timing import SYSTEM_CLOCK, Clock
 
@@ -238,12 +242,12 @@ class ReaderGroup:
         """
         current = self.get_config()
         if isinstance(target, ReaderGroupConfig):
-            if tuple(sorted(target.streams)) != tuple(sorted(current.streams)):
+            config = check_reader_group_config(target)  # as create_reader_group does
+            if tuple(sorted(config.streams)) != tuple(sorted(current.streams)):
                 raise InvalidArgumentError(
                     "reset_to a config must name the group's streams "
-                    f"{sorted(current.streams)}, got {sorted(target.streams)}"
+                    f"{sorted(current.streams)}, got {sorted(config.streams)}"
                 )
-            config = target
         else:
             if isinstance(target, Checkpoint):
                 cuts = target.cuts
@@ -265,6 +269,7 @@ class ReaderGroup:
                 )
             except (TypeError, AttributeError) as e:
                 raise InvalidArgumentError(f"reset_to: {e}") from None
+            config = check_reader_group_config(config)  # its cuts may be tampered-with
         start, ends = self._controller.get_reader_group_positions(config)
 
         def reset(state: ReaderGroupState) -> int:

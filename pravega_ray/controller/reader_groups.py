@@ -32,7 +32,11 @@ from pravega_ray.errors import (
     StreamNotFoundError,
 )
 from pravega_ray.naming import parse_scoped_stream, stream_segment_name, validate_name
-from pravega_ray.stream_configuration import ReaderGroupConfig, RetentionConfigType
+from pravega_ray.stream_configuration import (
+    ReaderGroupConfig,
+    RetentionConfigType,
+    check_reader_group_config,
+)
 from pravega_ray.stream_cut import StreamCut, cuts_of
 
 __all__ = ["ReaderGroupCalls"]
@@ -72,16 +76,7 @@ class ReaderGroupCalls:
         self._check_scope(scope)
         validate_name("reader group", group)
         check_request_id(request_id)
-        if not isinstance(config, ReaderGroupConfig):
-            raise InvalidArgumentError(
-                f"config must be a ReaderGroupConfig, got {type(config).__name__}"
-            )
-        try:
-            config = ReaderGroupConfig.from_dict(config.to_dict())  # what it says must load
-        except InvalidArgumentError:
-            raise
-        except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
-            raise InvalidArgumentError(f"config does not validate: {e!r}") from None
+        config = check_reader_group_config(config)  # what it says must load
         existing = self._store.get_reader_group_record(scope, group)
         if existing is not None:
             self._group(scope, group)  # a damaged record is named, not "exists"
@@ -140,10 +135,7 @@ class ReaderGroupCalls:
         ScopeNotFoundError, StreamNotFoundError.
         """
         self._ready()
-        if not isinstance(config, ReaderGroupConfig):
-            raise InvalidArgumentError(
-                f"config must be a ReaderGroupConfig, got {type(config).__name__}"
-            )
+        config = check_reader_group_config(config)
         start: dict[str, int] = {}
         ends: dict[str, int] = {}
         for scoped in config.streams:

@@ -259,3 +259,66 @@ def test_create_with_bad_cuts_is_refused(cluster: InProcessCluster) -> None:
     with pytest.raises(pr.InvalidArgumentError, match="event boundary"):
         cluster.reader_group("sc", "all").reset_to({"sc/st": inside})
     assert "bad" not in cluster.stream_manager().list_reader_groups("sc")
+
+
+def _tampered(**fields: Any) -> pr.ReaderGroupConfig:
+    """A config of sc/st with ``fields`` changed after construction (past its checks)."""
+    config = pr.ReaderGroupConfig.for_streams("sc/st")
+    for name, value in fields.items():
+        object.__setattr__(config, name, value)
+    return config
+
+
+def _tampered_cut(positions: Any) -> pr.StreamCut:
+    cut = pr.StreamCut("sc", "st", {0: 0, 1: 0})
+    object.__setattr__(cut, "_positions", positions)
+    return cut
+
+
+def test_reset_to_a_tampered_config_is_invalid_argument_and_changes_nothing(
+    cluster: InProcessCluster,
+) -> None:
+    """Issue 21, defect 4: reset_to re-checks a config as create_reader_group does; a
+    config that does not validate is refused and the group stays usable, across restarts."""
+    _write(cluster, 0, 10)
+    original = pr.ReaderGroupConfig.for_streams("sc/st")
+    cluster.create_reader_group("sc", "g", original)
+    group = cluster.reader_group("sc", "g")
+    generation = group._state.fetch()[0].generation
+    other = cluster.stream_manager().get_head_cut("sc", "other")
+    bad: list[Any] = [
+        _tampered(automatic_checkpoint_interval_s=float("nan")),
+        _tampered(automatic_checkpoint_interval_s=-1.0),
+        _tampered(automatic_checkpoint_interval_s=float("inf")),
+        _tampered(automatic_checkpoint_interval_s="30"),
+        _tampered(automatic_checkpoint_interval_s=True),
+        _tampered(retention_type="bogus"),
+        _tampered(retention_type=None),
+        _tampered(raise_on_truncated_data=1),
+        _tampered(streams="sc/st"),
+        _tampered(start_cuts={"sc/other": other}),  # a stream it does not read
+        _tampered(start_cuts=5),
+        _tampered(start_cuts={"sc/st": "cut"}),
+        _tampered(end_cuts={"sc/st": other}),
+        _tampered(start_cuts={"sc/st": _tampered_cut({0: -1, 1: 0})}),
+        {"sc/st": _tampered_cut((("0", 0), (1, 0)))},  # a segment id that is a str
+        {"sc/st": _tampered_cut(5)},
+        pr.Checkpoint("cp", {"sc/st": _tampered_cut(((0, 0.5), (1, 0)))}),
+    ]
+    for target in bad:
+        with pytest.raises(pr.InvalidArgumentError):
+            group.reset_to(target)
+        assert group._state.fetch()[0].generation == generation
+        assert group.get_config() == original
+    cluster.restart()
+    group = cluster.reader_group("sc", "g")
+    assert group.get_config() == original
+    with cluster.create_reader("r", "sc", "g", pr.JsonSerializer()) as reader:
+        assert reader.read_next_event(1.0) is not None
+    group.reset_to(pr.ReaderGroupConfig.for_streams("sc/st", automatic_checkpoint_interval_s=5))
+    assert group.get_config().automatic_checkpoint_interval_s == 5
+    # A valid value as a str is taken, as the constructor takes it, and stored as the enum.
+    group.reset_to(_tampered(retention_type="manual_release_at_user_streamcut"))
+    manual = pr.RetentionConfigType.MANUAL_RELEASE_AT_USER_STREAMCUT
+    assert group.get_config().retention_type is manual
+    assert cluster.core.list_subscribers("sc", "st") == ["sc/g"]
