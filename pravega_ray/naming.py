@@ -49,12 +49,22 @@ def validate_name(kind: str, name: object, *, allow_system: bool = False) -> str
     return name
 
 
+def validate_stream_name(scope: object, stream: object) -> tuple[str, str]:
+    """Return ``(scope, stream)`` if both are valid user names, the scope checked first.
+
+    Every call that names a user's stream checks its names here before it asks whether
+    they exist: a leading ``_`` is the system's (``_system``, a key-value table's
+    ``_kvt.<table>`` stream), so no stream call reaches a system stream.
+    """
+    return validate_name("scope", scope), validate_name("stream", stream)
+
+
 def parse_scoped_stream(scoped: str) -> tuple[str, str]:
     """Split ``"scope/stream"`` and validate both parts."""
     if not isinstance(scoped, str) or scoped.count("/") != 1:
         raise InvalidNameError(f"expected 'scope/stream', got {scoped!r}")
     scope, stream = scoped.split("/")
-    return validate_name("scope", scope), validate_name("stream", stream)
+    return validate_stream_name(scope, stream)
 
 
 def segment_id(epoch: int, number: int) -> int:

@@ -30,7 +30,7 @@ from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX, READ_BYTES_MAX, READER_READ_BYTES
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, RetriableError
-from pravega_ray.naming import stream_segment_name, validate_name
+from pravega_ray.naming import stream_segment_name, validate_stream_name
 from pravega_ray.retry import repeat_while
 from pravega_ray.stream_cut import StreamCut
 
@@ -124,8 +124,7 @@ class BatchClient:
         stream, not a StreamCut, an end cut behind the start cut), StreamNotFoundError,
         ScopeNotFoundError, InvalidNameError.
         """
-        validate_name("scope", scope, allow_system=True)
-        validate_name("stream", stream, allow_system=True)
+        validate_stream_name(scope, stream)
         start = _cut_positions(start_cut, scope, stream, "start_cut")
         end = _cut_positions(end_cut, scope, stream, "end_cut") or None
         if not start:  # the head: so a truncation since cannot leave a range below it

@@ -19,7 +19,7 @@ from pravega_ray.client.stream_manager import StreamManager
 from pravega_ray.client.transactional_writer import TransactionalEventStreamWriter
 from pravega_ray.client.writer import EventStreamWriter, WriterConfig
 from pravega_ray.constants import TXN_LEASE_S_DEFAULT
-from pravega_ray.naming import validate_name
+from pravega_ray.naming import validate_name, validate_stream_name
 from pravega_ray.stream_configuration import ReaderGroupConfig
 
 T = TypeVar("T")
@@ -47,8 +47,7 @@ class ClientFactory:
         config: WriterConfig | None = None,
     ) -> EventStreamWriter[Any]:
         """A writer for ``scope/stream``. Raises StreamNotFoundError, StreamSealedError."""
-        validate_name("scope", scope)
-        validate_name("stream", stream)
+        validate_stream_name(scope, stream)
         return EventStreamWriter(
             scope,
             stream,

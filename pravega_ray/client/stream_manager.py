@@ -178,7 +178,9 @@ class StreamManager:
     def get_successors(
         self, scope: str, stream: str, segment_id: int
     ) -> dict[SegmentRange, list[int]]:
-        """The segments that replaced ``segment_id``, each with its predecessors' ids."""
+        """The segments that replaced ``segment_id``, each with its predecessors' ids; empty
+        while it is active. Raises InvalidNameError, ScopeNotFoundError,
+        StreamNotFoundError, InvalidArgumentError (a segment id that is not an int)."""
         return self._controller.get_successors(scope, stream, segment_id)
 
     def list_segments(self, scope: str, stream: str) -> list[SegmentRange]:

@@ -53,7 +53,7 @@ from pravega_ray.errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
-from pravega_ray.naming import transaction_segment_name, validate_name
+from pravega_ray.naming import transaction_segment_name, validate_stream_name
 from pravega_ray.segmentstore.arguments import check_seconds
 from pravega_ray.stream_configuration import StreamConfiguration
 
@@ -337,8 +337,7 @@ class TransactionalEventStreamWriter(Generic[T]):
         *,
         ping_interval_s: float | None = None,
     ) -> None:
-        validate_name("scope", scope)
-        validate_name("stream", stream)
+        validate_stream_name(scope, stream)
         check_serializer(serializer)
         if config is not None and not isinstance(config, WriterConfig):
             raise InvalidArgumentError(

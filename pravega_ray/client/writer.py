@@ -99,7 +99,7 @@ from pravega_ray.errors import (
     PravegaError,
     StreamSealedError,
 )
-from pravega_ray.naming import is_transaction_segment, validate_name
+from pravega_ray.naming import is_transaction_segment, validate_stream_name
 from pravega_ray.timing import (
     DAEMON_THREADS,
     SYSTEM_CLOCK,
@@ -188,8 +188,7 @@ class EventStreamWriter(Generic[T]):
         check_clock(clock)
         check_rng(rng)
         check_thread_scheduler(scheduler)
-        validate_name("scope", scope)
-        validate_name("stream", stream)
+        validate_stream_name(scope, stream)
         self.scope = scope
         self.stream = stream
         self.writer_id = (

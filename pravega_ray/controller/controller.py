@@ -72,7 +72,7 @@ from pravega_ray.errors import (
     StreamNotSealedError,
     StreamSealedError,
 )
-from pravega_ray.naming import validate_name
+from pravega_ray.naming import validate_name, validate_stream_name
 from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
 
@@ -250,9 +250,20 @@ class Controller(
         return True
 
     def _check_scope(self, scope: str) -> None:
+        """InvalidNameError for a bad scope name, then ScopeNotFoundError. A call naming
+        something in the scope checks that name first (names before existence)."""
         validate_name("scope", scope)
         if self._store.get_scope(scope) is None:
             raise ScopeNotFoundError(f"scope {scope} does not exist")
+
+    def _stream_args(self, scope: str, stream: str, *, exists: bool = True) -> StreamState | None:
+        """Where every stream call starts: both names (InvalidNameError; a leading ``_``
+        is the system's, see :func:`~pravega_ray.naming.validate_stream_name`), then the
+        scope (ScopeNotFoundError), then, with ``exists``, the stream (StreamNotFoundError,
+        DataCorruptionError for a damaged record), whose state it returns (else None)."""
+        validate_stream_name(scope, stream)
+        self._check_scope(scope)
+        return self._store.streams.state(scope, stream) if exists else None
 
     # --- streams -------------------------------------------------------------------------------
     def create_stream(
@@ -268,8 +279,7 @@ class Controller(
         valid StreamConfiguration); nothing is stored then.
         """
         self._ready()
-        self._check_scope(scope)
-        validate_name("stream", stream)
+        self._stream_args(scope, stream, exists=False)
         check_request_id(request_id)
         config = config if config is not None else StreamConfiguration()
         stored_config = _stored_config(config)
@@ -309,16 +319,11 @@ class Controller(
 
         Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError, DataCorruptionError.
         """
-        self._check_scope(scope)
-        validate_name("stream", stream, allow_system=True)
+        self._stream_args(scope, stream, exists=False)  # the record is read next
         return self._store.get_stream_info(scope, stream)
 
     def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
         return self.get_stream_info(scope, stream).segments
-
-    def _stream_args(self, scope: str, stream: str) -> None:
-        self._check_scope(scope)
-        validate_name("stream", stream, allow_system=True)
 
     def get_successors(
         self, scope: str, stream: str, segment_id: int
@@ -326,7 +331,8 @@ class Controller(
         """The segments that replaced ``segment_id``, each with all its predecessors' ids;
         empty while the segment is active, or once the stream is sealed.
 
-        Raises ScopeNotFoundError, StreamNotFoundError, InvalidArgumentError.
+        Raises InvalidNameError, ScopeNotFoundError, StreamNotFoundError,
+        InvalidArgumentError.
         """
         self._stream_args(scope, stream)
         _check_segment_id(segment_id)
@@ -369,14 +375,13 @@ class Controller(
         the scale under way answers its epoch.
         """
         self._ready()
-        self._stream_args(scope, stream)
+        state = self._stream_args(scope, stream)
         if not isinstance(sealed_segment_ids, (list, tuple)) or not sealed_segment_ids:
             raise InvalidArgumentError("sealed_segment_ids must be a non-empty list of ids")
         for sid in sealed_segment_ids:
             _check_segment_id(sid)
         ranges = check_key_ranges(new_key_ranges)
         records = self._store.streams
-        state = records.state(scope, stream)
         if state in (StreamState.SEALING, StreamState.SEALED):
             raise StreamSealedError(f"stream {scope}/{stream} is sealed")
         value = records.get(scope, stream)[0]
@@ -406,9 +411,8 @@ class Controller(
         ConflictingUpdateError (another update is under way).
         """
         self._ready()
-        self._stream_args(scope, stream)
+        state = self._stream_args(scope, stream)
         stored = _stored_config(config)
-        state = self._store.streams.state(scope, stream)
         if state in (StreamState.SEALING, StreamState.SEALED):
             raise StreamSealedError(f"stream {scope}/{stream} is sealed")
         request = self._new_id()
@@ -457,9 +461,8 @@ class Controller(
         Raises StreamNotSealedError (seal it first), ScopeNotFoundError, InvalidNameError.
         """
         self._ready()
-        self._stream_args(scope, stream)
         try:
-            state = self._store.streams.state(scope, stream)
+            state = self._stream_args(scope, stream)
         except StreamNotFoundError:
             return False
         if state is not StreamState.SEALED:

@@ -21,7 +21,7 @@ from pravega_ray.errors import (
     SegmentExistsError,
     SegmentNotFoundError,
 )
-from pravega_ray.naming import validate_kvt_name
+from pravega_ray.naming import validate_kvt_name, validate_name
 
 __all__ = ["KeyValueTableCalls"]
 
@@ -37,6 +37,12 @@ class KeyValueTableCalls:
     _run_workflow: Callable[[str, Callable[[], None]], None]
 
     # --- key-value tables -----------------------------------------------------------------------
+    def _table_args(self, scope: str, table: str) -> None:
+        """Both names first (InvalidNameError), then the scope (ScopeNotFoundError)."""
+        validate_name("scope", scope)
+        validate_kvt_name(table)
+        self._check_scope(scope)
+
     def create_key_value_table(
         self, scope: str, table: str, partitions: int, request_id: str | None = None
     ) -> bool:
@@ -47,8 +53,7 @@ class KeyValueTableCalls:
         partition count is still "exists" (False): partitions are fixed at creation.
         """
         self._ready()
-        self._check_scope(scope)
-        validate_kvt_name(table)
+        self._table_args(scope, table)
         check_request_id(request_id)
         if (
             isinstance(partitions, bool)
@@ -80,8 +85,7 @@ class KeyValueTableCalls:
 
     def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
         """The table's partitions and segments. Raises KeyValueTableNotFoundError."""
-        self._check_scope(scope)
-        validate_kvt_name(table)
+        self._table_args(scope, table)
         return self._store.get_key_value_table(scope, table)
 
     def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
@@ -99,8 +103,7 @@ class KeyValueTableCalls:
     def delete_key_value_table(self, scope: str, table: str) -> bool:
         """Delete the table and its segments; False if it does not exist."""
         self._ready()
-        self._check_scope(scope)
-        validate_kvt_name(table)
+        self._table_args(scope, table)
         if self._store.get_key_value_table_record(scope, table) is None:
             return False
         state = self.get_key_value_table(scope, table).state

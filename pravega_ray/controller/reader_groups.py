@@ -73,8 +73,7 @@ class ReaderGroupCalls:
         deleted before get ReaderGroupNotFoundError rather than this group's segments.
         """
         self._ready()
-        self._check_scope(scope)
-        validate_name("reader group", group)
+        self._group_args(scope, group)
         check_request_id(request_id)
         config = check_reader_group_config(config)  # what it says must load
         existing = self._store.get_reader_group_record(scope, group)
@@ -118,9 +117,14 @@ class ReaderGroupCalls:
             self._segments.create_table_segment(segment)
         return segment
 
-    def _group(self, scope: str, group: str) -> tuple[ReaderGroupState, int]:
-        self._check_scope(scope)
+    def _group_args(self, scope: str, group: str) -> None:
+        """Both names first (InvalidNameError), then the scope (ScopeNotFoundError)."""
+        validate_name("scope", scope)
         validate_name("reader group", group)
+        self._check_scope(scope)
+
+    def _group(self, scope: str, group: str) -> tuple[ReaderGroupState, int]:
+        self._group_args(scope, group)
         return self._store.get_reader_group(scope, group)
 
     def get_reader_group_positions(

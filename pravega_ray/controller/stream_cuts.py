@@ -47,7 +47,7 @@ class StreamCutCalls:
     _segments: Any
     _new_id: Callable[[], str]
     _ready: Callable[[], None]
-    _stream_args: Callable[[str, str], None]
+    _stream_args: Callable[..., StreamState | None]  # (scope, stream, *, exists=True)
     _post: Callable[..., None]
 
     # --- head, tail, at a time -----------------------------------------------------------------
@@ -58,7 +58,6 @@ class StreamCutCalls:
         """
         self._stream_args(scope, stream)
         records = self._store.streams
-        records.state(scope, stream)  # StreamNotFoundError before anything else
         cut = records.truncation(scope, stream)["cut"]
         if cut:
             return StreamCut(scope, stream, {int(k): int(v) for k, v in cut.items()})
@@ -68,7 +67,7 @@ class StreamCutCalls:
 
     def get_tail_cut(self, scope: str, stream: str) -> StreamCut:
         """The current epoch's segments at their durable lengths (event boundaries)."""
-        self._stream_args(scope, stream)
+        self._stream_args(scope, stream, exists=False)  # the record is read next
         segments = self._store.get_stream_info(scope, stream).segments
         return StreamCut(
             scope, stream, {s.segment_id: self._segments.segment_length(s.name) for s in segments}
@@ -111,7 +110,7 @@ class StreamCutCalls:
         under way); nothing changed then.
         """
         self._ready()
-        self._stream_args(scope, stream)
+        state = self._stream_args(scope, stream)
         if not isinstance(cut, StreamCut) or cut.is_unbounded:
             raise InvalidArgumentError(f"cut must be a StreamCut of {scope}/{stream}")
         if (cut.scope, cut.stream) != (scope, stream):
@@ -119,7 +118,7 @@ class StreamCutCalls:
                 f"the cut is of {cut.scoped_stream}, not of {scope}/{stream}"
             )
         records = self._store.streams
-        if records.state(scope, stream) in (StreamState.SEALING, StreamState.SEALED):
+        if state in (StreamState.SEALING, StreamState.SEALED):
             raise StreamSealedError(f"stream {scope}/{stream} is sealed")
         positions = cut.positions
         records.check_cut(scope, stream, positions)

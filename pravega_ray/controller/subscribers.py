@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pravega_ray.controller.cut_order import Cut, Ranges, cut_le
+from pravega_ray.controller.records import StreamState
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
 from pravega_ray.errors import InvalidArgumentError, SegmentNotFoundError
 from pravega_ray.naming import parse_scoped_stream, stream_segment_name
@@ -41,7 +42,7 @@ class SubscriberCalls:
     _store: StreamMetadataStore
     _segments: Any
     _ready: Callable[[], None]
-    _stream_args: Callable[[str, str], None]
+    _stream_args: Callable[..., StreamState | None]  # (scope, stream, *, exists=True)
 
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         """Register reader group ``subscriber`` ("scope/group") as a subscriber of the stream.
@@ -53,7 +54,6 @@ class SubscriberCalls:
         """
         self._ready()
         self._subscriber_args(scope, stream, subscriber, generation)
-        self._store.streams.get(scope, stream)
         value, version = self._store.streams.versioned(KIND, scope, stream)
         subs = dict(value["subscribers"]) if value else {}
         entry = subs.get(subscriber)
@@ -79,7 +79,6 @@ class SubscriberCalls:
         self._ready()
         self._subscriber_args(scope, stream, subscriber, generation)
         records = self._store.streams
-        records.get(scope, stream)
         if not isinstance(cut, StreamCut) or cut.is_unbounded:
             raise InvalidArgumentError(f"cut must be a bounded StreamCut of {scope}/{stream}")
         if (cut.scope, cut.stream) != (scope, stream):
@@ -124,7 +123,6 @@ class SubscriberCalls:
         self._ready()
         self._subscriber_args(scope, stream, subscriber, generation)
         records = self._store.streams
-        records.get(scope, stream)
         value, version = records.versioned(KIND, scope, stream)
         subs = dict(value["subscribers"]) if value else {}
         entry = subs.get(subscriber)
@@ -137,7 +135,6 @@ class SubscriberCalls:
     def list_subscribers(self, scope: str, stream: str) -> list[str]:
         """The stream's subscribers ("scope/group"), sorted. StreamNotFoundError."""
         self._stream_args(scope, stream)
-        self._store.streams.get(scope, stream)
         return sorted(subscriber_cuts(self._store, scope, stream, all_subscribers=True))
 
     # --- helpers ---------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ class TransactionCalls:
     _segments: Any
     _wall_clock_ms: Callable[[], int]
     _ready: Callable[[], None]
-    _stream_args: Callable[[str, str], None]
+    _stream_args: Callable[..., StreamState | None]  # (scope, stream, *, exists=True)
     _txn_workflows: TransactionWorkflows | None
 
     def _transactions(self) -> TransactionWorkflows:
@@ -82,7 +82,9 @@ class TransactionCalls:
 
     def _txn_args(self, scope: str, stream: str, txn_id: object) -> uuid.UUID:
         self._ready()
-        self._stream_args(scope, stream)
+        # Names and scope only: a transaction of a stream deleted since is not found
+        # (TxnNotFoundError), which ends its writer's pings.
+        self._stream_args(scope, stream, exists=False)
         return check_txn_id(txn_id)
 
     def _txn_info(self, record: TxnRecord, status: TxnStatus | None = None) -> TxnInfo:
