@@ -1,8 +1,10 @@
 """Stream manager: scopes and streams (Pravega's ``StreamManager``).
 
-Scale, update, seal and delete run as workflows on the controller's request event
-processor; these calls ask for one and wait (polling, at most ``WORKFLOW_WAIT_S``) until it
-is done, as Pravega's client waits on ``checkScale``.
+Scale, update, seal, delete and truncate run as workflows on the controller's request event
+processor; these calls ask for one and wait (polling, at most ``timeout_s``, by default
+``WORKFLOW_WAIT_S``) until it is done, as Pravega's client waits on ``checkScale``. A
+``timeout_s`` that is not a finite number >= 0 is InvalidArgumentError before the workflow
+is asked for. Names and existence are checked by the controller, names first.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from pravega_ray.errors import (
     ReaderGroupNotFoundError,
     StreamNotFoundError,
 )
+from pravega_ray.segmentstore.arguments import check_wait
 from pravega_ray.stream_configuration import StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
 
 
 def _wait(done: Callable[[], bool], what: str, timeout_s: float) -> None:
+    """Poll ``done`` until it answers True; TimeoutError after ``timeout_s`` (checked by
+    the caller with :func:`check_wait` before it asked for the workflow)."""
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() > deadline:
@@ -89,6 +94,7 @@ class StreamManager:
     def seal_stream(self, scope: str, stream: str, timeout_s: float = WORKFLOW_WAIT_S) -> bool:
         """Seal the stream: later writes fail with StreamSealedError. Idempotent; True once
         SEALED."""
+        check_wait("timeout_s", timeout_s)
         if not self._controller.seal_stream(scope, stream):
             _wait(
                 lambda: self._controller.get_stream_info(scope, stream).state is StreamState.SEALED,
@@ -102,6 +108,7 @@ class StreamManager:
 
         Raises StreamNotSealedError (seal it first), ScopeNotFoundError, InvalidNameError.
         """
+        check_wait("timeout_s", timeout_s)
         if not self._controller.delete_stream(scope, stream):
             return False
 
@@ -126,6 +133,7 @@ class StreamManager:
         Raises StreamNotFoundError, StreamSealedError, InvalidArgumentError,
         ConflictingUpdateError (another update is under way).
         """
+        check_wait("timeout_s", timeout_s)
         self._controller.update_stream(scope, stream, config)
         _wait(
             lambda: self._controller.check_update(scope, stream),
@@ -149,6 +157,7 @@ class StreamManager:
         exactly cover theirs, another scale under way), StreamSealedError,
         StreamNotFoundError, InvalidArgumentError; nothing changed then.
         """
+        check_wait("timeout_s", timeout_s)
         epoch = self._controller.scale_stream(scope, stream, sealed_segment_ids, new_key_ranges)
         _wait(
             lambda: self._controller.check_scale(scope, stream, epoch),
@@ -167,6 +176,7 @@ class StreamManager:
         boundary, or behind its current head), StreamSealedError, StreamNotFoundError,
         ConflictingUpdateError; nothing changed then.
         """
+        check_wait("timeout_s", timeout_s)
         self._controller.truncate_stream(scope, stream, cut)
         _wait(
             lambda: self._controller.check_truncate(scope, stream),

@@ -125,3 +125,27 @@ def test_a_key_value_tables_stream_is_not_a_stream(cluster: InProcessCluster) ->
         with pytest.raises(pr.InvalidNameError, match="reserved"):
             call("sc", "_kvt.t1")
     _unchanged(cluster)
+
+
+@pytest.mark.parametrize("timeout_s", [-1, float("nan"), float("inf"), "5", None, True])
+def test_a_bad_workflow_timeout_is_refused_before_the_workflow_is_asked_for(
+    cluster: InProcessCluster, timeout_s: Any
+) -> None:
+    """A timeout that is not a finite number >= 0 used to post the workflow and then fail
+    (TimeoutError, TypeError): the stream was sealed by a call that raised."""
+    mgr = cluster.stream_manager()
+    config = pr.StreamConfiguration(pr.ScalingPolicy.fixed(2))
+    calls: list[Callable[[], Any]] = [
+        lambda: mgr.seal_stream("sc", "st", timeout_s=timeout_s),
+        lambda: mgr.delete_stream("sc", "st", timeout_s=timeout_s),
+        lambda: mgr.update_stream("sc", "st", config, timeout_s=timeout_s),
+        lambda: mgr.scale_stream("sc", "st", [0], [(0.0, 0.5), (0.5, 1.0)], timeout_s=timeout_s),
+        lambda: mgr.truncate_stream("sc", "st", mgr.get_head_cut("sc", "st"), timeout_s=timeout_s),
+    ]
+    for call in calls:
+        with pytest.raises(pr.InvalidArgumentError, match="timeout_s"):
+            call()
+    _unchanged(cluster)
+    assert mgr.get_stream_info("sc", "st").configuration == pr.StreamConfiguration(
+        pr.ScalingPolicy.fixed(1)
+    )
