@@ -360,7 +360,9 @@ def test_commits_waiting_on_one_streams_scale_hold_up_no_other_stream(cluster) -
     )
     with metrics.using_sink(metrics.InMemorySink()) as sink:
         scale.start()
-        wait_for(lambda: mgr.get_stream_info("sc", "a").state.name == "SCALING")
+        # Once the scale has closed the old epoch, new transactions are in the new epoch,
+        # and their commits wait for it to become active.
+        wait_for(lambda: StreamMetadataStore(cluster.metadata).txns.is_closed("sc", "a", 0))
         waiting = []
         for _ in range(3):
             txn = tw.begin_txn()
@@ -371,7 +373,7 @@ def test_commits_waiting_on_one_streams_scale_hold_up_no_other_stream(cluster) -
         other.write_event(b"z", routing_key="k")
         other.commit()  # waits for COMMITTED (it stayed COMMITTING for good)
         assert mgr.seal_stream("sc", "b", timeout_s=30)
-        assert all(t.check_status() is TxnStatus.COMMITTING for t in waiting)
+        assert [t.check_status() for t in waiting] == [TxnStatus.COMMITTING] * 3
         before = sink.value("pravega_controller_workflows", workflow="commit", outcome="postponed")
         time.sleep(2.0)
         after = sink.value("pravega_controller_workflows", workflow="commit", outcome="postponed")
@@ -404,7 +406,7 @@ def test_an_update_queued_behind_a_waiting_scale_holds_up_no_other_stream(cluste
     update = threading.Thread(target=lambda: mgr.update_stream("sc", "a", config, 60), daemon=True)
     with metrics.using_sink(metrics.InMemorySink()) as sink:
         scale.start()
-        wait_for(lambda: mgr.get_stream_info("sc", "a").state.name == "SCALING")
+        wait_for(lambda: StreamMetadataStore(cluster.metadata).txns.is_closed("sc", "a", 0))
         update.start()
         time.sleep(0.5)
         assert mgr.update_stream("sc", "b", config, timeout_s=30)
