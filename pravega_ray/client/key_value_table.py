@@ -50,6 +50,7 @@ from pravega_ray.client.serializers import BytesSerializer, Serializer, check_se
 from pravega_ray.controller.records import KeyValueTableInfo
 from pravega_ray.errors import (
     ClientClosedError,
+    DataCorruptionError,
     InvalidArgumentError,
     KeyValueTableNotFoundError,
     RetriableError,
@@ -316,10 +317,12 @@ class KeyValueTable(Generic[K, V]):
 
 
 class _Entries(Iterator[R]):
-    """Iterates a table's partitions a page at a time; survives one undecodable entry.
+    """Iterates a table's partitions a page at a time; survives one bad entry.
 
     An entry whose conversion raises is dropped before the error propagates, so the
-    caller may catch it and call ``next()`` again to go on with the next entry.
+    caller may catch it and call ``next()`` again to go on with the next entry. So is
+    an entry the table cannot read (its Tier-2 chunk damaged): DataCorruptionError
+    naming it, after the entries before it, and ``next()`` goes on after it.
     """
 
     def __init__(
@@ -335,12 +338,16 @@ class _Entries(Iterator[R]):
         self._cursor: bytes | None = None
         self._page: deque[SegmentEntry] = deque()
         self._partition_done = False
+        self._damage: DataCorruptionError | None = None  # raised once the page before it is out
 
     def __iter__(self) -> _Entries[R]:
         return self
 
     def __next__(self) -> R:
         while not self._page:
+            if self._damage is not None:
+                damage, self._damage = self._damage, None
+                raise damage
             if self._partition_done:
                 self._partition += 1
                 self._cursor = None
@@ -348,7 +355,12 @@ class _Entries(Iterator[R]):
             if self._partition >= len(self._table._partitions):
                 raise StopIteration
             segment = self._table._partitions[self._partition].segment
-            page, self._cursor = self._table._page(segment, self._cursor, self._with_values)
+            try:
+                page, self._cursor = self._table._page(segment, self._cursor, self._with_values)
+            except DataCorruptionError as e:  # one unreadable entry; the page says where to go on
+                if not isinstance(getattr(e, "cursor", None), bytes):
+                    raise
+                page, self._cursor, self._damage = getattr(e, "entries", []), e.cursor, e  # type: ignore[attr-defined]
             self._page = deque(page)
             self._partition_done = self._cursor is None
         entry = self._page.popleft()

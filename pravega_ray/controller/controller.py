@@ -62,6 +62,7 @@ from pravega_ray.controller.subscribers import SubscriberCalls
 from pravega_ray.controller.transaction_calls import TransactionCalls
 from pravega_ray.errors import (
     ConflictingUpdateError,
+    DataCorruptionError,
     InvalidArgumentError,
     PravegaError,
     RetriableError,
@@ -160,7 +161,12 @@ class Controller(
         resumed = 0
         for scope in self.list_scopes():
             for kind in ("streams", "kvtables"):
-                for key in self._store.list_keys(kind, scope):
+                try:
+                    keys = self._store.list_keys(kind, scope)
+                except DataCorruptionError as e:  # their records' calls answer it; not the rest
+                    self._store.quarantine(f"{kind}/{scope}/*", e)
+                    continue
+                for key in keys:
                     resumed += self._resume(key)
         self._resumed = True
         self._last_resume = self._monotonic()
@@ -235,7 +241,8 @@ class Controller(
     def delete_scope(self, scope: str) -> bool:
         """Delete an empty scope; False if absent.
 
-        ScopeNotEmptyError while it has streams, key-value tables or reader groups.
+        ScopeNotEmptyError while it has streams, key-value tables or reader groups;
+        DataCorruptionError if records it may hold cannot be read (it may not be empty).
         """
         self._ready()
         validate_name("scope", scope)
@@ -245,6 +252,12 @@ class Controller(
             if self._store.list_keys(kind, scope):
                 raise ScopeNotEmptyError(
                     f"scope {scope} still has streams, key-value tables or reader groups"
+                )
+            if unreadable := self._store.unreadable(kind, scope):
+                raise DataCorruptionError(
+                    f"scope {scope} may still hold {kind} among damaged records, so it is "
+                    f"not deleted: {next(iter(unreadable.values()))}",
+                    key=f"scopes/{scope}",
                 )
         self._store.delete_scope(scope)
         return True

@@ -100,7 +100,13 @@ class MetadataStore(Protocol):
 
     def list_keys(self, prefix: str) -> list[str]:
         """Sorted keys of live records directly under ``prefix`` (e.g. ``scopes``), damaged
-        ones too (so a scope holding one is not empty and the damage stays visible)."""
+        ones too (so a scope holding one is not empty and the damage stays visible), except
+        records whose very key cannot be read, which :meth:`unreadable` names."""
+        ...
+
+    def unreadable(self, prefix: str | None = None) -> dict[str, str]:
+        """Stored entries found so far whose key cannot be read (where -> error), among
+        which :meth:`list_keys` of ``prefix`` (None: of any prefix) may miss children."""
         ...
 
 
@@ -224,6 +230,10 @@ class ChunkMetadataStore:
                 keys.add(f"{prefix}/{parts[0]}")
         return sorted(k for k in keys if self.exists(k))
 
+    def unreadable(self, prefix: str | None = None) -> dict[str, str]:
+        """See :meth:`MetadataStore.unreadable`: none (keys are chunk names, always readable)."""
+        return {}
+
 
 def is_int(value: object) -> bool:
     """An int that is not a bool (stored records and arguments alike)."""
@@ -294,8 +304,9 @@ class StreamMetadataStore:
 
     # --- any record, and damage ------------------------------------------------------------------
     def damaged_records(self) -> dict[str, str]:
-        """Records found damaged (key -> what is wrong): quarantined, never overwritten."""
-        return dict(self._damaged)
+        """Records found damaged (key -> what is wrong): quarantined, never overwritten;
+        and stored entries whose key cannot be read (``<where>`` -> what is wrong)."""
+        return {**self._records.unreadable(), **self._damaged}
 
     def quarantine(self, key: str, error: BaseException) -> None:
         """Remember ``key`` as damaged (logged once), e.g. when a workflow on it failed."""
@@ -347,8 +358,13 @@ class StreamMetadataStore:
 
     def list_keys(self, kind: str, scope: str) -> list[str]:
         """Keys of the ``kind`` records (``streams``, ``kvtables``, ``readergroups``) of
-        ``scope``, damaged ones too."""
+        ``scope``, damaged ones too (but for those whose key cannot be read: :meth:`unreadable`)."""
         return self._records.list_keys(f"{kind}/{scope}")
+
+    def unreadable(self, kind: str, scope: str) -> dict[str, str]:
+        """Stored entries whose key cannot be read, among which ``kind`` records of
+        ``scope`` may hide (where -> error)."""
+        return self._records.unreadable(f"{kind}/{scope}")
 
     def list_names(self, kind: str, scope: str) -> list[str]:
         """Names of the ``kind`` records of ``scope``, damaged ones too."""

@@ -43,6 +43,13 @@ call of a partition notes its length, iterates its current keys, then reads the 
 from that length (a key added or removed during the iteration is in them). The listing
 holds the partition's live keys (as many as :meth:`all_keys` returns).
 
+A damaged Tier-2 chunk of a partition costs only the records in it: reading them
+answers DataCorruptionError naming the chunk, and listing skips an entry whose key
+cannot be read (the table's iteration names it and says where to go on; a damaged
+chunk among the changes makes the partition listed afresh), logs it once and names
+it in :meth:`TableMetadataStore.unreadable`, so every other record is listed and the
+controller keeps working.
+
 Thread-safe: several threads of one process may call one store at once. Several
 processes may use the same tables at once: a listing is brought up to date with the
 segment before each use, values are never cached, and compare-and-set by version keeps
@@ -158,7 +165,8 @@ class TableMetadataStore:
     ``get`` returns the value and version or None; ``put`` is compare-and-set by version
     (``ConflictingUpdateError`` to the loser; ``DataCorruptionError`` naming the key if the
     current entry is damaged, which is never overwritten); ``delete`` removes the key;
-    ``list_keys`` lists direct children, damaged ones too. Keys follow the chunk store's
+    ``list_keys`` lists direct children, damaged ones too, except entries whose very key
+    cannot be read, which :meth:`unreadable` names. Keys follow the chunk store's
     rule (non-empty ``/``-separated components, no ``.``/``..``), at most
     ``TABLE_KEY_BYTES_MAX`` UTF-8 bytes (else InvalidNameError); encoded values at most
     ``TABLE_VALUE_BYTES_MAX`` (else InvalidArgumentError). Versions are ints >= 0.
@@ -208,6 +216,7 @@ class TableMetadataStore:
         self._idle: list[_ClientSlot] = []
         self._listings: list[_Listing | None] = [None] * partitions
         self._listing_locks = [threading.Lock() for _ in range(partitions)]
+        self._unreadable: dict[str, str] = {}  # "<segment>@<offset>" -> why
         self.entries_scanned = 0
         """Table entries read by listings so far (iterated or read as changes), a diagnostic
         (not locked across partitions): tests check that listing one stream's children
@@ -286,23 +295,32 @@ class TableMetadataStore:
     def list_keys(self, prefix: str) -> list[str]:
         """See :meth:`MetadataStore.list_keys`: the listing of ``prefix``'s partition,
         brought up to date with its change log first (module docstring, "Listing
-        children"); DataCorruptionError if an entry of the partition cannot be read."""
+        children"). An entry whose key cannot be read (its Tier-2 chunk damaged) is left
+        out, logged and named by :meth:`unreadable`: one damaged chunk costs only the
+        records in it."""
         _key_bytes(prefix)
         partition = self.children_partition(prefix)
         with self._listing_locks[partition]:
             listing = self._listing(partition)
             return sorted(listing.children.get(prefix, ()))
 
+    def unreadable(self, prefix: str | None = None) -> dict[str, str]:
+        """See :meth:`MetadataStore.unreadable`: entries found so far whose key could not
+        be read, as ``"<table segment>@<offset>"`` -> the error."""
+        with self._lock:
+            found = dict(self._unreadable)
+        if prefix is None:
+            return found
+        segment = self.segments[self.children_partition(prefix)]
+        return {where: e for where, e in found.items() if where.startswith(f"{segment}@")}
+
     def _listing(self, partition: int) -> _Listing:
         """The partition's listing, loaded on first use and caught up with its changes."""
         segment = self.segments[partition]
         listing = self._listings[partition]
         if listing is None:
-            info = self._call(f"info {segment}", lambda: self._client.get_info(segment))
-            listing = _Listing(info.length)
-            for key in self._iterate_keys(segment):
-                listing.apply(key, True)
-            self._listings[partition] = listing
+            listing = self._load_listing(partition)
+        listed_afresh = False
         while True:
             try:
                 entries, offset = self._call(
@@ -315,9 +333,15 @@ class TableMetadataStore:
                 self._listings[partition] = None
                 return self._listing(partition)
             except DataCorruptionError as e:
-                raise DataCorruptionError(
-                    f"controller records in {segment} cannot be listed: {e}", chunk=segment
-                ) from e
+                # A damaged chunk among the changes since the listing was made: list the
+                # partition afresh (its iteration skips what it cannot read), once.
+                if listed_afresh:
+                    raise DataCorruptionError(
+                        f"controller records in {segment} cannot be listed: {e}", chunk=segment
+                    ) from e
+                self._note_unreadable(segment, listing.offset, e)
+                listing, listed_afresh = self._load_listing(partition), True
+                continue
             self.entries_scanned += len(entries)
             for entry in entries:
                 try:
@@ -340,7 +364,27 @@ class TableMetadataStore:
         """Sorted keys of every record in every partition (damaged ones too)."""
         return sorted(k for segment in self.segments for k in self._iterate_keys(segment))
 
+    def _load_listing(self, partition: int) -> _Listing:
+        """A new listing of the partition: its length, then its keys (module docstring)."""
+        segment = self.segments[partition]
+        info = self._call(f"info {segment}", lambda: self._client.get_info(segment))
+        listing = _Listing(info.length)
+        for key in self._iterate_keys(segment):
+            listing.apply(key, True)
+        self._listings[partition] = listing
+        return listing
+
+    def _note_unreadable(self, segment: str, offset: object, error: DataCorruptionError) -> None:
+        where = f"{segment}@{offset}"
+        with self._lock:
+            known = where in self._unreadable
+            self._unreadable[where] = str(error)
+        if not known:
+            log.error("controller: records in %s cannot all be read: %s", segment, error)
+
     def _iterate_keys(self, segment: str) -> list[str]:
+        """The keys of ``segment``; an entry whose key cannot be read is noted and skipped
+        (the table's iteration names it and says where to go on)."""
         keys: list[str] = []
         cursor: bytes | None = None
         while True:
@@ -352,9 +396,12 @@ class TableMetadataStore:
                     ),
                 )
             except DataCorruptionError as e:
-                raise DataCorruptionError(
-                    f"controller records in {segment} cannot be listed: {e}", chunk=segment
-                ) from e
+                if not isinstance(getattr(e, "cursor", None), bytes):
+                    raise DataCorruptionError(
+                        f"controller records in {segment} cannot be listed: {e}", chunk=segment
+                    ) from e
+                self._note_unreadable(segment, getattr(e, "offset", "?"), e)
+                entries, cursor = getattr(e, "entries", []), e.cursor  # type: ignore[attr-defined]
             self.entries_scanned += len(entries)
             for entry in entries:
                 try:

@@ -298,6 +298,11 @@ class TableSegments:
         may be short (even empty) before the end. Keys added or removed during
         an iteration may or may not be seen; every key present throughout is
         seen exactly once. With ``with_values=False`` values come back as None.
+
+        An entry that cannot be read (its Tier-2 chunk damaged or lost) raises
+        DataCorruptionError naming it, with ``entries`` (the page's entries before it) and
+        ``cursor`` (pass it to go on after the damaged entry): one bad entry never hides
+        the rest of the table.
         """
         self._check_table(segment)
         check_int("limit", limit, 1, TABLE_ITERATE_LIMIT)
@@ -305,11 +310,19 @@ class TableSegments:
         if not isinstance(after, bytes) or not after.startswith((b"\x00", _HASH_PREFIX)):
             raise InvalidArgumentError(f"bad table iteration cursor {cursor!r}")
         items, next_cursor = await self._container.iterate_attributes(segment, after, limit)
-        entries = []
+        entries: list[TableEntry] = []
         for hashed, version in items:
             if not hashed.startswith(_HASH_PREFIX):
                 return entries, None  # past the hash range: client attributes follow
-            entries.append(await self._read_entry(segment, version, with_value=with_values))
+            try:
+                entries.append(await self._read_entry(segment, version, with_value=with_values))
+            except DataCorruptionError as e:
+                raise DataCorruptionError(
+                    f"table entry at offset {version} of {segment} cannot be read: {e}",
+                    **{**vars(e), "segment": segment, "offset": version},
+                    entries=entries,
+                    cursor=hashed,
+                ) from e
         if next_cursor is not None and not next_cursor.startswith(_HASH_PREFIX):
             next_cursor = None
         return entries, next_cursor

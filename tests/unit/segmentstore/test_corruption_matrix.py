@@ -234,6 +234,37 @@ def test_damaged_table_chunk_is_named_and_other_entries_stay_readable(
     _run(scenario())
 
 
+@pytest.mark.parametrize("damage", ["flip", "cut", "delete"])
+def test_iterating_a_table_with_a_damaged_chunk_names_each_lost_entry_and_goes_on(
+    tier: Tier, damage: str
+) -> None:
+    async def scenario() -> None:
+        written = await _write_everything(tier)
+        victim = written.chunks[TABLE][0]  # the first half of the entries
+        getattr(tier, damage)(victim) if damage != "flip" else tier.flip(victim, 300)
+        c = _container(tier)
+        tables = TableSegments(c)
+        seen: list[bytes] = []
+        lost: list[int] = []
+        cursor: bytes | None = None
+        while True:
+            try:
+                entries, cursor = await tables.iterate(TABLE, cursor, 7)
+            except DataCorruptionError as e:
+                assert victim in str(e)
+                lost.append(e.offset)  # type: ignore[attr-defined]
+                entries, cursor = e.entries, e.cursor  # type: ignore[attr-defined]
+            seen += [entry.key for entry in entries]
+            if cursor is None:
+                break
+        keys = list(written.table)
+        assert sorted(seen) == sorted(keys[20:])  # every entry of the intact chunk
+        assert len(lost) == 20 and len(set(lost)) == 20  # each lost entry named once
+        await c.close()
+
+    _run(scenario())
+
+
 def test_log_record_damaged_in_the_middle_stops_only_that_container(tier: Tier) -> None:
     async def write() -> list[bytes]:
         c = _container(tier)
