@@ -10,14 +10,14 @@ from typing import Any
 from actors.controller_parts import controller_parts
 from actors.options import NAMESPACE
 from actors.ray_metrics import setup_actor_process
-from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.records import (
+from pravega_ray.contracts.records import (
     KeyValueTableInfo,
     SegmentRange,
     StreamInfo,
     TxnInfo,
     TxnStatus,
 )
+from pravega_ray.controller.controller import Controller
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
 

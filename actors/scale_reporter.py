@@ -14,10 +14,10 @@ import ray
 
 from actors.options import CONTROLLER_NAME, container_name
 from actors.ray_calls import RayServiceInvoker
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.request_stream import RequestReporter, RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.segmentstore.auto_scale import ScaleReport
-from pravega_ray.segmentstore.service import SegmentStoreClient
 
 CALL_TIMEOUT_S = 10.0
 

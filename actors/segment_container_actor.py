@@ -1,7 +1,7 @@
 """Ray shell of a segment container: owns one ``SegmentContainer``, recovers it in ``__init__``.
 
 It implements the segment store's service surface
-(:class:`~pravega_ray.segmentstore.service.SegmentStoreService`): each method forwards
+(:class:`~pravega_ray.contracts.segment_store_service.SegmentStoreService`): each method forwards
 to the container (``tests/unit/segmentstore/test_service_surface.py`` holds them to the
 Protocol's signatures), plus ``describe``.
 
@@ -27,20 +27,20 @@ import ray
 from actors.ray_metrics import setup_actor_process
 from actors.scale_reporter import RayScaleReporter
 from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
-from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
-from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate
-from pravega_ray.segmentstore.builder import build_container_on
-from pravega_ray.segmentstore.config import ContainerConfig
-from pravega_ray.segmentstore.container_metadata import SegmentRole
-from pravega_ray.segmentstore.contracts import (
+from pravega_ray.contracts.attributes import NULL_VALUE, AttributeUpdate
+from pravega_ray.contracts.segment_store import (
     AppendResult,
     ReadResult,
     SegmentInfo,
+    SegmentRole,
+    SegmentTraffic,
     TableEntry,
     TableUpdate,
     TableUpdateResult,
 )
-from pravega_ray.segmentstore.traffic import SegmentTraffic
+from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
+from pravega_ray.segmentstore.builder import build_container_on
+from pravega_ray.segmentstore.config import ContainerConfig
 
 log = logging.getLogger(__name__)
 

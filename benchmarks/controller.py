@@ -56,11 +56,11 @@ from report import print_table
 import pravega_ray as pr
 from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX as MAX_BATCH_BYTES
 from pravega_ray.constants import CONTROLLER_METADATA_PARTITIONS
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.request_stream import REQUEST_SEGMENT, RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.errors import PravegaError, SegmentTruncatedError
 from pravega_ray.naming import system_table_segment_name
-from pravega_ray.segmentstore.service import SegmentStoreClient
 
 PARTS = ("baseline", "scale", "autoscale", "metadata")
 SETTLE_S = 0.5

@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, MetadataStore
 from pravega_ray.controller.table_metadata_store import TableMetadataStore
 from pravega_ray.inprocess import InProcessCluster
-from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 VALUE = {"state": "ACTIVE", "config": {"scaling": "fixed", "min_segments": 4}, "epochs": [[0]]}

@@ -27,7 +27,7 @@ from pravega_ray.client.serializers import (
 from pravega_ray.client.stream_manager import StreamManager
 from pravega_ray.client.transactional_writer import Transaction, TransactionalEventStreamWriter
 from pravega_ray.client.writer import EventStreamWriter, WriteFuture, WriterConfig
-from pravega_ray.controller.records import (
+from pravega_ray.contracts.records import (
     KeyValueTableInfo,
     KeyValueTableState,
     SegmentRange,

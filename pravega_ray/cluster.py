@@ -65,7 +65,8 @@ from pravega_ray.constants import (
     RETENTION_BUCKETS_DEFAULT,
     RETENTION_PERIOD_S_DEFAULT,
 )
-from pravega_ray.controller.service import method_name
+from pravega_ray.contracts.arguments import check_seconds
+from pravega_ray.contracts.controller_service import method_name
 from pravega_ray.errors import (
     ConfigurationError,
     ControllerUnavailableError,
@@ -80,7 +81,6 @@ from pravega_ray.logging_setup import (
     quiet_requested,
     verbose_logging,
 )
-from pravega_ray.segmentstore.arguments import check_seconds
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
 
 __all__ = ["Cluster", "connect", "start_local"]

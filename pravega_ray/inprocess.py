@@ -22,12 +22,13 @@ from typing import Any, TypeVar
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
+from pravega_ray.contracts.controller_service import method_name
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.retention_service import CycleResult, RetentionService
 from pravega_ray.controller.segment_helper import SegmentHelper
-from pravega_ray.controller.service import method_name
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray.controller.table_metadata_store import TableMetadataStore, open_metadata_store
@@ -39,7 +40,6 @@ from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import build_in_memory_container
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
-from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 R = TypeVar("R")

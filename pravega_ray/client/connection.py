@@ -13,8 +13,8 @@ after ``setup_append`` safe.
 
 from __future__ import annotations
 
-from pravega_ray.controller.service import ControllerService
-from pravega_ray.segmentstore.service import SegmentStoreClient, SegmentStoreService
+from pravega_ray.contracts.controller_service import ControllerService
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient, SegmentStoreService
 
 __all__ = ["ControllerConnection", "SegmentStoreConnection", "SegmentStoreService"]
 
@@ -24,12 +24,12 @@ SegmentStoreConnection = SegmentStoreClient
 
 The segment store's service surface (:class:`SegmentStoreService`) as the client
 calls it: one method per call, each returning a future; see
-:class:`~pravega_ray.segmentstore.service.SegmentStoreClient`.
+:class:`~pravega_ray.contracts.segment_store_service.SegmentStoreClient`.
 """
 
 
 ControllerConnection = ControllerService
 """Synchronous calls to the controller: the controller's service surface itself
-(``controller/service.py``). Clients are handed a
+(``contracts/controller_service.py``). Clients are handed a
 :class:`~pravega_ray.client.controller_connection.ControllerClient`, which repeats the
 calls that are safe to repeat when their outcome is unknown."""

@@ -1,7 +1,7 @@
 """The client's controller: which calls it repeats when their outcome is unknown, and how.
 
 :class:`ControllerClient` implements the controller's service surface
-(:class:`~pravega_ray.controller.service.ControllerService`) with one explicit method per
+(:class:`~pravega_ray.contracts.controller_service.ControllerService`) with one explicit method per
 call, and hands each call to a :class:`ControllerInvoker` (the Ray actor or an in-process
 controller; the client never imports Ray).
 
@@ -39,14 +39,14 @@ from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
-from pravega_ray.controller.records import (
+from pravega_ray.contracts.controller_service import ControllerService
+from pravega_ray.contracts.records import (
     KeyValueTableInfo,
     SegmentRange,
     StreamInfo,
     TxnInfo,
     TxnStatus,
 )
-from pravega_ray.controller.service import ControllerService
 from pravega_ray.errors import ControllerUnavailableError
 from pravega_ray.retry import repeat_while
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
@@ -65,7 +65,7 @@ class ControllerInvoker(Protocol):
 
     ``method`` is the Protocol's own function (``ControllerService.create_scope``); the
     invoker calls the method of that name on its controller
-    (:func:`pravega_ray.controller.service.method_name`). Raises what the call raised,
+    (:func:`pravega_ray.contracts.controller_service.method_name`). Raises what the call raised,
     and ControllerUnavailableError when the outcome is unknown.
     """
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from pravega_ray.controller.reader_group_state import check_offsets
+from pravega_ray.contracts.reader_group_state import check_offsets
 from pravega_ray.naming import stream_segment_name
 from pravega_ray.stream_cut import StreamCut
 

@@ -47,7 +47,10 @@ from typing import Any, Generic, TypeVar
 from pravega_ray import constants
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
-from pravega_ray.controller.records import KeyValueTableInfo
+from pravega_ray.contracts.attributes import NULL_VALUE
+from pravega_ray.contracts.records import KeyValueTableInfo
+from pravega_ray.contracts.segment_store import NOT_EXISTS, TableUpdate, TableUpdateResult
+from pravega_ray.contracts.segment_store import TableEntry as SegmentEntry
 from pravega_ray.errors import (
     ClientClosedError,
     DataCorruptionError,
@@ -57,9 +60,6 @@ from pravega_ray.errors import (
     SegmentNotFoundError,
     SerializationError,
 )
-from pravega_ray.segmentstore.attributes import NULL_VALUE
-from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableUpdate, TableUpdateResult
-from pravega_ray.segmentstore.contracts import TableEntry as SegmentEntry
 
 __all__ = ["KeyValueTable", "TableEntry", "TableKey"]
 

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from pravega_ray.client.event_accumulator import Block
 from pravega_ray.client.writer_context import WriterContext
 from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX, EVENT_TYPE_PLAIN, MIB
+from pravega_ray.contracts.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ConditionalUpdateError,
@@ -47,7 +48,6 @@ from pravega_ray.errors import (
     RetriableError,
     SegmentSealedError,
 )
-from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 
 __all__ = ["LARGE_EVENT_CHUNKS_IN_FLIGHT", "LARGE_EVENT_CHUNK_BYTES", "send_large_event"]
 

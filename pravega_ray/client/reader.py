@@ -59,7 +59,7 @@ from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.segment_reads import SegmentReadState as _SegmentReader
 from pravega_ray.client.segment_reads import skip_truncated, successors_by_name
 from pravega_ray.client.serializers import Serializer, check_serializer
-from pravega_ray.controller.reader_group_state import ReaderGroupState
+from pravega_ray.contracts.reader_group_state import ReaderGroupState
 from pravega_ray.errors import (
     ClientClosedError,
     IllegalStateError,

@@ -4,7 +4,7 @@ cuts, ``reset_to``, unread bytes and retention cuts.
 Get one with ``cluster.reader_group(scope, name)``. Everything here reads and changes the
 group's state in its state segment (:mod:`reader_group_synchronizer`), as the readers do;
 the controller is asked only to validate cuts, for segment lists and for subscriber calls.
-The checkpoint state machine is described in ``controller/checkpoint_state.py``.
+The checkpoint state machine is described in ``contracts/checkpoint_state.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pravega_ray import metrics
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.events import Checkpoint, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
-from pravega_ray.controller.checkpoint_state import check_checkpoint_name
-from pravega_ray.controller.reader_group_state import ReaderGroupState
+from pravega_ray.contracts.checkpoint_state import check_checkpoint_name
+from pravega_ray.contracts.reader_group_state import ReaderGroupState
 from pravega_ray.errors import (
     CheckpointFailedError,
     IllegalStateError,

@@ -1,6 +1,6 @@
 """A reader group's state, read and changed by its readers (Pravega's ``StateSynchronizer``).
 
-The state (:class:`~pravega_ray.controller.reader_group_state.ReaderGroupState`) is one
+The state (:class:`~pravega_ray.contracts.reader_group_state.ReaderGroupState`) is one
 JSON value in the group's *state segment*, a table segment of the ``_system`` scope that
 the controller created with the group. Every reader (and every ``ReaderGroup`` object)
 keeps its own :class:`ReaderGroupSynchronizer` and talks to the segment's container
@@ -11,7 +11,7 @@ A change is optimistic (Pravega's ``updateState``): fetch the state and its vers
 the change to it, and store the result conditionally on that version. If another reader
 stored first (BadKeyVersionError), fetch again and apply the change again; a change that
 alters nothing stores nothing, so a reader's periodic sync costs one read. Every change of
-a reader is idempotent (``controller/reader_group_state.py``), so a change whose outcome is
+a reader is idempotent (``contracts/reader_group_state.py``), so a change whose outcome is
 unknown (the container restarted mid-call) is applied again the same way; a change that
 is not (``reader_offline``) is tried once and, if its outcome stays unknown, the error
 reaches the caller.
@@ -33,11 +33,12 @@ from typing import TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.controller.reader_group_state import (
+from pravega_ray.contracts.reader_group_state import (
     STATE_KEY,
     ReaderGroupState,
     reader_group_state_segment,
 )
+from pravega_ray.contracts.segment_store import NOT_EXISTS, TableUpdate
 from pravega_ray.errors import (
     BadKeyVersionError,
     ConflictingUpdateError,
@@ -49,7 +50,6 @@ from pravega_ray.errors import (
     SegmentNotFoundError,
     SegmentStoreUnavailableError,
 )
-from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableUpdate
 from pravega_ray.stream_cut import cuts_of
 
 __all__ = ["ReaderGroupSynchronizer"]

@@ -60,7 +60,7 @@ from pravega_ray import constants
 from pravega_ray.client.event_accumulator import Block, SegmentBlocks
 from pravega_ray.client.large_events import send_large_event
 from pravega_ray.client.writer_context import Successors, WriterContext, refused_earlier
-from pravega_ray.controller.records import StreamState
+from pravega_ray.contracts.records import StreamState
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     PravegaError,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pravega_ray.client.connection import ControllerConnection
 from pravega_ray.client.event_framing import FrameAssembler
+from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.errors import (
     PravegaError,
     SegmentNotFoundError,
@@ -20,7 +21,6 @@ from pravega_ray.errors import (
     TruncatedDataError,
 )
 from pravega_ray.naming import parse_segment_name, stream_segment_name
-from pravega_ray.segmentstore.contracts import ReadResult
 
 log = logging.getLogger("pravega_ray.client.reader")
 

@@ -15,14 +15,14 @@ from collections.abc import Callable
 
 from pravega_ray.client.connection import ControllerConnection
 from pravega_ray.constants import KVT_PARTITIONS_DEFAULT, WORKFLOW_POLL_S, WORKFLOW_WAIT_S
-from pravega_ray.controller.records import KeyValueTableInfo, SegmentRange, StreamInfo, StreamState
+from pravega_ray.contracts.arguments import check_wait
+from pravega_ray.contracts.records import KeyValueTableInfo, SegmentRange, StreamInfo, StreamState
 from pravega_ray.errors import (
     InvalidArgumentError,
     KeyValueTableNotFoundError,
     ReaderGroupNotFoundError,
     StreamNotFoundError,
 )
-from pravega_ray.segmentstore.arguments import check_wait
 from pravega_ray.stream_configuration import StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
 

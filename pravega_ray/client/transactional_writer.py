@@ -44,7 +44,8 @@ from pravega_ray.client.connection import ControllerConnection, SegmentStoreConn
 from pravega_ray.client.serializers import Serializer, check_serializer
 from pravega_ray.client.writer import EventStreamWriter, WriteFuture, WriterConfig
 from pravega_ray.client.writer_config import check_timeout
-from pravega_ray.controller.records import SegmentRange, StreamInfo, StreamState, TxnInfo, TxnStatus
+from pravega_ray.contracts.arguments import check_seconds
+from pravega_ray.contracts.records import SegmentRange, StreamInfo, StreamState, TxnInfo, TxnStatus
 from pravega_ray.errors import (
     ClientClosedError,
     InvalidArgumentError,
@@ -54,7 +55,6 @@ from pravega_ray.errors import (
     TxnNotFoundError,
 )
 from pravega_ray.naming import transaction_segment_name, validate_stream_name
-from pravega_ray.segmentstore.arguments import check_seconds
 from pravega_ray.stream_configuration import StreamConfiguration
 
 log = logging.getLogger(__name__)

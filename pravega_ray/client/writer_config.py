@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pravega_ray import constants
+from pravega_ray.contracts.arguments import check_seconds, check_wait
 from pravega_ray.errors import InvalidArgumentError
-from pravega_ray.segmentstore.arguments import check_seconds, check_wait
 
 __all__ = ["WriterConfig"]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.event_accumulator import Block
-from pravega_ray.controller.records import SegmentRange
+from pravega_ray.contracts.records import SegmentRange
 from pravega_ray.errors import PravegaError, StreamSealedError
 from pravega_ray.timing import ThreadScheduler
 

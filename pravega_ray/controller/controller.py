@@ -41,16 +41,17 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pravega_ray.controller.epochs import check_key_ranges, to_range
-from pravega_ray.controller.key_value_tables import KeyValueTableCalls
-from pravega_ray.controller.reader_groups import ReaderGroupCalls
-from pravega_ray.controller.records import (
+from pravega_ray.contracts.records import (
     KeyValueTableState,
     SegmentRange,
     StreamInfo,
     StreamState,
     check_request_id,
 )
+from pravega_ray.contracts.segment_store import ReadResult
+from pravega_ray.controller.epochs import check_key_ranges, to_range
+from pravega_ray.controller.key_value_tables import KeyValueTableCalls
+from pravega_ray.controller.reader_groups import ReaderGroupCalls
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_cuts import StreamCutCalls
 from pravega_ray.controller.stream_metadata_store import (
@@ -74,7 +75,6 @@ from pravega_ray.errors import (
     StreamSealedError,
 )
 from pravega_ray.naming import validate_name, validate_stream_name
-from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class Controller(
     KeyValueTableCalls, ReaderGroupCalls, StreamCutCalls, TransactionCalls, SubscriberCalls
 ):
     """Implements the controller's service surface
-    (:class:`~pravega_ray.controller.service.ControllerService`) over the records of
+    (:class:`~pravega_ray.contracts.controller_service.ControllerService`) over the records of
     ``store`` (through a :class:`StreamMetadataStore`) and the segment containers reached
     through ``segments``."""
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pravega_ray.controller.records import SegmentRange
+from pravega_ray.contracts.records import SegmentRange
 from pravega_ray.errors import InvalidArgumentError, ScaleConflictError
 from pravega_ray.naming import stream_segment_name
 

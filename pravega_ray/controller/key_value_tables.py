@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pravega_ray.constants import KVT_PARTITIONS_MAX
-from pravega_ray.controller.records import KeyValueTableInfo, KeyValueTableState, check_request_id
+from pravega_ray.contracts.records import KeyValueTableInfo, KeyValueTableState, check_request_id
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
     IllegalStateError,

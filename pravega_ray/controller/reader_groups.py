@@ -17,11 +17,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pravega_ray.controller.reader_group_state import (
+from pravega_ray.contracts.reader_group_state import (
     ReaderGroupState,
     reader_group_state_segment,
 )
-from pravega_ray.controller.records import SegmentRange, StreamInfo, check_request_id
+from pravega_ray.contracts.records import SegmentRange, StreamInfo, check_request_id
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
     InvalidArgumentError,

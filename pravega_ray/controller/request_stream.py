@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pravega_ray.constants import SYSTEM_SCOPE
+from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.errors import InvalidArgumentError, RetriableError, SegmentExistsError
 from pravega_ray.naming import parse_segment_name, segment_id, stream_segment_name
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.auto_scale import ScaleReport
-from pravega_ray.segmentstore.contracts import ReadResult
 
 __all__ = ["REQUEST_SEGMENT", "Request", "RequestReporter", "RequestSegments", "RequestStream"]
 

@@ -2,7 +2,7 @@
 
 One implementation of the controller's ``SegmentStoreAdmin`` needs, over the
 segment store's typed client
-(:class:`~pravega_ray.segmentstore.service.SegmentStoreClient`), for the Ray cluster
+(:class:`~pravega_ray.contracts.segment_store_service.SegmentStoreClient`), for the Ray cluster
 and the in-process one alike. Workflows are idempotent and must not be left half
 done, so a call whose outcome is unknown (the container is restarting:
 :class:`RetriableError`) is repeated, ``attempts_max`` times at most, ``pause_s``
@@ -19,13 +19,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
+from pravega_ray.contracts.attributes import AttributeUpdate
+from pravega_ray.contracts.segment_store import ReadResult, SegmentRole
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient, SegmentStoreService
 from pravega_ray.errors import RetriableError
 from pravega_ray.retry import repeat_while
-from pravega_ray.segmentstore.attributes import AttributeUpdate
 from pravega_ray.segmentstore.auto_scale import policy_removal_updates, policy_updates
-from pravega_ray.segmentstore.container_metadata import SegmentRole
-from pravega_ray.segmentstore.contracts import ReadResult
-from pravega_ray.segmentstore.service import SegmentStoreClient, SegmentStoreService
 from pravega_ray.stream_configuration import ScaleType, ScalingPolicy
 
 __all__ = ["SegmentHelper", "run_each"]

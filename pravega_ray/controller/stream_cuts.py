@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pravega_ray.contracts.records import SegmentRange, StreamState
 from pravega_ray.controller.epochs import overlaps, to_range
-from pravega_ray.controller.records import SegmentRange, StreamState
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
 from pravega_ray.errors import (
     ConflictingUpdateError,

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pravega_ray.constants import KVT_PARTITIONS_MAX, SYSTEM_SCOPE
-from pravega_ray.controller.reader_group_state import ReaderGroupState
-from pravega_ray.controller.records import (
+from pravega_ray.contracts.reader_group_state import ReaderGroupState
+from pravega_ray.contracts.records import (
     KeyValueTableInfo,
     KeyValueTableState,
     StreamInfo,

@@ -42,8 +42,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from pravega_ray.constants import STREAM_SEGMENTS_MAX
+from pravega_ray.contracts.records import STATE_TRANSITIONS, StreamInfo, StreamState
 from pravega_ray.controller.epochs import EpochRecord, Row, ScaleRecord, overlaps, to_range, union
-from pravega_ray.controller.records import STATE_TRANSITIONS, StreamInfo, StreamState
 from pravega_ray.errors import (
     ConflictingUpdateError,
     IllegalStateTransitionError,

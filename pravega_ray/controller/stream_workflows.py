@@ -33,9 +33,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, AUTO_SCALE_STREAM_COOLDOWN_S
+from pravega_ray.contracts.records import StreamState
 from pravega_ray.controller.epochs import EpochRecord, ScaleRecord
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT
-from pravega_ray.controller.records import StreamState
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_workflows import TransactionWorkflows
 from pravega_ray.errors import (

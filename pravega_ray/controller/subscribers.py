@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pravega_ray.contracts.records import StreamState
 from pravega_ray.controller.cut_order import Cut, Ranges, cut_le
-from pravega_ray.controller.records import StreamState
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
 from pravega_ray.errors import InvalidArgumentError, SegmentNotFoundError
 from pravega_ray.naming import parse_scoped_stream, stream_segment_name

@@ -77,6 +77,9 @@ from pravega_ray.constants import (
     TABLE_KEY_BYTES_MAX,
     TABLE_VALUE_BYTES_MAX,
 )
+from pravega_ray.contracts.attributes import NULL_VALUE
+from pravega_ray.contracts.segment_store import NOT_EXISTS, TableUpdate, TableUpdateResult
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.stream_metadata_store import (
     ChunkMetadataStore,
     Versioned,
@@ -99,9 +102,6 @@ from pravega_ray.errors import (
 )
 from pravega_ray.naming import stable_hash64, system_table_segment_name
 from pravega_ray.retry import repeat_while
-from pravega_ray.segmentstore.attributes import NULL_VALUE
-from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableUpdate, TableUpdateResult
-from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES, HEADER_BYTES
 from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
 

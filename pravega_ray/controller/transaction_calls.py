@@ -28,8 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 from pravega_ray.constants import TXN_LEASE_S_MAX, TXN_MAX_EXECUTION_S
+from pravega_ray.contracts.arguments import check_seconds
+from pravega_ray.contracts.records import StreamState, TxnInfo, TxnStatus
 from pravega_ray.controller.epochs import to_range
-from pravega_ray.controller.records import StreamState, TxnInfo, TxnStatus
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_workflows import TransactionWorkflows
@@ -44,7 +45,6 @@ from pravega_ray.errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
-from pravega_ray.segmentstore.arguments import check_seconds
 
 __all__ = ["TransactionCalls", "check_lease", "check_txn_id"]
 

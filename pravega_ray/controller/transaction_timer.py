@@ -28,7 +28,7 @@ import uuid
 from typing import Any
 
 from pravega_ray.constants import TXN_COMPLETED_KEEP_S, TXN_TIMER_PERIOD_S
-from pravega_ray.controller.records import TxnStatus
+from pravega_ray.contracts.records import TxnStatus
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_workflows import TransactionWorkflows

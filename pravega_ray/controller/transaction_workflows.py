@@ -41,8 +41,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pravega_ray.constants import REQUEST_CONCURRENCY, SYSTEM_SCOPE
+from pravega_ray.contracts.records import TxnStatus
+from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.controller.event_processor import DONE, WAIT, RequestEventProcessor
-from pravega_ray.controller.records import TxnStatus
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper, run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
@@ -53,7 +54,6 @@ from pravega_ray.errors import (
     StreamNotFoundError,
 )
 from pravega_ray.naming import segment_id, stream_segment_name, transaction_segment_name
-from pravega_ray.segmentstore.contracts import ReadResult
 
 __all__ = [
     "ABORT_SEGMENT",

@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from pravega_ray.controller.records import TxnStatus
+from pravega_ray.contracts.records import TxnStatus
 from pravega_ray.errors import ConflictingUpdateError
 
 __all__ = ["ACTIVE_STATES", "TxnRecord", "TxnRecords"]

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pravega_ray.constants import TXN_LEASE_S_MAX
-from pravega_ray.controller.records import StreamState
+from pravega_ray.contracts.arguments import check_seconds
+from pravega_ray.contracts.records import StreamState
 from pravega_ray.data.write_log import WriteLog, WriteRecord, WriteState, check_write_id
 from pravega_ray.data.write_rows import check_schema, check_serializer_kind, events_of_table
 from pravega_ray.errors import (
@@ -47,7 +48,6 @@ from pravega_ray.errors import (
     TxnNotFoundError,
 )
 from pravega_ray.naming import parse_scoped_stream
-from pravega_ray.segmentstore.arguments import check_seconds
 
 if TYPE_CHECKING:
     import ray.data

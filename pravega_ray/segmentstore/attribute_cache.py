@@ -32,16 +32,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pravega_ray.constants import ATTRIBUTE_FLUSH_ENTRIES, ATTRIBUTE_UPDATES_MAX
-from pravega_ray.errors import DataCorruptionError, FencedError, SegmentNotFoundError
-from pravega_ray.segmentstore.arguments import check_int
-from pravega_ray.segmentstore.attribute_index import AttributeIndex
-from pravega_ray.segmentstore.attributes import (
+from pravega_ray.contracts.arguments import check_int
+from pravega_ray.contracts.attributes import (
     CREATION_TIME,
     EVENT_COUNT,
     NULL_VALUE,
     check_key,
     is_core_key,
 )
+from pravega_ray.errors import DataCorruptionError, FencedError, SegmentNotFoundError
+from pravega_ray.segmentstore.attribute_index import AttributeIndex
 from pravega_ray.segmentstore.container_metadata import (
     ContainerMetadata,
     SegmentMetadata,

@@ -15,7 +15,7 @@ into one chunk) was replaced by it in data format 3.
 Contracts of every implementation:
 
 * ``update(segment, values)`` is durable when it returns; a value equal to
-  :data:`~pravega_ray.segmentstore.attributes.NULL_VALUE` removes its key. It returns
+  :data:`~pravega_ray.contracts.attributes.NULL_VALUE` removes its key. It returns
   the *root* of the state it made durable (an offset that only grows), or None.
 * ``expect_root(segment, root)``: the container recorded (durably, in its log) that the
   index held a state with this root; opening the segment's index on an older state

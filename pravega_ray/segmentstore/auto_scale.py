@@ -67,15 +67,15 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from pravega_ray import constants, metrics
-from pravega_ray.errors import ContainerNotReadyError, InvalidArgumentError, SegmentNotFoundError
-from pravega_ray.segmentstore.attributes import (
+from pravega_ray.contracts.attributes import (
     NULL_VALUE,
     AttributeUpdate,
     AttributeUpdateType,
     core_key,
 )
-from pravega_ray.segmentstore.container_metadata import ContainerMetadata, SegmentRole
-from pravega_ray.segmentstore.traffic import SegmentTraffic
+from pravega_ray.contracts.segment_store import SegmentRole, SegmentTraffic
+from pravega_ray.errors import ContainerNotReadyError, InvalidArgumentError, SegmentNotFoundError
+from pravega_ray.segmentstore.container_metadata import ContainerMetadata
 from pravega_ray.timing import Clock, Scheduler
 
 __all__ = [

@@ -64,7 +64,7 @@ Opening a tree costs one ``list`` and one read of its footer.
 
 Contracts (the :class:`~pravega_ray.segmentstore.attribute_index.AttributeIndex`
 Protocol): ``update`` is durable when it returns and a value equal to
-:data:`~pravega_ray.segmentstore.attributes.NULL_VALUE` removes its key; ``get``
+:data:`~pravega_ray.contracts.attributes.NULL_VALUE` removes its key; ``get``
 returns the latest durable value of each present key (absent keys are left out);
 ``iterate`` pages through the keys in order (one tree snapshot per call);
 ``delete`` removes every chunk of the segment (idempotent). Keys must be 16 bytes
@@ -84,8 +84,8 @@ from collections.abc import Iterable, Iterator
 
 from pravega_ray.btree import KEY_BYTES, PAGE_BYTES_MAX, BTree, PageCache
 from pravega_ray.btree.page_cache import LEAF_PAGES_MAX
+from pravega_ray.contracts.attributes import NULL_VALUE
 from pravega_ray.errors import AlreadyExistsError, DataCorruptionError, InvalidArgumentError
-from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.storage.chunk_storage import ChunkStorage
 
 __all__ = ["CHUNK_PREFIX", "COMPACTION_RATIO", "BTreeAttributeIndex"]

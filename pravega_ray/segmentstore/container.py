@@ -1,7 +1,7 @@
 """The segment container: owns a set of segments; wires the parts that serve them.
 
 Pravega's ``StreamSegmentContainer``. It implements the segment store's service surface
-(:class:`~pravega_ray.segmentstore.service.SegmentStoreService`); only
+(:class:`~pravega_ray.contracts.segment_store_service.SegmentStoreService`); only
 :func:`~pravega_ray.segmentstore.builder.build_container` builds it. Its parts, each in a file
 named by its Pravega role (map in docs/design.md): ``container_metadata``, ``durable_log``
 with its ``operation_processor``, ``read_index`` with each segment's ``chunk_layout``,
@@ -36,6 +36,34 @@ import logging
 from collections.abc import Callable, Sequence
 
 from pravega_ray.constants import NO_EVENT_NUMBER, TRAFFIC_TIME_CONSTANT_S
+from pravega_ray.contracts.arguments import (
+    INT64_MAX,
+    UINT32_MAX,
+    check_append,
+    check_attribute_updates,
+    check_attribute_values,
+    check_count,
+    check_data,
+    check_int,
+    check_offset,
+    check_wait,
+)
+from pravega_ray.contracts.attributes import (
+    NULL_VALUE,
+    AttributeUpdate,
+    apply_updates,
+    check_key,
+)
+from pravega_ray.contracts.segment_store import (
+    AppendResult,
+    ReadResult,
+    SegmentInfo,
+    SegmentRole,
+    SegmentTraffic,
+    TableEntry,
+    TableUpdate,
+    TableUpdateResult,
+)
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ConditionalUpdateError,
@@ -49,42 +77,15 @@ from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
 from pravega_ray.naming import validate_segment_name
 from pravega_ray.segmentstore import operations as ops
-from pravega_ray.segmentstore.arguments import (
-    INT64_MAX,
-    UINT32_MAX,
-    check_append,
-    check_attribute_updates,
-    check_attribute_values,
-    check_count,
-    check_data,
-    check_int,
-    check_offset,
-    check_wait,
-)
 from pravega_ray.segmentstore.attribute_cache import AttributeCache
 from pravega_ray.segmentstore.attribute_index import AttributeIndex
-from pravega_ray.segmentstore.attributes import (
-    NULL_VALUE,
-    AttributeUpdate,
-    apply_updates,
-    check_key,
-)
 from pravega_ray.segmentstore.auto_scale import NO_AUTO_SCALER, ContainerPart
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container_metadata import (
     ContainerMetadata,
     SegmentMetadata,
-    SegmentRole,
     wait_on,
     wake_all,
-)
-from pravega_ray.segmentstore.contracts import (
-    AppendResult,
-    ReadResult,
-    SegmentInfo,
-    TableEntry,
-    TableUpdate,
-    TableUpdateResult,
 )
 from pravega_ray.segmentstore.durable_log import DurableLog, RecoveryStats
 from pravega_ray.segmentstore.read_index import ReadIndex
@@ -97,12 +98,12 @@ from pravega_ray.segmentstore.time_index import (
     index_entries,
     index_keys,
 )
-from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
+from pravega_ray.segmentstore.traffic import RateTracker
 from pravega_ray.segmentstore.transient_segments import TransientSegments
 from pravega_ray.storage.fenced import FencedChunkStorage
 from pravega_ray.timing import Clock, Scheduler
 
-__all__ = ["RecoveryStats", "SegmentContainer", "SegmentRole"]
+__all__ = ["RecoveryStats", "SegmentContainer"]
 
 log = logging.getLogger(__name__)
 

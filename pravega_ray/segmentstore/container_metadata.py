@@ -30,10 +30,11 @@ import math
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from pravega_ray.constants import TRAFFIC_TIME_CONSTANT_S
+from pravega_ray.contracts.attributes import is_core_key
+from pravega_ray.contracts.segment_store import SegmentInfo, SegmentRole, SegmentTraffic
 from pravega_ray.errors import (
     IllegalStateError,
     InvalidArgumentError,
@@ -44,15 +45,12 @@ from pravega_ray.errors import (
 from pravega_ray.invariant import invariant
 from pravega_ray.naming import validate_segment_name
 from pravega_ray.segmentstore import operations as ops
-from pravega_ray.segmentstore.attributes import is_core_key
 from pravega_ray.segmentstore.chunk_layout import ChunkLayout
-from pravega_ray.segmentstore.contracts import SegmentInfo
-from pravega_ray.segmentstore.traffic import RateTracker, SegmentTraffic
+from pravega_ray.segmentstore.traffic import RateTracker
 
 __all__ = [
     "ContainerMetadata",
     "SegmentMetadata",
-    "SegmentRole",
     "segment_of_storage_name",
     "wait_on",
     "wake_all",
@@ -64,16 +62,6 @@ _INCARNATION = "#incarnation."
 def segment_of_storage_name(storage_name: str) -> str:
     """The segment a Tier-2 name (``SegmentMetadata.storage_name``) belongs to."""
     return storage_name.split(_INCARNATION, 1)[0]
-
-
-class SegmentRole(str, Enum):
-    """What a segment is for; stored with it (table and transient behaviour build on it)."""
-
-    NORMAL = "normal"
-    TABLE = "table"
-    TRANSACTION = "transaction"
-    TRANSIENT = "transient"
-    ATTRIBUTE = "attribute"
 
 
 def wake_all(waiters: list[asyncio.Future[None]]) -> None:

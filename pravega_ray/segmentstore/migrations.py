@@ -15,8 +15,8 @@ import logging
 import struct
 from collections import defaultdict
 
+from pravega_ray.contracts.attributes import NULL_VALUE
 from pravega_ray.errors import DataCorruptionError
-from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.segmentstore.btree_attribute_index import BTreeAttributeIndex
 from pravega_ray.storage.chunk_storage import ChunkStorage
 

@@ -32,11 +32,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from pravega_ray.constants import READ_BYTES_MAX, READ_WAIT_S_MAX
+from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.invariant import invariant
 from pravega_ray.segmentstore.chunk_layout import ChunkRef, read_chunk
 from pravega_ray.segmentstore.container_metadata import SegmentMetadata, wait_on
-from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.storage.chunk_storage import ChunkStorage
 from pravega_ray.timing import Scheduler
 

@@ -17,11 +17,11 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from pravega_ray.constants import MERGE_COPY_BYTES_MAX
+from pravega_ray.contracts.arguments import check_attribute_updates
+from pravega_ray.contracts.attributes import AttributeUpdate, apply_updates
 from pravega_ray.errors import ContainerNotReadyError, InvalidArgumentError
 from pravega_ray.segmentstore import operations as ops
-from pravega_ray.segmentstore.arguments import check_attribute_updates
 from pravega_ray.segmentstore.attribute_cache import AttributeCache
-from pravega_ray.segmentstore.attributes import AttributeUpdate, apply_updates
 from pravega_ray.segmentstore.container_metadata import ContainerMetadata, wake_all
 from pravega_ray.segmentstore.read_index import ReadIndex
 from pravega_ray.segmentstore.storage_writer import StorageWriter

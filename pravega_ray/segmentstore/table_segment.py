@@ -78,20 +78,20 @@ from pravega_ray.constants import (
     TABLE_KEY_BYTES_MAX,
     TABLE_VALUE_BYTES_MAX,
 )
+from pravega_ray.contracts.arguments import check_int, check_list, check_offset
+from pravega_ray.contracts.attributes import NULL_VALUE
+from pravega_ray.contracts.segment_store import (
+    NOT_EXISTS,
+    SegmentRole,
+    TableEntry,
+    TableUpdate,
+    TableUpdateResult,
+)
 from pravega_ray.errors import (
     BadKeyVersionError,
     DataCorruptionError,
     InvalidArgumentError,
     NoSuchKeyError,
-)
-from pravega_ray.segmentstore.arguments import check_int, check_list, check_offset
-from pravega_ray.segmentstore.attributes import NULL_VALUE
-from pravega_ray.segmentstore.container_metadata import SegmentRole
-from pravega_ray.segmentstore.contracts import (
-    NOT_EXISTS,
-    TableEntry,
-    TableUpdate,
-    TableUpdateResult,
 )
 
 if TYPE_CHECKING:

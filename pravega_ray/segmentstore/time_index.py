@@ -32,10 +32,10 @@ from pravega_ray.constants import (
     LARGE_EVENT_BYTES_MAX,
     TIME_INDEX_RESOLUTION_MS,
 )
+from pravega_ray.contracts.arguments import INT64_MAX, check_int, check_offset
+from pravega_ray.contracts.attributes import NULL_VALUE, core_key
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
-from pravega_ray.segmentstore.arguments import INT64_MAX, check_int, check_offset
 from pravega_ray.segmentstore.attribute_cache import AttributeCache
-from pravega_ray.segmentstore.attributes import NULL_VALUE, core_key
 from pravega_ray.segmentstore.container_metadata import (
     ContainerMetadata,
     SegmentMetadata,

@@ -8,14 +8,6 @@ true rate under steady traffic and decays to zero when traffic stops.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentTraffic:
-    segment: str
-    events_per_s: float
-    bytes_per_s: float
 
 
 class RateTracker:

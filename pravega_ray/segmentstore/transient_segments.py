@@ -25,9 +25,10 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pravega_ray.contracts.segment_store import SegmentRole
 from pravega_ray.errors import ContainerNotReadyError, PravegaError
 from pravega_ray.naming import parse_segment_name, transient_segment_name
-from pravega_ray.segmentstore.container_metadata import SegmentMetadata, SegmentRole, wait_on
+from pravega_ray.segmentstore.container_metadata import SegmentMetadata, wait_on
 from pravega_ray.timing import Clock, Scheduler
 
 if TYPE_CHECKING:

@@ -238,7 +238,7 @@ def test_invoker_looks_a_dead_container_up_by_name_once_per_failed_call(ray_sess
     import ray
 
     from actors.ray_calls import RayServiceInvoker
-    from pravega_ray.segmentstore.service import SegmentStoreService
+    from pravega_ray.contracts.segment_store_service import SegmentStoreService
 
     namespace = "pravega-invoker-resolve"
     options = {"name": container_name(0), "namespace": namespace, "lifetime": "detached"}

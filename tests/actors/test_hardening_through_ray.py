@@ -7,7 +7,7 @@ import pytest
 import pravega_ray as pr
 from actors.ray_calls import call_with_unwrap
 from pravega_ray.constants import MIB
-from pravega_ray.segmentstore.contracts import TableUpdate
+from pravega_ray.contracts.segment_store import TableUpdate
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 

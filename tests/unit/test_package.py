@@ -61,14 +61,19 @@ def test_importing_the_core_loads_no_ray() -> None:
 
 
 # docs/design.md "Layers", lowest layer first: a package may import the ones before it, never the
-# ones after it (storage/logs/btree -> segmentstore -> controller -> client). Shared records
-# live in the lower package (e.g. controller/records.py, controller/reader_group_state.py).
+# ones after it (contracts; storage/logs/btree -> segmentstore -> controller; client). The
+# contracts both sides depend on (records, service Protocols, reader-group state) are in
+# contracts/, which imports none of the others; the client imports no server package.
+SERVERS = ("storage", "logs", "btree", "segmentstore", "controller")
+BRIDGES = ("client", "data", "spark", "cli", "cluster", "inprocess")
 FORBIDDEN_IMPORTS: dict[str, tuple[str, ...]] = {
-    "storage": ("segmentstore", "controller", "client"),
-    "logs": ("segmentstore", "controller", "client"),
-    "btree": ("segmentstore", "controller", "client"),
-    "segmentstore": ("controller", "client"),
-    "controller": ("client",),
+    "contracts": SERVERS + BRIDGES,
+    "storage": ("segmentstore", "controller", *BRIDGES),
+    "logs": ("segmentstore", "controller", *BRIDGES),
+    "btree": ("segmentstore", "controller", *BRIDGES),
+    "segmentstore": ("controller", *BRIDGES),
+    "controller": BRIDGES,
+    "client": (*SERVERS, "data", "spark", "cli", "cluster", "inprocess"),
 }
 KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
 """(module, imported module) arrows that point the wrong way today, each reported to the
@@ -108,6 +113,14 @@ def test_package_import_arrows_point_one_way() -> None:
             if top in forbidden and (module, imported) not in KNOWN_VIOLATIONS:
                 offenders.append(f"{module} imports {imported}")
     assert not offenders, offenders
+
+
+def test_the_client_would_be_caught_importing_a_server_package() -> None:
+    # The client imports no server package: the rule, held against a made-up client module.
+    source = "from pravega_ray.controller.stream_workflows import StreamWorkflows\n"
+    imported = imported_modules(source, "pravega_ray.client")
+    assert any(m.split(".")[1] in FORBIDDEN_IMPORTS["client"] for m in imported)
+    assert {"controller", "segmentstore"} <= set(FORBIDDEN_IMPORTS["client"])
 
 
 def test_imported_modules_sees_function_level_and_relative_imports() -> None:

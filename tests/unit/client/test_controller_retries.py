@@ -19,8 +19,8 @@ import pravega_ray as pr
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.controller_connection import ControllerClient, ControllerInvoker
 from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
+from pravega_ray.contracts.controller_service import SERVICE_METHODS
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.service import SERVICE_METHODS
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import ControllerUnavailableError
 from pravega_ray.inprocess import InProcessCluster, _LockedController

@@ -18,9 +18,9 @@ import pravega_ray as pr
 from pravega_ray import constants
 from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.constants import MAX_EVENT_SIZE_BYTES, MIB
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import container_for_segment
-from pravega_ray.segmentstore.service import SegmentStoreClient
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,8 +10,8 @@ import pytest
 import pravega_ray as pr
 from pravega_ray import constants
 from pravega_ray.client.reader import EventStreamReader
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.inprocess import InProcessCluster
-from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.timing import ManualClock, ManualThreadScheduler
 from tests.unit.client.test_reader_group_synchronizer import StateCallFaults
 

@@ -19,7 +19,9 @@ import pravega_ray as pr
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.controller_connection import ControllerClient, ControllerInvoker
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
-from pravega_ray.controller.reader_group_state import STATE_KEY, ReaderGroupState
+from pravega_ray.contracts.reader_group_state import STATE_KEY, ReaderGroupState
+from pravega_ray.contracts.segment_store import TableUpdate
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import (
     ConflictingUpdateError,
     ControllerUnavailableError,
@@ -28,8 +30,6 @@ from pravega_ray.errors import (
     SegmentStoreUnavailableError,
 )
 from pravega_ray.inprocess import InProcessCluster
-from pravega_ray.segmentstore.contracts import TableUpdate
-from pravega_ray.segmentstore.service import SegmentStoreClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,6 +13,7 @@ import pravega_ray as pr
 from pravega_ray import constants
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -26,7 +27,6 @@ from pravega_ray.errors import (
     SerializationError,
 )
 from pravega_ray.inprocess import InProcessCluster
-from pravega_ray.segmentstore.service import SegmentStoreClient
 from tests.unit.client.test_reader_group_synchronizer import StateCallFaults
 
 pytestmark = pytest.mark.timeout(60)

@@ -17,7 +17,7 @@ import pravega_ray as pr
 from pravega_ray.client.event_accumulator import Block, EventAccumulator
 from pravega_ray.client.segment_output_stream import SegmentOutputStream, Send, WriterContext
 from pravega_ray.constants import NO_EVENT_NUMBER
-from pravega_ray.controller.records import SegmentRange, StreamState
+from pravega_ray.contracts.records import SegmentRange, StreamState
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ContainerNotReadyError,

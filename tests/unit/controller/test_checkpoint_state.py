@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pravega_ray.constants import CHECKPOINTS_OUTSTANDING_MAX
-from pravega_ray.controller.checkpoint_state import CHECKPOINTS_KEPT, CheckpointState
-from pravega_ray.controller.reader_group_state import ReaderGroupState
+from pravega_ray.contracts.checkpoint_state import CHECKPOINTS_KEPT, CheckpointState
+from pravega_ray.contracts.reader_group_state import ReaderGroupState
 from pravega_ray.errors import CheckpointFailedError
 
 pytestmark = pytest.mark.timeout(10)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 import pravega_ray as pr
+from pravega_ray.contracts.records import StreamState
+from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.event_processor import RequestEventProcessor
-from pravega_ray.controller.records import StreamState
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
 from pravega_ray.controller.stream_workflows import StreamWorkflows
@@ -17,7 +18,6 @@ from pravega_ray.errors import (
     SegmentExistsError,
     SegmentNotFoundError,
 )
-from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 pytestmark = pytest.mark.timeout(10)

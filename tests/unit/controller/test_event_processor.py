@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT, RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import SegmentExistsError
-from pravega_ray.segmentstore.contracts import ReadResult
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
 pytestmark = pytest.mark.timeout(60)

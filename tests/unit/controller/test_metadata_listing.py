@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from pravega_ray.contracts.segment_store import TableEntry
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.table_metadata_store import MIGRATION_MARKER, TableMetadataStore
 from pravega_ray.controller.transaction_timer import TransactionTimer
 from pravega_ray.inprocess import InProcessCluster
-from pravega_ray.segmentstore.contracts import TableEntry
-from pravega_ray.segmentstore.service import SegmentStoreClient
 
 pytestmark = pytest.mark.timeout(120)
 

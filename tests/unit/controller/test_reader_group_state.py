@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pravega_ray.controller.reader_group_state import ReaderGroupState
+from pravega_ray.contracts.reader_group_state import ReaderGroupState
 from pravega_ray.errors import ReaderAlreadyExistsError, ReaderNotInGroupError
 
 pytestmark = pytest.mark.timeout(10)

@@ -12,8 +12,8 @@ import ray
 
 from actors.controller_actor import ControllerActor  # imports ray; does not start it
 from pravega_ray.client.controller_connection import ControllerClient
+from pravega_ray.contracts.controller_service import SERVICE_METHODS, ControllerService, method_name
 from pravega_ray.controller.controller import Controller
-from pravega_ray.controller.service import SERVICE_METHODS, ControllerService, method_name
 from pravega_ray.invariant import InvariantViolation
 from tests.surfaces import public_methods, signature_shape
 

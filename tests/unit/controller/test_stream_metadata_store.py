@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 import pravega_ray as pr
-from pravega_ray.controller.records import STATE_TRANSITIONS, StreamState
+from pravega_ray.contracts.records import STATE_TRANSITIONS, StreamState
 from pravega_ray.controller.stream_metadata_store import (
     SEGMENT_NUMBERS,
     ChunkMetadataStore,

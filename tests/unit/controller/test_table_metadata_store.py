@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from pravega_ray.contracts.attributes import NULL_VALUE
+from pravega_ray.contracts.segment_store import TableEntry, TableUpdate, TableUpdateResult
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import (
@@ -38,9 +41,6 @@ from pravega_ray.errors import (
 )
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import container_for_segment, system_table_segment_name
-from pravega_ray.segmentstore.attributes import NULL_VALUE
-from pravega_ray.segmentstore.contracts import TableEntry, TableUpdate, TableUpdateResult
-from pravega_ray.segmentstore.service import SegmentStoreClient
 from pravega_ray.storage.chunk_storage import ChunkStorage
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage

@@ -12,7 +12,7 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.constants import TXN_COMPLETED_KEEP_S
-from pravega_ray.controller.records import TxnInfo, TxnStatus
+from pravega_ray.contracts.records import TxnInfo, TxnStatus
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_timer import STUCK_REPOST_S, TransactionTimer
 from pravega_ray.controller.transactions import TxnRecord

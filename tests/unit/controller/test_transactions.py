@@ -14,7 +14,7 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.constants import TXN_LEASE_S_MAX
-from pravega_ray.controller.records import TxnInfo, TxnStatus
+from pravega_ray.contracts.records import TxnInfo, TxnStatus
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import transaction_segment_name
 

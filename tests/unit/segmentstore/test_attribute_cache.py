@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pravega_ray.constants import ATTRIBUTE_FLUSH_ENTRIES
+from pravega_ray.contracts.attributes import CREATION_TIME, EVENT_COUNT, NULL_VALUE
 from pravega_ray.errors import (
     ContainerNotReadyError,
     DataCorruptionError,
@@ -23,7 +24,6 @@ from pravega_ray.errors import (
     SegmentNotFoundError,
 )
 from pravega_ray.segmentstore.attribute_cache import AttributeCache
-from pravega_ray.segmentstore.attributes import CREATION_TIME, EVENT_COUNT, NULL_VALUE
 from pravega_ray.segmentstore.btree_attribute_index import CHUNK_PREFIX, BTreeAttributeIndex
 from pravega_ray.segmentstore.container_metadata import ContainerMetadata, SegmentMetadata
 from pravega_ray.storage.memory import InMemoryChunkStorage

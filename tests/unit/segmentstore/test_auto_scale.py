@@ -13,9 +13,7 @@ import pytest
 
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import NO_EVENT_NUMBER
-from pravega_ray.errors import ContainerNotReadyError, FencedError, InvalidArgumentError
-from pravega_ray.logs.memory import InMemoryLogStore
-from pravega_ray.segmentstore.attributes import (
+from pravega_ray.contracts.attributes import (
     CREATION_TIME,
     EVENT_COUNT,
     NULL_VALUE,
@@ -24,6 +22,9 @@ from pravega_ray.segmentstore.attributes import (
     core_key,
     is_settable_core_key,
 )
+from pravega_ray.contracts.segment_store import SegmentRole, SegmentTraffic
+from pravega_ray.errors import ContainerNotReadyError, FencedError, InvalidArgumentError
+from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.segmentstore.auto_scale import (
     NO_AUTO_SCALER,
     POLICY_KEYS,
@@ -40,8 +41,7 @@ from pravega_ray.segmentstore.auto_scale import (
     policy_removal_updates,
     policy_updates,
 )
-from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
-from pravega_ray.segmentstore.traffic import SegmentTraffic
+from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.timing import AsyncioScheduler, ManualClock
 from tests.containers import QUIET, new_container

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pravega_ray.contracts.attributes import NULL_VALUE
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, RetriableError
-from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.segmentstore.btree_attribute_index import CHUNK_PREFIX, BTreeAttributeIndex
 from pravega_ray.storage.memory import InMemoryChunkStorage
 

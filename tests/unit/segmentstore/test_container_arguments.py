@@ -15,11 +15,11 @@ import pytest
 
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import NO_EVENT_NUMBER, TABLE_BATCH_KEYS_MAX
+from pravega_ray.contracts.attributes import AttributeUpdate, AttributeUpdateType
+from pravega_ray.contracts.segment_store import TableUpdate
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.logs.memory import InMemoryLogStore
-from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.segmentstore.container import SegmentContainer
-from pravega_ray.segmentstore.contracts import TableUpdate
 from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from tests.containers import new_container

@@ -19,11 +19,11 @@ import pytest
 
 from pravega_ray.client.event_framing import frame_events, parse_events
 from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.contracts.attributes import AttributeUpdate, AttributeUpdateType
+from pravega_ray.contracts.segment_store import TableUpdate
 from pravega_ray.errors import DataCorruptionError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
-from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.segmentstore.container import SegmentContainer
-from pravega_ray.segmentstore.contracts import TableUpdate
 from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from tests.containers import LAZY_TIER2, new_container

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.contracts.segment_store import SegmentRole
 from pravega_ray.errors import (
     ContainerNotReadyError,
     IllegalStateError,
@@ -17,7 +18,7 @@ from pravega_ray.errors import (
 )
 from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
 from pravega_ray.naming import transaction_segment_name
-from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
+from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from tests.containers import SMALL, new_container
 from tests.faults.storage import FaultPlan, FaultyChunkStorage, FaultyDurableLog

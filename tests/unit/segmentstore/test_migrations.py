@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pravega_ray.contracts.attributes import NULL_VALUE
 from pravega_ray.errors import DataCorruptionError
-from pravega_ray.segmentstore.attributes import NULL_VALUE
 from pravega_ray.segmentstore.btree_attribute_index import BTreeAttributeIndex
 from pravega_ray.segmentstore.migrations import migrate_attributes_2_to_3
 from pravega_ray.storage.memory import InMemoryChunkStorage

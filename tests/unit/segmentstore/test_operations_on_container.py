@@ -7,6 +7,13 @@ import uuid
 
 import pytest
 
+from pravega_ray.contracts.attributes import (
+    EVENT_COUNT,
+    NULL_VALUE,
+    AttributeUpdate,
+    AttributeUpdateType,
+    apply_updates,
+)
 from pravega_ray.errors import (
     ConditionalUpdateError,
     InvalidArgumentError,
@@ -14,13 +21,6 @@ from pravega_ray.errors import (
     SegmentTruncatedError,
 )
 from pravega_ray.logs.memory import InMemoryLogStore
-from pravega_ray.segmentstore.attributes import (
-    EVENT_COUNT,
-    NULL_VALUE,
-    AttributeUpdate,
-    AttributeUpdateType,
-    apply_updates,
-)
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from tests.containers import new_container
 

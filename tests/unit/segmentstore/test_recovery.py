@@ -11,10 +11,10 @@ import pytest
 
 from pravega_ray.client.event_framing import frame_events, parse_events
 from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.contracts.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.errors import ContainerNotReadyError, FencedError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
 from pravega_ray.logs.memory import InMemoryLogStore
-from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage

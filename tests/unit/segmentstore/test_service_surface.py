@@ -1,7 +1,7 @@
 """The segment store's one service surface: the container, the Ray actor and the client agree.
 
-``SegmentStoreService`` (segmentstore/service.py) is the Protocol. The container implements
-it; the Ray actor forwards each call (Ray needs real methods); the client's typed
+``SegmentStoreService`` (contracts/segment_store_service.py) is the Protocol. The container
+implements it; the Ray actor forwards each call (Ray needs real methods); the client's typed
 ``SegmentStoreClient`` names every call by the Protocol's function. A method added to one
 and not the others, or a parameter renamed or defaulted differently, fails here.
 """
@@ -17,10 +17,10 @@ import pytest
 import ray
 
 from actors.segment_container_actor import SegmentContainerActor
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient, SegmentStoreService
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.container import SegmentContainer
-from pravega_ray.segmentstore.service import SegmentStoreClient, SegmentStoreService
 from tests.surfaces import public_methods, signature_shape
 
 pytestmark = pytest.mark.timeout(60)

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from pravega_ray.contracts.segment_store import NOT_EXISTS, TableEntry, TableUpdate
 from pravega_ray.errors import (
     BadKeyVersionError,
     InvalidArgumentError,
@@ -14,7 +15,6 @@ from pravega_ray.errors import (
     SegmentExistsError,
 )
 from pravega_ray.logs.memory import InMemoryLogStore
-from pravega_ray.segmentstore.contracts import NOT_EXISTS, TableEntry, TableUpdate
 from pravega_ray.segmentstore.table_segment import TableSegments, decode_entries, encode_entry
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from tests.containers import TIGHT_TABLES, new_container

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from pravega_ray.client.event_framing import frame_events, parse_events
+from pravega_ray.contracts.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.errors import ContainerNotReadyError, FencedError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
-from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from tests.containers import QUIET, new_container

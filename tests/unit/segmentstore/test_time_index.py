@@ -10,11 +10,12 @@ import pytest
 
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import NO_EVENT_NUMBER, TIME_INDEX_RESOLUTION_MS
+from pravega_ray.contracts.segment_store import SegmentRole
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, SegmentTruncatedError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import transaction_segment_name
 from pravega_ray.segmentstore import time_index
-from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
+from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.timing import ManualClock
 from tests.containers import QUIET, TIGHT_ATTRIBUTES, new_container

@@ -8,6 +8,12 @@ import asyncio
 import pytest
 
 from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.contracts.attributes import (
+    EVENT_COUNT,
+    AttributeUpdate,
+    AttributeUpdateType,
+)
+from pravega_ray.contracts.segment_store import SegmentRole
 from pravega_ray.errors import (
     ConditionalUpdateError,
     InvalidArgumentError,
@@ -17,12 +23,7 @@ from pravega_ray.errors import (
 )
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.segmentstore import operations as ops
-from pravega_ray.segmentstore.attributes import (
-    EVENT_COUNT,
-    AttributeUpdate,
-    AttributeUpdateType,
-)
-from pravega_ray.segmentstore.container import SegmentContainer, SegmentRole
+from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.timing import ManualClock
 from tests.containers import QUIET, new_container

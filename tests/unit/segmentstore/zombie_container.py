@@ -21,9 +21,9 @@ from typing import Any
 
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.contracts.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.errors import PravegaError
 from pravega_ray.logs.filesystem import FileSystemDurableLog
-from pravega_ray.segmentstore.attributes import AttributeUpdate, AttributeUpdateType
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from tests.containers import QUIET, new_container
 

@@ -14,8 +14,8 @@ from collections.abc import Sized
 from typing import Any
 
 from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX, ATTRIBUTE_UPDATES_MAX, NO_EVENT_NUMBER
+from pravega_ray.contracts.attributes import AttributeUpdate, check_key
 from pravega_ray.errors import InvalidArgumentError
-from pravega_ray.segmentstore.attributes import AttributeUpdate, check_key
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT32_MAX = 2**32 - 1

@@ -1,8 +1,33 @@
-"""Values a segment container returns. Plain frozen dataclasses: they pickle across Ray."""
+"""Values a segment container takes and returns (Pravega's ``segmentstore:contracts``).
+
+Plain frozen dataclasses and enums: they pickle across Ray. Both the segment store and its
+callers (the client, the controller) depend on this module; the client never imports the
+segment store.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+
+
+class SegmentRole(str, Enum):
+    """What a segment is for; stored with it (table and transient behaviour build on it)."""
+
+    NORMAL = "normal"
+    TABLE = "table"
+    TRANSACTION = "transaction"
+    TRANSIENT = "transient"
+    ATTRIBUTE = "attribute"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTraffic:
+    """A segment's smoothed traffic rates, as the container reports them for auto-scaling."""
+
+    segment: str
+    events_per_s: float
+    bytes_per_s: float
 
 
 @dataclass(frozen=True, slots=True)

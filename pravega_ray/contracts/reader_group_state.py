@@ -7,7 +7,7 @@ The controller creates and deletes that segment and keeps the group's *record* (
 state as it was at creation, which also seeds the state segment); readers and
 ``ReaderGroup`` objects read the state and change it themselves with conditional updates
 (``client/reader_group_synchronizer.py``), so no reader calls the controller to sync.
-The client imports this module, never the reverse: ``client`` -> ``controller``.
+Both sides import this module (it is a contract); neither imports the other.
 
 Readers of a group share the segments of its streams; each segment is owned by
 at most one reader at a time, so each event is delivered to one reader of the
@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pravega_ray.constants import CHECKPOINTS_OUTSTANDING_MAX, SYSTEM_SCOPE
-from pravega_ray.controller.checkpoint_state import CheckpointState
+from pravega_ray.contracts.checkpoint_state import CheckpointState
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderAlreadyExistsError,

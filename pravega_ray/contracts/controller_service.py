@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pravega_ray.controller.records import (
+from pravega_ray.contracts.records import (
     KeyValueTableInfo,
     SegmentRange,
     StreamInfo,

@@ -28,17 +28,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate
-from pravega_ray.segmentstore.container_metadata import SegmentRole
-from pravega_ray.segmentstore.contracts import (
+from pravega_ray.contracts.attributes import NULL_VALUE, AttributeUpdate
+from pravega_ray.contracts.segment_store import (
     AppendResult,
     ReadResult,
     SegmentInfo,
+    SegmentRole,
+    SegmentTraffic,
     TableEntry,
     TableUpdate,
     TableUpdateResult,
 )
-from pravega_ray.segmentstore.traffic import SegmentTraffic
 
 __all__ = ["SegmentStoreClient", "SegmentStoreService", "ServiceInvoker"]
 
