@@ -1,13 +1,14 @@
 # The two commands a new user runs: `make demo` and `make test`.
 # Both create .venv if it is missing, install the project with its dev extra,
 # check for Java 17+ (Spark needs it), then run the quickstart or the tests.
+# `make test-fast` is the inner loop (no Ray, Spark or S3 server); `make lint` is ruff + mypy.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-features test lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data clean check-java venv
+.PHONY: demo demo-features test test-fast lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -16,12 +17,16 @@ demo: venv check-java
 demo-features: venv check-java
 	$(PY) examples/feature_ingestion.py
 
-test: venv check-java
-	$(PY) -m ruff check pravega_ray actors tests examples benchmarks
+test: lint check-java
 	$(PY) -m pytest tests
+
+# The inner loop: ruff, mypy and the tests that need no Ray, Spark or S3 server.
+test-fast: lint
+	PRAVEGA_TEST_TIER=fast $(PY) -m pytest tests -m "not ray and not spark and not s3"
 
 lint: venv
 	$(PY) -m ruff check pravega_ray actors tests examples benchmarks
+	$(PY) -m mypy
 
 bench: venv
 	$(PY) benchmarks/append_throughput.py

@@ -93,7 +93,7 @@ def start_container_on(
     actor = ray.remote(SegmentContainerActor)
     options = {**segment_container_options(container_id, namespace, node_id), **env}
     for attempt in range(CONTAINER_PLACEMENT_ATTEMPTS_MAX):
-        handle = actor.options(**options).remote(tier1, tier2, container_id)
+        handle: Any = actor.options(**options).remote(tier1, tier2, container_id)
         placed = ray.get(handle.describe.remote(), timeout=timeout_s)
         if placed["node_id"] == node_id or attempt == CONTAINER_PLACEMENT_ATTEMPTS_MAX - 1:
             return handle

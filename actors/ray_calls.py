@@ -43,7 +43,7 @@ def unwrap_ray_error(
 
 
 def call_with_unwrap(
-    ref: ray.ObjectRef,
+    ref: ray.ObjectRef[Any],
     timeout: float | None = None,
     unavailable: type[RetriableError] = SegmentStoreUnavailableError,
 ) -> Any:
@@ -64,8 +64,14 @@ def _actor_died(error: BaseException) -> bool:
     return isinstance(error, RayActorError)
 
 
+class _RefFuture(Future[Any]):
+    """A future holding the ObjectRef it waits for until it completes."""
+
+    _pravega_ref: ray.ObjectRef[Any] | None
+
+
 def future_with_unwrap(
-    ref: ray.ObjectRef, on_actor_died: Callable[[], None] | None = None
+    ref: ray.ObjectRef[Any], on_actor_died: Callable[[], None] | None = None
 ) -> Future[Any]:
     """A ``concurrent.futures.Future`` for ``ref`` that fails with typed errors.
 
@@ -75,8 +81,8 @@ def future_with_unwrap(
     ``on_actor_died`` runs (on Ray's callback thread, so it must be quick and make no
     Ray calls) before the future fails, if the call failed because its actor died.
     """
-    result: Future[Any] = Future()
-    result._pravega_ref = ref  # type: ignore[attr-defined]
+    result = _RefFuture()
+    result._pravega_ref = ref
 
     def done(source: Future[Any]) -> None:
         error = source.exception()
@@ -86,7 +92,7 @@ def future_with_unwrap(
             if on_actor_died is not None and _actor_died(error):
                 on_actor_died()
             result.set_exception(unwrap_ray_error(error))
-        result._pravega_ref = None  # type: ignore[attr-defined]
+        result._pravega_ref = None
 
     ref.future().add_done_callback(done)
     return result

@@ -281,16 +281,12 @@ def _check_data_dir(
                     f"{data_dir} keeps its {tier} at {stored[tier]}, not {url}"
                 )
         return stored["tier1"], stored["tier2"]
-    record = {
-        "format": _FORMAT,
-        "container_count": container_count,
-        "tier1": asked["tier1"] or default1,
-        "tier2": asked["tier2"] or default2,
-    }
+    tier1, tier2 = asked["tier1"] or default1, asked["tier2"] or default2
+    record = {"format": _FORMAT, "container_count": container_count, "tier1": tier1, "tier2": tier2}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, path)
-    return record["tier1"], record["tier2"]
+    return tier1, tier2
 
 
 def _storage_environment(tier1: str, tier2: str) -> dict[str, Any]:
@@ -319,6 +315,7 @@ def _start_container(
 
 def _kill_by_name(name: str, namespace: str, fallback: Any | None) -> None:
     """Stop the actor now named ``name`` (else ``fallback``, if given) for good."""
+    handle: Any
     try:
         handle = ray.get_actor(name, namespace=namespace)
     except ValueError:
@@ -400,7 +397,7 @@ def _start_cluster_manager(
     namespace: str, tier1: str, tier2: str, container_count: int, env: dict[str, Any]
 ) -> Any:
     """Join or create the cluster manager; ConfigurationError if it serves other storage."""
-    manager = (
+    manager: Any = (
         ray.remote(ClusterManagerActor)
         .options(**cluster_manager_options(namespace), **env)
         .remote(tier1, tier2, container_count, namespace, CLUSTER_MANAGER_PERIOD_S, env)
@@ -499,7 +496,7 @@ def start_local(
         _start_container(i, namespace, placement[i], tier1_url, tier2_url, env)
         for i in range(container_count)
     ]
-    controller = (
+    controller: Any = (
         ray.remote(ControllerActor)
         .options(**controller_options(namespace), **env)
         .remote(tier1_url, tier2_url, container_count, namespace)

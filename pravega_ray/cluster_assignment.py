@@ -98,7 +98,7 @@ def plan_assignment(
     for c in containers:
         node = current.get(c)
         if node in alive_set:
-            held[node].append(c)  # type: ignore[index]
+            held[node].append(c)
     # Exactly ``extra`` nodes may hold base + 1. Giving those slots to the nodes holding the
     # most keeps the most containers in place (a node keeps min(held, quota)).
     by_load = sorted(alive, key=lambda n: (-len(held[n]), n))

@@ -135,8 +135,11 @@ class InProcessCluster(ClientFactory):
     ) -> RetentionService:
         """A retention service over this cluster's records (``wall_clock_ms``: a manual
         clock for tests; ``step`` is called between a cycle's steps)."""
-        clock = {} if wall_clock_ms is None else {"wall_clock_ms": wall_clock_ms}
-        return RetentionService(self.metadata, self._segment_helper(), step=step, **clock)
+        if wall_clock_ms is None:
+            return RetentionService(self.metadata, self._segment_helper(), step=step)
+        return RetentionService(
+            self.metadata, self._segment_helper(), step=step, wall_clock_ms=wall_clock_ms
+        )
 
     def run_retention(self) -> list[CycleResult]:
         """One retention cycle of every stream, as the stream buckets run them."""

@@ -318,7 +318,8 @@ class InMemorySink:
                 self.dropped += 1
                 return
             if definition.kind == "counter":
-                series[key] = float(current or 0.0) + value  # type: ignore[arg-type]
+                counted = current if isinstance(current, float) else 0.0
+                series[key] = counted + value
             elif definition.kind == "gauge":
                 series[key] = float(value)
             else:

@@ -59,7 +59,7 @@ def validate_stream_name(scope: object, stream: object) -> tuple[str, str]:
     return validate_name("scope", scope), validate_name("stream", stream)
 
 
-def parse_scoped_stream(scoped: str) -> tuple[str, str]:
+def parse_scoped_stream(scoped: object) -> tuple[str, str]:
     """Split ``"scope/stream"`` and validate both parts."""
     if not isinstance(scoped, str) or scoped.count("/") != 1:
         raise InvalidNameError(f"expected 'scope/stream', got {scoped!r}")

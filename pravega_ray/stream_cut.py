@@ -180,13 +180,12 @@ def cuts_of(
 ) -> dict[str, StreamCut]:
     """Segment name -> offset, grouped into one cut per ``"scope/stream"`` (of ``streams``
     only, when given; a stream with no segment in ``positions`` gets none)."""
-    grouped: dict[str, dict[int, int]] = {}
+    grouped: dict[tuple[str, str], dict[int, int]] = {}
     for segment, offset in positions.items():
         name = parse_segment_name(segment)
-        scoped = f"{name.scope}/{name.stream}"
-        if streams is None or scoped in streams:
-            grouped.setdefault(scoped, {})[name.segment_id] = offset
-    return {s: StreamCut(*s.split("/", 1), pos) for s, pos in grouped.items()}
+        if streams is None or f"{name.scope}/{name.stream}" in streams:
+            grouped.setdefault((name.scope, name.stream), {})[name.segment_id] = offset
+    return {f"{s}/{t}": StreamCut(s, t, pos) for (s, t), pos in grouped.items()}
 
 
 _unbounded = object.__new__(StreamCut)

@@ -20,7 +20,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from pravega_ray.errors import InvalidArgumentError
 
@@ -194,19 +194,19 @@ def _check_methods(value: object, names: tuple[str, ...], what: str, kind: str) 
 def check_clock(clock: object, what: str = "clock") -> Clock:
     """``clock`` if it is a :class:`Clock`; InvalidArgumentError otherwise."""
     _check_methods(clock, ("monotonic", "wall_time_ms"), what, "Clock")
-    return clock  # type: ignore[return-value]
+    return cast(Clock, clock)
 
 
 def check_scheduler(scheduler: object, what: str = "scheduler") -> Scheduler:
     """``scheduler`` if it is a :class:`Scheduler`; InvalidArgumentError otherwise."""
     _check_methods(scheduler, ("sleep", "run_blocking", "start"), what, "Scheduler")
-    return scheduler  # type: ignore[return-value]
+    return cast(Scheduler, scheduler)
 
 
 def check_thread_scheduler(scheduler: object, what: str = "scheduler") -> ThreadScheduler:
     """``scheduler`` if it is a :class:`ThreadScheduler`; InvalidArgumentError otherwise."""
     _check_methods(scheduler, ("start", "sleep"), what, "ThreadScheduler")
-    return scheduler  # type: ignore[return-value]
+    return cast(ThreadScheduler, scheduler)
 
 
 def check_rng(rng: object, what: str = "rng") -> random.Random | None:

@@ -97,3 +97,50 @@ def s3_bucket(s3_server: S3Server) -> Iterator[tuple[Any, str]]:
             client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
     client.delete_bucket(Bucket=bucket)
     client.close()
+
+
+# --- test tiers -----------------------------------------------------------------------------
+# Every test that needs a real Ray, Spark or S3 server carries the marker of it, so
+# `make test-fast` (`-m "not ray and not spark and not s3"`) runs the rest in minutes. A test
+# gets its markers from the fixtures it uses, or from where it lives: the folders below start
+# Ray themselves (scenario subprocesses, `ray.cluster_utils`, the CLI's `local start`).
+_MARKS_BY_FIXTURE = {  # (a test's fixture names include those its fixtures use)
+    "ray_session": ("ray",),
+    "spark": ("ray", "spark"),
+    "s3_server": ("s3",),
+    "s3_bucket": ("s3",),
+}
+_MARKS_BY_PATH = {
+    "tests/actors/": ("ray",),
+    "tests/integration/": ("ray", "spark"),
+    "tests/cli/test_cli_cluster.py": ("ray",),
+}
+FAST_TIER = os.environ.get("PRAVEGA_TEST_TIER") == "fast"
+"""Set by `make test-fast`: the run must not start Ray (checked at its end)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+    for item in items:
+        marks: set[str] = set()
+        for fixture in getattr(item, "fixturenames", ()):
+            marks.update(_MARKS_BY_FIXTURE.get(fixture, ()))
+        where = Path(str(item.path)).relative_to(root).as_posix()
+        for prefix, path_marks in _MARKS_BY_PATH.items():
+            if where.startswith(prefix):
+                marks.update(path_marks)
+        for mark in sorted(marks - {m.name for m in item.iter_markers()}):
+            item.add_marker(getattr(pytest.mark, mark))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """In the fast tier, a test that started Ray without its marker fails the run."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if FAST_TIER and ray is not None and ray.is_initialized():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(
+            "\nerror: a test of the fast tier started Ray; give it the `ray` marker "
+            "(tests/conftest.py, 'test tiers')"
+        )

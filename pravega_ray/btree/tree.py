@@ -788,9 +788,9 @@ class BTree:
 
     def _page(self, offset: int, length: int) -> _Node:
         """The decoded page at ``offset`` (shared: callers must not mutate it)."""
-        node = self._cache.get(self._cache_token, offset)
-        if node is not None:
-            return node
+        cached: _Node | None = self._cache.get(self._cache_token, offset)
+        if cached is not None:
+            return cached
         node = _decode_page(self._read(offset, length), offset, length)
         self._cache_put(offset, node)
         return node

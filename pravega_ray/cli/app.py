@@ -47,7 +47,7 @@ class PravegaGroup(TyperGroup):
     see the exit codes a user sees.
     """
 
-    def main(  # type: ignore[override]
+    def main(  # type: ignore[override]  # click overloads main on standalone_mode; one body here
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,

@@ -17,7 +17,8 @@ from pravega_ray.client.reader_group import ReaderGroup
 from pravega_ray.client.serializers import BytesSerializer, Serializer
 from pravega_ray.client.stream_manager import StreamManager
 from pravega_ray.client.transactional_writer import TransactionalEventStreamWriter
-from pravega_ray.client.writer import EventStreamWriter, WriterConfig
+from pravega_ray.client.writer import EventStreamWriter
+from pravega_ray.client.writer_config import WriterConfig
 from pravega_ray.constants import TXN_LEASE_S_DEFAULT
 from pravega_ray.naming import validate_name, validate_stream_name
 from pravega_ray.stream_configuration import ReaderGroupConfig

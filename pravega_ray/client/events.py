@@ -29,7 +29,7 @@ class Position:
         return cls(tuple(sorted(check_offsets(data, "a position").items())))
 
 
-class EventRead(tuple):  # type: ignore[type-arg]
+class EventRead(tuple[Any, str, int, "Position", "str | None"]):
     """One event: ``event`` (deserialized), the ``segment`` and ``offset`` of its frame,
     and the reader's ``position`` just after it.
 
@@ -56,7 +56,9 @@ class EventRead(tuple):  # type: ignore[type-arg]
     ) -> EventRead:
         return tuple.__new__(cls, (event, segment, offset, position, checkpoint_name))
 
-    event: Any = property(itemgetter(0), doc="The deserialized event (None for a marker).")  # type: ignore[assignment]
+    # Read-only properties over the tuple (itemgetter runs in C); each is annotated with the
+    # type it returns, which a type checker cannot see through ``property(itemgetter(i))``.
+    event: Any = property(itemgetter(0), doc="The deserialized event (None for a marker).")
     segment: str = property(itemgetter(1), doc="The segment of the event's frame.")  # type: ignore[assignment]
     offset: int = property(itemgetter(2), doc="The offset of the event's frame.")  # type: ignore[assignment]
     checkpoint_name: str | None = property(itemgetter(4), doc="The checkpoint, for a marker.")  # type: ignore[assignment]

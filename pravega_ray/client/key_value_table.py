@@ -33,6 +33,7 @@ new segments) gets KeyValueTableNotFoundError.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -217,8 +218,10 @@ class KeyValueTable(Generic[K, V]):
             by_request += [(index, positions[j : j + step]) for j in range(0, len(positions), step)]
         result: list[TableEntry[K, V] | None] = [None] * len(keys)
         calls = [
-            lambda s=self._partitions[index].segment, w=[raw_keys[i] for i in positions]: (
-                self._segments.table_get(s, w)
+            functools.partial(
+                self._segments.table_get,
+                self._partitions[index].segment,
+                [raw_keys[i] for i in positions],
             )
             for index, positions in by_request
         ]
@@ -358,9 +361,10 @@ class _Entries(Iterator[R]):
             try:
                 page, self._cursor = self._table._page(segment, self._cursor, self._with_values)
             except DataCorruptionError as e:  # one unreadable entry; the page says where to go on
-                if not isinstance(getattr(e, "cursor", None), bytes):
+                after = getattr(e, "cursor", None)
+                if not isinstance(after, bytes):
                     raise
-                page, self._cursor, self._damage = getattr(e, "entries", []), e.cursor, e  # type: ignore[attr-defined]
+                page, self._cursor, self._damage = getattr(e, "entries", []), after, e
             self._page = deque(page)
             self._partition_done = self._cursor is None
         entry = self._page.popleft()

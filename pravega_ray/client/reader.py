@@ -406,13 +406,13 @@ class EventStreamReader(Generic[T]):
         self._finished = assignment.finished
         if assignment.publish:
             self._state.publish_retention(self._controller)
-        name = assignment.checkpoint
-        if name is None or name == self._checkpoint_due:
+        checkpoint = assignment.checkpoint
+        if checkpoint is None or checkpoint == self._checkpoint_due:
             return None
-        self._checkpoint_due = name  # recorded at the next call: all before it processed
+        self._checkpoint_due = checkpoint  # recorded at the next call: all before it processed
         if assignment.silent:
             return None
-        return EventRead(None, "", -1, self.position(), checkpoint_name=name)
+        return EventRead(None, "", -1, self.position(), checkpoint_name=checkpoint)
 
     def _record_checkpoint(self) -> None:
         """Record this reader's position for the checkpoint it returned (or learned of,

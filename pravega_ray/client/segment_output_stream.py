@@ -50,6 +50,7 @@ code, which may call the writer again.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -173,6 +174,7 @@ class SegmentOutputStream:
     def send(self, block: Block, expected: int) -> None:
         """Not under the lock: send ``block`` (collected by :meth:`collect_sends`)."""
         context = self._context
+        call: Future[Any]
         if block.large is not None:
             call = send_large_event(context, self.name, block, expected)
         else:
@@ -186,7 +188,7 @@ class SegmentOutputStream:
                 if b is block:
                     inflight[i] = (block, call)
                     break
-        call.add_done_callback(lambda f, b=block: self._on_append_done(b, f))
+        call.add_done_callback(functools.partial(self._on_append_done, block))
 
     def give_up_on_stuck_calls(self, now: float) -> None:
         """Under the lock: treat calls unanswered for ``append_call_timeout_s`` as outcome-unknown.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from pravega_ray.constants import MIB
 from pravega_ray.errors import InvalidArgumentError, SerializationError
@@ -149,7 +149,7 @@ class TableSerializer(Serializer[T], Protocol):
     def encode_table(self, table: pa.Table) -> list[bytes]: ...
 
 
-def is_table_serializer(obj: object) -> bool:
+def is_table_serializer(obj: object) -> TypeGuard[TableSerializer[Any]]:
     """Whether ``obj`` is a tabular serializer instance: an ``arrow_schema`` that is not
     None and callable ``decode_table``/``encode_table`` (``JsonSerializer()`` is not)."""
     if isinstance(obj, type):
@@ -408,7 +408,7 @@ class ArrowIpcSerializer:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, self._schema) as writer:
             writer.write_batch(event)
-        return sink.getvalue().to_pybytes()
+        return bytes(sink.getvalue().to_pybytes())
 
     def _read(self, data: bytes) -> pa.Table:
         pa = _import_pyarrow()

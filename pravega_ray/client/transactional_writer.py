@@ -42,8 +42,8 @@ from typing import Any, Generic, TypeVar, cast
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.serializers import Serializer, check_serializer
-from pravega_ray.client.writer import EventStreamWriter, WriteFuture, WriterConfig
-from pravega_ray.client.writer_config import check_timeout
+from pravega_ray.client.writer import EventStreamWriter, WriteFuture
+from pravega_ray.client.writer_config import WriterConfig, check_timeout
 from pravega_ray.contracts.arguments import check_seconds
 from pravega_ray.contracts.records import SegmentRange, StreamInfo, StreamState, TxnInfo, TxnStatus
 from pravega_ray.errors import (

@@ -110,8 +110,8 @@ def check_append(
     check_key(writer_id)
     checked = check_data(data, allow_empty=False)
     check_int("event_count", event_count, 1, UINT32_MAX)
-    check_int("expected last event number", expected, NO_EVENT_NUMBER, INT64_MAX)
-    check_int("last event number", last, NO_EVENT_NUMBER + 1, INT64_MAX)
-    if last <= expected:  # type: ignore[operator]
+    low = check_int("expected last event number", expected, NO_EVENT_NUMBER, INT64_MAX)
+    high = check_int("last event number", last, NO_EVENT_NUMBER + 1, INT64_MAX)
+    if high <= low:
         raise InvalidArgumentError("an append block's last event number must exceed expected")
     return checked

@@ -66,7 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pravega_ray.constants import CHECKPOINTS_OUTSTANDING_MAX, SYSTEM_SCOPE
 from pravega_ray.contracts.checkpoint_state import CheckpointState
@@ -79,6 +79,8 @@ from pravega_ray.errors import (
 from pravega_ray.invariant import invariant
 from pravega_ray.naming import segment_id, stable_hash64, stream_segment_name
 from pravega_ray.stream_configuration import ReaderGroupConfig, RetentionConfigType
+
+_T = TypeVar("_T")
 
 STATE_KEY = b"state"
 """The key of a state segment's one entry: the group's state as JSON."""
@@ -577,11 +579,11 @@ class ReaderGroupState:
         return state
 
 
-def _typed(value: Any, kind: type) -> Any:
+def _typed(value: Any, kind: type[_T]) -> _T:
     if not isinstance(value, kind):
         raise ValueError(f"expected a {kind.__name__}, got {type(value).__name__}")
     return value
 
 
 def _str(value: Any) -> str:
-    return _typed(value, str)  # type: ignore[no-any-return]
+    return _typed(value, str)

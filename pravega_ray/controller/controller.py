@@ -474,8 +474,9 @@ class Controller(
         Raises StreamNotSealedError (seal it first), ScopeNotFoundError, InvalidNameError.
         """
         self._ready()
+        self._stream_args(scope, stream, exists=False)
         try:
-            state = self._stream_args(scope, stream)
+            state = self._store.streams.state(scope, stream)
         except StreamNotFoundError:
             return False
         if state is not StreamState.SEALED:

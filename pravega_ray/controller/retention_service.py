@@ -37,7 +37,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,7 +45,7 @@ from pravega_ray import metrics
 from pravega_ray.constants import SYSTEM_SCOPE
 from pravega_ray.contracts.records import StreamState
 from pravega_ray.controller.cut_order import Cut, Ranges, cut_le, lower_bound
-from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.request_stream import RequestSegments, RequestStream
 from pravega_ray.controller.retention import (
     Case,
     Choice,
@@ -71,16 +71,11 @@ KIND = "retention"
 RUNNABLE = (StreamState.ACTIVE, StreamState.SCALING, StreamState.TRUNCATING)
 
 
-class RetentionSegments(Protocol):
-    """What a cycle asks of the segment store (``SegmentHelper``)."""
+class RetentionSegments(RequestSegments, Protocol):
+    """What a cycle asks of the segment store (``SegmentHelper``): segment lengths, and the
+    request stream's calls (it posts truncations there)."""
 
     def segment_length(self, segment: str) -> int: ...
-
-    def append_plain(self, segment: str, data: bytes) -> int: ...
-
-    def create_segment(self, segment: str) -> None: ...
-
-    def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Any: ...
 
 
 NO_POLICY = "no retention policy"
@@ -115,7 +110,7 @@ class RetentionService:
         self._store = StreamMetadataStore(store)
         self._records = self._store.streams
         self._segments = segments
-        self._requests = RequestStream(segments)  # type: ignore[arg-type]
+        self._requests = RequestStream(segments)
         self._now = wall_clock_ms
         self._new_id = new_id
         self._step = step
@@ -255,7 +250,9 @@ class RetentionService:
         before = self._records.before_cut(scope, stream, dict(cut))
         return sum(sealed.get(s, 0) for s in before) + sum(cut.values())
 
-    def _ranges(self, scope: str, stream: str, cuts: list[Cut]) -> dict[int, tuple[float, float]]:
+    def _ranges(
+        self, scope: str, stream: str, cuts: Sequence[Cut]
+    ) -> dict[int, tuple[float, float]]:
         out: dict[int, tuple[float, float]] = {}
         for cut in cuts:
             for sid in cut:

@@ -28,7 +28,7 @@ import string
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from pravega_ray.constants import KVT_PARTITIONS_MAX, SYSTEM_SCOPE
 from pravega_ray.contracts.reader_group_state import ReaderGroupState
@@ -235,7 +235,7 @@ class ChunkMetadataStore:
         return {}
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """An int that is not a bool (stored records and arguments alike)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -385,7 +385,7 @@ class StreamMetadataStore:
         if record is None:
             return 0
         with self._parsing(key):
-            start = record["next_segment_number"]
+            start: int = record["next_segment_number"]
             if not is_int(start) or start < 0:
                 raise ValueError(f"next_segment_number {start!r} is not an int >= 0")
         if start + count > SEGMENT_NUMBERS:

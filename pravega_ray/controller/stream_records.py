@@ -251,7 +251,7 @@ class StreamRecords:
     def epoch_at(self, scope: str, stream: str, time_ms: int) -> int:
         """The epoch that was current at ``time_ms`` (epoch 0 before the stream existed)."""
         rows = self.index(scope, stream)
-        current = self.get(scope, stream)[0]["epoch"]
+        current = int(self.get(scope, stream)[0]["epoch"])
         at = bisect.bisect_right([t for t, _ in rows], time_ms) - 1
         return min(rows[max(at, 0)][1], current)
 
@@ -263,7 +263,7 @@ class StreamRecords:
 
     def highest_epoch(self, scope: str, stream: str) -> int:
         """The current epoch, or the one a running scale is adding once its row exists."""
-        current = self.get(scope, stream)[0]["epoch"]
+        current = int(self.get(scope, stream)[0]["epoch"])
         return current + 1 if self.epoch(scope, stream, current + 1) is not None else current
 
     def segment_row(self, scope: str, stream: str, sid: int) -> tuple[Row, int] | None:

@@ -142,8 +142,8 @@ class SubscriberCalls:
         self, scope: str, stream: str, subscriber: object, generation: object
     ) -> None:
         self._stream_args(scope, stream)
-        parse_scoped_stream(subscriber)  # type: ignore[arg-type]  # InvalidNameError if bad
-        if not is_int(generation) or generation < 0:  # type: ignore[operator]
+        parse_scoped_stream(subscriber)  # InvalidNameError if bad
+        if not is_int(generation) or generation < 0:
             raise InvalidArgumentError(f"generation must be an int >= 0, got {generation!r}")
 
     def _ranges(self, scope: str, stream: str, *cuts: Cut) -> Ranges:

@@ -59,6 +59,7 @@ them correct.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -235,7 +236,8 @@ class TableMetadataStore:
         """Create the table segments; those that exist already are left as they are."""
         for segment in self.segments:
             with contextlib.suppress(SegmentExistsError):
-                self._call(f"create {segment}", lambda s=segment: self._client.table_create(s))
+                create = functools.partial(self._client.table_create, segment)
+                self._call(f"create {segment}", create)
 
     # --- MetadataStore ---------------------------------------------------------------------------
     def get(self, key: str) -> Versioned | None:
@@ -325,8 +327,8 @@ class TableMetadataStore:
             try:
                 entries, offset = self._call(
                     f"changes {segment}",
-                    lambda at=listing.offset: self._client.table_read_changes(
-                        segment, at, READ_BYTES_MAX
+                    functools.partial(
+                        self._client.table_read_changes, segment, listing.offset, READ_BYTES_MAX
                     ),
                 )
             except SegmentTruncatedError:  # compacted under us: list it afresh
@@ -391,17 +393,18 @@ class TableMetadataStore:
             try:
                 entries, cursor = self._call(
                     f"iterate {segment}",
-                    lambda c=cursor: self._client.table_iterate(
-                        segment, c, TABLE_ITERATE_LIMIT, False
+                    functools.partial(
+                        self._client.table_iterate, segment, cursor, TABLE_ITERATE_LIMIT, False
                     ),
                 )
             except DataCorruptionError as e:
-                if not isinstance(getattr(e, "cursor", None), bytes):
+                after = getattr(e, "cursor", None)
+                if not isinstance(after, bytes):
                     raise DataCorruptionError(
                         f"controller records in {segment} cannot be listed: {e}", chunk=segment
                     ) from e
                 self._note_unreadable(segment, getattr(e, "offset", "?"), e)
-                entries, cursor = getattr(e, "entries", []), e.cursor  # type: ignore[attr-defined]
+                entries, cursor = getattr(e, "entries", []), after
             self.entries_scanned += len(entries)
             for entry in entries:
                 try:

@@ -168,8 +168,8 @@ class TransactionTimer:
                 self._workflows.post(stored, kind_of)
         fresh = self._txns.active(scope, stream, epoch, txn_id)
         if fresh is not None:  # again later (never at once: each sweep ends)
-            due, *rest = self._active_entry(scope, stream, epoch, txn_id, fresh)
-            heapq.heappush(self._heap, (max(due, now + 1), *rest))  # type: ignore[arg-type]
+            entry = self._active_entry(scope, stream, epoch, txn_id, fresh)
+            heapq.heappush(self._heap, (max(entry[0], now + 1), *entry[1:]))
         return 0
 
     # --- lifecycle -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ The read is a snapshot: ranges end where the end cut says, or at each segment's 
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -154,8 +155,8 @@ def _datasource_class() -> type:
                 containers = [plan.containers[i] for i in group]
                 tasks.append(
                     ReadTask(
-                        lambda c=containers, r=ranges: read_ranges(
-                            c, r, plan.layout, self._block_bytes
+                        functools.partial(
+                            read_ranges, containers, ranges, plan.layout, self._block_bytes
                         ),
                         BlockMetadata(
                             num_rows=None,
@@ -215,14 +216,17 @@ def dataset_of(plan: ReadPlan, read_tasks_max: int | None = None) -> ray.data.Da
         schema = plan.layout.schema
         if schema is None:  # a plain serializer's type is unknown without values
             schema = layout_for(None).schema
-        return ray.data.from_arrow(schema.empty_table())
+        assert schema is not None  # the raw layout's columns are always known
+        empty: ray.data.Dataset = ray.data.from_arrow(schema.empty_table())
+        return empty
     source = _datasource_class()(plan, read_tasks_max, block_bytes_target())
     task_count = len(group_ranges([r.length for r in plan.ranges], read_tasks_max))
-    return ray.data.read_datasource(
+    dataset: ray.data.Dataset = ray.data.read_datasource(
         source,
         num_cpus=READ_TASK_CPUS,
         override_num_blocks=task_count,  # no extra split of the blocks into more pieces
     )
+    return dataset
 
 
 def read_stream(

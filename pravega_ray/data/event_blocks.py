@@ -118,7 +118,7 @@ def layout_for(serializer: object) -> BlockLayout:
         return BlockLayout("raw", None, EVENT_ARROW_SCHEMA)
     check_serializer(serializer)
     if is_table_serializer(serializer):
-        fields = serializer.arrow_schema  # type: ignore[attr-defined]
+        fields = serializer.arrow_schema
         if not isinstance(fields, pa.Schema):
             raise InvalidArgumentError(f"{serializer!r}.arrow_schema is not a pyarrow.Schema")
         clashes = [name for name in fields.names if name in EVENT_COLUMNS]

@@ -26,11 +26,13 @@ the tests use it.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import random
 import time
 import uuid
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -98,13 +100,13 @@ class WriteRecord:
     events: int = 0
     bytes: int = 0
 
-    def to_json(self) -> bytes:
+    def to_json(self) -> builtins.bytes:  # (the field ``bytes`` hides the type here)
         value = dataclasses.asdict(self)
         value["state"] = self.state.value
         return json.dumps(value, separators=(",", ":")).encode()
 
     @staticmethod
-    def from_json(data: bytes) -> WriteRecord:
+    def from_json(data: builtins.bytes) -> WriteRecord:
         value: dict[str, Any] = json.loads(data)
         return WriteRecord(
             write_id=value["write_id"],
@@ -200,7 +202,7 @@ class WriteLog:
 
         self.update(write_id, change)
 
-    def update(self, write_id: str, change: Any) -> WriteRecord:
+    def update(self, write_id: str, change: Callable[[WriteRecord], WriteRecord]) -> WriteRecord:
         """Apply ``change(record) -> record`` with a conditional replace, retrying lost races
         (at most UPDATE_ATTEMPTS_MAX). ``change`` may raise to refuse. IllegalStateError if the
         record is gone or the races never end."""

@@ -93,7 +93,7 @@ def check_schema(schema: pa.Schema, routing_key_column: str | None, serializer: 
                 f"column {EVENT_COLUMN!r} must be binary or string, got {event_type}"
             )
     elif is_table_serializer(serializer):
-        wanted: pa.Schema = serializer.arrow_schema  # type: ignore[attr-defined]
+        wanted: pa.Schema = serializer.arrow_schema
         missing = [n for n in wanted.names if n not in names]
         if missing:
             raise InvalidArgumentError(
@@ -117,7 +117,8 @@ def _keys(table: pa.Table, routing_key_column: str | None) -> list[str | None]:
     column = table.column(routing_key_column)
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
-    return pc.cast(column, pa.string()).to_pylist()  # type: ignore[no-any-return]
+    keys: list[str | None] = pc.cast(column, pa.string()).to_pylist()
+    return keys
 
 
 def events_of_table(

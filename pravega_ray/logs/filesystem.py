@@ -310,12 +310,12 @@ class FileSystemDurableLog:
         covered = _CRC_COVERED.pack(_MAGIC, self._epoch, sequence, len(payload))
         header = covered + struct.pack(">I", zlib.crc32(payload, zlib.crc32(covered)))
         total = len(header) + len(payload)
-        written = os.writev(self._fd, [header, payload])  # type: ignore[arg-type]
+        written = os.writev(self._fd, [header, payload])
         if written != total:  # a short write: finish it byte-exactly
             rest = (header + payload)[written:]
             while rest:
-                rest = rest[os.write(self._fd, rest) :]  # type: ignore[arg-type]
-        os.fdatasync(self._fd)  # type: ignore[arg-type]
+                rest = rest[os.write(self._fd, rest) :]
+        os.fdatasync(self._fd)
         self._file_bytes += total
         self._next_sequence = sequence + 1
         # Acknowledge only if no newer owner existed once the record was on disk: that

@@ -375,6 +375,7 @@ class S3DurableLog:
             exact, _ = self._last_exact(next_free - 1, cut, known)
             number = truncation if exact is None else exact.next_number
             invariant(number is not None, "data records and fences have a next number")
+            assert number is not None  # (for the type checker: the invariant holds)
             if number < truncation:
                 raise DataCorruptionError(
                     f"{self._where()}: truncated at {truncation}, beyond its end {number}"

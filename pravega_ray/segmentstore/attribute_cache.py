@@ -114,8 +114,9 @@ class AttributeCache:
                 raise self._fenced(e) from e
             except DataCorruptionError as e:
                 # The index names the segment by its Tier-2 name; callers know the segment.
-                if isinstance(getattr(e, "segment", None), str):
-                    e.segment = segment_of_storage_name(e.segment)  # type: ignore[attr-defined]
+                named = getattr(e, "segment", None)
+                if isinstance(named, str):
+                    vars(e)["segment"] = segment_of_storage_name(named)
                 raise
 
     # --- the pipeline's side -------------------------------------------------------------------

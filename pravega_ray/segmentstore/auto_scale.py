@@ -64,7 +64,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from pravega_ray import constants, metrics
 from pravega_ray.contracts.attributes import (
@@ -109,8 +109,8 @@ SCALE_POLICY_FACTOR = core_key(18)
 POLICY_KEYS = (SCALE_POLICY_KIND, SCALE_POLICY_RATE, SCALE_POLICY_FACTOR)
 """The attribute keys of a segment's scaling policy, in the order the monitor reads them."""
 
-_KIND_CODES: dict[str, int] = {"events": 1, "bytes": 2}
-_KINDS_BY_CODE = {code: kind for kind, code in _KIND_CODES.items()}
+_KIND_CODES: dict[Kind, int] = {"events": 1, "bytes": 2}
+_KINDS_BY_CODE: dict[int, Kind] = {code: kind for kind, code in _KIND_CODES.items()}
 _MILLI = 1000
 _INT64_MAX = 2**63 - 1
 
@@ -202,7 +202,7 @@ def policy_from_attributes(values: Mapping[bytes, int]) -> ScalePolicy | None:
         raise InvalidArgumentError(f"unknown scale policy kind code {kind}")
     if rate <= 0:
         raise InvalidArgumentError(f"scale policy target rate must be positive: {rate}")
-    return ScalePolicy(_KINDS_BY_CODE[kind], rate / _MILLI, factor)  # type: ignore[arg-type]
+    return ScalePolicy(_KINDS_BY_CODE[kind], rate / _MILLI, factor)
 
 
 # --- reports ---------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def check_reporter(reporter: object) -> ScaleReporter:
         raise InvalidArgumentError(
             "scale_reporter.report must be synchronous (it runs off the loop)"
         )
-    return reporter  # type: ignore[return-value]
+    return cast(ScaleReporter, reporter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,10 +552,10 @@ class AutoScaler:
                 values = await self._read_attributes(segment, list(POLICY_KEYS))
             except SegmentNotFoundError:
                 continue  # deleted meanwhile
-            state = self._metadata.find(segment)
-            if state is not None and not state.pending_sealed:
+            found = self._metadata.find(segment)
+            if found is not None and not found.pending_sealed:
                 raw = tuple(values.get(key, NULL_VALUE) for key in POLICY_KEYS)
-                self._decode(segment, state.incarnation, raw, policies)
+                self._decode(segment, found.incarnation, raw, policies)
         names = {t.segment for t in traffic}
         self._policies = {k: v for k, v in self._policies.items() if k in names}
         return traffic, policies, sealed

@@ -21,6 +21,7 @@ import bisect
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from pravega_ray.errors import DataCorruptionError, NotFoundError
 from pravega_ray.invariant import invariant
@@ -102,11 +103,11 @@ class ChunkLayout:
         return [[c.offset, c.length, c.name, c.crc] for c in self._chunks]
 
     @classmethod
-    def from_records(cls, records: list[list[object]], segment: str) -> ChunkLayout:
+    def from_records(cls, records: list[list[Any]], segment: str) -> ChunkLayout:
         """The layout a checkpoint recorded (``crc`` null or absent before data format 4)."""
         layout = cls()
         for offset, length, name, *crc in records:
-            layout.add(ChunkRef(offset, length, name, crc[0] if crc else None), segment)  # type: ignore[arg-type]
+            layout.add(ChunkRef(offset, length, name, crc[0] if crc else None), segment)
         return layout
 
 

@@ -436,8 +436,8 @@ class DurableLog:
             # Paired check: the state built by replay equals what the checkpoint recorded.
             # During replay a difference is damage in the log; live, it would be a bug here.
             for entry in op.segments:
-                state = self._metadata.find(entry["n"])
-                if state is None or not state.matches_snapshot(entry):
+                found = self._metadata.find(entry["n"])
+                if found is None or not found.matches_snapshot(entry):
                     message = (
                         f"container {self._config.container_id}: state of {entry['n']} "
                         f"differs from its checkpoint in log record {sequence}"

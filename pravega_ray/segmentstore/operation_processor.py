@@ -111,10 +111,12 @@ class OperationProcessor:
         read cache keeps them after the flush. Raises what :meth:`fail_all` is given if
         the processor stops first.
         """
-        invariant(self._wake is not None, "operation processor not started")
+        wake = self._wake
+        invariant(wake is not None, "operation processor not started")
+        assert wake is not None  # (for the type checker: the invariant holds)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(_Queued(operation, future, chunk_data, time.perf_counter()))
-        self._wake.set()  # type: ignore[union-attr]
+        wake.set()
         await future
 
     async def stop(self) -> None:

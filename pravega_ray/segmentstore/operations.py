@@ -17,6 +17,7 @@ import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from pravega_ray.errors import DataCorruptionError
 
@@ -130,7 +131,7 @@ class MetadataCheckpoint:
     attribute index's recorded root (absent or -1: none recorded).
     """
 
-    segments: tuple[dict, ...]  # type: ignore[type-arg]
+    segments: tuple[dict[str, Any], ...]
 
 
 Operation = (

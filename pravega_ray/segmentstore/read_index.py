@@ -211,15 +211,16 @@ class ReadIndex:
         """Start loading those of the ``READ_AHEAD_CHUNKS`` chunks after ``chunk`` neither
         cached nor loading (stopping at the first not in Tier-2 yet, or at the bound on
         bytes loading)."""
-        following = chunk
+        end = chunk.end
         for _ in range(READ_AHEAD_CHUNKS):
-            following = state.chunks.chunk_at(following.end)
+            following = state.chunks.chunk_at(end)
             if following is None:
                 return
             if self._loading_bytes + following.length > self._cache_bytes_max // 4:
                 return
             if following.name not in self._cache and following.name not in self._loading:
                 self._start_load(state.name, following)
+            end = following.end
 
     def _start_load(self, segment: str, chunk: ChunkRef) -> asyncio.Future[bytes]:
         """Load ``chunk`` in the background into the cache; the future has its bytes."""

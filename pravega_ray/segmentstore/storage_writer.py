@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 class UnflushedData(Protocol):
     """Where the durable bytes not yet in Tier-2 are (the read index)."""
 
+    def has_segment(self, segment: str) -> bool: ...
+
     def unflushed(self, segment: str, bytes_max: int) -> tuple[int, list[bytes]]: ...
 
 

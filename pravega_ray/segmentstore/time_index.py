@@ -34,13 +34,10 @@ from pravega_ray.constants import (
 )
 from pravega_ray.contracts.arguments import INT64_MAX, check_int, check_offset
 from pravega_ray.contracts.attributes import NULL_VALUE, core_key
+from pravega_ray.contracts.segment_store import SegmentRole
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
 from pravega_ray.segmentstore.attribute_cache import AttributeCache
-from pravega_ray.segmentstore.container_metadata import (
-    ContainerMetadata,
-    SegmentMetadata,
-    SegmentRole,
-)
+from pravega_ray.segmentstore.container_metadata import ContainerMetadata, SegmentMetadata
 from pravega_ray.segmentstore.read_index import ReadIndex
 
 __all__ = [

@@ -220,7 +220,7 @@ def init_spark(
 
     if getattr(raydp.context, "_global_spark_context", None) is not None:
         raise IllegalStateError("a RayDP Spark session is running: call stop_spark() first")
-    session = raydp.init_spark(
+    session: SparkSession = raydp.init_spark(
         app_name=app_name,
         num_executors=num_executors,
         executor_cores=executor_cores,

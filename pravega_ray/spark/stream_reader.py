@@ -146,7 +146,8 @@ def read_stream(
         return spark.createDataFrame([], spark_schema(arrow_schema))
     from raydp.spark import ray_dataset_to_spark_dataframe
 
-    return ray_dataset_to_spark_dataframe(spark, arrow_schema, block_refs)
+    frame: DataFrame = ray_dataset_to_spark_dataframe(spark, arrow_schema, block_refs)
+    return frame
 
 
 def cut_alias(bound: str, cut: Any, alias: Any) -> Any:

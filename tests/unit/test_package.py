@@ -153,6 +153,7 @@ def documented_public_names() -> set[str]:
 def test_all_matches_the_documented_public_names() -> None:
     assert set(pravega_ray.__all__) == documented_public_names()
     assert pravega_ray.__all__ == sorted(pravega_ray.__all__)
+    assert set(pravega_ray.errors.__all__) <= set(pravega_ray.__all__)  # every error exported
 
 
 def test_every_public_name_resolves() -> None:
