@@ -24,8 +24,6 @@ from collections.abc import Sequence
 
 import ray
 
-from actors.ray_metrics import setup_actor_process
-from actors.scale_reporter import RayScaleReporter
 from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
 from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
 from pravega_ray.segmentstore.attributes import NULL_VALUE, AttributeUpdate
@@ -41,6 +39,8 @@ from pravega_ray.segmentstore.contracts import (
     TableUpdateResult,
 )
 from pravega_ray.segmentstore.traffic import SegmentTraffic
+from pravega_ray_actors.ray_metrics import setup_actor_process
+from pravega_ray_actors.scale_reporter import RayScaleReporter
 
 log = logging.getLogger(__name__)
 
