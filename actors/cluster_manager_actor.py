@@ -34,9 +34,6 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
-from actors.options import container_name, segment_container_options
-from actors.ray_metrics import setup_actor_process
-from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.cluster_assignment import AssignmentStore, plan_assignment
 from pravega_ray.constants import (
     CLUSTER_MANAGER_CALL_TIMEOUT_S,
@@ -46,6 +43,9 @@ from pravega_ray.constants import (
 )
 from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, InvalidArgumentError
 from pravega_ray.segmentstore.builder import build_chunk_storage
+from pravega_ray_actors.options import container_name, segment_container_options
+from pravega_ray_actors.ray_metrics import setup_actor_process
+from pravega_ray_actors.segment_container_actor import SegmentContainerActor
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 
-from actors.controller_parts import controller_parts
-from actors.ray_metrics import setup_actor_process
 from pravega_ray.controller.transaction_workflows import commit_processor
+from pravega_ray_actors.controller_parts import controller_parts
+from pravega_ray_actors.ray_metrics import setup_actor_process
 
 
 class CommitProcessorActor:

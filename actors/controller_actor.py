@@ -7,9 +7,6 @@ import os
 import uuid
 from typing import Any
 
-from actors.controller_parts import controller_parts
-from actors.options import NAMESPACE
-from actors.ray_metrics import setup_actor_process
 from pravega_ray.contracts.records import (
     KeyValueTableInfo,
     SegmentRange,
@@ -20,6 +17,9 @@ from pravega_ray.contracts.records import (
 from pravega_ray.controller.controller import Controller
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
+from pravega_ray_actors.controller_parts import controller_parts
+from pravega_ray_actors.options import NAMESPACE
+from pravega_ray_actors.ray_metrics import setup_actor_process
 
 
 class ControllerActor:

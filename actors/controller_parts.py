@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import ray
 
-from actors.options import container_name
-from actors.ray_calls import RayServiceInvoker
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.table_metadata_store import TableMetadataStore, open_metadata_store
 from pravega_ray.segmentstore.builder import build_chunk_storage
+from pravega_ray_actors.options import container_name
+from pravega_ray_actors.ray_calls import RayServiceInvoker
 
 
 @dataclass(frozen=True, slots=True)

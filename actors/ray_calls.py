@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
-from actors.options import container_name
 from pravega_ray.errors import PravegaError, RetriableError, SegmentStoreUnavailableError
 from pravega_ray.naming import container_for_segment
+from pravega_ray_actors.options import container_name
 
 R = TypeVar("R")
 

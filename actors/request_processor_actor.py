@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 
-from actors.controller_parts import controller_parts
-from actors.ray_metrics import setup_actor_process
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.stream_workflows import StreamWorkflows
+from pravega_ray_actors.controller_parts import controller_parts
+from pravega_ray_actors.ray_metrics import setup_actor_process
 
 
 class RequestProcessorActor:

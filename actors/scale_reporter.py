@@ -12,12 +12,12 @@ import threading
 
 import ray
 
-from actors.options import CONTROLLER_NAME, container_name
-from actors.ray_calls import RayServiceInvoker
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.request_stream import RequestReporter, RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.segmentstore.auto_scale import ScaleReport
+from pravega_ray_actors.options import CONTROLLER_NAME, container_name
+from pravega_ray_actors.ray_calls import RayServiceInvoker
 
 CALL_TIMEOUT_S = 10.0
 

@@ -24,8 +24,6 @@ from collections.abc import Sequence
 
 import ray
 
-from actors.ray_metrics import setup_actor_process
-from actors.scale_reporter import RayScaleReporter
 from pravega_ray.constants import CONTAINER_RECOVERY_ATTEMPTS_MAX
 from pravega_ray.contracts.attributes import NULL_VALUE, AttributeUpdate
 from pravega_ray.contracts.segment_store import (
@@ -41,6 +39,8 @@ from pravega_ray.contracts.segment_store import (
 from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
 from pravega_ray.segmentstore.builder import build_container_on
 from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray_actors.ray_metrics import setup_actor_process
+from pravega_ray_actors.scale_reporter import RayScaleReporter
 
 log = logging.getLogger(__name__)
 

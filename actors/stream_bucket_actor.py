@@ -25,8 +25,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from actors.controller_parts import controller_parts
-from actors.ray_metrics import setup_actor_process
 from pravega_ray.constants import (
     AUTO_SCALE_COLD_MARK_S,
     BUCKET_PERIOD_S,
@@ -36,6 +34,8 @@ from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.retention_service import CycleResult, RetentionService
 from pravega_ray.errors import InvalidArgumentError, PravegaError
 from pravega_ray.naming import stable_hash64
+from pravega_ray_actors.controller_parts import controller_parts
+from pravega_ray_actors.ray_metrics import setup_actor_process
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 
-from actors.controller_parts import controller_parts
-from actors.ray_metrics import setup_actor_process
 from pravega_ray.controller.transaction_timer import transaction_timer
+from pravega_ray_actors.controller_parts import controller_parts
+from pravega_ray_actors.ray_metrics import setup_actor_process
 
 
 class TxnTimerActor:

@@ -220,7 +220,7 @@ class RequestTail:
 
 
 def _invoker(cluster: Any) -> Any:
-    from actors.ray_calls import RayServiceInvoker
+    from pravega_ray_actors.ray_calls import RayServiceInvoker
 
     return RayServiceInvoker(cluster.container_handles(), cluster.namespace)
 

@@ -38,7 +38,7 @@ def main() -> None:
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     import ray
 
-    from actors.ray_metrics import RaySink
+    from pravega_ray_actors.ray_metrics import RaySink
 
     ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
     container = {"container": "0"}

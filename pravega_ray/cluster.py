@@ -29,30 +29,6 @@ from typing import Any, TypeVar
 
 import ray
 
-from actors.abort_processor_actor import AbortProcessorActor
-from actors.cluster_manager_actor import ClusterManagerActor, start_container_on, wait_actor_gone
-from actors.commit_processor_actor import CommitProcessorActor
-from actors.controller_actor import ControllerActor
-from actors.options import (
-    ABORT_PROCESSOR_NAME,
-    CLUSTER_MANAGER_NAME,
-    COMMIT_PROCESSOR_NAME,
-    CONTROLLER_NAME,
-    NAMESPACE,
-    REQUEST_PROCESSOR_NAME,
-    TRANSACTION_WORKER_NAMES,
-    TXN_TIMER_NAME,
-    cluster_manager_options,
-    container_name,
-    controller_options,
-    controller_part_options,
-    stream_bucket_name,
-)
-from actors.ray_calls import RayServiceInvoker, call_with_unwrap
-from actors.ray_metrics import install_ray_metrics
-from actors.request_processor_actor import RequestProcessorActor
-from actors.stream_bucket_actor import StreamBucketActor
-from actors.txn_timer_actor import TxnTimerActor
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
@@ -82,6 +58,34 @@ from pravega_ray.logging_setup import (
     verbose_logging,
 )
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
+from pravega_ray_actors.abort_processor_actor import AbortProcessorActor
+from pravega_ray_actors.cluster_manager_actor import (
+    ClusterManagerActor,
+    start_container_on,
+    wait_actor_gone,
+)
+from pravega_ray_actors.commit_processor_actor import CommitProcessorActor
+from pravega_ray_actors.controller_actor import ControllerActor
+from pravega_ray_actors.options import (
+    ABORT_PROCESSOR_NAME,
+    CLUSTER_MANAGER_NAME,
+    COMMIT_PROCESSOR_NAME,
+    CONTROLLER_NAME,
+    NAMESPACE,
+    REQUEST_PROCESSOR_NAME,
+    TRANSACTION_WORKER_NAMES,
+    TXN_TIMER_NAME,
+    cluster_manager_options,
+    container_name,
+    controller_options,
+    controller_part_options,
+    stream_bucket_name,
+)
+from pravega_ray_actors.ray_calls import RayServiceInvoker, call_with_unwrap
+from pravega_ray_actors.ray_metrics import install_ray_metrics
+from pravega_ray_actors.request_processor_actor import RequestProcessorActor
+from pravega_ray_actors.stream_bucket_actor import StreamBucketActor
+from pravega_ray_actors.txn_timer_actor import TxnTimerActor
 
 __all__ = ["Cluster", "connect", "start_local"]
 

@@ -334,7 +334,7 @@ def read_ranges(
     container dies or a call exceeds ``READ_CALL_TIMEOUT_S``, SerializationError for an
     event the serializer cannot decode.
     """
-    from actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
+    from pravega_ray_actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
 
     def first_read(index: int) -> Any:
         """The first read call of range ``index`` (None past the last range)."""

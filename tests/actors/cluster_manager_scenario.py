@@ -26,7 +26,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import pravega_ray as pr
-from actors.options import CLUSTER_MANAGER_NAME, container_name
+from pravega_ray_actors.options import CLUSTER_MANAGER_NAME, container_name
 
 CONTAINERS = 6
 KEYS = 40

@@ -21,8 +21,8 @@ def main() -> None:
     configure_logging("-v" in sys.argv)
     import ray
 
-    from actors.ray_metrics import setup_actor_process
     from pravega_ray.cluster import _init_ray
+    from pravega_ray_actors.ray_metrics import setup_actor_process
 
     _init_ray(None, "logging-scenario")
     print("[scenario] ray started", flush=True)

@@ -10,9 +10,9 @@ import pytest
 import ray
 
 import pravega_ray as pr
-from actors.options import container_name
 from pravega_ray import constants
 from pravega_ray.naming import container_for_segment
+from pravega_ray_actors.options import container_name
 from tests.checks import assert_exactly_once_in_key_order, read_with_threads
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]

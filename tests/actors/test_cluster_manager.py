@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 import pravega_ray as pr
-from actors.cluster_manager_actor import ClusterManagerActor
-from actors.options import CLUSTER_MANAGER_NAME, container_name
 from pravega_ray.cluster_assignment import ASSIGNMENT_PREFIX, AssignmentStore
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import build_chunk_storage
+from pravega_ray_actors.cluster_manager_actor import ClusterManagerActor
+from pravega_ray_actors.options import CLUSTER_MANAGER_NAME, container_name
 
 SCRIPT = Path(__file__).with_name("cluster_manager_scenario.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,8 +237,8 @@ class _Echo:
 def test_invoker_looks_a_dead_container_up_by_name_once_per_failed_call(ray_session: None) -> None:
     import ray
 
-    from actors.ray_calls import RayServiceInvoker
     from pravega_ray.contracts.segment_store_service import SegmentStoreService
+    from pravega_ray_actors.ray_calls import RayServiceInvoker
 
     namespace = "pravega-invoker-resolve"
     options = {"name": container_name(0), "namespace": namespace, "lifetime": "detached"}

@@ -10,10 +10,10 @@ import pytest
 import ray
 
 import pravega_ray as pr
-from actors.options import CONTROLLER_NAME, REQUEST_PROCESSOR_NAME, stream_bucket_name
-from actors.stream_bucket_actor import bucket_of
 from pravega_ray.constants import RETENTION_BUCKETS_DEFAULT
 from pravega_ray.naming import segment_id
+from pravega_ray_actors.options import CONTROLLER_NAME, REQUEST_PROCESSOR_NAME, stream_bucket_name
+from pravega_ray_actors.stream_bucket_actor import bucket_of
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 

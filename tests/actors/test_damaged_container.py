@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import pravega_ray as pr
-from actors.ray_calls import call_with_unwrap
 from pravega_ray.naming import container_for_segment
+from pravega_ray_actors.ray_calls import call_with_unwrap
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import pravega_ray as pr
-from actors.ray_calls import call_with_unwrap
 from pravega_ray.constants import MIB
 from pravega_ray.contracts.segment_store import TableUpdate
+from pravega_ray_actors.ray_calls import call_with_unwrap
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 

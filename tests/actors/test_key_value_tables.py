@@ -8,8 +8,8 @@ import pytest
 import ray
 
 import pravega_ray as pr
-from actors.options import container_name
 from pravega_ray.naming import container_for_segment
+from pravega_ray_actors.options import container_name
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 

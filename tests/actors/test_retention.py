@@ -10,11 +10,11 @@ import pytest
 import ray
 
 import pravega_ray as pr
-from actors.options import CONTROLLER_NAME, stream_bucket_name
-from actors.stream_bucket_actor import StreamBucketActor
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import RETENTION_PERIOD_S_DEFAULT
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
+from pravega_ray_actors.options import CONTROLLER_NAME, stream_bucket_name
+from pravega_ray_actors.stream_bucket_actor import StreamBucketActor
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 

@@ -17,7 +17,7 @@ import pytest
 import ray
 
 import pravega_ray as pr
-from actors.options import (
+from pravega_ray_actors.options import (
     ABORT_PROCESSOR_NAME,
     COMMIT_PROCESSOR_NAME,
     CONTROLLER_NAME,

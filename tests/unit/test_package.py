@@ -20,6 +20,8 @@ PACKAGE = ROOT / "pravega_ray"
 # docs/design.md "Layers": only cluster.py and the bridges import ray (or Spark).
 RAY_ALLOWED = {"cluster.py", "spark", "data", "cli"}
 HEAVY = ("ray", "raydp", "pyspark")
+ACTORS = "pravega_ray_actors"
+"""The import name of the folder ``actors/`` (pyproject.toml, ``[tool.setuptools]``)."""
 
 
 def core_modules() -> list[Path]:
@@ -31,17 +33,35 @@ def core_modules() -> list[Path]:
     return sorted(out)
 
 
+def absolute_imports(source: str) -> list[str]:
+    """The absolute module names ``source`` imports, at module level or inside a function."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
 def test_core_modules_do_not_import_ray_statically() -> None:
     offenders = []
     for path in core_modules():
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            for name in names:
-                if name.split(".")[0] in HEAVY or name.split(".")[0] == "actors":
+        for name in absolute_imports(path.read_text()):
+            if name.split(".")[0] in (*HEAVY, ACTORS, "actors"):
+                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not offenders, offenders
+
+
+def test_no_module_imports_actors_by_its_folder_name() -> None:
+    # An installed pravega-ray has no top-level `actors` (tests/unit/test_wheel.py): there,
+    # `import actors` finds another library's package or nothing; run from the repository
+    # root it would load a second copy of every actor module beside pravega_ray_actors.
+    offenders = []
+    for folder in ("pravega_ray", "actors", "tests", "examples", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name in absolute_imports(path.read_text()):
+                if name.split(".")[0] == "actors":
                     offenders.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not offenders, offenders
 

@@ -165,7 +165,7 @@ def test_list_scopes_while_the_controller_stays_down_gives_up_after_the_attempts
 def test_unwrap_ray_error_of_a_dead_controller_is_controller_unavailable() -> None:
     from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
-    from actors.ray_calls import unwrap_ray_error
+    from pravega_ray_actors.ray_calls import unwrap_ray_error
 
     for error in (RayActorError(), ActorUnavailableError("gone", None), GetTimeoutError("slow")):
         unwrapped = unwrap_ray_error(error, ControllerUnavailableError)

@@ -10,11 +10,11 @@ import inspect
 import pytest
 import ray
 
-from actors.controller_actor import ControllerActor  # imports ray; does not start it
 from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.contracts.controller_service import SERVICE_METHODS, ControllerService, method_name
 from pravega_ray.controller.controller import Controller
 from pravega_ray.invariant import InvariantViolation
+from pravega_ray_actors.controller_actor import ControllerActor  # imports ray; does not start it
 from tests.surfaces import public_methods, signature_shape
 
 pytestmark = pytest.mark.timeout(30)

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import ray
 
-from actors.segment_container_actor import SegmentContainerActor
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient, SegmentStoreService
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.container import SegmentContainer
+from pravega_ray_actors.segment_container_actor import SegmentContainerActor
 from tests.surfaces import public_methods, signature_shape
 
 pytestmark = pytest.mark.timeout(60)
