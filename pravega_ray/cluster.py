@@ -19,11 +19,13 @@ Data directory layout::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -87,7 +89,7 @@ from pravega_ray_actors.request_processor_actor import RequestProcessorActor
 from pravega_ray_actors.stream_bucket_actor import StreamBucketActor
 from pravega_ray_actors.txn_timer_actor import TxnTimerActor
 
-__all__ = ["Cluster", "connect", "start_local"]
+__all__ = ["Cluster", "connect", "node_environment", "start_local"]
 
 log = logging.getLogger(__name__)
 
@@ -425,9 +427,74 @@ def _alive_node_ids() -> list[str]:
     return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
 
 
-def _init_ray(address: str | None, namespace: str) -> bool:
+RAY_WORKER_WARNING_MULTIPLE = 4
+"""Ray warns ("N PYTHON worker processes have been started on node ... which is Kx the maximum
+expected startup concurrency") once a node's Python workers, less its I/O workers, reach this
+multiple of the node's worker startup concurrency (raylet ``WorkerPool::WarnAboutSize``)."""
+
+LONG_LIVED_ACTORS = (
+    CONTROLLER_NAME,
+    CLUSTER_MANAGER_NAME,
+    REQUEST_PROCESSOR_NAME,
+    *TRANSACTION_WORKER_NAMES,
+)
+"""The actors ``start_local`` starts besides the containers and the stream buckets."""
+
+
+def node_environment(
+    container_count: int, retention_buckets: int, num_cpus: int | None = None
+) -> dict[str, str]:
+    """Ray settings for a node that Ray starts to host a pravega-ray cluster: ``RAY_<config>``
+    variables the raylet reads when it starts (``ray.init`` or ``ray start`` passes its own
+    environment on). ``num_cpus`` is the node's CPU count if not all of this machine's.
+
+    * ``prestart_worker_first_driver=0``. Ray starts one idle Python worker per CPU for the
+      first driver, outside the job's runtime environment. Every actor and task of a
+      pravega-ray program runs in that environment (it carries the actors' log level), so
+      those workers never run anything: off, none are started, and ``ray.init`` does not
+      wait for them.
+    * ``worker_maximum_startup_concurrency``: Ray's default is the CPU count, and Ray warns
+      once a node runs :data:`RAY_WORKER_WARNING_MULTIPLE` times that many Python workers:
+      meant for task workers piling up (tasks blocked in ``ray.get``), it also counts
+      pravega-ray's long-lived actors, which hold no CPU (4 containers, 4 stream buckets and
+      6 others by default). On 2 CPUs the demo crossed it as the cluster started and again
+      in its Spark step. Here it is the CPU count plus a quarter of the actors, rounded up
+      (6 on 2 CPUs with the defaults): the actors alone no longer count towards the warning,
+      which keeps its meaning for task workers, and Ray may start that many workers at once.
+
+    Both are Ray's defaults otherwise; a variable the user set is left as it is.
+    """
+    actors = container_count + retention_buckets + len(LONG_LIVED_ACTORS)
+    cpus = os.cpu_count() or 1
+    if num_cpus is not None:
+        cpus = max(1, min(cpus, num_cpus))
+    concurrency = cpus + math.ceil(actors / RAY_WORKER_WARNING_MULTIPLE)
+    return {
+        "RAY_prestart_worker_first_driver": "0",
+        "RAY_worker_maximum_startup_concurrency": str(concurrency),
+    }
+
+
+@contextlib.contextmanager
+def _environment_while(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` in this process's environment (those the user set win) inside the
+    block only: the processes started meanwhile inherit them, this process keeps its own."""
+    added = {k: v for k, v in variables.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def _init_ray(
+    address: str | None, namespace: str, node_variables: dict[str, str] | None = None
+) -> bool:
     """Start or join Ray; True if this call initialized it. Either way this process's
-    metrics go to Ray from now on (``actors/ray_metrics.py``).
+    metrics go to Ray from now on (``actors/ray_metrics.py``). ``node_variables``
+    (:func:`node_environment`) reach the node Ray starts if ``address`` is None and none
+    runs yet (RAY_ADDRESS unset or ``local``).
 
     Logs (pravega_ray/logging_setup.py): Ray's driver logger at WARNING (INFO if
     verbose). If the program asked for quiet logs (``configure_logging(False)``), the job's
@@ -441,13 +508,14 @@ def _init_ray(address: str | None, namespace: str) -> bool:
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     actor_level = "WARNING" if quiet_requested() else "INFO"
     quiet_ray_notices()
-    ray.init(
-        address=address,
-        namespace=namespace,
-        include_dashboard=False,
-        logging_level=logging.INFO if verbose_logging() else logging.WARNING,
-        runtime_env={"env_vars": {ACTOR_LOG_LEVEL_VARIABLE: actor_level}},
-    )
+    with _environment_while(node_variables if address is None and node_variables else {}):
+        ray.init(
+            address=address,
+            namespace=namespace,
+            include_dashboard=False,
+            logging_level=logging.INFO if verbose_logging() else logging.WARNING,
+            runtime_env={"env_vars": {ACTOR_LOG_LEVEL_VARIABLE: actor_level}},
+        )
     quiet_ray_data()
     install_ray_metrics()
     return True
@@ -492,7 +560,7 @@ def start_local(
     )
     path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
-    owns_ray = _init_ray(None, namespace)
+    owns_ray = _init_ray(None, namespace, node_environment(container_count, retention_buckets))
     started = time.monotonic()
     placement = _initial_placement(tier2_url, container_count)
     env = _storage_environment(tier1_url, tier2_url)

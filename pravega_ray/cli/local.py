@@ -30,6 +30,7 @@ from pravega_ray.cli.session import (
     Options,
     check_reachable,
 )
+from pravega_ray.constants import RETENTION_BUCKETS_DEFAULT
 
 __all__ = ["app", "ray_temp_dir"]
 
@@ -77,13 +78,17 @@ def _load_state(data_dir: Path) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def _ray_env() -> dict[str, str]:
+def _ray_env(node_variables: dict[str, str]) -> dict[str, str]:
+    """The environment of ``ray start``: this one, plus ``node_variables``
+    (``pravega_ray.cluster.node_environment``) and longer startup waits, unless set."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # The raylet waits a bounded time for its dashboard agent and aborts after; on a
     # loaded machine the agent takes longer than the defaults (30 s).
     env.setdefault("RAY_agent_register_timeout_ms", str(AGENT_REGISTER_TIMEOUT_MS))
     env.setdefault("RAY_raylet_start_wait_time_s", str(AGENT_REGISTER_TIMEOUT_MS // 1000))
+    for key, value in node_variables.items():
+        env.setdefault(key, value)
     return env
 
 
@@ -94,9 +99,13 @@ def _free_port() -> int:
         return port
 
 
-def _start_head(data_dir: Path, port: int, num_cpus: int | None) -> dict[str, Any]:
-    """Start a Ray head on 127.0.0.1:``port``; returns its recorded state. Raises
-    ClusterUnreachableError if it did not come up."""
+def _start_head(data_dir: Path, port: int, num_cpus: int | None, containers: int) -> dict[str, Any]:
+    """Start a Ray head on 127.0.0.1:``port``, set up for a cluster of ``containers``
+    containers; returns its recorded state. Raises ClusterUnreachableError if it did not come
+    up."""
+    from pravega_ray.cluster import node_environment
+
+    node_variables = node_environment(containers, RETENTION_BUCKETS_DEFAULT, num_cpus)
     ray_bin = Path(sys.executable).parent / "ray"
     temp_dir = ray_temp_dir(data_dir)
     temp_dir.mkdir(parents=True, exist_ok=True)
@@ -122,7 +131,7 @@ def _start_head(data_dir: Path, port: int, num_cpus: int | None) -> dict[str, An
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
-            env=_ray_env(),
+            env=_ray_env(node_variables),
             start_new_session=True,  # its own process group: `local stop` stops exactly it
         )
     address = f"127.0.0.1:{port}"
@@ -151,13 +160,13 @@ class _HeadExitedError(ClusterUnreachableError):
 
 
 def _start_head_with_retry(
-    data_dir: Path, port: int, num_cpus: int | None, json_mode: bool
+    data_dir: Path, port: int, num_cpus: int | None, containers: int, json_mode: bool
 ) -> dict[str, Any]:
     """:func:`_start_head`, once more if ``ray start`` itself gave up (not after our own
     timeout): a loaded machine makes Ray's fixed startup waits run out now and then."""
     for attempt in range(1, HEAD_START_ATTEMPTS + 1):
         try:
-            return _start_head(data_dir, port, num_cpus)
+            return _start_head(data_dir, port, num_cpus, containers)
         except _HeadExitedError as e:
             if attempt == HEAD_START_ATTEMPTS:
                 raise
@@ -274,7 +283,7 @@ def start(
     if not check_reachable(address):
         if ":" in address:
             port = int(address.rpartition(":")[2])
-        head = _start_head_with_retry(data_dir, port, num_cpus, options.json)
+        head = _start_head_with_retry(data_dir, port, num_cpus, containers, options.json)
         address = head["address"]
     try:
         options.join_ray(address)

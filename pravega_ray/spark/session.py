@@ -18,8 +18,9 @@ object store. Three things have to be right for that to work here (proven in
 If the program asked for quiet logs (:func:`~pravega_ray.logging_setup.quiet_requested`:
 ``configure_logging(False)``), the session starts quiet
 (:func:`quiet_spark_configs`): the driver JVM logs through :data:`QUIET_LOG4J2` (warnings and
-errors, minus two known startup notices) and Spark draws no console progress bars. Errors
-always show.
+errors, minus two known startup notices), Spark draws no console progress bars, and the driver
+JVM's stderr reaches this process's stderr through a relay that skips Ray's Java startup notice
+(:data:`~pravega_ray.logging_setup.JAVA_STARTUP_NOTICE`). Errors always show.
 
 Every ``init_spark`` also leaves folders named by digits in ``/tmp/ray``
 (``/tmp/ray/<millis>``, copies of Ray's Java core-worker library, about 40 MB
@@ -30,16 +31,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pravega_ray.errors import IllegalStateError, InvalidArgumentError
-from pravega_ray.logging_setup import quiet_ray_data, quiet_requested
+from pravega_ray.logging_setup import JAVA_STARTUP_NOTICE, quiet_ray_data, quiet_requested
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -220,15 +224,69 @@ def init_spark(
 
     if getattr(raydp.context, "_global_spark_context", None) is not None:
         raise IllegalStateError("a RayDP Spark session is running: call stop_spark() first")
-    session: SparkSession = raydp.init_spark(
-        app_name=app_name,
-        num_executors=num_executors,
-        executor_cores=executor_cores,
-        executor_memory=executor_memory,
-        configs=merged,
-    )
+    with _driver_stderr_relayed() if quiet else contextlib.nullcontext():
+        session: SparkSession = raydp.init_spark(
+            app_name=app_name,
+            num_executors=num_executors,
+            executor_cores=executor_cores,
+            executor_memory=executor_memory,
+            configs=merged,
+        )
     quiet_ray_data()  # RayDP imported Ray Data
     return session
+
+
+_JAVA_STARTUP_LINE = re.compile(JAVA_STARTUP_NOTICE.encode())
+
+
+@contextlib.contextmanager
+def _driver_stderr_relayed() -> Iterator[None]:
+    """Inside the block, the Spark driver JVM that pyspark launches (if it launches one) gets
+    a pipe as its stderr, which a thread copies to this process's stderr line by line for the
+    JVM's life, except Ray's Java startup notice (:data:`JAVA_STARTUP_NOTICE`), which the JVM
+    prints when RayDP connects it to Ray.
+
+    pyspark's ``launch_gateway`` takes ``popen_kwargs`` for this ("capturing stdout/stderr")
+    and keeps the process as ``gateway.proc``, but ``SparkContext`` calls it without any: the
+    block passes them by standing in for ``pyspark.context.launch_gateway`` meanwhile. A JVM
+    launched before (a session stopped and started again reuses it) keeps its stderr.
+    """
+    import pyspark.context
+
+    # pyspark's type hints do not name launch_gateway among the module's exports.
+    context: Any = pyspark.context
+    launch: Callable[..., Any] = context.launch_gateway
+
+    def launch_relayed(conf: Any = None, popen_kwargs: dict[str, Any] | None = None) -> Any:
+        gateway = launch(conf, {**(popen_kwargs or {}), "stderr": subprocess.PIPE})
+        process = getattr(gateway, "proc", None)
+        if process is not None and process.stderr is not None:
+            threading.Thread(
+                target=_relay_lines,
+                args=(process.stderr,),
+                name="pravega-ray-spark-driver-stderr",
+                daemon=True,
+            ).start()
+        return gateway
+
+    context.launch_gateway = launch_relayed
+    try:
+        yield
+    finally:
+        context.launch_gateway = launch
+
+
+def _relay_lines(source: Iterator[bytes]) -> None:
+    """Copy ``source`` to this process's stderr, without :data:`JAVA_STARTUP_NOTICE` lines,
+    until it ends. Keeps reading if stderr fails, so the JVM never blocks on a full pipe."""
+    for line in source:
+        if _JAVA_STARTUP_LINE.search(line):
+            continue
+        try:
+            sys.stderr.write(line.decode(errors="replace"))
+            sys.stderr.flush()
+        except (AttributeError, OSError, ValueError):
+            pass  # stderr closed or gone (None at exit): drop the line, keep draining
 
 
 def _merged_options(base: dict[str, str], configs: Mapping[str, str]) -> dict[str, str]:

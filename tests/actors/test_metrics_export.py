@@ -139,3 +139,56 @@ def test_a_quiet_program_prints_its_own_lines_and_every_error(ray_session: None)
     assert "RuntimeError: the program's own error" in out and "Traceback" in out, out
     assert "actor info line" not in out, out
     assert " INFO " not in out, out
+
+
+SPARK_SCENARIO_TIMEOUT_S = 600
+"""A cluster of 14 actors, a Spark session and its first job: about a minute on an idle 2-core
+machine, several on a loaded one."""
+
+ERROR_LINE = re.compile(r",\d{3} [EC] \d+ \d+\]|error", re.IGNORECASE)
+"""A line reporting an error: Ray's C++ ERROR or FATAL lines, anything naming an error (Ray's
+error messages, tracebacks' last lines, log lines at ERROR)."""
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(SPARK_SCENARIO_TIMEOUT_S + 30)
+def test_a_quiet_program_with_spark_prints_only_its_own_lines_and_errors(
+    tmp_path: Path,
+) -> None:
+    """The demo's Spark step in a quiet program with a cluster of its own (a subprocess, as
+    ``make demo`` runs it): each line is the program's own, the Spark driver JVM's error line,
+    the program's traceback, or an error Ray reports (a loaded machine makes some). Before
+    issue 22 it also printed Ray's worker-count warnings, Ray's Java startup notice from each
+    JVM RayDP starts and a DeprecationWarning from RayDP's master actor."""
+    scenario = Path(__file__).with_name("spark_logging_scenario.py")
+    root = scenario.parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # as `make demo`
+    # Only so that a loaded machine does not abort Ray's start (as the CLI does): no output.
+    env.update(PYTHONPATH=str(root), RAY_agent_register_timeout_ms="120000")
+    done = subprocess.run(
+        [sys.executable, str(scenario), str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=SPARK_SCENARIO_TIMEOUT_S,
+        env=env,
+        cwd=tmp_path,
+    )
+    report = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert done.returncode == 1, report
+    own = [line for line in done.stdout.splitlines() if line.startswith("[spark-scenario] ")]
+    assert own == [
+        "[spark-scenario] cluster started",
+        "[spark-scenario] wrote 100 events",
+        "[spark-scenario] spark started",
+        "[spark-scenario] spark read 100 events",
+    ], report
+    err = done.stderr.splitlines()
+    assert "ERROR: the driver JVM's own error line" in err, report
+    traceback_at = err.index("Traceback (most recent call last):")
+    assert err[-1] == "RuntimeError: the program's own error", report
+    others = [
+        line
+        for line in done.stdout.splitlines() + err[:traceback_at]
+        if line.strip() and not line.startswith("[spark-scenario] ")
+    ]
+    assert [line for line in others if not ERROR_LINE.search(line)] == [], report
