@@ -24,7 +24,7 @@ lint: venv
 	$(PY) -m ruff check pravega_ray actors tests examples benchmarks
 
 bench: venv
-	$(PY) benchmarks/append_throughput.py
+	$(PY) -m benchmarks.append_throughput
 
 bench-controller: venv
 	$(PY) benchmarks/controller.py
