@@ -133,17 +133,31 @@ def local_ray(**options: Any) -> Iterator[None]:
         ray.shutdown()
 
 
+def start_local(
+    data_dir: str | os.PathLike[str], container_count: int | None = None, **options: Any
+) -> Any:
+    """``pr.start_local(data_dir, container_count, **options)`` (``container_count`` None:
+    start_local's default) on a Ray of this process's own.
+
+    If Ray is not up yet, start_local starts it with ``ray.init(address=None)``, which joins
+    the newest Ray instance on the machine: ``RAY_ADDRESS`` defaults to "local" here, so it
+    starts one instead (as the Makefile's ``RAY_ADDRESS=local``). A ``RAY_ADDRESS`` set by the
+    caller is kept.
+    """
+    import pravega_ray as pr
+
+    os.environ.setdefault("RAY_ADDRESS", "local")
+    if container_count is not None:
+        options["container_count"] = container_count
+    return pr.start_local(data_dir, **options)
+
+
 @contextlib.contextmanager
 def local_cluster(
     data_dir: str | os.PathLike[str], container_count: int | None = None, **options: Any
 ) -> Iterator[Any]:
-    """``pr.start_local(data_dir, container_count, **options)`` (``container_count`` None:
-    start_local's default), shut down on exit."""
-    import pravega_ray as pr
-
-    if container_count is not None:
-        options["container_count"] = container_count
-    cluster = pr.start_local(data_dir, **options)
+    """:func:`start_local`, shut down on exit."""
+    cluster = start_local(data_dir, container_count, **options)
     try:
         yield cluster
     finally:
@@ -194,7 +208,7 @@ def wait_restarted(handle: Any, old_pid: int, deadline: float, poll_s: float) ->
         except (RayActorError, ActorUnavailableError, GetTimeoutError):
             pass
         time.sleep(poll_s)
-    raise TimeoutError("a container did not answer again after its restart in time")
+    raise TimeoutError("the container did not answer from a new process before the deadline")
 
 
 def drop_page_cache(paths: Sequence[Path]) -> None:

@@ -55,6 +55,7 @@ from benchmarks.common import (
     log,
     new_stream,
     print_table,
+    start_local,
     wait_restarted,
     work_dir,
 )
@@ -334,7 +335,7 @@ def in_process(directory: Path) -> System:
 def on_ray(directory: Path) -> System:
     import ray
 
-    cluster = pr.start_local(directory, namespace="bench-readers-" + uuid.uuid4().hex[:6])
+    cluster = start_local(directory, namespace="bench-readers-" + uuid.uuid4().hex[:6])
 
     def flush() -> None:
         ray.get([h.flush_to_storage.remote() for h in cluster.container_handles()], timeout=600)
