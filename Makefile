@@ -29,34 +29,34 @@ lint: venv
 	$(PY) -m mypy
 
 bench: venv
-	$(PY) benchmarks/append_throughput.py
+	$(PY) -m benchmarks.append_throughput
 
 bench-controller: venv
-	$(PY) benchmarks/controller.py
+	$(PY) -m benchmarks.controller
 
 bench-transactions: venv
-	$(PY) benchmarks/transactions.py
+	$(PY) -m benchmarks.transactions
 
 bench-large-events: venv
-	$(PY) benchmarks/large_events.py
+	$(PY) -m benchmarks.large_events
 
 bench-checkpoints: venv
-	$(PY) benchmarks/checkpoints.py --ray
+	$(PY) -m benchmarks.checkpoints --ray
 
 bench-retention: venv
-	$(PY) benchmarks/retention.py
+	$(PY) -m benchmarks.retention
 
 bench-readers: venv
-	$(PY) benchmarks/readers.py
+	$(PY) -m benchmarks.readers
 
 bench-pipeline-writes: venv
-	RAY_ADDRESS=local $(PY) benchmarks/pipeline_writes.py
+	RAY_ADDRESS=local $(PY) -m benchmarks.pipeline_writes
 
 bench-spark-bridge: venv check-java
-	RAY_ADDRESS=local $(PY) benchmarks/spark_bridge.py
+	RAY_ADDRESS=local $(PY) -m benchmarks.spark_bridge
 
 bench-ray-data: venv
-	RAY_ADDRESS=local $(PY) benchmarks/ray_data_read.py
+	RAY_ADDRESS=local $(PY) -m benchmarks.ray_data_read
 
 venv: $(STAMP)
 

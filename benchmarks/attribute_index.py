@@ -49,7 +49,7 @@ chunk, i.e. nothing truncated is still referenced, and that it holds exactly N k
 Run (one cell per run; progress goes to stderr, the table to stdout, and the very last stdout
 line is ``index_bytes=<n> live_bytes=<n>``)::
 
-    .venv/bin/python benchmarks/attribute_index.py --count 1000000 --batch 100 \\
+    .venv/bin/python -m benchmarks.attribute_index --count 1000000 --batch 100 \\
         --workload bulk-random-update --compaction on
 """
 
@@ -67,6 +67,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from benchmarks.common import log
 from pravega_ray.btree import BTree, TreeStats
 from pravega_ray.segmentstore.btree_attribute_index import (
     CHUNK_PREFIX,
@@ -103,16 +104,6 @@ SEED_COUNT = 1_000_000
 
 LIVE_RATIO_MAX = 2.0
 """Aim: the stored index stays within this multiple of the live tree."""
-
-_T0 = time.perf_counter()
-
-
-def log(message: str) -> None:
-    print(
-        f"[attribute_index {time.perf_counter() - _T0:7.1f}s] {message}",
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 class CountingStorage(InMemoryChunkStorage):

@@ -13,26 +13,20 @@ their next sync) plus one read call per reader.
 Systems: ``in-process`` (memory backends, no Ray) and, with ``--ray``, ``ray``
 (``pravega_ray.start_local`` on filesystem tiers under a temporary directory).
 
-Run: ``make bench-checkpoints`` (in-process) or ``.venv/bin/python benchmarks/checkpoints.py
---ray``. Timings decide nothing in the tests.
+Run: ``.venv/bin/python -m benchmarks.checkpoints`` (in-process) or ``make bench-checkpoints``
+(``--ray``: both). Timings decide nothing in the tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from report import percentile, print_table
-
 import pravega_ray as pr
+from benchmarks.common import local_cluster, local_ray, percentile, print_table, work_dir
 from pravega_ray.constants import READER_GROUP_SYNC_INTERVAL_S
 from pravega_ray.inprocess import InProcessCluster
 
@@ -122,20 +116,14 @@ def main() -> None:
     finally:
         cluster.shutdown()
     if args.ray:
-        import ray
-
-        with tempfile.TemporaryDirectory() as directory:
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-            ray_cluster = pr.start_local(
-                data_dir=Path(directory) / "data",
-                container_count=2,
-                namespace=f"bench-checkpoints-{os.getpid()}",
-            )
-            try:
-                _run("ray", ray_cluster, args.checkpoints, rows)
-            finally:
-                ray_cluster.shutdown()
-                ray.shutdown()
+        with (
+            work_dir("bench-checkpoints-") as directory,
+            local_ray(num_cpus=2, log_to_driver=False),
+            local_cluster(
+                directory / "data", 2, namespace=f"bench-checkpoints-{os.getpid()}"
+            ) as ray_cluster,
+        ):
+            _run("ray", ray_cluster, args.checkpoints, rows)
     print_table(
         f"Checkpoint latency (ms; readers sync every {READER_GROUP_SYNC_INTERVAL_S} s)",
         ["system", "operation", "count", "p50 ms", "p90 ms"],

@@ -27,33 +27,35 @@ tiers) and shuts it down at the end. Prints one table per part (each selectable,
 4. ``baseline`` (measured first, on an idle cluster): a plain detached Ray actor's trivial method
    next to ``get_stream_info`` and ``list_scopes``, sequential calls, p50/p99 and calls/s.
 
-Run: ``make bench-controller`` or ``.venv/bin/python benchmarks/controller.py --help``
+Run: ``make bench-controller`` or ``.venv/bin/python -m benchmarks.controller --help``
 (``--quick``: levels 200,1000 and fewer scales). Progress goes to stderr, tables to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
-import shutil
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import ray
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from load_writer import LoadWriter, log, percentile
-from report import print_table
-
 import pravega_ray as pr
+from benchmarks.common import (
+    local_cluster,
+    local_ray,
+    log,
+    percentile,
+    print_table,
+    time_calls,
+    work_dir,
+)
+from benchmarks.load_writer import LoadWriter
 from pravega_ray.constants import APPEND_BLOCK_BYTES_MAX as MAX_BATCH_BYTES
 from pravega_ray.constants import CONTROLLER_METADATA_PARTITIONS
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
@@ -91,13 +93,7 @@ def sequential_calls(call: Callable[[], object], calls: int) -> tuple[float, flo
     """(p50 ms, p99 ms, calls/s) of ``calls`` sequential calls (after 10 warm-up calls)."""
     for _ in range(10):
         call()
-    latencies = []
-    start = time.perf_counter()
-    for _ in range(calls):
-        t = time.perf_counter()
-        call()
-        latencies.append(time.perf_counter() - t)
-    elapsed = time.perf_counter() - start
+    elapsed, latencies = time_calls(itertools.repeat(call, calls))
     return percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000, calls / elapsed
 
 
@@ -418,40 +414,34 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-controller-"))
     namespace = f"bench-controller-{os.getpid()}-{int(time.time())}"
     print(
         f"benchmarks/controller.py {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
         f"{args.containers} containers, file tiers"
     )
-    log(f"starting a cluster in {data_dir} (namespace {namespace})")
-    # A Ray of its own: ray.init() without an address joins the latest Ray instance started
-    # on this machine (e.g. another user's `ray start` or a test's cluster_utils cluster).
-    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
-    ray.init(address="local", namespace=namespace, include_dashboard=False, logging_level="WARNING")
-    try:
-        cluster = pr.start_local(data_dir, args.containers, namespace=namespace)
-    except BaseException:
-        ray.shutdown()
-        raise
-    try:
-        steps = {
-            "baseline": run_baselines,
-            "scale": run_manual_scaling,
-            "autoscale": run_auto_scaling,
-            "metadata": run_metadata,
-        }
-        for part in PARTS:
-            if part in args.parts:
-                log(f"part {part}")
-                steps[part](cluster, args)
-    finally:
-        cluster.shutdown()
-        ray.shutdown()
-        if not args.keep_data:
-            shutil.rmtree(data_dir, ignore_errors=True)
+    with work_dir("bench-controller-", keep=args.keep_data) as data_dir:
+        log(f"starting a cluster in {data_dir} (namespace {namespace})")
+        with (
+            local_ray(namespace=namespace, logging_level="WARNING"),
+            local_cluster(data_dir, args.containers, namespace=namespace) as cluster,
+        ):
+            run_parts(cluster, args)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+
+
+def run_parts(cluster: Any, args: argparse.Namespace) -> None:
+    """The selected parts, in the order of PARTS."""
+    steps = {
+        "baseline": run_baselines,
+        "scale": run_manual_scaling,
+        "autoscale": run_auto_scaling,
+        "metadata": run_metadata,
+    }
+    for part in PARTS:
+        if part in args.parts:
+            log(f"part {part}")
+            steps[part](cluster, args)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The controller's record stores over an in-process cluster: puts/s, gets/s and list_keys.
 
-Run: ``.venv/bin/python benchmarks/controller_metadata.py [--records N] [--prefixes P]``.
+Run: ``.venv/bin/python -m benchmarks.controller_metadata [--records N] [--prefixes P]``.
 
 Measures, one thread, each call waiting for its durable answer:
 
@@ -20,12 +20,8 @@ here are the in-process cost only: on Ray each table call adds an actor round tr
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, MetadataStore

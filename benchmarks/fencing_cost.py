@@ -5,28 +5,23 @@ Every Tier-2 create or delete of a container first checks for a newer owner's fe
 chunks of a few sizes, raw and fenced, alternating rounds in the same run, on the filesystem
 backend and on a local SeaweedFS (started here, as the tests do; skipped with ``--no-s3``).
 
-    .venv/bin/python benchmarks/fencing_cost.py [--chunks 40] [--no-s3]
+    .venv/bin/python -m benchmarks.fencing_cost [--chunks 40] [--no-s3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
-from pravega_ray.storage.fenced import FencedChunkStorage  # noqa: E402
-from pravega_ray.storage.filesystem import FileSystemChunkStorage  # noqa: E402
+from benchmarks.common import percentile
+from pravega_ray.storage.fenced import FencedChunkStorage
+from pravega_ray.storage.filesystem import FileSystemChunkStorage
 
 SIZES = (64 * 1024, 1 << 20, 4 << 20)
 ROUNDS = 3
@@ -49,7 +44,7 @@ def measure(name: str, raw: Any, count: int) -> list[tuple[str, int, float, floa
         for _ in range(ROUNDS):  # alternate, so drift hits both alike
             raw_ms.append(_creates_ms(raw, size, count))
             fenced_ms.append(_creates_ms(fenced, size, count))
-        rows.append((name, size, statistics.median(raw_ms), statistics.median(fenced_ms)))
+        rows.append((name, size, percentile(raw_ms, 0.5), percentile(fenced_ms, 0.5)))
     started = time.perf_counter()
     for _ in range(count * 5):
         fenced.check()

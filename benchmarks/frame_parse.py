@@ -9,22 +9,17 @@ cut into reads of ``READ_BYTES_MAX``, to the connector's Arrow table.
 Both run on the same bytes; the table shows the best of ``--repeats`` runs in ns per event.
 Timings are noisy on a shared machine: read the ratio.
 
-Run: ``.venv/bin/python benchmarks/frame_parse.py [--events 200000] [--repeats 5]``.
+Run: ``.venv/bin/python -m benchmarks.frame_parse [--events 200000] [--repeats 5]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import functools
 
 import pyarrow as pa
-from report import print_table
 
+from benchmarks.common import best_seconds, print_table
 from pravega_ray.client.event_framing import FrameAssembler, FrameScanner, frame_events
 from pravega_ray.constants import READ_BYTES_MAX
 from pravega_ray.data.event_blocks import events_table, layout_for, raw_events_table
@@ -46,15 +41,6 @@ def spans(data: bytes) -> pa.Table:
     return raw_events_table("sc", "st", 0, found)
 
 
-def best_s(run: Callable[[bytes], pa.Table], data: bytes, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run(data)
-        times.append(time.perf_counter() - started)
-    return min(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=200_000, help="events of 100 B")
@@ -64,8 +50,8 @@ def main() -> None:
     for event_bytes, count in ((100, args.events), (1024, args.events // 10)):
         data = frame_events([bytes([i % 251]) * event_bytes for i in range(count)])
         assert per_event(data).equals(spans(data))
-        old = best_s(per_event, data, args.repeats)
-        new = best_s(spans, data, args.repeats)
+        old = best_seconds(functools.partial(per_event, data), args.repeats)
+        new = best_seconds(functools.partial(spans, data), args.repeats)
         rows.append([event_bytes, count, old / count * 1e9, new / count * 1e9, old / new])
     print_table(
         f"raw parse, best of {args.repeats} (ns per event)",

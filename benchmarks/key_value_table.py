@@ -1,6 +1,6 @@
 """Key-value table throughput and latency on a local cluster, against same-run baselines.
 
-Run: ``.venv/bin/python benchmarks/key_value_table.py [--ops N] [--threads T] [--value-bytes B]``.
+Run: ``.venv/bin/python -m benchmarks.key_value_table [--ops N] [--threads T] [--value-bytes B]``.
 
 It starts its own embedded cluster (``start_local`` on a temporary directory, 2
 containers, file tiers, Ray namespace ``bench-kvt``) and a table of 4 partitions,
@@ -28,21 +28,14 @@ import argparse
 import os
 import shutil
 import socket
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
-
-from append_throughput import percentile, redis_command, running_redis
-
 import pravega_ray as pr
+from benchmarks.common import local_cluster, log, percentile, time_calls, work_dir
+from benchmarks.redis_server import redis_command, running_redis
 
 
 @dataclass(frozen=True)
@@ -52,21 +45,6 @@ class Row:
     ops_per_s: float
     p50_ms: float
     p99_ms: float
-
-
-def log(message: str) -> None:
-    print(f"[bench-kvt] {message}", file=sys.stderr, flush=True)
-
-
-def timed(calls: list[Callable[[], object]]) -> tuple[float, list[float]]:
-    """Run ``calls`` one after another; (total seconds, per-call seconds)."""
-    latencies = []
-    start = time.perf_counter()
-    for call in calls:
-        t = time.perf_counter()
-        call()
-        latencies.append(time.perf_counter() - t)
-    return time.perf_counter() - start, latencies
 
 
 def row(system: str, operation: str, ops: int, seconds: float, latencies: list[float]) -> Row:
@@ -99,9 +77,9 @@ def ray_baseline(ops: int, value: bytes) -> list[Row]:
     try:
         ray.get([actor.set.remote(b"warm", value) for _ in range(100)])
         keys = [b"key-%d" % i for i in range(ops)]
-        seconds, lat = timed([lambda k=k: ray.get(actor.set.remote(k, value)) for k in keys])
+        seconds, lat = time_calls([lambda k=k: ray.get(actor.set.remote(k, value)) for k in keys])
         put = row("plain Ray actor call", "set (no fsync)", ops, seconds, lat)
-        seconds, lat = timed([lambda k=k: ray.get(actor.get.remote(k)) for k in keys])
+        seconds, lat = time_calls([lambda k=k: ray.get(actor.get.remote(k)) for k in keys])
         get = row("plain Ray actor call", "get", ops, seconds, lat)
     finally:
         ray.kill(actor)
@@ -129,9 +107,9 @@ def redis_baseline(ops: int, value: bytes, work_dir: Path) -> list[Row]:
                 reader.read(int(line[1:]) + 2)
 
         keys = [b"key-%d" % i for i in range(ops)]
-        seconds, lat = timed([lambda k=k: command(b"SET", k, value) for k in keys])
+        seconds, lat = time_calls([lambda k=k: command(b"SET", k, value) for k in keys])
         rows.append(row("redis (AOF always)", "SET", ops, seconds, lat))
-        seconds, lat = timed([lambda k=k: command(b"GET", k) for k in keys])
+        seconds, lat = time_calls([lambda k=k: command(b"GET", k) for k in keys])
         rows.append(row("redis (AOF always)", "GET", ops, seconds, lat))
     return rows
 
@@ -151,11 +129,11 @@ def kvt_rows(cluster: pr.Cluster, ops: int, threads: int, value: bytes) -> list[
         versions[k] = kvt.put(k, value)
 
     log(f"put: {ops:,} sequential puts")
-    seconds, lat = timed([lambda k=k: put(k) for k in keys])
+    seconds, lat = time_calls([lambda k=k: put(k) for k in keys])
     rows.append(row("pravega-ray kvt", "put, 1 thread", ops, seconds, lat))
 
     log(f"replace: {ops:,} conditional updates")
-    seconds, lat = timed([lambda k=k: put_replace(kvt, versions, k, value) for k in keys])
+    seconds, lat = time_calls([lambda k=k: put_replace(kvt, versions, k, value) for k in keys])
     rows.append(row("pravega-ray kvt", "replace(version)", ops, seconds, lat))
 
     log(f"put: {ops:,} puts from {threads} threads")
@@ -164,7 +142,7 @@ def kvt_rows(cluster: pr.Cluster, ops: int, threads: int, value: bytes) -> list[
 
     def worker(index: int) -> None:
         mine = [b"t%d-%d" % (index, i) for i in range(per_thread)]
-        all_latencies[index] = timed([lambda k=k: kvt.put(k, value) for k in mine])[1]
+        all_latencies[index] = time_calls([lambda k=k: kvt.put(k, value) for k in mine])[1]
 
     workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
     start = time.perf_counter()
@@ -177,11 +155,11 @@ def kvt_rows(cluster: pr.Cluster, ops: int, threads: int, value: bytes) -> list[
     rows.append(row("pravega-ray kvt", f"put, {threads} threads", len(flat), seconds, flat))
 
     log(f"get: {ops:,} sequential gets")
-    seconds, lat = timed([lambda k=k: kvt.get(k) for k in keys])
+    seconds, lat = time_calls([lambda k=k: kvt.get(k) for k in keys])
     rows.append(row("pravega-ray kvt", "get, 1 thread", ops, seconds, lat))
 
     batches = [keys[i : i + 100] for i in range(0, ops, 100)]
-    seconds, lat = timed([lambda b=b: kvt.get_all(b) for b in batches])
+    seconds, lat = time_calls([lambda b=b: kvt.get_all(b) for b in batches])
     rows.append(row("pravega-ray kvt", "get_all(100) keys", ops, seconds, lat))
 
     start = time.perf_counter()
@@ -203,19 +181,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8, help="threads for the parallel puts")
     parser.add_argument("--value-bytes", type=int, default=100)
     args = parser.parse_args()
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     value = os.urandom(args.value_bytes)
-    work_dir = Path(tempfile.mkdtemp(prefix="bench-kvt-"))
     rows: list[Row] = []
-    cluster = pr.start_local(data_dir=work_dir / "data", container_count=2, namespace="bench-kvt")
-    try:
-        rows += kvt_rows(cluster, args.ops, args.threads, value)
-        log("baseline: plain Ray actor")
-        rows += ray_baseline(args.ops, value)
-    finally:
-        cluster.shutdown()
-    log("baseline: redis")
-    rows += redis_baseline(args.ops, value, work_dir)
-    shutil.rmtree(work_dir, ignore_errors=True)
+    with work_dir("bench-kvt-") as work:
+        with local_cluster(work / "data", 2, namespace="bench-kvt") as cluster:
+            rows += kvt_rows(cluster, args.ops, args.threads, value)
+            log("baseline: plain Ray actor")
+            rows += ray_baseline(args.ops, value)
+        log("baseline: redis")
+        rows += redis_baseline(args.ops, value, work)
 
     print(f"\nkey-value table, {args.value_bytes}-byte values, durable acks, {os.cpu_count()} CPUs")
     header = f"{'system':<22} {'operation':<24} {'ops/s':>10} {'p50 ms':>8} {'p99 ms':>8}"

@@ -18,8 +18,8 @@ in-process, the containers) and, with Ray, the container actors' processes. A ro
 ``rss/event`` is the peak growth over the row's starting RSS divided by the event size:
 the "small multiple" the issue asks for.
 
-Run: ``make bench-large-events`` (16 and 128 MiB) or ``.venv/bin/python
-benchmarks/large_events.py --full`` (adds 1 GiB). Timings decide nothing in the tests.
+Run: ``make bench-large-events`` (16 and 128 MiB) or ``.venv/bin/python -m
+benchmarks.large_events --full`` (adds 1 GiB). Timings decide nothing in the tests.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pathlib import Path
 import psutil
 
 import pravega_ray as pr
+from benchmarks.common import local_cluster, local_ray
 from pravega_ray.constants import MIB
 from pravega_ray.inprocess import InProcessCluster
 
@@ -196,13 +197,6 @@ def one_row(system: str, size: int, count: int, directory: Path) -> Row:
             return run_case(cluster, system, "s", size, count, list)
         finally:
             cluster.shutdown()
-    import ray
-
-    # "local": a Ray of its own, never one another job started on this machine.
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray_cluster = pr.start_local(
-        data_dir=directory / "data", container_count=1, namespace=f"bench-large-{os.getpid()}"
-    )
 
     def store_pids() -> list[int]:
         """The container actors of this process's own Ray (its descendants)."""
@@ -212,11 +206,11 @@ def one_row(system: str, size: int, count: int, directory: Path) -> Row:
             if "SegmentContainerActor" in " ".join(_cmdline(p))
         ]
 
-    try:
-        return run_case(ray_cluster, system, "s", size, count, store_pids)
-    finally:
-        ray_cluster.shutdown()
-        ray.shutdown()
+    with (
+        local_ray(num_cpus=2, log_to_driver=False),
+        local_cluster(directory / "data", 1, namespace=f"bench-large-{os.getpid()}") as cluster,
+    ):
+        return run_case(cluster, system, "s", size, count, store_pids)
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
@@ -254,7 +248,8 @@ def main() -> None:
                 child = subprocess.run(
                     [
                         sys.executable,
-                        __file__,
+                        "-m",
+                        "benchmarks.large_events",
                         "--data-dir",
                         str(row_dir),
                         "--one",

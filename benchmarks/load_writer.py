@@ -1,7 +1,7 @@
 """A load writer for benchmarks: a thread writing event batches to one stream, recording
 when each batch is acknowledged, robust to its segments being sealed under it.
 
-Used by ``benchmarks/controller.py``; importing it starts nothing.
+Used by ``benchmarks.controller``; importing it starts nothing.
 """
 
 from __future__ import annotations
@@ -10,17 +10,14 @@ import bisect
 import contextlib
 import itertools
 import os
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import pravega_ray as pr
+from benchmarks.common import log
 from pravega_ray.errors import PravegaError, SegmentSealedError, StreamSealedError
 
 KEYS = [f"key-{i}" for i in range(16)]
@@ -31,20 +28,6 @@ OUTSTANDING_EVENTS_MAX = 200_000
 """A load writer waits (for acks) once this many of its events are unanswered."""
 NEW_WRITER_WAIT_S = 30.0
 """A load writer that cannot get a new writer for this long gives up (``fatal``)."""
-_T0 = time.perf_counter()
-
-
-def log(message: str) -> None:
-    """A progress line on stderr (stdout holds only the report)."""
-    print(f"[bench {time.perf_counter() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of ``values`` (``q`` in [0, 1]); ValueError if empty."""
-    if not values:
-        raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 @dataclass

@@ -5,29 +5,27 @@ metric through the facade (pravega_ray/metrics.py) into each sink, and prints th
 ``--rounds`` per recording, in microseconds. The append path records about six times per group
 commit and once per append operation (docs/metrics.md), so multiply by those, not by events.
 
-Run: ``RAY_ADDRESS=local .venv/bin/python benchmarks/metrics_cost.py``.
+Run: ``.venv/bin/python -m benchmarks.metrics_cost``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import time
 from collections.abc import Callable
 
+from benchmarks.common import best_seconds, local_ray
 from pravega_ray import metrics
 
 
 def best_of(rounds: int, count: int, record: Callable[[], None]) -> float:
     """Microseconds per call of ``record``: the best of ``rounds`` rounds of ``count`` calls."""
     record()  # the first call binds the metric to the sink
-    best = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
+
+    def one_round() -> None:
         for _ in range(count):
             record()
-        best = min(best, (time.perf_counter() - started) / count * 1e6)
-    return best
+
+    return best_seconds(one_round, rounds) / count * 1e6
 
 
 def main() -> None:
@@ -35,12 +33,13 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=20_000, help="recordings per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (the best is printed)")
     args = parser.parse_args()
-    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
-    import ray
+    with local_ray(num_cpus=1, logging_level="ERROR"):
+        measure(args)
 
+
+def measure(args: argparse.Namespace) -> None:
     from pravega_ray_actors.ray_metrics import RaySink
 
-    ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
     container = {"container": "0"}
     stream = {"container": "0", "scope": "sc", "stream": "st"}
     cases: list[tuple[str, Callable[[], None]]] = [
@@ -49,15 +48,12 @@ def main() -> None:
         ("gauge.set (1 tag)", lambda: metrics.LOG_BYTES.set(1000, container)),
     ]
     print(f"{'recording':28} {'in-memory us':>13} {'Ray us':>8}")
-    try:
-        for label, record in cases:
-            costs = []
-            for sink in (metrics.InMemorySink(), RaySink()):
-                with metrics.using_sink(sink):
-                    costs.append(best_of(args.rounds, args.count, record))
-            print(f"{label:28} {costs[0]:13.2f} {costs[1]:8.2f}")
-    finally:
-        ray.shutdown()
+    for label, record in cases:
+        costs = []
+        for sink in (metrics.InMemorySink(), RaySink()):
+            with metrics.using_sink(sink):
+                costs.append(best_of(args.rounds, args.count, record))
+        print(f"{label:28} {costs[0]:13.2f} {costs[1]:8.2f}")
 
 
 if __name__ == "__main__":

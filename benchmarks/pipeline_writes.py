@@ -18,33 +18,23 @@ fresh namespace and temporary directory, file tiers; shut down at the end):
 fresh stream of ``--segments`` segments. Progress goes to stderr, the table to stdout.
 Numbers on a shared 2-core machine are noisy: compare rows of one run, not runs.
 
-Run: ``make bench-pipeline-writes`` or ``.venv/bin/python benchmarks/pipeline_writes.py --help``.
+Run: ``make bench-pipeline-writes`` or ``.venv/bin/python -m benchmarks.pipeline_writes --help``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import pyarrow as pa
-from report import print_table
 
 import pravega_ray as pr
+from benchmarks.common import local_cluster, log, new_stream, print_table, work_dir
 
 KEYS = 16
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _rows(events: int, event_bytes: int) -> pa.Table:
@@ -53,13 +43,6 @@ def _rows(events: int, event_bytes: int) -> pa.Table:
         (f"{i:012d}".encode() * (event_bytes // 12 + 1))[:event_bytes] for i in range(events)
     ]
     return pa.table({"key": pa.array(keys, pa.string()), "event": pa.array(payloads, pa.binary())})
-
-
-def _new_stream(cluster: Any, scope: str, segments: int) -> str:
-    stream = "s" + uuid.uuid4().hex[:8]
-    config = pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments))
-    assert cluster.stream_manager().create_stream(scope, stream, config)
-    return stream
 
 
 def _count(cluster: Any, scope: str, stream: str) -> int:
@@ -81,72 +64,72 @@ def _plain(cluster: Any, scope: str, stream: str, table: pa.Table) -> float:
 def run(args: argparse.Namespace) -> None:
     table = _rows(args.events, args.event_bytes)
     megabytes = args.events * args.event_bytes / 1e6
-    data_dir = tempfile.mkdtemp(prefix="bench-pw-")
-    cluster = pr.start_local(data_dir, namespace="bench-pw-" + uuid.uuid4().hex[:6])
-    spark = None
     results: list[tuple[str, float]] = []
-    try:
-        import ray.data
+    with (
+        work_dir("bench-pw-") as data_dir,
+        local_cluster(data_dir, namespace="bench-pw-" + uuid.uuid4().hex[:6]) as cluster,
+    ):
+        spark = None
+        try:
+            import ray.data
 
-        scope = "bench"
-        cluster.stream_manager().create_scope(scope)
+            scope = "bench"
+            cluster.stream_manager().create_scope(scope)
 
-        def measure(name: str, write: Any) -> None:
-            stream = _new_stream(cluster, scope, args.segments)
-            log(f"{name} ...")
-            seconds = write(stream)
-            written = _count(cluster, scope, stream)
-            assert written == args.events, f"{name}: {written} events, not {args.events}"
-            results.append((name, seconds))
-            log(f"{name}: {seconds:.2f} s")
+            def measure(name: str, write: Any) -> None:
+                stream = new_stream(cluster, scope, args.segments)
+                log(f"{name} ...")
+                seconds = write(stream)
+                written = _count(cluster, scope, stream)
+                assert written == args.events, f"{name}: {written} events, not {args.events}"
+                results.append((name, seconds))
+                log(f"{name}: {seconds:.2f} s")
 
-        def plain(stream: str) -> float:
-            return _plain(cluster, scope, stream, table)
+            def plain(stream: str) -> float:
+                return _plain(cluster, scope, stream, table)
 
-        per_block = -(-table.num_rows // args.blocks)
-        ds = ray.data.from_arrow(
-            [table.slice(i, per_block) for i in range(0, table.num_rows, per_block)]
-        ).materialize()
+            per_block = -(-table.num_rows // args.blocks)
+            ds = ray.data.from_arrow(
+                [table.slice(i, per_block) for i in range(0, table.num_rows, per_block)]
+            ).materialize()
 
-        def data(stream: str) -> float:
-            started = time.perf_counter()
-            pr.data.write_stream(ds, f"{scope}/{stream}", "key", cluster=cluster)
-            return time.perf_counter() - started
-
-        measure("plain write_event (first)", plain)
-        measure("pr.data.write_stream (first)", data)
-        measure("pr.data.write_stream (second)", data)
-        if not args.no_spark:
-            log("starting Spark (RayDP) ...")
-            spark = pr.spark.init_spark(app_name="bench-pipeline-writes")
-            df = spark.createDataFrame(
-                spark.sparkContext.parallelize(
-                    list(
-                        zip(
-                            table.column("key").to_pylist(),
-                            table.column("event").to_pylist(),
-                            strict=True,
-                        )
-                    ),
-                    args.blocks,
-                ),
-                "key string, event binary",
-            ).cache()
-            df.count()  # the DataFrame exists before the clock starts
-
-            def via_spark(stream: str) -> float:
+            def data(stream: str) -> float:
                 started = time.perf_counter()
-                pr.spark.write_stream(df, f"{scope}/{stream}", "key", cluster=cluster)
+                pr.data.write_stream(ds, f"{scope}/{stream}", "key", cluster=cluster)
                 return time.perf_counter() - started
 
-            measure("pr.spark.write_stream (first)", via_spark)
-            measure("pr.spark.write_stream (second)", via_spark)
-        measure("plain write_event (last)", plain)
-    finally:
-        if spark is not None:
-            pr.spark.stop_spark()
-        cluster.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
+            measure("plain write_event (first)", plain)
+            measure("pr.data.write_stream (first)", data)
+            measure("pr.data.write_stream (second)", data)
+            if not args.no_spark:
+                log("starting Spark (RayDP) ...")
+                spark = pr.spark.init_spark(app_name="bench-pipeline-writes")
+                df = spark.createDataFrame(
+                    spark.sparkContext.parallelize(
+                        list(
+                            zip(
+                                table.column("key").to_pylist(),
+                                table.column("event").to_pylist(),
+                                strict=True,
+                            )
+                        ),
+                        args.blocks,
+                    ),
+                    "key string, event binary",
+                ).cache()
+                df.count()  # the DataFrame exists before the clock starts
+
+                def via_spark(stream: str) -> float:
+                    started = time.perf_counter()
+                    pr.spark.write_stream(df, f"{scope}/{stream}", "key", cluster=cluster)
+                    return time.perf_counter() - started
+
+                measure("pr.spark.write_stream (first)", via_spark)
+                measure("pr.spark.write_stream (second)", via_spark)
+            measure("plain write_event (last)", plain)
+        finally:
+            if spark is not None:
+                pr.spark.stop_spark()
 
     baseline = (results[0][1] + results[-1][1]) / 2
     rows = [

@@ -33,16 +33,13 @@ tiers, containers restarted with ``ray.kill(no_restart=False)``; shut down at th
 ``--quick`` is a smoke run (small counts). Progress goes to stderr, tables to stdout. The
 machine is shared: read the ratio columns first. Timings decide nothing in the tests.
 
-Run: ``make bench-readers`` or ``.venv/bin/python benchmarks/readers.py --help``.
+Run: ``make bench-readers`` or ``.venv/bin/python -m benchmarks.readers --help``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -52,11 +49,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from report import print_table
-
 import pravega_ray as pr
+from benchmarks.common import (
+    drop_page_cache,
+    log,
+    new_stream,
+    print_table,
+    start_local,
+    wait_restarted,
+    work_dir,
+)
 from pravega_ray.constants import MIB
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.segmentstore.builder import build_in_memory_container
@@ -70,10 +72,8 @@ BATCH = 0
 READ_TIMEOUT_S = 0.5
 STALL_S = 60.0
 """A reader that gets nothing for this long while events are missing fails the row."""
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+RESTART_WAIT_S = 120.0
+RESTART_POLL_S = 0.2
 
 
 class FileTier2Cluster(InProcessCluster):
@@ -120,13 +120,6 @@ class ReadRun:
 
 
 # --- writing and reading --------------------------------------------------------------------
-
-
-def new_stream(cluster: Any, scope: str, segments: int) -> str:
-    stream = "s" + uuid.uuid4().hex[:8]
-    config = pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments))
-    assert cluster.stream_manager().create_stream(scope, stream, config)
-    return stream
 
 
 def write(
@@ -275,16 +268,6 @@ def chunk_files(tier2_root: Path, scope: str, stream: str) -> list[Path]:
     )
 
 
-def drop_page_cache(paths: Sequence[Path]) -> None:
-    """Ask the kernel to drop cached pages of ``paths`` (clean: Tier-2 fsyncs every chunk)."""
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def plain_read_mb_s(paths: Sequence[Path], checksum: bool) -> float:
     drop_page_cache(paths)
     started = time.perf_counter()
@@ -351,9 +334,8 @@ def in_process(directory: Path) -> System:
 
 def on_ray(directory: Path) -> System:
     import ray
-    from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
-    cluster = pr.start_local(directory, namespace="bench-readers-" + uuid.uuid4().hex[:6])
+    cluster = start_local(directory, namespace="bench-readers-" + uuid.uuid4().hex[:6])
 
     def flush() -> None:
         ray.get([h.flush_to_storage.remote() for h in cluster.container_handles()], timeout=600)
@@ -363,17 +345,9 @@ def on_ray(directory: Path) -> System:
         old = {i: p["pid"] for i, p in enumerate(ray.get([h.describe.remote() for h in handles]))}
         for handle in handles:
             ray.kill(handle, no_restart=False)
-        deadline = time.perf_counter() + 120
+        deadline = time.perf_counter() + RESTART_WAIT_S
         for i, handle in enumerate(handles):
-            while True:
-                try:
-                    if ray.get(handle.describe.remote(), timeout=10)["pid"] != old[i]:
-                        break
-                except (RayActorError, ActorUnavailableError, GetTimeoutError):
-                    pass
-                if time.perf_counter() > deadline:
-                    raise TimeoutError("a container did not come back within 120s")
-                time.sleep(0.2)
+            wait_restarted(handle, old[i], deadline, RESTART_POLL_S)
 
     # start_local's default Tier-2 (segmentstore.builder.default_tier_urls).
     return System(cluster, directory / "tier2", flush, restart)
@@ -490,13 +464,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     BATCH = args.batch
     if args.catchup_mib < 0:
         parser.error("--catchup-mib must be at least 0 (0 skips the catch-up)")
-    directory = Path(tempfile.mkdtemp(prefix="pravega-bench-readers-", dir=args.data_dir))
-    system = on_ray(directory) if args.ray else in_process(directory)
-    try:
-        failures = run(system, args)
-    finally:
-        system.cluster.shutdown()
-        shutil.rmtree(directory, ignore_errors=True)
+    with work_dir("pravega-bench-readers-", args.data_dir) as directory:
+        system = on_ray(directory) if args.ray else in_process(directory)
+        try:
+            failures = run(system, args)
+        finally:
+            system.cluster.shutdown()
     if failures:
         print("\nFailed cases:\n" + "\n".join(failures))
         raise SystemExit(1)

@@ -1,6 +1,6 @@
 """How long one retention cycle takes over many streams, in process.
 
-Run: ``.venv/bin/python benchmarks/retention.py [--streams N]`` (``make bench-retention``).
+Run: ``.venv/bin/python -m benchmarks.retention [--streams N]`` (``make bench-retention``).
 
 On an ``InProcessCluster`` (4 containers, memory tiers), ``--streams`` one-segment streams
 with a size policy (min 20 bytes, no max), 100 bytes in each. Then, timed, one thread:
@@ -22,14 +22,10 @@ in-process cost: on Ray, each metadata or segment call adds an actor round trip.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.report import print_table
+from benchmarks.common import print_table
 from pravega_ray.controller.retention_service import RetentionService
 from pravega_ray.controller.stream_metadata_store import MetadataStore, Versioned
 from pravega_ray.inprocess import InProcessCluster

@@ -23,45 +23,27 @@ controller in this process, memory backends, the commit/abort processors and the
 threads); ``--ray`` runs on ``pr.start_local`` (a fresh namespace and temporary directory,
 file tiers; shut down at the end). Progress goes to stderr, tables to stdout.
 
-Run: ``make bench-transactions`` or ``.venv/bin/python benchmarks/transactions.py --help``.
+Run: ``make bench-transactions`` or ``.venv/bin/python -m benchmarks.transactions --help``.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from report import percentile, print_table
-
 import pravega_ray as pr
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _new_stream(cluster: Any, scope: str, segments: int) -> str:
-    stream = "s" + uuid.uuid4().hex[:8]
-    config = pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments))
-    assert cluster.stream_manager().create_stream(scope, stream, config)
-    return stream
+from benchmarks.common import local_cluster, log, new_stream, percentile, print_table, work_dir
 
 
 def commit_latency(
     cluster: Any, scope: str, segments: int, size: int, commits: int, payload: bytes
 ) -> tuple[float, float, float]:
     """(p50 ms, p99 ms, mean ms) of ``commits`` commits of ``size``-event transactions."""
-    stream = _new_stream(cluster, scope, segments)
+    stream = new_stream(cluster, scope, segments)
     latencies: list[float] = []
     with cluster.create_transactional_writer(scope, stream, pr.BytesSerializer()) as tw:
         for _ in range(commits):
@@ -159,7 +141,7 @@ def run(cluster: Any, args: argparse.Namespace) -> None:
         ["transaction", "commits", "p50 ms", "p99 ms", "mean ms"],
         rows,
     )
-    stream = _new_stream(cluster, scope, args.throughput_segments)
+    stream = new_stream(cluster, scope, args.throughput_segments)
     log("throughput: warm-up (one plain batch, one transaction; not counted)")
     plain_rate(cluster, scope, stream, args.per_txn, payload)
     txn_rate(cluster, scope, stream, args.per_txn, args.per_txn, payload)
@@ -212,13 +194,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--event-bytes", type=int, default=100)
     args = parser.parse_args(argv)
     if args.ray:
-        data_dir = tempfile.mkdtemp(prefix="pravega-bench-txn-")
-        cluster = pr.start_local(data_dir, namespace="bench-txn-" + uuid.uuid4().hex[:6])
-        try:
+        namespace = "bench-txn-" + uuid.uuid4().hex[:6]
+        with (
+            work_dir("pravega-bench-txn-") as data_dir,
+            local_cluster(data_dir, namespace=namespace) as cluster,
+        ):
             run(cluster, args)
-        finally:
-            cluster.shutdown()
-            shutil.rmtree(data_dir, ignore_errors=True)
     else:
         from pravega_ray.inprocess import InProcessCluster
 
