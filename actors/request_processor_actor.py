@@ -8,8 +8,9 @@ on; the actor answers ``describe`` meanwhile. Killed at any moment, Ray restarts
 (``max_restarts=-1``) and the new one resumes from the processor's stored checkpoint:
 every request is handled at least once, and every workflow is idempotent.
 
-The commit and abort event processors of transactions (next issue) get actors of their own
-next to this one, built the same way (``actors/controller_parts.py``).
+The commit and abort event processors of transactions have actors of their own next to this
+one (``commit_processor_actor.py``, ``abort_processor_actor.py``), built the same way
+(``controller_parts.py``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Ray shell of a stream bucket (``stream-bucket-<i>``): the periodic work of its streams.
 
 Streams are hashed (their ``scope/stream`` name, stably) into ``buckets`` buckets; bucket
-``i``'s detached actor owns the periodic per-stream work of the streams in it (controller
-seed, "Stream Buckets"):
+``i``'s detached actor owns the periodic per-stream work of the streams in it (Pravega's
+"Stream Buckets"; docs/design.md, "The controller"):
 
 * the auto-scale merge sweep, every ``period_s``: a stream with segments marked cold gets a
   ``merge_sweep`` request, so two cold neighbours are merged even when no new cold report
   arrives;
-* the retention cycle (seed 004, ``controller/retention_service.py``), every
+* the retention cycle (``controller/retention_service.py``, docs/design.md "Retention"), every
   ``retention_period_s`` (``start_local(retention_period_s=...)``, default 30 minutes):
   each stream of the bucket with a retention policy gets a tail cut in its retention set
   and, if the policy (and its subscribers) allow, a truncation request.

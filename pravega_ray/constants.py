@@ -207,16 +207,16 @@ WORKFLOW_WAIT_S = 120.0
 WORKFLOW_POLL_S = 0.02
 """How often the stream manager asks whether a workflow finished."""
 RETENTION_BUCKETS_DEFAULT = 4
+"""Streams are hashed into this many buckets; each bucket's actor runs their periodic work."""
 RETENTION_PERIOD_S_DEFAULT = 1800.0
-"""How often each stream bucket runs the retention cycle of its streams (seed 004: 30 min);
-``start_local(retention_period_s=...)`` changes it."""
+"""How often each stream bucket runs the retention cycle of its streams (30 minutes, Pravega's
+default); ``start_local(retention_period_s=...)`` changes it."""
 CHECKPOINTS_OUTSTANDING_MAX = 3
 """Checkpoints of one reader group under way at once (Pravega's default); one more is
 CheckpointFailedError."""
 TIME_INDEX_RESOLUTION_MS = 10
 """A segment's time index keeps at most one entry per this many milliseconds: a cut at a time
 is exact to the first event stored in the first slot at or after it."""
-"""Streams are hashed into this many buckets; each bucket's actor runs their periodic work."""
 BUCKET_PERIOD_S = 10.0
 """How often a bucket actor looks at each of its streams (the auto-scale merge sweep)."""
 AUTO_SCALE_STREAM_COOLDOWN_S = 10.0
@@ -225,7 +225,7 @@ scales once)."""
 AUTO_SCALE_COLD_MARK_S = 120.0
 """A segment marked cold stays a merge candidate this long without a new cold report."""
 
-# --- Transactions (seed 002) and large events (seed 003) --------------------------------------
+# --- Transactions and large events ----------------------------------------------------------
 TXN_LEASE_S_DEFAULT = 30.0
 """A transaction's lease when the writer is not told: it is aborted this long after its
 last ping."""
@@ -240,7 +240,7 @@ TXN_TIMER_PERIOD_S = 0.5
 """How often the transaction timer looks for leases that ran out."""
 LARGE_EVENT_BYTES_MAX = 1024 * MIB
 """Largest event ``write_event`` takes; one over MAX_EVENT_SIZE_BYTES is a *large event*
-written through a transient segment (seed 003)."""
+written through a transient segment."""
 TRANSIENT_SEGMENT_IDLE_S = 300.0
 """An unmerged transient segment untouched this long is deleted by its container's cleanup."""
 TRANSIENT_CLEANUP_PERIOD_S = 60.0

@@ -4,8 +4,9 @@ Containers run on one asyncio event loop in a background thread; the
 controller is called directly under a lock. Clients reach the containers through
 the same service surface as on Ray (the cluster is the segment-store connection's
 invoker, calling ``SegmentStoreService`` methods on the owning container), so
-writers, readers and the stream manager behave identically. Used by unit tests
-and as the seed of the deterministic simulation:
+writers, readers and the stream manager behave identically. Used by unit tests,
+which also crash containers through it (there is no seeded simulation of the whole
+cluster yet; docs/design.md, "Deferred, on purpose"):
 :meth:`InProcessCluster.restart_container` kills a container mid-flight (pending
 calls fail with an outcome-unknown error) and recovers a new one from the same
 durable log and Tier-2, as a Ray restart would.

@@ -179,7 +179,11 @@ def is_transaction_segment(name: str) -> bool:
 
 
 def transient_segment_name(parent: str, writer_id: bytes) -> str:
-    """A transient segment (large events, seed 003) of ``writer_id`` on ``parent``."""
+    """The name of the transient segment with the 16-byte id ``writer_id`` on ``parent``.
+
+    The container picks a random id for each one (``segmentstore/transient_segments.py``); a
+    large event is written there, then merged into ``parent``.
+    """
     parse_segment_name(parent)
     return f"{parent}#transient.{writer_id.hex()}"
 

@@ -6,10 +6,11 @@ raises :class:`InvalidArgumentError` naming the field and what it accepts; so do
 ``from_dict`` of anything malformed (the controller reports such a stored record as
 damaged). Enum fields take the enum or its string value.
 
-What is enforced today: the scaling policy's ``min_segments`` fixes the number
-of segments a stream is created with. Auto-scaling by event or data rate and
-retention are stored with the stream but not yet acted upon; the controller
-issues that add them keep these names (see docs/api.md).
+Both policies are acted upon. The scaling policy's ``min_segments`` fixes the number of
+segments a stream is created with and is the floor of automatic merges; a policy by event
+or data rate has the containers report hot and cold segments, which the controller splits
+and merges (docs/design.md, "Auto-scale detection" and "Auto-scaling"). The retention
+policy bounds what the retention cycle keeps (docs/design.md, "Retention").
 """
 
 from __future__ import annotations
@@ -53,13 +54,14 @@ class RetentionType(str, Enum):
 
 
 class RetentionConfigType(str, Enum):
-    """Whether a reader group's reading holds back its streams' retention (seed 004).
+    """Whether a reader group's reading holds back its streams' retention.
 
     ``NONE``: a non-subscriber; its reading never affects retention.
     ``AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT``: a subscriber that publishes the cut of each
     completed checkpoint to the controller as its acknowledgement.
     ``MANUAL_RELEASE_AT_USER_STREAMCUT``: a subscriber whose application publishes cuts
     itself (``ReaderGroup.update_retention_stream_cut``).
+    How the retention cycle weighs subscribers' cuts: docs/design.md, "Retention".
     """
 
     NONE = "none"
@@ -145,13 +147,14 @@ class ScalingPolicy:
 
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
-    """How much of a stream to keep (stored; enforced by a later issue).
+    """How much of a stream to keep: the retention cycle truncates the stream within these limits.
 
     ``SIZE``: limits in bytes; ``TIME``: limits in milliseconds. ``retention_type`` is a
     :class:`RetentionType` or its value (``"size"``, ``"time"``). ``min_limit`` and
     ``max_limit`` are ints (not bools, floats or strs) in [0, 2**63); ``max_limit`` 0
     means no upper limit, else it must be at least ``min_limit``. Anything else raises
-    InvalidArgumentError naming the field.
+    InvalidArgumentError naming the field. Each stream bucket runs the cycle every
+    ``retention_period_s`` (docs/design.md, "Retention").
     """
 
     retention_type: RetentionType

@@ -1,4 +1,4 @@
-"""Append-only B+tree with progressive compaction (seed 000's attribute index).
+"""Append-only B+tree with progressive compaction, Pravega's attribute index (docs/btree.md).
 
 See :mod:`pravega_ray.btree.tree` for the page layout, footer and consistency rules.
 """

@@ -1,7 +1,8 @@
 """A bounded cache of decoded B+tree pages, shareable by many trees.
 
-Seed 000: "Caching nodes dramatically reduces the need to read at arbitrary
-offsets from Tier 2, especially for the higher-level nodes." Index pages and
+Pravega's design of the attribute index (docs/attribute-index.md) says: "Caching nodes
+dramatically reduces the need to read at arbitrary offsets from Tier 2, especially for
+the higher-level nodes." Index pages and
 leaves are kept in two LRU lists with separate bounds, so a stream of leaf
 reads never pushes out the upper levels: with the index pages resident, a warm
 lookup costs at most one read (its leaf). One cache can serve every tree of a

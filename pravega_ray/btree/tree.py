@@ -1,4 +1,4 @@
-"""An append-only B+tree with progressive compaction (seed 000, "Attribute Index").
+"""An append-only B+tree with progressive compaction, as Pravega's attribute index (docs/btree.md).
 
 The tree lives in a backing store it reaches through three functions only:
 ``read(offset, length) -> bytes``, ``append(data) -> offset`` (appends at the
@@ -86,7 +86,7 @@ Every index entry records the lowest page offset in its child's subtree, so the
 lowest live page is found by walking down the entries whose lowest offset equals
 the subtree minimum, without extra IO. With ``compaction=True`` every update
 batch also re-appends, unchanged, the lowest-offset live page that the batch
-does not already rewrite, together with its ancestors. (The seed skips the step
+does not already rewrite, together with its ancestors. (Pravega skips the step
 when the batch already rewrites the lowest page; choosing the lowest page *not*
 already rewritten moves a page on every batch instead and never appends a page
 twice.) The lowest offsets are recomputed from the new child offsets as pages
@@ -123,7 +123,7 @@ __all__ = [
 ]
 
 PAGE_BYTES_MAX = 32 * KIB
-"""*format* Largest page (seed 000: 32 KiB). A tree may use smaller pages (tests do)."""
+"""*format* Largest page (32 KiB, as Pravega's). A tree may use smaller pages (tests do)."""
 
 PAGE_BYTES_MIN = 256
 """Smallest ``page_bytes_max`` a tree accepts: an index page must hold a few entries."""
@@ -310,7 +310,7 @@ class BTree:
         a cache of its own holding ``cache_pages_max`` index pages and as many
         leaves. With compaction, every batch moves the lowest live page, then
         further lowest pages while the bytes moved are below ``compaction_ratio``
-        times the bytes the batch itself replaces (0: one page, the seed's rule).
+        times the bytes the batch itself replaces (0: one page, Pravega's rule).
         Raises :class:`InvalidArgumentError` if ``page_bytes_max`` is outside
         ``[PAGE_BYTES_MIN, PAGE_BYTES_MAX]``, ``cache_pages_max`` or
         ``compaction_ratio`` is negative; reading the store may raise whatever

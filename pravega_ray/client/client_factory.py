@@ -1,7 +1,7 @@
 """Hands out clients bound to one cluster's controller and containers.
 
 ``pravega_ray.cluster.Cluster`` (Ray) and ``pravega_ray.inprocess.InProcessCluster``
-(one process, for tests and simulation) both extend this, so every client
+(one process, for tests) both extend this, so every client
 works the same on either.
 """
 

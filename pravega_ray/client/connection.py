@@ -2,8 +2,8 @@
 
 The client never imports Ray. It calls segment containers through a
 :class:`SegmentStoreConnection` over an invoker (``pravega_ray.cluster``: Ray actor
-handles; ``pravega_ray.inprocess``: containers in one process, for tests and the
-simulation), and the controller through a :class:`ControllerConnection`.
+handles; ``pravega_ray.inprocess``: containers in one process, for tests), and the
+controller through a :class:`ControllerConnection`.
 
 Errors: futures fail with the typed errors of :mod:`pravega_ray.errors`. A dead
 or restarting container surfaces as :class:`SegmentStoreUnavailableError`,

@@ -186,7 +186,7 @@ class ControllerClient:
     ) -> list[SegmentRange]:
         return self._repeated(ControllerService.get_segments_between, scope, stream, start, end)
 
-    # --- stream cuts (issue 12): read-only, repeated on ControllerUnavailableError -------------
+    # --- stream cuts: read-only, repeated on ControllerUnavailableError --------------------------
     def get_head_cut(self, scope: str, stream: str) -> StreamCut:
         return self._repeated(ControllerService.get_head_cut, scope, stream)
 
@@ -292,7 +292,7 @@ class ControllerClient:
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._repeated(ControllerService.list_transactions, scope, stream)
 
-    # --- subscribers (retention, issue 12): all repeated ----------------------------------------
+    # --- subscribers (retention): all repeated ---------------------------------------------------
     # A repeat of a call that landed answers False (add, delete: already done) or True
     # (update: the same cut again is accepted), never a wrong state.
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
@@ -320,7 +320,7 @@ class ControllerClient:
     def list_subscribers(self, scope: str, stream: str) -> list[str]:
         return self._repeated(ControllerService.list_subscribers, scope, stream)
 
-    # --- reader-group positions (checkpoints and reset_to, issue 12): repeated (a read) --------
+    # --- reader-group positions (checkpoints and reset_to): repeated (a read) --------------------
     def get_reader_group_positions(
         self, config: ReaderGroupConfig
     ) -> tuple[dict[str, int], dict[str, int]]:

@@ -62,7 +62,7 @@ class Block:
     re-routed into this one (None if none); ``waiting`` counts the children of a
     re-routed block that have not completed yet.
 
-    A *large event* (over ``MAX_EVENT_SIZE_BYTES``, seed 003) is a block of its own with
+    A *large event* (over ``MAX_EVENT_SIZE_BYTES``, ``large_events.py``) is a block of its own with
     no ``parts``: ``large`` holds its payload (never copied whole; the sender writes it
     to a transient segment in slices and merges that into the segment).
     """

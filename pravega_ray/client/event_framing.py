@@ -97,7 +97,7 @@ def parse_events(
     is a partial frame to be completed by the next read).
 
     Raises :class:`DataCorruptionError` on an unknown frame type or a length over
-    ``LARGE_EVENT_BYTES_MAX`` (a large event's frame is like any other, seed 003), which
+    ``LARGE_EVENT_BYTES_MAX`` (a large event's frame is like any other), which
     means the reader is not at an event boundary.
     """
     view = memoryview(data)
@@ -122,7 +122,7 @@ class FrameAssembler:
 
     :meth:`feed` takes each read's bytes in order and returns the complete frames. A
     frame cut by a read's end is kept: a small one as its bytes (joined with the next
-    read), a large one (payload over ``MAX_EVENT_SIZE_BYTES``, seed 003) in a buffer of
+    read), a large one (payload over ``MAX_EVENT_SIZE_BYTES``) in a buffer of
     its final size filled by later reads, so assembling it copies each byte once rather
     than once per read. :attr:`missing_bytes` says how much of that frame is still to
     come (a reader may ask for that much at once). Raises DataCorruptionError as

@@ -1,6 +1,7 @@
-"""Large events: one event over ``MAX_EVENT_SIZE_BYTES`` through a transient segment (seed 003).
+"""Large events: one event over ``MAX_EVENT_SIZE_BYTES`` through a transient segment.
 
-*protocol* (PDP-43A, "Client") A large event is a block of its own in its segment's queue
+*protocol* (Pravega's design proposal PDP-43A, "Client"; docs/design.md, "Large events")
+A large event is a block of its own in its segment's queue
 (``EventAccumulator.append_large``). The segment's output stream sends it only once
 every earlier block of the segment is acknowledged (the target is flushed) and sends
 nothing after it until it is done, so the order with small events of the same routing key
@@ -72,8 +73,8 @@ def send_large_event(
 ) -> Future[None]:
     """Start writing ``block``'s large event to ``target``; the future completes when merged.
 
-    Runs on a thread of the writer's scheduler (inline when the scheduler starts none, a
-    simulation driving the pump). The future fails with the typed error of the step that
+    Runs on a thread of the writer's scheduler (inline when the scheduler starts none: a
+    test driving the pump by hand). The future fails with the typed error of the step that
     failed (see the module docstring).
     """
     future: Future[None] = Future()

@@ -285,7 +285,7 @@ class ReaderGroup:
         self, config: ReaderGroupConfig, generation: int, starts: dict[str, StreamCut]
     ) -> None:
         """Follow a change of retention type; a new subscriber acknowledges its start at
-        once (retention ignores a subscriber without a cut, seed 004)."""
+        once (retention ignores a subscriber without a cut: docs/design.md, "Retention")."""
         for scoped in config.streams:
             scope, stream = parse_scoped_stream(scoped)
             if config.retention_type is RetentionConfigType.NONE:

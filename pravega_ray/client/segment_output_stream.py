@@ -133,7 +133,8 @@ class SegmentOutputStream:
         inflight = blocks.inflight
         while len(inflight) < window:
             # A large event goes alone, once everything before it is acknowledged (the
-            # segment is flushed), and nothing goes after it until it is merged (seed 003).
+            # segment is flushed), and nothing goes after it until it is merged: the order per
+            # routing key with small events holds.
             if inflight and inflight[-1][0].large is not None:
                 break
             if blocks.queued:

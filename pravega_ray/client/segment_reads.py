@@ -33,7 +33,7 @@ class SegmentReadState:
     next_offset: int  # offset just past the last event handed out
     fetch_offset: int  # where the next read starts
     events: deque[tuple[int, bytes]] = field(default_factory=deque)
-    # A frame cut by a read's end; a large event is assembled in place (seed 003).
+    # A frame cut by a read's end; a large event is assembled in place.
     frames: FrameAssembler = field(default_factory=FrameAssembler)
     pending: Future[ReadResult] | None = None
     end_of_segment: bool = False

@@ -1,9 +1,10 @@
-"""Transactions: events that become visible all at once, or never (controller seed 002).
+"""Transactions: events that become visible all at once, or never.
 
 ``tw = cluster.create_transactional_writer(scope, stream, serializer=..., lease_s=30.0)``
 hands out :class:`Transaction` objects (``tw.begin_txn()``, ``tw.get_txn(txn_id)``).
 
-*design* A transaction is created by the controller: a UUID, the stream's current epoch,
+*design* (the controller's side: docs/design.md, "The controller", Transactions)
+A transaction is created by the controller: a UUID, the stream's current epoch,
 and one *transaction segment* on each active segment of that epoch
 (``naming.transaction_segment_name(parent.name, txn_id.bytes)``). The client writes a
 transaction's events with an ordinary :class:`~pravega_ray.client.writer.EventStreamWriter`

@@ -1,6 +1,6 @@
 """The event writer: routing, batching into append blocks, pipelining, reconnects.
 
-How a write travels (docs/design.md "The append path", seed 000 "Preventing Duplication or Loss"):
+How a write travels (docs/design.md, "The append path"):
 
 1. ``write_event`` serializes and frames the event, picks the segment whose
    key range holds the routing key's hash, gives the event the segment's next
@@ -250,7 +250,7 @@ class EventStreamWriter(Generic[T]):
           or over ``MAX_EVENT_SIZE_BYTES`` (8 MiB) on a transaction's segments.
 
         A serialized event over ``MAX_EVENT_SIZE_BYTES`` is a *large event*
-        (``large_events.py``, seed 003): written through a transient segment merged into
+        (``large_events.py``): written through a transient segment merged into
         its segment, in order with the events before and after it on the writer; its
         future completes once it is merged. The payload is held (not copied) until then.
         * InvalidArgumentError for a routing key that is not a str (or None) or not

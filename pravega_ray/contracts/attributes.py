@@ -1,4 +1,4 @@
-"""Segment attributes: 16-byte keys, 8-byte signed values, four update verbs (seed 000).
+"""Segment attributes: 16-byte keys, 8-byte signed values, Pravega's four update verbs.
 
 Verbs:
 

@@ -50,7 +50,7 @@ A reader that leaves returns its segments at the offsets it reports; a reader de
 offline returns them at the position given for it (Pravega's ``readerOffline``), else
 at its offsets in the last completed checkpoint, else at the offsets it last synced.
 
-Issue 12 adds (each optional in stored records, so older ones load): the group's
+The state also holds (each optional in stored records, so older ones load): the group's
 ``config`` (start and end cuts, automatic checkpoints, retention type) and its
 ``generation``, bumped by every ``reset`` (a reader still in an older generation reports
 nothing and, at its next sync, drops all it buffered); ``end_offsets`` (a segment of an

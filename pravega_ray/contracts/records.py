@@ -20,7 +20,7 @@ class StreamState(str, Enum):
     SEALED = "SEALED"
 
 
-# Pravega's State transition table (controller seed, "Stream State").
+# Pravega's stream state transition table (docs/design.md, "The controller").
 STATE_TRANSITIONS: dict[StreamState, frozenset[StreamState]] = {
     StreamState.CREATING: frozenset({StreamState.ACTIVE}),
     StreamState.ACTIVE: frozenset(
@@ -68,7 +68,7 @@ class StreamInfo:
 
 
 class TxnStatus(str, Enum):
-    """Where a transaction is (controller seed, "Transaction Manager")."""
+    """Where a transaction is (docs/design.md, "The controller", Transactions)."""
 
     OPEN = "open"
     COMMITTING = "committing"

@@ -118,8 +118,9 @@ class SegmentStoreService(Protocol):
     async def create_transient_segment(self, parent: str) -> str:
         """Durably create a transient segment of stream segment ``parent``; its generated name.
 
-        Large events (seed 003): the segment is in ``parent``'s container, takes no
-        extended attributes, and is deleted if left unmerged (idle, or after a recovery).
+        For large events (docs/design.md, "Large events"): the segment is in ``parent``'s
+        container, takes no extended attributes, and is deleted if left unmerged (idle, or
+        after a recovery).
         SegmentNotFoundError / SegmentSealedError for a missing / sealed parent.
         """
         ...

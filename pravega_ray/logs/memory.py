@@ -1,4 +1,4 @@
-"""In-memory durable log for unit tests and the simulation.
+"""In-memory durable log for unit tests and the in-process cluster.
 
 :class:`InMemoryLogStore` plays the part of the disk: it outlives
 :class:`InMemoryDurableLog` instances, so a test can "restart" a container by

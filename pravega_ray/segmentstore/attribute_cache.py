@@ -1,6 +1,6 @@
 """Attribute cache: a container's extended attributes in memory, over the attribute index.
 
-Seed 000 ("Storing Attributes"): the ingestion pipeline never waits on Tier-2 for
+As in Pravega (docs/attribute-index.md), the ingestion pipeline never waits on Tier-2 for
 an attribute it validates against. Before an operation is validated, the keys
 it names are *prefetched* from the attribute index into the segment's pending
 view; the storage writer later *flushes* applied values (coalesced: latest

@@ -1,6 +1,6 @@
 """Attribute index: where a segment's extended attributes live in Tier-2.
 
-Seed 000 ("Storing Attributes"): the ingestion pipeline keeps recently used
+As in Pravega (docs/attribute-index.md): the ingestion pipeline keeps recently used
 attributes in memory; the *attribute index* persists all of them in Tier-2
 and serves the rest. The storage writer coalesces updates (latest value wins)
 and hands them to :meth:`AttributeIndex.update` in batches; the pipeline's
@@ -9,8 +9,8 @@ prefetch reads through :meth:`AttributeIndex.get`.
 The implementation is
 :class:`~pravega_ray.segmentstore.btree_attribute_index.BTreeAttributeIndex`: an
 append-only B+tree with progressive compaction per segment (``docs/attribute-index.md``).
-An earlier stand-in (seed 000's "initial approach", sorted batches compacted
-into one chunk) was replaced by it in data format 3.
+An earlier stand-in (sorted batches compacted into one chunk, the approach Pravega
+started with) was replaced by it in data format 3.
 
 Contracts of every implementation:
 

@@ -1,4 +1,4 @@
-"""B+tree attribute index: seed 000's "Attribute Index" behind the AttributeIndex Protocol.
+"""B+tree attribute index: Pravega's attribute index behind the AttributeIndex Protocol.
 
 Each segment's attributes live in an append-only :class:`~pravega_ray.btree.BTree`
 (see ``docs/btree.md``) whose backing store is the segment's *attribute segment*.
@@ -10,6 +10,8 @@ The attribute segment of ``<segment>`` is a sequence of Tier-2 chunks::
 
     attributes-btree/<segment>/<start offset, 20 digits>
 
+``<segment>`` is the name the container passes: the segment's storage name
+(``<segment>#incarnation.<i>`` since data format 5, ``SegmentMetadata.storage_name``).
 Every ``append`` the tree makes becomes one new chunk created at the attribute
 segment's current length, and the tree appends exactly once per update batch (all
 new pages followed by the footer), so one chunk is one batch and always ends with
@@ -97,8 +99,8 @@ _OFFSET_DIGITS = 20
 
 COMPACTION_RATIO = 1.0
 """Default compaction per batch: move lowest live pages until the bytes moved reach this
-fraction of the bytes the batch itself rewrites (0: one page per batch, the seed's rule).
-At 1.0 the 1M-attribute cells of seed 000 keep 1.0-2.8x the live tree (0: 2.0-4.7x) for
+fraction of the bytes the batch itself rewrites (0: one page per batch, Pravega's rule).
+At 1.0 the six 1M-attribute cells Pravega measured keep 1.0-2.8x the live tree (0: 2.0-4.7x) for
 1.3-2x the Tier-2 bytes written; see ``docs/attribute-index-benchmark.md``."""
 _KEY_LAST = b"\xff" * KEY_BYTES
 

@@ -1,4 +1,4 @@
-"""The one place a segment container is built: actors, the in-process cluster, tests, simulation.
+"""The one place a segment container is built: actors, the in-process cluster, tests.
 
 Pravega's ``ServiceBuilder`` with presets. Tier locations are URLs:
 

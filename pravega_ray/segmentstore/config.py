@@ -24,7 +24,7 @@ class ContainerConfig:
     storage_writer_tick_s: float = constants.STORAGE_WRITER_TICK_S
     attribute_cache_entries_max: int = constants.ATTRIBUTE_CACHE_ENTRIES_MAX
     transient_segment_idle_s: float = constants.TRANSIENT_SEGMENT_IDLE_S
-    """An unmerged transient segment unused this long is deleted (seed 003)."""
+    """An unmerged transient segment unused this long is deleted (``transient_segments.py``)."""
     transient_cleanup_period_s: float = constants.TRANSIENT_CLEANUP_PERIOD_S
     """How often the container looks for such transient segments."""
 

@@ -7,7 +7,7 @@ named by its Pravega role (map in docs/design.md): ``container_metadata``, ``dur
 with its ``operation_processor``, ``read_index`` with each segment's ``chunk_layout``,
 ``attribute_cache``, ``storage_writer``, ``table_segment``, ``auto_scale`` (if built so).
 
-How an operation goes (seed 000):
+How an operation goes (docs/design.md, "The append path"):
 
 * **Validate, then log, then apply.** A caller's operation is validated against the *pending*
   metadata view, which it then updates, so pipelined appends of one writer chain correctly.

@@ -126,7 +126,7 @@ class SegmentMetadata:
     unflushed_appends: deque[tuple[int, int]] = field(default_factory=deque)
     traffic: RateTracker | None = None
     # When data was last appended live (monotonic seconds); "long ago" after a recovery, so
-    # the transient-segment cleanup deletes unmerged transient segments at once (seed 003).
+    # the transient-segment cleanup deletes unmerged transient segments at once.
     last_used_s: float = -math.inf
     # Futures resolved whenever durable data or a seal is applied (tail reads wait on them).
     data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
@@ -154,7 +154,7 @@ class SegmentMetadata:
     def check_attribute_keys(self, keys: Iterable[bytes]) -> None:
         """InvalidArgumentError if this is a transient segment and a key is an extended one.
 
-        Transient segments (large events, seed 003) take no extended attributes; core ones
+        Transient segments (large events) take no extended attributes; core ones
         (event count, ...) are allowed. Checked before anything changes.
         """
         if self.role == SegmentRole.TRANSIENT.value:

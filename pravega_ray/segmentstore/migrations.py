@@ -1,6 +1,6 @@
 """Upgrades of stored data between formats (``cluster.json``'s ``"format"``).
 
-Format 2 -> 3: extended attributes moved from seed 000's "initial approach"
+Format 2 -> 3: extended attributes moved from the first stand-in index
 (``attributes/<segment>/<version, 20 digits>``: chunks of sorted 24-byte records
 ``[key 16][value i64 BE]``, later chunks win, ``NULL_VALUE`` removes) into the
 B+tree attribute index (``attributes-btree/<segment>/...``). Each segment's old

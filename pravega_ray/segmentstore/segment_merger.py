@@ -3,7 +3,7 @@
 Pravega's ``StreamSegmentContainer.mergeStreamSegment``. The source's bytes become the
 target's tail in one log operation (:class:`~pravega_ray.segmentstore.operations.
 MergeSegment`), with optional attribute values set on the target atomically with them (a
-large event's writer mark, seed 003). A small source (``MERGE_COPY_BYTES_MAX``: most
+large event's writer mark). A small source (``MERGE_COPY_BYTES_MAX``: most
 transactions) has its bytes copied into the log record. Before a bigger one (large events)
 every segment is flushed to Tier-2, so that the merge is metadata only (the source's chunks
 join the target's); when that is not possible its bytes are copied too.

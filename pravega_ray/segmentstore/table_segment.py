@@ -1,10 +1,10 @@
 """Table segments: a key-value store on a segment whose hash index lives in its attributes.
 
-Pravega's table segments (``ContainerTableExtension``), as seed 000 announces
-them: entries are appended to an ordinary segment (created with role
-``table``) and the segment's attributes map a hash of each key to the offset of
-the key's latest entry. The attribute index (a B+tree, seed 000) makes that
-hash index durable and lets it grow to tens of millions of keys.
+Pravega's table segments (``ContainerTableExtension``; docs/tables.md): entries are
+appended to an ordinary segment (created with role ``table``) and the segment's
+attributes map a hash of each key to the offset of the key's latest entry. The attribute
+index (a B+tree, docs/attribute-index.md) makes that hash index durable and lets it grow
+to tens of millions of keys.
 
 Entry layout (big-endian), one after another in the segment::
 

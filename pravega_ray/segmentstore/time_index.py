@@ -1,4 +1,4 @@
-"""The per-segment time index and the event-boundary check (issue 12; Pravega has neither).
+"""The per-segment time index and the event-boundary check (Pravega has neither).
 
 *format* Both indexes are core attributes of a stream segment (role NORMAL), set by the
 container itself in the same log operation as the append or merge they describe, so they

@@ -1,4 +1,4 @@
-"""Smoothed per-segment traffic rates, for auto-scaling (controller issue).
+"""Smoothed per-segment traffic rates, for auto-scaling (``auto_scale.py``, the controller).
 
 An exponentially decaying counter per quantity: ``value = value * exp(-dt / tau)
 + amount`` on every update; the rate is ``value / tau``, which converges to the

@@ -1,4 +1,4 @@
-"""Transient segments: where a large event is written before it is merged (seed 003, PDP-43A).
+"""Transient segments: where a large event is written before it is merged (PDP-43A).
 
 A writer asks the container that owns a stream segment (the *parent*) for a transient
 segment; the container generates its unique name (:func:`~pravega_ray.naming.

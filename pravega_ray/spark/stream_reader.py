@@ -107,7 +107,7 @@ def read_stream(
 
     ``start_cut`` None: the head; ``end_cut`` None: each segment's length when this is called
     (a snapshot; later appends are not included). ``start``/``end`` are keyword aliases of
-    ``start_cut``/``end_cut`` (the spelling of ARCHITECTURE.md's first example); giving both
+    ``start_cut``/``end_cut`` (an earlier spelling, still accepted); giving both
     spellings of one bound raises InvalidArgumentError. Every event between the cuts is one row,
     across scalings. Rows of one segment appear in offset order within a partition; no order
     holds across segments. An empty range gives an empty DataFrame of the same schema.

@@ -1,4 +1,4 @@
-"""In-memory ChunkStorage for unit tests and the simulation. Thread-safe."""
+"""In-memory ChunkStorage for unit tests and the in-process cluster. Thread-safe."""
 
 from __future__ import annotations
 
