@@ -11,7 +11,8 @@ MIB = 1024 * KIB
 
 # --- Events and appends -------------------------------------------------------------------
 MAX_EVENT_SIZE_BYTES = 8 * MIB
-"""Largest event a writer accepts (Pravega's limit; larger ones need large-event support)."""
+"""Largest ordinary event (Pravega's limit); a larger one, up to ``LARGE_EVENT_BYTES_MAX``, is a
+large event written through a transient segment."""
 
 EVENT_HEADER_BYTES = 8
 """*format* Event frame header: 4-byte type + 4-byte payload length, big-endian."""

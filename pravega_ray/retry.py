@@ -1,9 +1,13 @@
 """Repeating a call whose outcome is unknown, for callers that know a repeat is safe.
 
-Used by the client's controller calls (``client/controller_connection.py``) and the
-controller's segment calls (``controller/segment_helper.py``): each decides *which* calls
-are safe to repeat; this module only says *how*: at most ``attempts_max`` calls,
-``pause_s`` apart, each repeat logged, and the last error reaching the caller.
+Used by the client's controller calls (``client/controller_connection.py``), the batch
+client's segment calls (``client/batch_client.py``) and the controller's segment calls
+(``controller/segment_helper.py``): each decides *which* calls are safe to repeat; this
+module only says *how*: at most ``attempts_max`` calls, ``pause_s`` apart, each repeat
+logged, and the last error reaching the caller. Loops that resolve an unknown outcome
+another way (the writer's ``setup_append``, the key-value table's growing pause, the reader
+group synchronizer's lost races) keep their own; docs/design.md, "Service surfaces", lists
+them.
 """
 
 from __future__ import annotations
