@@ -1,12 +1,13 @@
-"""Size and speed of the B+tree attribute index, against seed 000's Tables 1 and 2.
+"""Size and speed of the B+tree attribute index, against Tables 1 and 2 of Pravega's blog post.
 
-Seed 000 ("Attribute Index") reports the Tier-2 size of a 1,000,000-attribute index built
-with update batches of 10, 100 and 1,000 keys, with and without progressive compaction:
+Pravega's blog post "Segment Attributes" (docs/design.md, "Sources") reports the Tier-2 size
+of a 1,000,000-attribute index built with update batches of 10, 100 and 1,000 keys, with and
+without progressive compaction:
 
 - ``sorted`` (Table 1): insert N keys in ascending key order, ``--batch`` keys per update.
 - ``bulk-random-update`` (Table 2): bulk-load the N keys in ascending order in batches of
-  ``--bulk-batch`` (10,000 by default; the seed does not say its bulk-load batch), then update
-  every key exactly once, in a random order, ``--batch`` keys per update.
+  ``--bulk-batch`` (10,000 by default; the blog post does not say its bulk-load batch), then
+  update every key exactly once, in a random order, ``--batch`` keys per update.
 
 Keys are N distinct random 16-byte strings (like writer ids; ``--seed``), values 8-byte ints.
 The index is the real :class:`BTreeAttributeIndex` (32 KiB pages) over an
@@ -14,15 +15,15 @@ The index is the real :class:`BTreeAttributeIndex` (32 KiB pages) over an
 per update batch, and after every batch each chunk wholly below the tree's lowest live offset
 is deleted (real head truncation), in both compaction settings.
 
-What is measured, in bytes (MB = 10^6 bytes, as the seed's tables are compared in MB):
+What is measured, in bytes (MB = 10^6 bytes, as the blog post's tables are compared in MB):
 
 - ``written``: every byte ever appended to the attribute segment (all chunks created).
 - ``stored``: bytes of the chunks still in Tier-2 at the end, after head truncation
   (``BTreeAttributeIndex.stored_bytes``); ``peak`` is its maximum after any batch.
 - ``live``: bytes of the pages reachable from the root (``live_bytes``).
-- ``index``: the figure compared with the seed. With ``--compaction on`` it is ``stored``
-  (the seed's "Progressive Compaction" column: what Tier-2 holds). With ``--compaction off``
-  it is ``written``: the seed's "No Compaction" column is the size of a never-truncated
+- ``index``: the figure compared with the blog post's. With ``--compaction on`` it is ``stored``
+  (the blog post's "Progressive Compaction" column: what Tier-2 holds). With ``--compaction off``
+  it is ``written``: the blog post's "No Compaction" column is the size of a never-truncated
   attribute segment (its 32,990 MB for random updates in batches of 10 is about everything a
   1M-key tree appends; head truncation alone keeps a few hundred MB of that at most, since
   random updates rewrite every page sooner or later). ``stored`` is still shown, so the
@@ -30,8 +31,9 @@ What is measured, in bytes (MB = 10^6 bytes, as the seed's tables are compared i
   Nothing is estimated: the storage really holds ``stored`` bytes, the tree reads its pages
   back from it, and a ``--stored-limit-mb`` guard stops the run if it would outgrow memory.
 
-The aim checked per compaction-on row: index bytes at most the seed's compaction-on figure
-*and* at most 2x the live tree. Compaction-off rows show the seed's figure and the ratio only.
+The aim checked per compaction-on row: index bytes at most the blog post's compaction-on figure
+*and* at most 2x the live tree. Compaction-off rows show the blog post's figure and the ratio only.
+The output calls the blog post's figure ``seed MB`` and ``seed`` in its aim column.
 
 Lookups of random existing keys, each a one-key ``get``, measured after the build:
 
@@ -84,14 +86,14 @@ PROGRESS_STEPS = 10
 WORKLOADS = ("sorted", "bulk-random-update")
 
 SEED_MB: dict[tuple[str, int, bool], int] = {
-    # Seed 000, Table 1: 1,000,000 attributes inserted in sorted order.
+    # The blog post's Table 1: 1,000,000 attributes inserted in sorted order.
     ("sorted", 10, False): 3_991,
     ("sorted", 100, False): 416,
     ("sorted", 1000, False): 60,
     ("sorted", 10, True): 115,
     ("sorted", 100, True): 97,
     ("sorted", 1000, True): 54,
-    # Seed 000, Table 2: bulk-load 1,000,000 attributes, then update all in a random order.
+    # Its Table 2: bulk-load 1,000,000 attributes, then update all in a random order.
     ("bulk-random-update", 10, False): 32_990,
     ("bulk-random-update", 100, False): 29_402,
     ("bulk-random-update", 1000, False): 17_083,
@@ -100,7 +102,7 @@ SEED_MB: dict[tuple[str, int, bool], int] = {
     ("bulk-random-update", 1000, True): 91,
 }
 SEED_COUNT = 1_000_000
-"""The seed's tables are for this many attributes; other counts have no seed figure."""
+"""The blog post's tables are for this many attributes; other counts have nothing to compare."""
 
 LIVE_RATIO_MAX = 2.0
 """Aim: the stored index stays within this multiple of the live tree."""
@@ -377,7 +379,7 @@ def aim(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="B+tree attribute index size and speed vs seed 000's Tables 1 and 2."
+        description="B+tree attribute index size and speed vs Pravega's Tables 1 and 2."
     )
     parser.add_argument("--count", type=int, default=100_000, help="attributes (default 100000)")
     parser.add_argument("--batch", type=int, default=100, help="keys per update (default 100)")
@@ -388,7 +390,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=COMPACTION_RATIO,
         help="extra pages moved per batch, as a fraction of the bytes the batch rewrites "
-        "(0: one page per batch, the seed's rule; default: the index's default)",
+        "(0: one page per batch, Pravega's rule; default: the index's default)",
     )
     parser.add_argument(
         "--bulk-batch", type=int, default=10_000, help="bulk-load batch (default 10000)"

@@ -1,7 +1,7 @@
-"""The parse step of a raw Ray Data read alone, in process (no Ray; issue 13): segment bytes,
-cut into reads of ``READ_BYTES_MAX``, to the connector's Arrow table.
+"""The parse step of a raw Ray Data read alone, in process (no Ray): segment bytes, cut into
+reads of ``READ_BYTES_MAX``, to the connector's Arrow table.
 
-- ``per_event``: the path before this benchmark's issue, still that of decoded reads:
+- ``per_event``: the raw path before ``FrameScanner``, still that of decoded reads:
   ``FrameAssembler.feed`` (a ``bytes`` per payload) + ``events_table`` (``pa.array`` of them);
 - ``spans``: ``FrameScanner.feed`` (frame positions only) + ``raw_events_table`` (one Arrow
   kernel call cuts the headers off), the raw path of ``pr.data.read_stream``.

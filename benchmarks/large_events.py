@@ -1,4 +1,4 @@
-"""Large events (seed 003): MB/s and peak resident memory writing and reading 16 MiB,
+"""Large events (docs/design.md): MB/s and peak resident memory writing and reading 16 MiB,
 128 MiB and 1 GiB events, against baselines measured in the same run.
 
 Rows, each writing about ``--total-mib`` of payload (at least one event) and then reading

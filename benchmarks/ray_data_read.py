@@ -1,4 +1,4 @@
-"""Ray Data read throughput (issue 13, "Measured"): ``pr.data.read_stream`` against
+"""Ray Data read throughput (docs/benchmarks.md): ``pr.data.read_stream`` against
 ``ray.data.from_arrow`` of the same bytes, timed in the same run.
 
 For each event size (``--event-bytes``, 100 B and 1 KiB): ``--events`` events (the 1 KiB run

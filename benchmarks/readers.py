@@ -1,4 +1,4 @@
-"""Readers (issue 12, "Measured"): does a reader keep up with one writer, and how fast are
+"""Readers (docs/benchmarks.md): does a reader keep up with one writer, and how fast are
 catch-up reads from Tier-2?
 
 Tables, every number measured in the same run on the same cluster, each with its baseline:

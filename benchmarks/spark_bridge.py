@@ -1,4 +1,4 @@
-"""The Spark bridge's overhead (issue 13, "Measured"): ``pr.spark.read_stream`` to a counted
+"""The Spark bridge's overhead (docs/benchmarks.md): ``pr.spark.read_stream`` to a counted
 DataFrame against ``ray.data.from_arrow(the same rows).to_spark(spark)`` to a counted DataFrame,
 timed in the same run on the same Spark session.
 

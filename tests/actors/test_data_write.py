@@ -1,6 +1,6 @@
 """``pr.data.write_stream`` on the shared local Ray: exactly once through Ray Data.
 
-Checked (issue 13, "Ray Data"): every row becomes one event, a routing key's events land
+Checked (docs/pipelines.md): every row becomes one event, a routing key's events land
 on one segment in the dataset's order; a failing task leaves nothing visible and every
 transaction ABORTED; a write task whose worker is SIGKILLed after flushing events into its
 transaction is retried and the stream still holds each row once (the killed attempt's

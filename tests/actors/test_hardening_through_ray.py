@@ -1,4 +1,4 @@
-"""Issue 8's scenarios through the public API on real actors: typed errors cross Ray intact."""
+"""The hardening scenarios through the public API on real actors: typed errors cross Ray intact."""
 
 from __future__ import annotations
 

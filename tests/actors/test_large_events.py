@@ -1,4 +1,4 @@
-"""Large events (seed 003) through the container actors: a 100 MiB event written through a
+"""Large events (docs/design.md) through the container actors: a 100 MiB event written through a
 transient segment and read back whole (shared local Ray, filesystem tiers)."""
 
 from __future__ import annotations

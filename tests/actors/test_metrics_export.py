@@ -157,9 +157,9 @@ def test_a_quiet_program_with_spark_prints_only_its_own_lines_and_errors(
 ) -> None:
     """The demo's Spark step in a quiet program with a cluster of its own (a subprocess, as
     ``make demo`` runs it): each line is the program's own, the Spark driver JVM's error line,
-    the program's traceback, or an error Ray reports (a loaded machine makes some). Before
-    issue 22 it also printed Ray's worker-count warnings, Ray's Java startup notice from each
-    JVM RayDP starts and a DeprecationWarning from RayDP's master actor."""
+    the program's traceback, or an error Ray reports (a loaded machine makes some). It used to
+    print Ray's worker-count warnings, Ray's Java startup notice from each JVM RayDP starts and
+    a DeprecationWarning from RayDP's master actor too (docs/operations.md, "Logs")."""
     scenario = Path(__file__).with_name("spark_logging_scenario.py")
     root = scenario.parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # as `make demo`

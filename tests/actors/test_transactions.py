@@ -2,7 +2,7 @@
 transaction timer each run in a detached actor of their own; killing any actor (or a
 container) mid-commit, mid-abort or mid-timeout changes nothing a reader sees.
 
-The guarantees checked (issue 11, "Transactions"): every committed transaction's events
+The guarantees checked (docs/api.md, "Transactions"): every committed transaction's events
 appear exactly once, contiguous on each segment, after the events acknowledged on that
 segment before ``commit()`` was called; an aborted or timed-out transaction's never do.
 """

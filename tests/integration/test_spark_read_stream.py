@@ -99,7 +99,7 @@ def test_read_stream_reads_every_epoch_of_a_scaled_stream(cluster, spark, unique
 
 
 def test_read_stream_returns_a_large_event_whole(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
-    """A 20 MiB event (through a transient segment, seed 003) is one row, byte for byte."""
+    """A 20 MiB event (through a transient segment) is one row, byte for byte."""
     scope, stream = unique_name, "large"
     make_stream(cluster, scope, stream, segment_count=1)
     big = bytes(range(256)) * (20 * 1024 * 4)  # 20 MiB

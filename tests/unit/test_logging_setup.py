@@ -94,7 +94,7 @@ def test_quiet_spark_configs_keep_the_callers_options_and_the_jdk17_flags() -> N
     assert merged["spark.log4j.config.file.name"] == f"file:{path}"
 
 
-# Lines as `make demo` printed them before issue 22 (Ray's prefixes are added by the driver).
+# Lines as `make demo` once printed them (Ray's prefixes are added by the driver).
 JAVA_NOTICE = (
     "[2026-11-26 09:18:39,945 I 18592 18636] gcs_client.cc:96: "
     "GcsClient has no Cluster ID set, and won't fetch from GCS."

@@ -51,7 +51,7 @@ def test_container_placement_is_stable_and_in_range() -> None:
     assert all(0 <= i < 4 for i in ids)
     assert len(set(ids)) == 4
     assert ids == [container_for_segment(n, 4) for n in names]
-    # A derived segment (transaction/transient, later issues) lands with its parent.
+    # A derived segment (transaction, transient) lands with its parent.
     assert container_for_segment(names[0] + "#transaction.abc", 4) == ids[0]
 
 

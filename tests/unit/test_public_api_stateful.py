@@ -3,7 +3,7 @@
 A hypothesis state machine drives an in-process cluster (memory backends) through the
 public client API: scopes, streams, writers, readers, reader groups, key-value tables,
 and garbage arguments to every call, with whole-cluster restarts in between. It asserts
-what issue 8 asks of every public boundary:
+what every public boundary must hold to (docs/api.md, "What each call raises"):
 
 * a call either works or raises a typed error: a :class:`PravegaError` (from
   ``pravega_ray.errors``), or a ``TypeError`` for a call of the wrong shape; nothing else

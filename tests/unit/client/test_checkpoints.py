@@ -400,7 +400,7 @@ def test_retention_never_truncates_past_the_last_checkpoint(cluster: InProcessCl
 def test_a_new_subscriber_holds_retention_at_its_start_before_any_checkpoint(
     cluster: InProcessCluster, by: str
 ) -> None:
-    """Retention ignores a subscriber without a cut (seed 004), so a subscriber group
+    """Retention ignores a subscriber without a cut (docs/design.md), so a subscriber group
     acknowledges its start when it subscribes: nothing it has not read is truncated, even
     before its first checkpoint."""
     mgr = cluster.stream_manager()

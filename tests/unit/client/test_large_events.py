@@ -1,4 +1,4 @@
-"""Large events (seed 003, PDP-43A) on the in-process cluster: transient segments merged
+"""Large events (PDP-43A, docs/design.md) on the in-process cluster: transient segments merged
 into the target, in order with small events, exactly once across container restarts and
 scales. Payloads carry their own identity (a header of key and number) so a reader can
 check order and whole-ness without holding two large events at once."""

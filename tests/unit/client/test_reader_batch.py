@@ -1,4 +1,4 @@
-"""The reader's hot path (issue 12): ``read_next_events`` batches (same events, order and
+"""The reader's hot path: ``read_next_events`` batches (same events, order and
 positions as ``read_next_event``; checkpoint markers end a batch; an undecodable event ends
 one and is raised by the next call), and ``EventRead`` (immutable, equal by fields, picklable,
 its position the reader's position just after that event however late it is read)."""

@@ -278,7 +278,7 @@ def _tampered_cut(positions: Any) -> pr.StreamCut:
 def test_reset_to_a_tampered_config_is_invalid_argument_and_changes_nothing(
     cluster: InProcessCluster,
 ) -> None:
-    """Issue 21, defect 4: reset_to re-checks a config as create_reader_group does; a
+    """reset_to re-checks a config as create_reader_group does (it once did not); a
     config that does not validate is refused and the group stays usable, across restarts."""
     _write(cluster, 0, 10)
     original = pr.ReaderGroupConfig.for_streams("sc/st")

@@ -1,7 +1,7 @@
 """Every stream, key-value table and reader-group call checks its names first (the system's
 leading-``_`` names included: ``InvalidNameError``), then that the scope and the stream exist
 (``ScopeNotFoundError``, ``StreamNotFoundError``), then its other arguments, as docs/api.md
-lists; a refused call changes nothing (issue 21, defect 5)."""
+lists; a refused call changes nothing."""
 
 from __future__ import annotations
 

@@ -86,8 +86,8 @@ def test_merge_appends_a_sealed_transaction_to_its_parent_atomically(
 
 @pytest.mark.timeout(120)
 def test_many_merges_beside_timed_checkpoints_never_stop_the_container() -> None:
-    """Checkpoints taken while a merge was queued once disagreed with the log (issue 9's unit
-    tests found it): the container stopped and never recovered. A log taking 3 ms an append
+    """Checkpoints taken while a merge was queued once disagreed with the log (unit tests
+    found it): the container stopped and never recovered. A log taking 3 ms an append
     widens the window so the old code failed within about a hundred merges, every run."""
     store, storage = InMemoryLogStore(), InMemoryChunkStorage()
     expected = b""

@@ -211,8 +211,8 @@ def test_a_segment_deleted_and_created_again_keeps_its_data_and_attributes_acros
     None
 ):
     """Its Tier-2 chunks and attribute index once shared their names with the old incarnation,
-    whose deletion (live, or replayed after a restart) then deleted the new one's (issue 9's
-    unit tests found it): every incarnation now has Tier-2 names of its own."""
+    whose deletion (live, or replayed after a restart) then deleted the new one's (unit tests
+    found it): every incarnation now has Tier-2 names of its own."""
     seg = "s/t/0.#epoch.0"
     writer, key = uuid.uuid4().bytes, b"\x05" * 16
     store, storage = InMemoryLogStore(), InMemoryChunkStorage()

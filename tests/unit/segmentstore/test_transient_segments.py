@@ -1,4 +1,4 @@
-"""Transient segments (seed 003): creation, no extended attributes, merge with the writer's
+"""Transient segments (PDP-43A): creation, no extended attributes, merge with the writer's
 mark, and the cleanup of unmerged ones by idle time and after a recovery."""
 
 from __future__ import annotations
