@@ -55,7 +55,7 @@ from pravega_ray.controller.retention import (
     purge,
 )
 from pravega_ray.controller.stream_metadata_store import MetadataStore, StreamMetadataStore
-from pravega_ray.controller.subscribers import subscriber_cuts
+from pravega_ray.controller.subscriber_tasks import subscriber_cuts
 from pravega_ray.errors import ConflictingUpdateError, DataCorruptionError, PravegaError
 from pravega_ray.naming import stream_segment_name
 from pravega_ray.stream_configuration import StreamConfiguration

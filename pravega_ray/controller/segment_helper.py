@@ -141,7 +141,7 @@ class SegmentHelper:
     def truncate_segment(self, segment: str, offset: int) -> None:
         self._call(segment, lambda s: self._client.truncate(s, offset))
 
-    # --- stream cuts (controller/stream_cuts.py) ----------------------------------------------
+    # --- stream cuts (controller/stream_cut_tasks.py) ------------------------------------------
     def offset_at_time(self, segment: str, time_ms: int) -> int:
         """The container's time index answer (SegmentStoreService.get_offset_at_time)."""
         return self._call(segment, lambda s: self._client.get_offset_at_time(s, time_ms))

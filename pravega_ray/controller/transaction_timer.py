@@ -62,7 +62,7 @@ class TransactionTimer:
         rescan_s: float = RESCAN_S,
     ) -> None:
         self._store = StreamMetadataStore(metadata)
-        self._workflows = TransactionWorkflows(self._store, segments, wall_ms=clock.wall_time_ms)
+        self._workflows = TransactionWorkflows(self._store, segments, clock=clock)
         self._txns = self._store.txns
         self._clock = clock
         self._period_s = period_s

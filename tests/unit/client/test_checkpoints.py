@@ -323,7 +323,7 @@ def test_automatic_release_publishes_the_checkpoint_cut(cluster: InProcessCluste
     _read_until_marker([reader], "cp", got)
     reader.read_next_event(0.05)
     checkpoint = waiter.join()
-    from pravega_ray.controller.subscribers import subscriber_cuts
+    from pravega_ray.controller.subscriber_tasks import subscriber_cuts
 
     cuts = subscriber_cuts(cluster.core._store, "sc", "st")
     assert cuts["sc/g"] == checkpoint.cuts["sc/st"].positions
