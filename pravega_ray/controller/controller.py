@@ -73,7 +73,7 @@ from pravega_ray.controller.subscriber_tasks import SubscriberTasks
 from pravega_ray.controller.table_metadata_tasks import TableMetadataTasks
 from pravega_ray.stream_configuration import ReaderGroupConfig, ScalingPolicy, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
-from pravega_ray.timing import SYSTEM_CLOCK, Clock
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = ["Controller", "SegmentStoreAdmin"]
 
@@ -115,8 +115,9 @@ class Controller:
     docstring).
 
     ``clock`` gives the times records store and the pace of resuming workflows;
-    ``new_id`` names requests and reader-group incarnations; ``set_policy`` hands a new
-    segment its stream's scaling policy.
+    ``scheduler`` paces the repeats of a request post whose outcome is unknown; ``new_id``
+    names requests and reader-group incarnations; ``set_policy`` hands a new segment its
+    stream's scaling policy.
     """
 
     def __init__(
@@ -126,13 +127,15 @@ class Controller:
         container_count: int,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         set_policy: Callable[[str, ScalingPolicy], None] = lambda segment, policy: None,
     ) -> None:
         self.container_count = container_count
         self._store = StreamMetadataStore(store)
         self._segments = segments
-        self._steps = ControllerSteps(self._store, RequestStream(segments), clock)
+        requests = RequestStream(segments, scheduler=scheduler)
+        self._steps = ControllerSteps(self._store, requests, clock)
         # Streams first: interrupted workflows are resumed in this order.
         self._streams = StreamMetadataTasks(
             self._store, segments, self._steps, clock, new_id=new_id, set_policy=set_policy
@@ -144,7 +147,7 @@ class Controller:
         )
         self._stream_cuts = StreamCutTasks(self._store, segments, self._steps, new_id=new_id)
         self._transactions = StreamTransactionMetadataTasks(
-            self._store, segments, self._steps, clock
+            self._store, segments, self._steps, clock, scheduler
         )
 
     # --- cluster ---------------------------------------------------------------------------------

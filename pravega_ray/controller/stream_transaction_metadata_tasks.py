@@ -45,7 +45,7 @@ from pravega_ray.errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
-from pravega_ray.timing import Clock
+from pravega_ray.timing import Clock, ThreadScheduler
 
 __all__ = ["StreamTransactionMetadataTasks", "check_lease", "check_txn_id"]
 
@@ -66,7 +66,8 @@ def check_txn_id(txn_id: object) -> uuid.UUID:
 
 class StreamTransactionMetadataTasks:
     """Transaction calls over the records of ``store`` (module docstring); the steps they
-    share with the timer and the event processors are ``TransactionWorkflows``'."""
+    share with the timer and the event processors are ``TransactionWorkflows``' (which
+    posts commit and abort events, paced by ``scheduler``)."""
 
     def __init__(
         self,
@@ -74,12 +75,13 @@ class StreamTransactionMetadataTasks:
         segments: TransactionSegments,
         steps: ControllerSteps,
         clock: Clock,
+        scheduler: ThreadScheduler,
     ) -> None:
         self._store = store
         self._segments = segments
         self._steps = steps
         self._clock = clock
-        self._workflows = TransactionWorkflows(store, segments, clock=clock)
+        self._workflows = TransactionWorkflows(store, segments, clock=clock, scheduler=scheduler)
 
     def _txn_args(self, scope: str, stream: str, txn_id: object) -> uuid.UUID:
         self._steps.ready()

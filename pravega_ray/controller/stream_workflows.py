@@ -46,7 +46,7 @@ from pravega_ray.errors import (
 )
 from pravega_ray.naming import parse_segment_name, stream_segment_name
 from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
-from pravega_ray.timing import SYSTEM_CLOCK, Clock
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = ["StreamWorkflows", "WorkflowSegments"]
 
@@ -59,7 +59,9 @@ class WorkflowSegments(TransactionSegments, Protocol):
 
 
 class StreamWorkflows:
-    """The request handler of the controller's request event processor."""
+    """The request handler of the controller's request event processor. ``clock`` stamps
+    epochs, scales and cold marks; ``scheduler`` paces the repeats of an abort event
+    posted by a seal whose outcome is unknown."""
 
     def __init__(
         self,
@@ -67,6 +69,7 @@ class StreamWorkflows:
         segments: WorkflowSegments,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
         step: Callable[[str], None] = lambda name: None,
         set_policy: Callable[[str, ScalingPolicy], None] = lambda segment, policy: None,
     ) -> None:
@@ -76,7 +79,7 @@ class StreamWorkflows:
         self._clock = clock
         self._step = step
         self._set_policy = set_policy
-        self._txns = TransactionWorkflows(store, segments, clock=clock)
+        self._txns = TransactionWorkflows(store, segments, clock=clock, scheduler=scheduler)
 
     def handle(self, body: dict[str, Any]) -> str:
         """Run the request ``body``; DONE or POSTPONE."""

@@ -53,7 +53,7 @@ from pravega_ray.errors import (
     StreamNotFoundError,
 )
 from pravega_ray.naming import segment_id, stream_segment_name, transaction_segment_name
-from pravega_ray.timing import SYSTEM_CLOCK, Clock
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = [
     "ABORT_SEGMENT",
@@ -96,8 +96,9 @@ class TransactionWorkflows:
     """Transaction steps over the records of ``store`` and the segments of ``segments``.
 
     Thread-safe as far as its store and segments are (every record change is one
-    compare-and-set). ``clock`` stamps status changes and events. ``step`` is called
-    between the handlers' steps (tests kill there).
+    compare-and-set). ``clock`` stamps status changes and events; ``scheduler`` paces the
+    repeats of a post whose outcome is unknown. ``step`` is called between the handlers'
+    steps (tests kill there).
     """
 
     def __init__(
@@ -106,6 +107,7 @@ class TransactionWorkflows:
         segments: TransactionSegments,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
         step: Callable[[str], None] = lambda name: None,
     ) -> None:
         self._streams = store.streams
@@ -113,8 +115,8 @@ class TransactionWorkflows:
         self._segments = segments
         self._clock = clock
         self._step = step
-        self.commits = RequestStream(segments, COMMIT_SEGMENT)
-        self.aborts = RequestStream(segments, ABORT_SEGMENT)
+        self.commits = RequestStream(segments, COMMIT_SEGMENT, scheduler=scheduler)
+        self.aborts = RequestStream(segments, ABORT_SEGMENT, scheduler=scheduler)
 
     # --- lookups ---------------------------------------------------------------------------------
     def candidate_epochs(self, scope: str, stream: str) -> list[int]:
@@ -283,25 +285,47 @@ class TransactionWorkflows:
 
 
 def commit_processor(
-    metadata: Any, segments: SegmentHelper, *, step: Callable[[str], None] = lambda name: None
+    metadata: Any,
+    segments: SegmentHelper,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    scheduler: ThreadScheduler = DAEMON_THREADS,
+    step: Callable[[str], None] = lambda name: None,
 ) -> RequestEventProcessor:
     """The commit event processor over ``metadata`` (the controller's MetadataStore):
     serial (one thread), checkpointed under ``eventprocessors/commits``."""
-    workflows = TransactionWorkflows(StreamMetadataStore(metadata), segments, step=step)
+    workflows = TransactionWorkflows(
+        StreamMetadataStore(metadata), segments, clock=clock, scheduler=scheduler, step=step
+    )
     return RequestEventProcessor(
-        workflows.commits, workflows.handle_commit, metadata, name="commits", concurrency=1
+        workflows.commits,
+        workflows.handle_commit,
+        metadata,
+        name="commits",
+        concurrency=1,
+        clock=clock,
+        scheduler=scheduler,
     )
 
 
 def abort_processor(
-    metadata: Any, segments: SegmentHelper, *, step: Callable[[str], None] = lambda name: None
+    metadata: Any,
+    segments: SegmentHelper,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    scheduler: ThreadScheduler = DAEMON_THREADS,
+    step: Callable[[str], None] = lambda name: None,
 ) -> RequestEventProcessor:
     """The abort event processor: ``REQUEST_CONCURRENCY`` streams' aborts side by side."""
-    workflows = TransactionWorkflows(StreamMetadataStore(metadata), segments, step=step)
+    workflows = TransactionWorkflows(
+        StreamMetadataStore(metadata), segments, clock=clock, scheduler=scheduler, step=step
+    )
     return RequestEventProcessor(
         workflows.aborts,
         workflows.handle_abort,
         metadata,
         name="aborts",
         concurrency=REQUEST_CONCURRENCY,
+        clock=clock,
+        scheduler=scheduler,
     )
