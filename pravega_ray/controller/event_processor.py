@@ -40,7 +40,6 @@ workflows' durations are read from the ``clock``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections import deque
@@ -121,6 +120,8 @@ class RequestEventProcessor:
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"pravega-{name}")
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
+        self._settled = threading.Condition(self._lock)
+        self._tasks = 0  # pool tasks queued or running
         self._queues: dict[str, _StreamQueue] = {}
         self._pending: dict[int, Request] = {}  # offset -> request not finished
         self._position = -1  # next offset to read; -1 until the checkpoint is loaded
@@ -177,8 +178,21 @@ class RequestEventProcessor:
                     self._submit(key)
 
     def _submit(self, key: str) -> None:
-        with contextlib.suppress(RuntimeError):  # shut down meanwhile
-            self._pool.submit(self._handle_next, key)
+        """Hand ``key``'s queue to the pool (the caller holds the lock)."""
+        self._tasks += 1
+        try:
+            self._pool.submit(self._run_task, key)
+        except RuntimeError:  # shut down meanwhile
+            self._tasks -= 1
+
+    def _run_task(self, key: str) -> None:
+        try:
+            self._handle_next(key)
+        finally:
+            with self._lock:
+                self._tasks -= 1
+                if self._tasks == 0:
+                    self._settled.notify_all()
 
     # --- handling --------------------------------------------------------------------------------
     def _handle_next(self, key: str) -> None:
@@ -278,6 +292,14 @@ class RequestEventProcessor:
                     return True
             self._scheduler.sleep(0.005)
         return False
+
+    def wait_settled(self, timeout_s: float = 30.0) -> bool:
+        """Wait until no pool task is queued or running: every stream with requests rests
+        (or none has any), so nothing changes until :meth:`run_once` reads new requests or
+        ends a rest. True if so within ``timeout_s`` real seconds (a wait on the pool's
+        threads); for tests and the simulation stepping the processor on a manual clock."""
+        with self._lock:
+            return self._settled.wait_for(lambda: self._tasks == 0, timeout_s)
 
     def start(self) -> None:
         """Run :meth:`run_once` in a loop started through the scheduler, until :meth:`stop`."""
