@@ -10,7 +10,7 @@ is a class whose constructor takes exactly what it uses:
   scale, update, seal, delete, queries); takes the store, the segments, the steps, the
   clock, ``new_id`` and ``set_policy``;
 * ``StreamTransactionMetadataTasks`` (``stream_transaction_metadata_tasks.py``):
-  transactions; the store, the segments, the steps, the clock;
+  transactions; the store, the segments, the steps, the clock, the scheduler;
 * ``TableMetadataTasks`` (``table_metadata_tasks.py``): key-value tables; the store, the
   segments, the steps, the clock;
 * ``ReaderGroupTasks`` (``reader_group_tasks.py``): reader groups and their positions;
