@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable
 
 from pravega_ray.constants import (
@@ -34,6 +32,7 @@ from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.retention_service import CycleResult, RetentionService
 from pravega_ray.errors import InvalidArgumentError, PravegaError
 from pravega_ray.naming import stable_hash64
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK
 from pravega_ray_actors.controller_parts import controller_parts
 from pravega_ray_actors.ray_metrics import setup_actor_process
 
@@ -78,12 +77,12 @@ class StreamBucketActor:
         self.passes = 0
         self.cycles = 0
         self.truncations = 0
-        threading.Thread(target=self._loop, daemon=True, name="pravega-bucket").start()
-        threading.Thread(target=self._retention_loop, daemon=True, name="pravega-retention").start()
+        DAEMON_THREADS.start(self._loop, "pravega-bucket")
+        DAEMON_THREADS.start(self._retention_loop, "pravega-retention")
 
     def _loop(self) -> None:
         while True:
-            time.sleep(self._period_s)
+            DAEMON_THREADS.sleep(self._period_s)
             try:
                 self.run_once()
             except PravegaError as e:  # a container restarting, say: next period
@@ -91,7 +90,7 @@ class StreamBucketActor:
 
     def _retention_loop(self) -> None:
         while True:
-            time.sleep(self._retention_period_s)
+            DAEMON_THREADS.sleep(self._retention_period_s)
             try:
                 self.run_retention_once()
             except PravegaError as e:  # listing the streams failed: next period
@@ -109,7 +108,7 @@ class StreamBucketActor:
 
     def run_once(self) -> int:
         """One pass over the bucket's streams; returns how many sweeps it asked for."""
-        now = int(time.time() * 1000)
+        now = SYSTEM_CLOCK.wall_time_ms()
         posted = 0
         for scope_key in self._metadata.list_keys("scopes"):
             scope = scope_key.rsplit("/", 1)[1]
@@ -145,6 +144,6 @@ class StreamBucketActor:
 def _pause_at(pause: tuple[str, float] | None) -> Callable[[str], None]:
     def step(name: str) -> None:
         if pause is not None and name == pause[0]:
-            time.sleep(pause[1])
+            DAEMON_THREADS.sleep(pause[1])
 
     return step

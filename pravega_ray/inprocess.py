@@ -42,6 +42,7 @@ from pravega_ray.segmentstore.builder import build_in_memory_container
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.timing import SYSTEM_CLOCK, Clock
 
 R = TypeVar("R")
 
@@ -130,17 +131,11 @@ class InProcessCluster(ClientFactory):
 
     # --- retention: what the stream buckets run every retention_period_s ------------------------
     def retention_service(
-        self,
-        wall_clock_ms: Callable[[], int] | None = None,
-        step: Callable[[str], None] = lambda name: None,
+        self, clock: Clock = SYSTEM_CLOCK, step: Callable[[str], None] = lambda name: None
     ) -> RetentionService:
-        """A retention service over this cluster's records (``wall_clock_ms``: a manual
-        clock for tests; ``step`` is called between a cycle's steps)."""
-        if wall_clock_ms is None:
-            return RetentionService(self.metadata, self._segment_helper(), step=step)
-        return RetentionService(
-            self.metadata, self._segment_helper(), step=step, wall_clock_ms=wall_clock_ms
-        )
+        """A retention service over this cluster's records (``clock``: a manual one for
+        tests; ``step`` is called between a cycle's steps)."""
+        return RetentionService(self.metadata, self._segment_helper(), clock=clock, step=step)
 
     def run_retention(self) -> list[CycleResult]:
         """One retention cycle of every stream, as the stream buckets run them."""

@@ -1,16 +1,32 @@
 """Time and scheduling seams, so a whole cluster can later run on a virtual clock.
 
-The container's pipeline, its storage writer, the event writer's pump and the
-reader never call ``time.monotonic``, ``time.time``, ``asyncio.sleep``,
-``asyncio.to_thread``, ``threading.Thread`` or ``time.sleep`` directly: they take a
-:class:`Clock` and a scheduler: a :class:`Scheduler` for the asyncio parts (the
-container), a :class:`ThreadScheduler` for the threaded client (writer, reader).
-Production uses :data:`SYSTEM_CLOCK`, :class:`AsyncioScheduler` and
-:data:`DAEMON_THREADS`; tests use :class:`ManualClock` to move time by hand and
-:class:`ManualThreadScheduler`, which starts no thread (the caller then steps the
-writer's pump with ``EventStreamWriter.pump_round()``) and turns sleeps into moves of a
-manual clock. The deterministic simulation (a later issue, after TigerBeetle's and
-FoundationDB's simulators) supplies seeded schedulers on a virtual clock.
+**One way.** A component that reads the time takes a :class:`Clock` (``monotonic()`` for
+intervals, deadlines, rates and durations; ``wall_time_ms()`` for times stored with data or
+carried by requests). A component that sleeps or starts a background loop takes a
+scheduler: a :class:`ThreadScheduler` (``sleep``, ``start``) for threaded code (the
+client, the controller's services and workers), a :class:`Scheduler` for the container's
+asyncio code. Each defaults to the real one (:data:`SYSTEM_CLOCK`,
+:data:`DAEMON_THREADS`, :class:`AsyncioScheduler`), so the wiring (``cluster.py``,
+``actors/``, ``inprocess.py``) relies on the defaults, and a test passes
+:class:`ManualClock` and :class:`ManualThreadScheduler`, which starts no thread (the
+caller steps the component: ``EventStreamWriter.pump_round()``,
+``RequestEventProcessor.run_once()``, ``TransactionTimer.run_once()``) and turns each
+sleep into a move of the manual clock. Repeats of a call whose outcome is unknown
+(``retry.repeat_while``) pause through the caller's scheduler.
+
+Two kinds of wait stay in real time on purpose, as they wait for other threads rather
+than for time: a wait for a future's result or a condition with a timeout (a simulated
+connection completes its futures itself; :func:`wait_futures` waits for several), and a
+background loop's pause on its stop event (``stop()`` cuts it short; a manual scheduler
+starts no loop).
+
+What still reads real time directly, outside this module: the Ray wiring waiting for
+actors (``cluster.py``, the cluster manager and container actors), the in-process
+cluster's event-loop thread, ``spark/``, ``data/`` and ``cli/``; and, not moved yet, the
+S3 backends' backoff between conflicting conditional PUTs (``storage/s3.py``) and the
+container's ack-latency metric (``time.perf_counter``). The deterministic simulation (a
+later issue, after TigerBeetle's and FoundationDB's simulators) supplies seeded
+schedulers on a virtual clock.
 """
 
 from __future__ import annotations
@@ -19,7 +35,8 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
+from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, cast
 
 from pravega_ray.errors import InvalidArgumentError
@@ -42,6 +59,7 @@ __all__ = [
     "check_rng",
     "check_scheduler",
     "check_thread_scheduler",
+    "wait_futures",
 ]
 
 
@@ -73,7 +91,8 @@ SYSTEM_CLOCK: Clock = SystemClock()
 class ManualClock:
     """A clock that moves only when told to (tests, the simulation).
 
-    ``wall_time_ms`` moves with ``monotonic``, from ``wall_start_ms``.
+    ``wall_time_ms`` moves with ``monotonic``, from ``wall_start_ms`` (to the nearest
+    millisecond, so ten moves of 0.001 s read 10 ms later, float sums notwithstanding).
     """
 
     def __init__(self, start_s: float = 0.0, wall_start_ms: int = 1_700_000_000_000) -> None:
@@ -85,7 +104,7 @@ class ManualClock:
         return self._now
 
     def wall_time_ms(self) -> int:
-        return self._wall_start_ms + int((self._now - self._start) * 1000)
+        return self._wall_start_ms + round((self._now - self._start) * 1000)
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward by ``seconds`` (ValueError if negative)."""
@@ -181,6 +200,19 @@ class ManualThreadScheduler:
         self.slept_s.append(seconds)
         if self.clock is not None:
             self.clock.advance(seconds)
+
+
+def wait_futures(futures: Iterable[Future[Any]], timeout_s: float | None) -> None:
+    """Wait for each of ``futures`` in turn, ``timeout_s`` real seconds in all (None: no
+    limit): a wait for other threads' answers, in real time whatever clock the caller has.
+
+    Raises the error of the first future (in order) that failed, once those before it
+    succeeded; ``concurrent.futures.TimeoutError`` once the time is up.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    for future in futures:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        future.result(remaining)
 
 
 def _check_methods(value: object, names: tuple[str, ...], what: str, kind: str) -> None:

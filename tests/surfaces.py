@@ -27,7 +27,7 @@ def signature_shape(function: Callable[..., Any]) -> tuple[object, ...]:
 
 def public_methods(cls: type) -> set[str]:
     """Names of the functions ``cls`` and its own bases (not ``object``) define, leaving out
-    private ones (the controller's calls are spread over mixins)."""
+    private ones."""
     return {
         name
         for klass in cls.__mro__[:-1]

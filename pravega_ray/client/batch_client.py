@@ -20,7 +20,6 @@ first byte and stops exactly at the last; large events come out whole.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, Retria
 from pravega_ray.naming import stream_segment_name, validate_stream_name
 from pravega_ray.retry import repeat_while
 from pravega_ray.stream_cut import StreamCut
+from pravega_ray.timing import DAEMON_THREADS, ThreadScheduler
 
 __all__ = ["BatchClient", "SegmentReadRange"]
 
@@ -87,11 +87,19 @@ def _cut_positions(cut: StreamCut | None, scope: str, stream: str, what: str) ->
 
 
 class BatchClient:
-    """Segment ranges between cuts, and reads of one range (see the module docstring)."""
+    """Segment ranges between cuts, and reads of one range (see the module docstring); a
+    call repeated while its container restarts pauses through ``scheduler``."""
 
-    def __init__(self, controller: ControllerConnection, segments: SegmentStoreConnection) -> None:
+    def __init__(
+        self,
+        controller: ControllerConnection,
+        segments: SegmentStoreConnection,
+        *,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
+    ) -> None:
         self._controller = controller
         self._segments = segments
+        self._scheduler = scheduler
 
     def _call(self, what: str, call: Any) -> Any:
         return repeat_while(
@@ -101,7 +109,7 @@ class BatchClient:
             log=log,
             attempts_max=CONTAINER_CALL_ATTEMPTS_MAX,
             pause_s=RETRY_PAUSE_S,
-            sleep=time.sleep,
+            scheduler=self._scheduler,
         )
 
     def _info(self, segment: str) -> Any:

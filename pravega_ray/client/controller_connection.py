@@ -33,7 +33,6 @@ group's state in its state segment, ``client/reader_group_synchronizer.py``.)
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
@@ -51,6 +50,7 @@ from pravega_ray.errors import ControllerUnavailableError
 from pravega_ray.retry import repeat_while
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
+from pravega_ray.timing import DAEMON_THREADS, ThreadScheduler
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class ControllerInvoker(Protocol):
 
 class ControllerClient:
     """:class:`ControllerService` for clients: each call through ``invoker``, with its policy
-    for an unknown outcome (the module docstring)."""
+    for an unknown outcome (the module docstring); repeats pause through ``scheduler``."""
 
     def __init__(
         self,
@@ -88,12 +88,12 @@ class ControllerClient:
         *,
         attempts_max: int = CONTROLLER_CALL_ATTEMPTS_MAX,
         pause_s: float = RETRY_PAUSE_S,
-        sleep: Callable[[float], None] = time.sleep,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         self._invoker = invoker
         self._attempts_max = attempts_max
         self._pause_s = pause_s
-        self._sleep = sleep
+        self._scheduler = scheduler
 
     def _once(
         self,
@@ -120,7 +120,7 @@ class ControllerClient:
             log=log,
             attempts_max=self._attempts_max,
             pause_s=self._pause_s,
-            sleep=self._sleep,
+            scheduler=self._scheduler,
         )
 
     # --- cluster ---------------------------------------------------------------------------------

@@ -37,7 +37,6 @@ import functools
 import hashlib
 import os
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
@@ -61,6 +60,7 @@ from pravega_ray.errors import (
     SegmentNotFoundError,
     SerializationError,
 )
+from pravega_ray.timing import DAEMON_THREADS, ThreadScheduler
 
 __all__ = ["KeyValueTable", "TableEntry", "TableKey"]
 
@@ -107,7 +107,8 @@ class KeyValueTable(Generic[K, V]):
 
     ``key_serializer``/``value_serializer`` turn keys and values into bytes
     (default: both are bytes). Keys are at most 8 KiB and values 1 MiB once
-    serialized (InvalidArgumentError otherwise).
+    serialized (InvalidArgumentError otherwise). A call whose outcome is unknown is
+    repeated after a backoff slept through ``scheduler``.
     """
 
     def __init__(
@@ -120,6 +121,7 @@ class KeyValueTable(Generic[K, V]):
         call_timeout_s: float = constants.APPEND_CALL_TIMEOUT_S,
         retry_attempts_max: int = constants.WRITER_RECONNECT_ATTEMPTS_MAX,
         retry_backoff_s: float = constants.WRITER_RECONNECT_BACKOFF_S,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         self.info = info
         self._segments = segments
@@ -131,6 +133,7 @@ class KeyValueTable(Generic[K, V]):
         self._call_timeout_s = call_timeout_s
         self._retry_attempts_max = retry_attempts_max
         self._retry_backoff_s = retry_backoff_s
+        self._scheduler = scheduler
         self._closed = False
         self.retries = 0
         """Calls repeated because their outcome was unknown (a container died or timed out)."""
@@ -301,7 +304,7 @@ class KeyValueTable(Generic[K, V]):
                 if attempt == self._retry_attempts_max - 1:
                     raise
                 self.retries += 1
-                time.sleep(min(2.0, self._retry_backoff_s * (attempt + 1)))
+                self._scheduler.sleep(min(2.0, self._retry_backoff_s * (attempt + 1)))
         raise AssertionError("unreachable")
 
     def _check_open(self) -> None:

@@ -151,7 +151,7 @@ class EventStreamReader(Generic[T]):
         self._truncations: deque[TruncatedDataError] = deque()  # to raise, once each
         # The group's state, in its state segment: joined, synced and left through it.
         self._state = ReaderGroupSynchronizer(
-            scope, group, controller, segments, sleep=scheduler.sleep
+            scope, group, controller, segments, scheduler=scheduler
         )
         session = self._session
 

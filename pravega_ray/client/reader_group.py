@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 
 from pravega_ray import metrics
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
@@ -37,7 +36,7 @@ from pravega_ray.stream_configuration import (
     check_reader_group_config,
 )
 from pravega_ray.stream_cut import StreamCut, cuts_of
-from pravega_ray.timing import SYSTEM_CLOCK, Clock
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = ["ReaderGroup"]
 
@@ -58,7 +57,9 @@ class ReaderGroup:
     object for it). It reads and changes the group's state in its state segment, as the
     readers do (:mod:`reader_group_synchronizer`); a container that stays unreachable is
     SegmentStoreUnavailableError, a controller that stays unreachable when the object is
-    made ControllerUnavailableError.
+    made ControllerUnavailableError. ``clock`` times checkpoints (their timeout, their
+    creation time) and ``scheduler`` sleeps between looks at one's progress, so a
+    ``ManualThreadScheduler`` on a ``ManualClock`` times a checkpoint out without waiting.
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class ReaderGroup:
         segments: SegmentStoreConnection,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         validate_name("scope", scope)
         validate_name("reader group", name)
@@ -77,8 +79,11 @@ class ReaderGroup:
         self._controller = controller
         self._segments = segments
         self._clock = clock
+        self._scheduler = scheduler
         # ReaderGroupNotFoundError, ScopeNotFoundError, DataCorruptionError, ...
-        self._state = ReaderGroupSynchronizer(scope, name, controller, segments)
+        self._state = ReaderGroupSynchronizer(
+            scope, name, controller, segments, scheduler=scheduler
+        )
 
     @property
     def subscriber(self) -> str:
@@ -174,7 +179,7 @@ class ReaderGroup:
                     f"within {timeout_s} s",
                     name=name,
                 )
-            time.sleep(pause)
+            self._scheduler.sleep(pause)
             pause = min(pause * 2, CHECKPOINT_POLL_S_MAX)
 
     def _cancel(self, name: str) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -51,6 +50,7 @@ from pravega_ray.errors import (
     SegmentStoreUnavailableError,
 )
 from pravega_ray.stream_cut import cuts_of
+from pravega_ray.timing import DAEMON_THREADS, ThreadScheduler
 
 __all__ = ["ReaderGroupSynchronizer"]
 
@@ -64,7 +64,7 @@ class ReaderGroupSynchronizer:
     Made from the group's record (one controller call): raises ReaderGroupNotFoundError,
     ScopeNotFoundError, InvalidNameError, DataCorruptionError as ``get_reader_group`` does.
     ``attempts_max`` (default ``READER_GROUP_STATE_ATTEMPTS_MAX``) bounds the tries of one
-    change; ``sleep`` is the pause between tries after an outcome-unknown call.
+    change; ``scheduler`` sleeps the pause between tries after an outcome-unknown call.
     """
 
     def __init__(
@@ -75,7 +75,7 @@ class ReaderGroupSynchronizer:
         segments: SegmentStoreConnection,
         *,
         attempts_max: int | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         record = controller.get_reader_group(scope, group)
         self.scope = scope
@@ -89,7 +89,7 @@ class ReaderGroupSynchronizer:
         self._attempts_max = (
             constants.READER_GROUP_STATE_ATTEMPTS_MAX if attempts_max is None else attempts_max
         )
-        self._sleep = sleep
+        self._scheduler = scheduler
 
     # --- reading ---------------------------------------------------------------------------------
     def fetch(self) -> tuple[ReaderGroupState, int]:
@@ -227,7 +227,7 @@ class ReaderGroupSynchronizer:
             attempt,
             error,
         )
-        self._sleep(constants.READER_GROUP_STATE_RETRY_PAUSE_S)
+        self._scheduler.sleep(constants.READER_GROUP_STATE_RETRY_PAUSE_S)
 
     def _call(self, future: Future[R]) -> R:
         try:

@@ -4,13 +4,13 @@ Scale, update, seal, delete and truncate run as workflows on the controller's re
 processor; these calls ask for one and wait (polling, at most ``timeout_s``, by default
 ``WORKFLOW_WAIT_S``) until it is done, as Pravega's client waits on ``checkScale``. A
 ``timeout_s`` that is not a finite number >= 0 is InvalidArgumentError before the workflow
-is asked for. Names and existence are checked by the controller, names first.
+is asked for. Names and existence are checked by the controller, names first. The waits
+read the manager's ``clock`` and pause through its ``scheduler``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 
 from pravega_ray.client.connection import ControllerConnection
@@ -25,21 +25,30 @@ from pravega_ray.errors import (
 )
 from pravega_ray.stream_configuration import StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
-
-
-def _wait(done: Callable[[], bool], what: str, timeout_s: float) -> None:
-    """Poll ``done`` until it answers True; TimeoutError after ``timeout_s`` (checked by
-    the caller with :func:`check_wait` before it asked for the workflow)."""
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} did not finish within {timeout_s:.0f} s")
-        time.sleep(WORKFLOW_POLL_S)
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 
 class StreamManager:
-    def __init__(self, controller: ControllerConnection) -> None:
+    def __init__(
+        self,
+        controller: ControllerConnection,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
+    ) -> None:
         self._controller = controller
+        self._clock = clock
+        self._scheduler = scheduler
+
+    def _wait(self, done: Callable[[], bool], what: str, timeout_s: float) -> None:
+        """Poll ``done`` until it answers True; TimeoutError after ``timeout_s`` of the
+        clock (checked by the caller with :func:`check_wait` before it asked for the
+        workflow)."""
+        deadline = self._clock.monotonic() + timeout_s
+        while not done():
+            if self._clock.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not finish within {timeout_s:.0f} s")
+            self._scheduler.sleep(WORKFLOW_POLL_S)
 
     def create_scope(self, scope: str) -> bool:
         """Create a scope; False if it exists. Raises InvalidNameError for a bad name."""
@@ -96,7 +105,7 @@ class StreamManager:
         SEALED."""
         check_wait("timeout_s", timeout_s)
         if not self._controller.seal_stream(scope, stream):
-            _wait(
+            self._wait(
                 lambda: self._controller.get_stream_info(scope, stream).state is StreamState.SEALED,
                 f"sealing {scope}/{stream}",
                 timeout_s,
@@ -113,7 +122,7 @@ class StreamManager:
             return False
 
         # Gone once its stream record is (deleted last: its history rows go first).
-        _wait(
+        self._wait(
             lambda: stream not in self._controller.list_streams(scope),
             f"deleting {scope}/{stream}",
             timeout_s,
@@ -135,7 +144,7 @@ class StreamManager:
         """
         check_wait("timeout_s", timeout_s)
         self._controller.update_stream(scope, stream, config)
-        _wait(
+        self._wait(
             lambda: self._controller.check_update(scope, stream),
             f"updating {scope}/{stream}",
             timeout_s,
@@ -159,7 +168,7 @@ class StreamManager:
         """
         check_wait("timeout_s", timeout_s)
         epoch = self._controller.scale_stream(scope, stream, sealed_segment_ids, new_key_ranges)
-        _wait(
+        self._wait(
             lambda: self._controller.check_scale(scope, stream, epoch),
             f"scaling {scope}/{stream} to epoch {epoch}",
             timeout_s,
@@ -178,7 +187,7 @@ class StreamManager:
         """
         check_wait("timeout_s", timeout_s)
         self._controller.truncate_stream(scope, stream, cut)
-        _wait(
+        self._wait(
             lambda: self._controller.check_truncate(scope, stream),
             f"truncating {scope}/{stream}",
             timeout_s,

@@ -22,10 +22,12 @@ TimeoutError). ``abort()`` asks for ABORTING (the abort event processor deletes 
 transaction segments) and returns.
 
 Leases: the controller aborts a transaction whose lease ran out (the transaction timer).
-The transactional writer pings each of its open transactions from one daemon thread, every
-``lease_s / 3``. A ping answered with TxnFailedError (LeaseExpiredError included) or
-TxnNotFoundError marks that transaction failed: its later calls raise that error. A ping
-whose outcome is unknown (ControllerUnavailableError) is tried again on the next round.
+The transactional writer pings each of its open transactions from one thread (started
+through its scheduler; a ``ManualThreadScheduler`` starts none, and the caller pings with
+``ping_all()``), every ``lease_s / 3``. A ping answered with TxnFailedError
+(LeaseExpiredError included) or TxnNotFoundError marks that transaction failed: its later
+calls raise that error. A ping whose outcome is unknown (ControllerUnavailableError) is
+tried again on the next round.
 
 Thread-safety: a :class:`Transaction` may be used from several threads (its state changes
 under its own lock); the ping thread only reads and marks state.
@@ -36,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 import uuid
 from typing import Any, Generic, TypeVar, cast
 
@@ -57,6 +58,7 @@ from pravega_ray.errors import (
 )
 from pravega_ray.naming import transaction_segment_name, validate_stream_name
 from pravega_ray.stream_configuration import StreamConfiguration
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, Joinable, ThreadScheduler
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +299,8 @@ class Transaction(Generic[T]):
     def _wait_for(self, target: TxnStatus) -> None:
         """Poll until ``target``: 1 ms apart at first, doubling up to ``WORKFLOW_POLL_S`` (a
         small transaction's commit takes a few milliseconds in one process)."""
-        deadline = time.monotonic() + constants.WORKFLOW_WAIT_S
+        clock, scheduler = self._owner._clock, self._owner._scheduler
+        deadline = clock.monotonic() + constants.WORKFLOW_WAIT_S
         pause_s = min(COMMIT_POLL_FIRST_S, constants.WORKFLOW_POLL_S)
         while True:
             status = self.check_status()
@@ -305,12 +308,12 @@ class Transaction(Generic[T]):
                 return
             if status in (TxnStatus.ABORTING, TxnStatus.ABORTED):
                 raise TxnFailedError(f"{self!r} was aborted while committing")
-            if time.monotonic() > deadline:
+            if clock.monotonic() > deadline:
                 raise TimeoutError(
                     f"{self!r} not {target.value} within {constants.WORKFLOW_WAIT_S:.0f} s "
                     f"(it is {status.value})"
                 )
-            time.sleep(pause_s)
+            scheduler.sleep(pause_s)
             pause_s = min(pause_s * 2, constants.WORKFLOW_POLL_S)
 
 
@@ -323,7 +326,9 @@ class TransactionalEventStreamWriter(Generic[T]):
     ``lease_s`` (finite, above 0, at most ``TXN_LEASE_S_MAX``); ``ping_interval_s``
     defaults to ``lease_s / 3``. ``close()`` (or leaving ``with``) stops pinging and
     waits for the transactions' pending events; it aborts nothing (a transaction not
-    committed is aborted by the controller once its lease runs out).
+    committed is aborted by the controller once its lease runs out). ``clock`` and
+    ``scheduler`` (keyword-only) time the commit waits, start the ping thread and are
+    handed to each transaction's event writer.
     """
 
     def __init__(
@@ -337,6 +342,8 @@ class TransactionalEventStreamWriter(Generic[T]):
         config: WriterConfig | None = None,
         *,
         ping_interval_s: float | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         validate_stream_name(scope, stream)
         check_serializer(serializer)
@@ -358,14 +365,15 @@ class TransactionalEventStreamWriter(Generic[T]):
         self._controller = controller
         self._segments = segments
         self._config = config
+        self._clock = clock
+        self._scheduler = scheduler
         self._lock = threading.Lock()
         self._open: dict[uuid.UUID, Transaction[T]] = {}
         self._closed = False
         self._stop = threading.Event()
-        self._pinger = threading.Thread(
-            target=self._ping_loop, daemon=True, name=f"pravega-txn-ping-{stream}"
+        self._pinger: Joinable | None = scheduler.start(
+            self._ping_loop, f"pravega-txn-ping-{stream}"
         )
-        self._pinger.start()
 
     # --- public API ----------------------------------------------------------------------------
     def begin_txn(self) -> Transaction[T]:
@@ -418,7 +426,8 @@ class TransactionalEventStreamWriter(Generic[T]):
                 writer = txn._writer
             if writer is not None:
                 self._close_quietly(writer)
-        self._pinger.join(timeout=10)
+        if self._pinger is not None:
+            self._pinger.join(timeout=10)
 
     def __enter__(self) -> TransactionalEventStreamWriter[T]:
         return self
@@ -445,7 +454,14 @@ class TransactionalEventStreamWriter(Generic[T]):
         """An event writer over the transaction's segments (see the module docstring)."""
         adapter = cast(ControllerConnection, _TransactionSegments(info))
         return EventStreamWriter(
-            self.scope, self.stream, self._serializer, adapter, self._segments, self._config
+            self.scope,
+            self.stream,
+            self._serializer,
+            adapter,
+            self._segments,
+            self._config,
+            clock=self._clock,
+            scheduler=self._scheduler,
         )
 
     @staticmethod

@@ -68,7 +68,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -109,6 +108,7 @@ from pravega_ray.timing import (
     check_clock,
     check_rng,
     check_thread_scheduler,
+    wait_futures,
 )
 
 log = logging.getLogger(__name__)
@@ -360,15 +360,11 @@ class EventStreamWriter(Generic[T]):
                 stream.blocks.close_open()
                 blocks += stream.blocks.pending()
             self._wake.notify()
-        # Real time, not the writer's clock: the wait below is on futures, which time
-        # out in real seconds whatever clock the writer was given.
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for block in blocks:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                block.future.result(remaining)
-            except FutureTimeoutError:
-                raise TimeoutError(f"flush did not complete within {timeout}s") from None
+        # Real time, not the writer's clock: a wait on futures (timing.wait_futures).
+        try:
+            wait_futures([block.future for block in blocks], timeout)
+        except FutureTimeoutError:
+            raise TimeoutError(f"flush did not complete within {timeout}s") from None
 
     def close(self) -> None:
         """Flush, then stop the writer. Idempotent.

@@ -129,7 +129,7 @@ class ControllerService(Protocol):
         """Every segment between two cuts (id -> offset; ``end`` None: the tail)."""
         ...
 
-    # --- stream cuts (issue 12, controller/stream_cuts.py) ---------------------------------------
+    # --- stream cuts (issue 12, controller/stream_cut_tasks.py) -----------------------------------
     def get_head_cut(self, scope: str, stream: str) -> StreamCut:
         """The stream's head: its truncation cut, else epoch 0's segments at 0."""
         ...

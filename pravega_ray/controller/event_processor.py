@@ -33,15 +33,15 @@ handler does:
   their time comes, so there are no timers and no thread waits.
 
 :meth:`RequestEventProcessor.run_once` is steppable (tests and the simulation drive it);
-:meth:`start` runs it on a daemon thread until :meth:`stop`.
+:meth:`start` runs it on a thread started through the ``scheduler`` until :meth:`stop`
+(a ``ManualThreadScheduler`` starts none: the caller steps it). Rests, expiry and the
+workflows' durations are read from the ``clock``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +58,7 @@ from pravega_ray.constants import (
 )
 from pravega_ray.controller.request_stream import Request, RequestStream
 from pravega_ray.errors import ConflictingUpdateError, RetriableError
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, Joinable, ThreadScheduler
 
 __all__ = ["DONE", "POSTPONE", "WAIT", "RequestEventProcessor"]
 
@@ -87,8 +88,9 @@ class _StreamQueue:
 class RequestEventProcessor:
     """Runs ``handler`` on every request of ``stream``; see the module docstring.
 
-    ``checkpoints`` is a :class:`MetadataStore`; ``wall_ms`` gives the time requests
-    carry (``posted_ms``) for expiry.
+    ``checkpoints`` is a :class:`MetadataStore`; ``clock`` gives rests their ends and
+    the time compared with the one requests carry (``posted_ms``) for expiry;
+    ``scheduler`` starts the reading loop and paces :meth:`drain`.
     """
 
     def __init__(
@@ -102,7 +104,8 @@ class RequestEventProcessor:
         postpone_s: float = REQUEST_POSTPONE_S,
         postpone_max_s: float = REQUEST_POSTPONE_MAX_S,
         expiry_s: float = REQUEST_EXPIRY_S,
-        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         self._stream = stream
         self._handler = handler
@@ -112,17 +115,20 @@ class RequestEventProcessor:
         self._postpone_s = postpone_s
         self._postpone_max_s = max(postpone_max_s, postpone_s)
         self._expiry_s = expiry_s
-        self._wall_ms = wall_ms
+        self._clock = clock
+        self._scheduler = scheduler
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"pravega-{name}")
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
+        self._settled = threading.Condition(self._lock)
+        self._tasks = 0  # pool tasks queued or running
         self._queues: dict[str, _StreamQueue] = {}
         self._pending: dict[int, Request] = {}  # offset -> request not finished
         self._position = -1  # next offset to read; -1 until the checkpoint is loaded
         self._checkpointed = -1
         self._truncated = 0
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Joinable | None = None
         self.handled = 0
 
     # --- reading ---------------------------------------------------------------------------------
@@ -164,7 +170,7 @@ class RequestEventProcessor:
             self._submit(request.key)
 
     def _wake_rested(self) -> None:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         with self._lock:
             for key, queue in self._queues.items():
                 if queue.rest_until is not None and queue.rest_until <= now:
@@ -172,8 +178,21 @@ class RequestEventProcessor:
                     self._submit(key)
 
     def _submit(self, key: str) -> None:
-        with contextlib.suppress(RuntimeError):  # shut down meanwhile
-            self._pool.submit(self._handle_next, key)
+        """Hand ``key``'s queue to the pool (the caller holds the lock)."""
+        self._tasks += 1
+        try:
+            self._pool.submit(self._run_task, key)
+        except RuntimeError:  # shut down meanwhile
+            self._tasks -= 1
+
+    def _run_task(self, key: str) -> None:
+        try:
+            self._handle_next(key)
+        finally:
+            with self._lock:
+                self._tasks -= 1
+                if self._tasks == 0:
+                    self._settled.notify_all()
 
     # --- handling --------------------------------------------------------------------------------
     def _handle_next(self, key: str) -> None:
@@ -198,7 +217,7 @@ class RequestEventProcessor:
                 del self._queues[key]
             elif queue.postponed >= len(queue.requests):  # none of them can run now
                 queue.postponed = 0
-                queue.rest_until = time.monotonic() + min(
+                queue.rest_until = self._clock.monotonic() + min(
                     self._postpone_s * 2**queue.rests, self._postpone_max_s
                 )
                 queue.rests += 1
@@ -212,11 +231,12 @@ class RequestEventProcessor:
 
     def _handle(self, request: Request) -> str:
         """Run one request; records its workflow's count (by outcome) and duration."""
-        started = time.perf_counter()
+        started = self._clock.monotonic()
         outcome, recorded = self._run_handler(request)
         workflow = metrics.workflow_tag(request.body.get("type"))
         metrics.WORKFLOWS.inc(1, {"workflow": workflow, "outcome": recorded})
-        metrics.WORKFLOW_DURATION.observe(time.perf_counter() - started, {"workflow": workflow})
+        elapsed = self._clock.monotonic() - started
+        metrics.WORKFLOW_DURATION.observe(elapsed, {"workflow": workflow})
         return outcome
 
     def _run_handler(self, request: Request) -> tuple[str, str]:
@@ -233,7 +253,7 @@ class RequestEventProcessor:
             log.exception("request %s at %d failed; dropped", body, request.offset)
             return DONE, "failed"
         if outcome == POSTPONE:
-            age_s = (self._wall_ms() - int(body.get("posted_ms", 0))) / 1000
+            age_s = (self._clock.wall_time_ms() - int(body.get("posted_ms", 0))) / 1000
             if age_s > self._expiry_s:
                 log.warning("request %s expired after %.0f s; dropped", body, age_s)
                 return DONE, "expired"
@@ -262,27 +282,37 @@ class RequestEventProcessor:
 
     # --- lifecycle -------------------------------------------------------------------------------
     def drain(self, timeout_s: float = 30.0) -> bool:
-        """Run until every request posted so far is handled; True if done in time (tests)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        """Run until every request posted so far is handled; True if done within
+        ``timeout_s`` of the clock (tests)."""
+        deadline = self._clock.monotonic() + timeout_s
+        while self._clock.monotonic() < deadline:
             self.run_once(0.0)
             with self._lock:
                 if not self._pending:
                     return True
-            time.sleep(0.005)
+            self._scheduler.sleep(0.005)
         return False
 
+    def wait_settled(self, timeout_s: float = 30.0) -> bool:
+        """Wait until no pool task is queued or running: every stream with requests rests
+        (or none has any), so nothing changes until :meth:`run_once` reads new requests or
+        ends a rest. True if so within ``timeout_s`` real seconds (a wait on the pool's
+        threads); for tests and the simulation stepping the processor on a manual clock."""
+        with self._lock:
+            return self._settled.wait_for(lambda: self._tasks == 0, timeout_s)
+
     def start(self) -> None:
+        """Run :meth:`run_once` in a loop started through the scheduler, until :meth:`stop`."""
+
         def loop() -> None:
             while not self._stopping.is_set():
                 try:
                     self.run_once(0.05)
                 except Exception:  # the stream's container restarting, say: try again
                     log.exception("request event processor: reading failed; retrying")
-                    self._stopping.wait(0.5)
+                    self._stopping.wait(0.5)  # a pause that stop() cuts short
 
-        self._thread = threading.Thread(target=loop, daemon=True, name=f"pravega-{self._name}")
-        self._thread.start()
+        self._thread = self._scheduler.start(loop, f"pravega-{self._name}")
 
     def request_stop(self) -> None:
         """Ask the processor to stop, without waiting (several stop side by side)."""

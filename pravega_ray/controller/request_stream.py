@@ -27,9 +27,7 @@ import contextlib
 import json
 import logging
 import struct
-import time
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,6 +37,7 @@ from pravega_ray.errors import InvalidArgumentError, RetriableError, SegmentExis
 from pravega_ray.naming import parse_segment_name, segment_id, stream_segment_name
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.auto_scale import ScaleReport
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = ["REQUEST_SEGMENT", "Request", "RequestReporter", "RequestSegments", "RequestStream"]
 
@@ -127,11 +126,19 @@ def _next_frame(data: bytes, start: int) -> int:
 
 
 class RequestStream:
-    """Posts requests to, and reads them from, the request stream's segment."""
+    """Posts requests to, and reads them from, the request stream's segment; ``scheduler``
+    paces the repeats of a post whose outcome is unknown."""
 
-    def __init__(self, segments: RequestSegments, segment: str = REQUEST_SEGMENT) -> None:
+    def __init__(
+        self,
+        segments: RequestSegments,
+        segment: str = REQUEST_SEGMENT,
+        *,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
+    ) -> None:
         self._segments = segments
         self.segment = segment
+        self._scheduler = scheduler
         self._created = False
 
     def ensure_created(self) -> None:
@@ -158,7 +165,7 @@ class RequestStream:
             log=log,
             attempts_max=POST_ATTEMPTS_MAX,
             pause_s=POST_PAUSE_S,
-            sleep=time.sleep,
+            scheduler=self._scheduler,
         )
 
     def read(self, offset: int, wait_s: float) -> tuple[list[Request], int]:
@@ -179,12 +186,12 @@ class RequestReporter:
     each report to the request stream, where the request event processor acts on it.
 
     Thread-safe (one append per report); raises if the post failed, so the container sends
-    the report again next period.
+    the report again next period. Reports are stamped with ``clock``'s wall time.
     """
 
-    def __init__(self, stream: RequestStream, wall_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, stream: RequestStream, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._stream = stream
-        self._wall_ms = wall_ms or (lambda: int(time.time() * 1000))
+        self._clock = clock
 
     def report(self, report: ScaleReport) -> None:
         name = parse_segment_name(report.segment)
@@ -196,6 +203,6 @@ class RequestReporter:
                 "segment": report.segment,
                 "direction": report.direction,
                 "splits": report.splits,
-                "posted_ms": self._wall_ms(),
+                "posted_ms": self._clock.wall_time_ms(),
             }
         )

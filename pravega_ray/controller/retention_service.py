@@ -2,7 +2,9 @@
 
 No Ray: the stream bucket actors (``actors/stream_bucket_actor.py``) run
 :meth:`RetentionService.run_streams` every ``retention_period_s`` for their streams, and
-``InProcessCluster.retention_service()`` gives tests one with a manual clock.
+``InProcessCluster.retention_service()`` gives tests one with a manual clock. Every time a
+cycle reads (record times, the truncation request's ``posted_ms``, its duration) is the
+``clock``'s.
 
 One cycle of a stream with a retention policy (a stream without one is left alone,
 subscribers or not: the seed's consumption-based retention needs a policy):
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,10 +56,11 @@ from pravega_ray.controller.retention import (
     purge,
 )
 from pravega_ray.controller.stream_metadata_store import MetadataStore, StreamMetadataStore
-from pravega_ray.controller.subscribers import subscriber_cuts
+from pravega_ray.controller.subscriber_tasks import subscriber_cuts
 from pravega_ray.errors import ConflictingUpdateError, DataCorruptionError, PravegaError
 from pravega_ray.naming import stream_segment_name
 from pravega_ray.stream_configuration import StreamConfiguration
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = ["RETENTION_SET_MAX", "CycleResult", "RetentionService"]
 
@@ -72,8 +74,8 @@ RUNNABLE = (StreamState.ACTIVE, StreamState.SCALING, StreamState.TRUNCATING)
 
 
 class RetentionSegments(RequestSegments, Protocol):
-    """What a cycle asks of the segment store (``SegmentHelper``): segment lengths, and the
-    request stream's calls (it posts truncations there)."""
+    """What a cycle asks of the segment store (``SegmentHelper``): the tail's segment
+    lengths, and posting to the request stream."""
 
     def segment_length(self, segment: str) -> int: ...
 
@@ -95,14 +97,16 @@ class CycleResult:
 
 
 class RetentionService:
-    """Runs retention cycles over the records in ``store`` (module docstring)."""
+    """Runs retention cycles over the records in ``store`` (module docstring); ``scheduler``
+    paces the repeats of a truncation request whose post's outcome is unknown."""
 
     def __init__(
         self,
         store: MetadataStore,
         segments: RetentionSegments,
         *,
-        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         step: Callable[[str], None] = lambda name: None,
         set_max: int = RETENTION_SET_MAX,
@@ -110,8 +114,8 @@ class RetentionService:
         self._store = StreamMetadataStore(store)
         self._records = self._store.streams
         self._segments = segments
-        self._requests = RequestStream(segments)
-        self._now = wall_clock_ms
+        self._requests = RequestStream(segments, scheduler=scheduler)
+        self._clock = clock
         self._new_id = new_id
         self._step = step
         self._set_max = set_max
@@ -134,7 +138,7 @@ class RetentionService:
         for scope, stream in self.streams():
             if not which(scope, stream):
                 continue
-            started = time.perf_counter()
+            started = self._clock.monotonic()
             try:
                 result = self.run(scope, stream)
                 outcome = "truncated" if result.requested else "skipped"
@@ -146,7 +150,7 @@ class RetentionService:
             if result.why == NO_POLICY:
                 continue  # not a retention workflow: nothing to count
             metrics.WORKFLOWS.inc(1, {"workflow": "retention", "outcome": outcome})
-            elapsed = time.perf_counter() - started
+            elapsed = self._clock.monotonic() - started
             metrics.WORKFLOW_DURATION.observe(elapsed, {"workflow": "retention"})
         return out
 
@@ -199,9 +203,7 @@ class RetentionService:
         if choice.cut is None:
             return CycleResult(scope, stream, choice)
         request = self._new_id()
-        # posted_ms is the request's real age for the processor's expiry, whatever clock
-        # retention times are read from (tests run retention on a manual one).
-        posted = int(time.time() * 1000)
+        posted = self._clock.wall_time_ms()
         body = {"type": "truncate", "scope": scope, "stream": stream, "posted_ms": posted}
         self._requests.post({**body, "request": request})
         self._step("request posted")
@@ -237,7 +239,7 @@ class RetentionService:
             sid: self._segments.segment_length(stream_segment_name(scope, stream, sid))
             for sid in sorted(row.ids())
         }
-        return RetentionRecord(self._now(), self._size_of(scope, stream, cut), cut)
+        return RetentionRecord(self._clock.wall_time_ms(), self._size_of(scope, stream, cut), cut)
 
     def _size_of(self, scope: str, stream: str, cut: Cut) -> int:
         """Bytes from the stream's beginning to ``cut``: every segment wholly before it (its

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
@@ -26,6 +25,7 @@ from pravega_ray.errors import RetriableError
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.auto_scale import policy_removal_updates, policy_updates
 from pravega_ray.stream_configuration import ScaleType, ScalingPolicy
+from pravega_ray.timing import DAEMON_THREADS, ThreadScheduler
 
 __all__ = ["SegmentHelper", "run_each"]
 
@@ -69,7 +69,8 @@ class SegmentHelper:
     """Synchronous segment calls for controller workflows, repeated while a container restarts.
 
     ``call_timeout_s``: how long one call may take (None: no limit; a Ray call to a live
-    actor always answers). ``sleep`` is injectable for tests and the simulation.
+    actor always answers). ``scheduler`` paces the repeats (tests and the simulation pass
+    a manual one).
     """
 
     def __init__(
@@ -79,13 +80,13 @@ class SegmentHelper:
         attempts_max: int = CONTAINER_CALL_ATTEMPTS_MAX,
         pause_s: float = RETRY_PAUSE_S,
         call_timeout_s: float | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         self._client = client
         self._attempts_max = attempts_max
         self._pause_s = pause_s
         self._call_timeout_s = call_timeout_s
-        self._sleep = sleep
+        self._scheduler = scheduler
 
     def _call(self, segment: str, call: Callable[[str], Future[R]]) -> R:
         return repeat_while(
@@ -95,7 +96,7 @@ class SegmentHelper:
             log=log,
             attempts_max=self._attempts_max,
             pause_s=self._pause_s,
-            sleep=self._sleep,
+            scheduler=self._scheduler,
         )
 
     def create_segment(self, segment: str) -> None:
@@ -141,7 +142,7 @@ class SegmentHelper:
     def truncate_segment(self, segment: str, offset: int) -> None:
         self._call(segment, lambda s: self._client.truncate(s, offset))
 
-    # --- stream cuts (controller/stream_cuts.py) ----------------------------------------------
+    # --- stream cuts (controller/stream_cut_tasks.py) ------------------------------------------
     def offset_at_time(self, segment: str, time_ms: int) -> int:
         """The container's time index answer (SegmentStoreService.get_offset_at_time)."""
         return self._call(segment, lambda s: self._client.get_offset_at_time(s, time_ms))

@@ -23,7 +23,7 @@ both win. Keys, for stream ``sc/st``:
 ``transition/sc/st``: the temporary scale property (Pravega's epoch transition record):
     the new ``epoch``, the ``sealed`` ids and the new ``segments``; one at a time.
 ``update/sc/st``: the temporary update property (the new ``config``).
-``subscribers/sc/st``: the stream's subscriber reader groups (``controller/subscribers.py``):
+``subscribers/sc/st``: the stream's subscriber reader groups (``controller/subscriber_tasks.py``):
     ``subscribers`` ``{"scope/group": {"generation": g, "cut": {id: offset} or null}}``.
 ``retention/sc/st``: the retention set (``controller/retention_service.py``): ``records``
     ``[{"time_ms", "size", "cut"}, ...]`` oldest first, and ``head`` ``{"time_ms",

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -37,7 +36,7 @@ from pravega_ray.contracts.records import StreamState
 from pravega_ray.controller.epochs import EpochRecord, ScaleRecord
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
-from pravega_ray.controller.transaction_workflows import TransactionWorkflows
+from pravega_ray.controller.transaction_workflows import TransactionSegments, TransactionWorkflows
 from pravega_ray.errors import (
     ScaleConflictError,
     SegmentExistsError,
@@ -47,43 +46,40 @@ from pravega_ray.errors import (
 )
 from pravega_ray.naming import parse_segment_name, stream_segment_name
 from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = ["StreamWorkflows", "WorkflowSegments"]
 
 log = logging.getLogger(__name__)
 
 
-class WorkflowSegments(Protocol):
-    """The segment calls workflows make (``SegmentHelper``)."""
-
-    def create_segment(self, segment: str) -> None: ...
-
-    def seal_segment(self, segment: str) -> int: ...
-
-    def delete_segment(self, segment: str) -> None: ...
-
-    def truncate_segment(self, segment: str, offset: int) -> None: ...
+class WorkflowSegments(TransactionSegments, Protocol):
+    """The segment calls workflows make (``SegmentHelper``): create, seal, delete and
+    truncate segments, and their transaction steps' calls."""
 
 
 class StreamWorkflows:
-    """The request handler of the controller's request event processor."""
+    """The request handler of the controller's request event processor. ``clock`` stamps
+    epochs, scales and cold marks; ``scheduler`` paces the repeats of an abort event
+    posted by a seal whose outcome is unknown."""
 
     def __init__(
         self,
         store: StreamMetadataStore,
         segments: WorkflowSegments,
         *,
-        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
         step: Callable[[str], None] = lambda name: None,
         set_policy: Callable[[str, ScalingPolicy], None] = lambda segment, policy: None,
     ) -> None:
         self._store = store
         self._records = store.streams
         self._segments = segments
-        self._wall_ms = wall_ms
+        self._clock = clock
         self._step = step
         self._set_policy = set_policy
-        self._txns = TransactionWorkflows(store, segments, wall_ms=wall_ms)
+        self._txns = TransactionWorkflows(store, segments, clock=clock, scheduler=scheduler)
 
     def handle(self, body: dict[str, Any]) -> str:
         """Run the request ``body``; DONE or POSTPONE."""
@@ -142,7 +138,7 @@ class StreamWorkflows:
         kept = [r for r in current.segments if r[0] not in t.sealed]
         row = EpochRecord(
             t.epoch,
-            max(self._wall_ms(), current.created_ms),
+            max(self._clock.wall_time_ms(), current.created_ms),
             tuple(sorted(kept + list(t.segments), key=lambda r: r[1])),
             t.sealed,
             True,
@@ -165,7 +161,7 @@ class StreamWorkflows:
                 "epoch": t.epoch,
                 "next_number": max(int(v["next_number"]), max(numbers) + 1),
                 "cold": [c for c in v.get("cold", []) if c[0] not in t.sealed],
-                "scaled_ms": self._wall_ms(),
+                "scaled_ms": self._clock.wall_time_ms(),
             }
 
         self._records.update(scope, stream, complete)
@@ -177,7 +173,7 @@ class StreamWorkflows:
     def old_epoch_done(self, scope: str, stream: str, epoch: int) -> bool:
         """Whether epoch ``epoch``'s segments may be sealed: no transaction of it is OPEN,
         COMMITTING or ABORTING. Closes the epoch to new transactions first (a creation racing
-        with this moves to the new epoch: ``transaction_calls.py``)."""
+        with this moves to the new epoch: ``stream_transaction_metadata_tasks.py``)."""
         return self._txns.close_and_count(scope, stream, epoch, abort_open=False) == 0
 
     def _seal(self, segment: str) -> int:
@@ -320,7 +316,7 @@ class StreamWorkflows:
         value = self._records.get(scope, stream)[0]
         if value["state"] != StreamState.ACTIVE.value:
             return DONE
-        now = self._wall_ms()
+        now = self._clock.wall_time_ms()
         if now - int(value.get("scaled_ms", 0)) < AUTO_SCALE_STREAM_COOLDOWN_S * 1000:
             return DONE
         current = self._records.epoch(scope, stream, value["epoch"])
@@ -358,7 +354,7 @@ class StreamWorkflows:
         value = self._records.get(scope, stream)[0]
         if value["state"] != StreamState.ACTIVE.value:
             return DONE
-        now = self._wall_ms()
+        now = self._clock.wall_time_ms()
         cold = set(_cold_marks(value, now))
         current = self._records.epoch(scope, stream, value["epoch"])
         assert current is not None
@@ -375,7 +371,9 @@ class StreamWorkflows:
         self, scope: str, stream: str, sealed: list[int], ranges: list[tuple[float, float]]
     ) -> str:
         try:
-            record = self._records.start_scale(scope, stream, sealed, ranges, self._wall_ms())
+            record = self._records.start_scale(
+                scope, stream, sealed, ranges, self._clock.wall_time_ms()
+            )
         except (ScaleConflictError, StreamSealedError) as e:
             log.info("auto-scale of %s/%s skipped: %s", scope, stream, e)
             return DONE

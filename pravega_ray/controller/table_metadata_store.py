@@ -59,14 +59,13 @@ them correct.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from pravega_ray.constants import (
@@ -105,6 +104,7 @@ from pravega_ray.naming import stable_hash64, system_table_segment_name
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES, HEADER_BYTES
 from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
+from pravega_ray.timing import DAEMON_THREADS, ThreadScheduler
 
 __all__ = [
     "CONTROLLER_TABLE",
@@ -173,9 +173,9 @@ class TableMetadataStore:
     ``TABLE_VALUE_BYTES_MAX`` (else InvalidArgumentError). Versions are ints >= 0.
 
     Calls whose outcome is unknown are repeated ``attempts_max`` times at most,
-    ``pause_s`` apart, each bounded by ``call_timeout_s``; after the last one its
-    ``RetriableError`` (``SegmentStoreUnavailableError`` for a timeout) reaches the
-    caller, outcome still unknown. Call :meth:`ensure_created` once before use.
+    ``pause_s`` apart (slept through ``scheduler``), each bounded by ``call_timeout_s``;
+    after the last one its ``RetriableError`` (``SegmentStoreUnavailableError`` for a
+    timeout) reaches the caller, outcome still unknown. Call :meth:`ensure_created` once before use.
     Thread-safe (client slots, see the module docstring).
 
     One gap against the chunk store: a put naming the *current* version of an entry
@@ -191,7 +191,7 @@ class TableMetadataStore:
         call_timeout_s: float | None = CALL_TIMEOUT_S,
         attempts_max: int = CONTAINER_CALL_ATTEMPTS_MAX,
         pause_s: float = RETRY_PAUSE_S,
-        sleep: Callable[[float], None] = time.sleep,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
         new_client_id: Callable[[], bytes] = lambda: os.urandom(CLIENT_ID_BYTES),
     ) -> None:
         if not is_int(partitions) or not 1 <= partitions <= KVT_PARTITIONS_MAX:
@@ -211,7 +211,7 @@ class TableMetadataStore:
         self._call_timeout_s = call_timeout_s
         self._attempts_max = attempts_max
         self._pause_s = pause_s
-        self._sleep = sleep
+        self._scheduler = scheduler
         self._new_client_id = new_client_id
         self._lock = threading.Lock()
         self._idle: list[_ClientSlot] = []
@@ -236,8 +236,7 @@ class TableMetadataStore:
         """Create the table segments; those that exist already are left as they are."""
         for segment in self.segments:
             with contextlib.suppress(SegmentExistsError):
-                create = functools.partial(self._client.table_create, segment)
-                self._call(f"create {segment}", create)
+                self._call(f"create {segment}", partial(self._client.table_create, segment))
 
     # --- MetadataStore ---------------------------------------------------------------------------
     def get(self, key: str) -> Versioned | None:
@@ -327,7 +326,7 @@ class TableMetadataStore:
             try:
                 entries, offset = self._call(
                     f"changes {segment}",
-                    functools.partial(
+                    partial(
                         self._client.table_read_changes, segment, listing.offset, READ_BYTES_MAX
                     ),
                 )
@@ -393,7 +392,7 @@ class TableMetadataStore:
             try:
                 entries, cursor = self._call(
                     f"iterate {segment}",
-                    functools.partial(
+                    partial(
                         self._client.table_iterate, segment, cursor, TABLE_ITERATE_LIMIT, False
                     ),
                 )
@@ -436,7 +435,7 @@ class TableMetadataStore:
             log=log,
             attempts_max=self._attempts_max,
             pause_s=self._pause_s,
-            sleep=self._sleep,
+            scheduler=self._scheduler,
         )
 
     def _update(self, partition: int, update: TableUpdate, key: str) -> TableUpdateResult:

@@ -16,7 +16,7 @@ nothing) and again every ``RESCAN_S``, which is how it learns of transactions cr
 pinged through a controller in another process: a lease is enforced at most ``RESCAN_S``
 (plus a period) late, never early. :meth:`TransactionTimer.run_once` is steppable with an
 explicit time (tests); :meth:`~TransactionTimer.start` runs it every
-``TXN_TIMER_PERIOD_S`` on a daemon thread.
+``TXN_TIMER_PERIOD_S`` on a thread started through the ``scheduler``.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from pravega_ray.constants import TXN_COMPLETED_KEEP_S, TXN_TIMER_PERIOD_S
 from pravega_ray.contracts.records import TxnStatus
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
-from pravega_ray.controller.transaction_workflows import TransactionWorkflows
+from pravega_ray.controller.transaction_workflows import TransactionSegments, TransactionWorkflows
 from pravega_ray.errors import DataCorruptionError, PravegaError
-from pravega_ray.timing import SYSTEM_CLOCK, Clock
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, Joinable, ThreadScheduler
 
 __all__ = ["RESCAN_S", "STUCK_REPOST_S", "TransactionTimer", "transaction_timer"]
 
@@ -55,22 +55,26 @@ class TransactionTimer:
     def __init__(
         self,
         metadata: Any,
-        segments: Any,
+        segments: TransactionSegments,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
         period_s: float = TXN_TIMER_PERIOD_S,
         rescan_s: float = RESCAN_S,
     ) -> None:
         self._store = StreamMetadataStore(metadata)
-        self._workflows = TransactionWorkflows(self._store, segments, wall_ms=clock.wall_time_ms)
+        self._workflows = TransactionWorkflows(
+            self._store, segments, clock=clock, scheduler=scheduler
+        )
         self._txns = self._store.txns
         self._clock = clock
+        self._scheduler = scheduler
         self._period_s = period_s
         self._rescan_ms = int(rescan_s * 1000)
         self._heap: list[_Entry] = []
         self._scanned_ms: int | None = None
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Joinable | None = None
         self._sweeping = threading.Lock()
         self.aborted = 0
 
@@ -174,7 +178,8 @@ class TransactionTimer:
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        """Run :meth:`run_once` every period on a daemon thread until :meth:`stop`."""
+        """Run :meth:`run_once` every period, on a thread started through the scheduler,
+        until :meth:`stop`."""
 
         def loop() -> None:
             while not self._stopping.is_set():
@@ -182,10 +187,9 @@ class TransactionTimer:
                     self.run_once()
                 except Exception:  # the metadata's container restarting, say: next period
                     log.exception("transaction timer: sweep failed; retrying")
-                self._stopping.wait(self._period_s)
+                self._stopping.wait(self._period_s)  # a pause that stop() cuts short
 
-        self._thread = threading.Thread(target=loop, daemon=True, name="pravega-txn-timer")
-        self._thread.start()
+        self._thread = self._scheduler.start(loop, "pravega-txn-timer")
 
     def stop(self) -> None:
         self._stopping.set()
@@ -193,6 +197,12 @@ class TransactionTimer:
             self._thread.join(5)
 
 
-def transaction_timer(metadata: Any, segments: SegmentHelper) -> TransactionTimer:
+def transaction_timer(
+    metadata: Any,
+    segments: SegmentHelper,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    scheduler: ThreadScheduler = DAEMON_THREADS,
+) -> TransactionTimer:
     """The transaction timer over the controller's MetadataStore ``metadata``."""
-    return TransactionTimer(metadata, segments)
+    return TransactionTimer(metadata, segments, clock=clock, scheduler=scheduler)

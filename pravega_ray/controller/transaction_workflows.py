@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -54,6 +53,7 @@ from pravega_ray.errors import (
     StreamNotFoundError,
 )
 from pravega_ray.naming import segment_id, stream_segment_name, transaction_segment_name
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = [
     "ABORT_SEGMENT",
@@ -96,24 +96,27 @@ class TransactionWorkflows:
     """Transaction steps over the records of ``store`` and the segments of ``segments``.
 
     Thread-safe as far as its store and segments are (every record change is one
-    compare-and-set). ``step`` is called between the handlers' steps (tests kill there).
+    compare-and-set). ``clock`` stamps status changes and events; ``scheduler`` paces the
+    repeats of a post whose outcome is unknown. ``step`` is called between the handlers'
+    steps (tests kill there).
     """
 
     def __init__(
         self,
         store: StreamMetadataStore,
-        segments: Any,
+        segments: TransactionSegments,
         *,
-        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock: Clock = SYSTEM_CLOCK,
+        scheduler: ThreadScheduler = DAEMON_THREADS,
         step: Callable[[str], None] = lambda name: None,
     ) -> None:
         self._streams = store.streams
         self.txns = store.txns
         self._segments = segments
-        self._wall_ms = wall_ms
+        self._clock = clock
         self._step = step
-        self.commits = RequestStream(segments, COMMIT_SEGMENT)
-        self.aborts = RequestStream(segments, ABORT_SEGMENT)
+        self.commits = RequestStream(segments, COMMIT_SEGMENT, scheduler=scheduler)
+        self.aborts = RequestStream(segments, ABORT_SEGMENT, scheduler=scheduler)
 
     # --- lookups ---------------------------------------------------------------------------------
     def candidate_epochs(self, scope: str, stream: str) -> list[int]:
@@ -174,7 +177,7 @@ class TransactionWorkflows:
             "stream": record.stream,
             "txn": record.txn_id.hex,
             "epoch": record.epoch,
-            "posted_ms": self._wall_ms(),
+            "posted_ms": self._clock.wall_time_ms(),
         }
         (self.commits if kind == "commit" else self.aborts).post(body)
 
@@ -195,7 +198,7 @@ class TransactionWorkflows:
             if only_expired_at is not None and current.deadline_ms > only_expired_at:
                 return None
             moved = True
-            return {"status": TxnStatus.ABORTING, "status_ms": self._wall_ms()}
+            return {"status": TxnStatus.ABORTING, "status_ms": self._clock.wall_time_ms()}
 
         stored = self.change(record, decide)
         if stored is None or not moved:
@@ -256,7 +259,7 @@ class TransactionWorkflows:
         self._step("txn segments sealed")
         run_each(merge, pairs)
         self._step("txn segments merged")
-        self.txns.complete(record, TxnStatus.COMMITTED, self._wall_ms())
+        self.txns.complete(record, TxnStatus.COMMITTED, self._clock.wall_time_ms())
         self._step("committed")
         return DONE
 
@@ -276,31 +279,53 @@ class TransactionWorkflows:
 
         run_each(delete, pairs)
         self._step("txn segments deleted")
-        self.txns.complete(record, TxnStatus.ABORTED, self._wall_ms())
+        self.txns.complete(record, TxnStatus.ABORTED, self._clock.wall_time_ms())
         self._step("aborted")
         return DONE
 
 
 def commit_processor(
-    metadata: Any, segments: SegmentHelper, *, step: Callable[[str], None] = lambda name: None
+    metadata: Any,
+    segments: SegmentHelper,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    scheduler: ThreadScheduler = DAEMON_THREADS,
+    step: Callable[[str], None] = lambda name: None,
 ) -> RequestEventProcessor:
     """The commit event processor over ``metadata`` (the controller's MetadataStore):
     serial (one thread), checkpointed under ``eventprocessors/commits``."""
-    workflows = TransactionWorkflows(StreamMetadataStore(metadata), segments, step=step)
+    workflows = TransactionWorkflows(
+        StreamMetadataStore(metadata), segments, clock=clock, scheduler=scheduler, step=step
+    )
     return RequestEventProcessor(
-        workflows.commits, workflows.handle_commit, metadata, name="commits", concurrency=1
+        workflows.commits,
+        workflows.handle_commit,
+        metadata,
+        name="commits",
+        concurrency=1,
+        clock=clock,
+        scheduler=scheduler,
     )
 
 
 def abort_processor(
-    metadata: Any, segments: SegmentHelper, *, step: Callable[[str], None] = lambda name: None
+    metadata: Any,
+    segments: SegmentHelper,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    scheduler: ThreadScheduler = DAEMON_THREADS,
+    step: Callable[[str], None] = lambda name: None,
 ) -> RequestEventProcessor:
     """The abort event processor: ``REQUEST_CONCURRENCY`` streams' aborts side by side."""
-    workflows = TransactionWorkflows(StreamMetadataStore(metadata), segments, step=step)
+    workflows = TransactionWorkflows(
+        StreamMetadataStore(metadata), segments, clock=clock, scheduler=scheduler, step=step
+    )
     return RequestEventProcessor(
         workflows.aborts,
         workflows.handle_abort,
         metadata,
         name="aborts",
         concurrency=REQUEST_CONCURRENCY,
+        clock=clock,
+        scheduler=scheduler,
     )

@@ -29,7 +29,6 @@ writer deletes them (:meth:`DurableLog.take_dead_chunks`).
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -137,7 +136,7 @@ class DurableLog:
         with records after it, a truncated log that does not start with a checkpoint, a
         state that disagrees with a checkpoint.
         """
-        started = time.monotonic()
+        started = self._clock.monotonic()
         records = operations = 0
         for sequence, payload in self._log.read_all():
             self._logged(sequence, len(payload))
@@ -171,7 +170,9 @@ class DurableLog:
                     offset=state.storage_length,
                 )
         self._recovered = True
-        stats = RecoveryStats(records, operations, len(self._metadata), time.monotonic() - started)
+        stats = RecoveryStats(
+            records, operations, len(self._metadata), self._clock.monotonic() - started
+        )
         log.info(
             "container %d recovered: %d records, %d operations, %d segments in %.3fs (epoch %d)",
             self._config.container_id,
@@ -251,7 +252,7 @@ class DurableLog:
     def _record_log_metrics(self) -> None:
         """Log size, truncation lag, Tier-2 lag and the read cache's hits and misses: at
         most once per ``metrics.GAUGE_INTERVAL_S``, from the storage writer's rounds."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if now - self._metrics_at < metrics.GAUGE_INTERVAL_S:
             return
         self._metrics_at = now

@@ -15,6 +15,7 @@ from pravega_ray.errors import (
     SegmentStoreUnavailableError,
 )
 from pravega_ray.retry import repeat_while
+from pravega_ray.timing import ManualThreadScheduler
 
 pytestmark = pytest.mark.timeout(10)
 log = logging.getLogger("test-retry")
@@ -35,12 +36,12 @@ def flaky(failures: int, error: BaseException, result: Any = "done") -> Any:
 
 def test_repeat_while_returns_once_the_call_succeeds() -> None:
     call = flaky(2, ControllerUnavailableError("down"))
-    sleeps: list[float] = []
+    scheduler = ManualThreadScheduler()
     result = repeat_while(
         ControllerUnavailableError, call, what="x", log=log, attempts_max=3,
-        pause_s=0.25, sleep=sleeps.append,
+        pause_s=0.25, scheduler=scheduler,
     )  # fmt: skip
-    assert result == "done" and len(call.calls) == 3 and sleeps == [0.25, 0.25]
+    assert result == "done" and len(call.calls) == 3 and scheduler.slept_s == [0.25, 0.25]
 
 
 def test_repeat_while_raises_the_last_error_after_attempts_max() -> None:
@@ -48,7 +49,7 @@ def test_repeat_while_raises_the_last_error_after_attempts_max() -> None:
     with pytest.raises(ControllerUnavailableError):
         repeat_while(
             ControllerUnavailableError, call, what="x", log=log, attempts_max=3,
-            pause_s=0, sleep=lambda _: None,
+            pause_s=0, scheduler=ManualThreadScheduler(),
         )  # fmt: skip
     assert len(call.calls) == 3
 
@@ -58,7 +59,7 @@ def test_repeat_while_does_not_repeat_other_errors() -> None:
     with pytest.raises(InvalidArgumentError):
         repeat_while(
             ControllerUnavailableError, call, what="x", log=log, attempts_max=3,
-            pause_s=0, sleep=lambda _: None,
+            pause_s=0, scheduler=ManualThreadScheduler(),
         )  # fmt: skip
     assert len(call.calls) == 1
 
@@ -82,9 +83,11 @@ class RestartingClient:
 
 def test_segment_helper_repeats_a_call_while_its_container_restarts() -> None:
     client = RestartingClient(failures=2)
-    helper = SegmentHelper(client, attempts_max=5, pause_s=0, sleep=lambda _: None)  # type: ignore[arg-type]
+    scheduler = ManualThreadScheduler()
+    helper = SegmentHelper(client, attempts_max=5, pause_s=0.5, scheduler=scheduler)  # type: ignore[arg-type]
     assert helper.seal_segment("sc/st/0.#epoch.0") == 42
     assert client.calls == ["sc/st/0.#epoch.0"] * 3
+    assert scheduler.slept_s == [0.5, 0.5]  # paced through its scheduler, never really waiting
 
 
 def test_segment_helper_with_one_attempt_reports_the_outage_at_once() -> None:

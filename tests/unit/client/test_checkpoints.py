@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 import pravega_ray as pr
+from pravega_ray.client.reader_group import ReaderGroup
 from pravega_ray.constants import CHECKPOINTS_OUTSTANDING_MAX, READER_GROUP_SYNC_INTERVAL_S
 from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.timing import ManualClock, ManualThreadScheduler
 from tests.checks import group_test_cluster, write_numbered
 
 pytestmark = pytest.mark.timeout(120)
@@ -235,16 +237,42 @@ def test_checkpoint_timeout_fails_and_frees_the_name(cluster: InProcessCluster) 
     assert group.initiate_checkpoint("slow", timeout_s=5).name == "slow"
 
 
+def test_checkpoint_timeout_fires_on_the_groups_clock_without_waiting(
+    cluster: InProcessCluster,
+) -> None:
+    _group(cluster)
+    clock = ManualClock()
+    scheduler = ManualThreadScheduler(clock)
+    group = ReaderGroup(
+        "sc", "g", cluster._controller, cluster._segments, clock=clock, scheduler=scheduler
+    )
+    reader = cluster.create_reader("r1", "sc", "g", pr.JsonSerializer())
+    started = time.monotonic()
+    with pytest.raises(pr.CheckpointFailedError, match=r"within 10\.0 s"):
+        group.initiate_checkpoint("slow", timeout_s=10.0)  # the reader never reads
+    assert time.monotonic() - started < 10.0  # 10 s of the group's clock, not of real time
+    assert clock.monotonic() >= 10.0 and sum(scheduler.slept_s) == pytest.approx(clock.monotonic())
+    assert group.get_checkpoint("slow") is None  # cancelled: the name is free again
+    reader.close()
+    assert group.initiate_checkpoint("slow", timeout_s=5).name == "slow"
+
+
 def test_checkpoint_name_in_use_and_too_many_outstanding(cluster: InProcessCluster) -> None:
     group = _group(cluster)
     group.initiate_checkpoint("done", timeout_s=5)
     with pytest.raises(pr.CheckpointFailedError):
         group.initiate_checkpoint("done", timeout_s=5)
     reader = cluster.create_reader("r1", "sc", "g", pr.JsonSerializer())
-    waiters = [_Checkpointer(group, f"c{i}", 3) for i in range(CHECKPOINTS_OUTSTANDING_MAX)]
-    time.sleep(0.3)
+    # The waiters time out on a manual clock (they poll in real time): once the test moves it.
+    clock = ManualClock()
+    waiting = ReaderGroup("sc", "g", cluster._controller, cluster._segments, clock=clock)
+    names = [f"c{i}" for i in range(CHECKPOINTS_OUTSTANDING_MAX)]
+    waiters = [_Checkpointer(waiting, name, 3) for name in names]
+    for name in names:
+        _wait_started(group, name)
     with pytest.raises(pr.CheckpointFailedError):
         group.initiate_checkpoint("one-too-many", timeout_s=5)
+    clock.advance(3)
     for w in waiters:
         with pytest.raises(pr.CheckpointFailedError):
             w.join()
@@ -323,7 +351,7 @@ def test_automatic_release_publishes_the_checkpoint_cut(cluster: InProcessCluste
     _read_until_marker([reader], "cp", got)
     reader.read_next_event(0.05)
     checkpoint = waiter.join()
-    from pravega_ray.controller.subscribers import subscriber_cuts
+    from pravega_ray.controller.subscriber_tasks import subscriber_cuts
 
     cuts = subscriber_cuts(cluster.core._store, "sc", "st")
     assert cuts["sc/g"] == checkpoint.cuts["sc/st"].positions

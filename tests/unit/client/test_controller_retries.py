@@ -25,6 +25,7 @@ from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import ControllerUnavailableError
 from pravega_ray.inprocess import InProcessCluster, _LockedController
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.timing import ManualThreadScheduler
 from tests.unit.controller.test_controller import FakeSegmentStore, seal
 
 pytestmark = pytest.mark.timeout(60)
@@ -149,15 +150,15 @@ def test_list_scopes_while_the_controller_stays_down_gives_up_after_the_attempts
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     raw = Unreachable()
-    pauses: list[float] = []
-    connection = ControllerClient(raw, sleep=pauses.append)
+    scheduler = ManualThreadScheduler()
+    connection = ControllerClient(raw, scheduler=scheduler)
     with (
         caplog.at_level(logging.INFO, "pravega_ray.client.controller_connection"),
         pytest.raises(ControllerUnavailableError),
     ):
         connection.list_scopes()
     assert raw.calls == CONTROLLER_CALL_ATTEMPTS_MAX
-    assert len(pauses) == CONTROLLER_CALL_ATTEMPTS_MAX - 1
+    assert len(scheduler.slept_s) == CONTROLLER_CALL_ATTEMPTS_MAX - 1
     retries = [r for r in caplog.records if "list_scopes" in r.getMessage()]
     assert len(retries) == CONTROLLER_CALL_ATTEMPTS_MAX - 1
 

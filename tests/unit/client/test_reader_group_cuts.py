@@ -207,7 +207,7 @@ def test_update_retention_stream_cut(cluster: InProcessCluster) -> None:
     )
     group = cluster.reader_group("sc", "manual")
     group.update_retention_stream_cut({"sc/st": cut})
-    from pravega_ray.controller.subscribers import subscriber_cuts
+    from pravega_ray.controller.subscriber_tasks import subscriber_cuts
 
     assert subscriber_cuts(cluster.core._store, "sc", "st")["sc/manual"] == {0: 0, 1: 0}
     for bad in (

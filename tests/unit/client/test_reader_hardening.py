@@ -3,7 +3,6 @@ checks what it skips; a lost report of a finished segment does not make it read 
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray import constants
 from pravega_ray.client.client_factory import ClientFactory
+from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import (
@@ -27,6 +27,7 @@ from pravega_ray.errors import (
     SerializationError,
 )
 from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.timing import ManualClock, ManualThreadScheduler
 from tests.unit.client.test_reader_group_synchronizer import StateCallFaults
 
 pytestmark = pytest.mark.timeout(60)
@@ -55,6 +56,22 @@ def single():  # type: ignore[no-untyped-def]
     c.shutdown()
 
 
+def _manual_reader(cluster: InProcessCluster, reader_id: str) -> tuple[Any, ManualClock]:
+    """A reader of ``sc/rg`` on a manual clock (its reads still wait in real time)."""
+    clock = ManualClock()
+    reader = EventStreamReader(
+        reader_id,
+        "sc",
+        "rg",
+        pr.BytesSerializer(),
+        cluster._controller,
+        cluster._segments,
+        clock=clock,
+        scheduler=ManualThreadScheduler(clock),
+    )
+    return reader, clock
+
+
 def _write(cluster: InProcessCluster, events: list[bytes], key: str | None = None) -> None:
     """Write ``events``, each under its own routing key unless ``key`` is given."""
     with cluster.create_writer("sc", "st") as writer:
@@ -71,11 +88,11 @@ def _drain(reader: pr.EventStreamReader, timeout_s: float = 0.5) -> list[Any]:
 
 def test_read_next_event_after_declared_offline_never_returns_buffered_events(cluster) -> None:
     _write(cluster, [f"e{i}".encode() for i in range(200)])
-    old = cluster.create_reader("r1", "sc", "rg")
+    old, clock = _manual_reader(cluster, "r1")
     returned = [old.read_next_event(timeout_s=5) for _ in range(10)]
     seen = [e.event for e in returned]  # type: ignore[union-attr]
     assert cluster.reader_group("sc", "rg").reader_offline("r1", returned[-1].position)
-    time.sleep(0.25)  # the next call syncs and learns it is out
+    clock.advance(0.25)  # the next call syncs and learns it is out
     with pytest.raises(ReaderNotInGroupError):
         old.read_next_event(timeout_s=1)
     for _ in range(3):  # stopped: it never hands out what it had buffered
@@ -91,13 +108,13 @@ def test_read_next_event_after_declared_offline_never_returns_buffered_events(cl
 
 def test_read_next_event_of_a_deleted_and_recreated_group_is_group_not_found(cluster) -> None:
     _write(cluster, [b"x"] * 10)
-    reader = cluster.create_reader("r1", "sc", "rg")
+    reader, clock = _manual_reader(cluster, "r1")
     assert reader.read_next_event(timeout_s=5) is not None
     group = cluster.reader_group("sc", "rg")
     assert cluster.delete_reader_group("sc", "rg")
     assert cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
     newcomer = cluster.create_reader("r1", "sc", "rg")  # the same id, in the new group
-    time.sleep(0.25)
+    clock.advance(0.25)  # past the reader's sync interval
     with pytest.raises(ReaderGroupNotFoundError, match="deleted"):
         reader.read_next_event(timeout_s=1)
     with pytest.raises(ReaderGroupNotFoundError):
@@ -113,9 +130,9 @@ def test_read_next_event_of_a_deleted_and_recreated_group_is_group_not_found(clu
 def test_reader_offline_at_a_position_behind_the_last_sync_reads_the_rest_again(single) -> None:
     events = [f"e{i:03d}".encode() for i in range(60)]
     _write(single, events)
-    crashed = single.create_reader("r1", "sc", "rg")
+    crashed, clock = _manual_reader(single, "r1")
     returned = [crashed.read_next_event(timeout_s=5) for _ in range(30)]
-    time.sleep(constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S + 0.1)
+    clock.advance(constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S + 0.1)
     returned.append(crashed.read_next_event(timeout_s=5))  # syncs offsets after 30 events
     processed = returned[9]  # the application finished with only the first 10
     assert single.reader_group("sc", "rg").reader_offline("r1", processed.position)
@@ -130,9 +147,9 @@ def test_reader_offline_without_a_position_returns_segments_at_the_last_synced_o
 ) -> None:
     events = [f"e{i:03d}".encode() for i in range(60)]
     _write(single, events)
-    crashed = single.create_reader("r1", "sc", "rg")
+    crashed, clock = _manual_reader(single, "r1")
     returned = [crashed.read_next_event(timeout_s=5) for _ in range(30)]
-    time.sleep(constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S + 0.1)
+    clock.advance(constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S + 0.1)
     returned.append(crashed.read_next_event(timeout_s=5))  # syncs offsets after 30 events
     assert single.reader_group("sc", "rg").reader_offline("r1")
     successor = single.create_reader("r2", "sc", "rg")

@@ -21,6 +21,7 @@ from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.stream_configuration import ScaleType
+from pravega_ray.timing import ManualClock
 from tests.unit.controller.test_controller import FakeSegmentStore, run_requests, seal
 
 pytestmark = pytest.mark.timeout(30)
@@ -230,10 +231,8 @@ class FlakySegmentStore(FakeSegmentStore):
 
 def test_create_stream_cut_short_by_unreachable_containers_is_finished_later() -> None:
     segments = FlakySegmentStore()
-    clock = [0.0]
-    controller = Controller(
-        ChunkMetadataStore(InMemoryChunkStorage()), segments, 4, monotonic=lambda: clock[0]
-    )
+    clock = ManualClock()
+    controller = Controller(ChunkMetadataStore(InMemoryChunkStorage()), segments, 4, clock=clock)
     controller.create_scope("sc")
     segments.unavailable = 1
     with pytest.raises(SegmentStoreUnavailableError):
@@ -246,7 +245,7 @@ def test_create_stream_cut_short_by_unreachable_containers_is_finished_later() -
     segments.unavailable = 1
     with pytest.raises(SegmentStoreUnavailableError):
         controller.create_key_value_table("sc", "t", 2)
-    clock[0] += 60
+    clock.advance(60)
     controller.list_scopes()  # a read does not run workflows
     assert controller.create_scope("other")  # any update call does, once the pause passed
     assert controller.get_key_value_table("sc", "t").state is pr.KeyValueTableState.ACTIVE

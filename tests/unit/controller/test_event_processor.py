@@ -16,6 +16,7 @@ from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import SegmentExistsError
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.timing import ManualClock, ManualThreadScheduler
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -86,22 +87,35 @@ class Workflows:
 
 
 def processor(
-    workflows: Workflows, concurrency: int
+    workflows: Workflows, concurrency: int, clock: ManualClock
 ) -> tuple[RequestEventProcessor, RequestStream]:
+    """A processor on ``clock`` that starts no reading loop: the test steps it."""
     stream = RequestStream(MemorySegments())
     store = ChunkMetadataStore(InMemoryChunkStorage())
     return (
         RequestEventProcessor(
-            stream, workflows.handle, store, name="t", concurrency=concurrency, expiry_s=600
+            stream,
+            workflows.handle,
+            store,
+            name="t",
+            concurrency=concurrency,
+            expiry_s=600,
+            clock=clock,
+            scheduler=ManualThreadScheduler(clock),
         ),
         stream,
     )
 
 
-def post(stream: RequestStream, name: str, n: int) -> None:
-    stream.post(
-        {"type": "x", "scope": "sc", "stream": name, "n": n, "posted_ms": time.time() * 1000}
-    )
+def post(stream: RequestStream, name: str, n: int, posted_ms: float | None = None) -> None:
+    posted = time.time() * 1000 if posted_ms is None else posted_ms
+    stream.post({"type": "x", "scope": "sc", "stream": name, "n": n, "posted_ms": posted})
+
+
+def step(p: RequestEventProcessor) -> None:
+    """One turn of the reading loop, then until the pool has handled what it was handed."""
+    p.run_once()
+    assert p.wait_settled(20)
 
 
 # The commit processor (one thread, commits WAIT for their epoch) and the request processor
@@ -110,23 +124,31 @@ def post(stream: RequestStream, name: str, n: int) -> None:
 def test_many_waiting_requests_on_one_stream_cost_little_and_hold_up_no_other_stream(
     concurrency: int, waiting: str
 ) -> None:
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
     workflows = Workflows(waiting)
-    p, stream = processor(workflows, concurrency)
+    p, stream = processor(workflows, concurrency, clock)
     for n in range(5):
-        post(stream, "a", n)
-    p.start()
+        post(stream, "a", n, clock.wall_time_ms())
     try:
-        wait_for(lambda: workflows.calls_on("a") >= 5)  # every one of them waits
+        step(p)
+        assert workflows.calls_on("a") >= 5  # every one of them waits
         for n in range(3):
-            post(stream, "b", n)
-        wait_for(lambda: workflows.done == ["b:0", "b:1", "b:2"])
+            post(stream, "b", n, clock.wall_time_ms())
+        step(p)
+        assert workflows.done == ["b:0", "b:1", "b:2"]
         # While they wait, each of a's requests is tried a few times a second at most (the
-        # processor spun through them without a pause, thousands of times a second).
+        # processor spun through them without a pause, thousands of times a second): two
+        # seconds of the manual clock, the reading loop turning every 10 ms.
         before = workflows.calls_on("a")
-        time.sleep(2.0)
+        for _ in range(200):
+            clock.advance(0.01)
+            step(p)
         assert workflows.calls_on("a") - before <= 5 * 2 * 10
         workflows.released.set()
-        wait_for(lambda: p.handled == 8)
+        for _ in range(200):  # the longest rest (postpone_max_s) is 1 s
+            clock.advance(0.01)
+            step(p)
+        assert p.handled == 8
         assert [d for d in workflows.done if d.startswith("a")] == [f"a:{n}" for n in range(5)]
     finally:
         p.stop()

@@ -14,6 +14,7 @@ from pravega_ray.client.event_framing import frame_events
 from pravega_ray.controller.retention import Case, RetentionRecord
 from pravega_ray.controller.retention_service import RetentionService
 from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.timing import ManualClock
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -25,14 +26,9 @@ def cluster():  # type: ignore[no-untyped-def]
     c.shutdown()
 
 
-class Clock:
-    """A manual wall clock, starting now (stream records carry real creation times)."""
-
-    def __init__(self) -> None:
-        self.ms = int(time.time() * 1000)
-
-    def __call__(self) -> int:
-        return self.ms
+def clock_from_now() -> ManualClock:
+    """A manual clock whose wall time starts now (stream records carry real creation times)."""
+    return ManualClock(wall_start_ms=int(time.time() * 1000))
 
 
 def _stream(
@@ -67,13 +63,15 @@ def _head(cluster: InProcessCluster, name: str = "st") -> int:
     return cluster.segments.get_info(segment.name).result(10).start_offset
 
 
-def _grow(cluster: InProcessCluster, service, clock: Clock, s: pr.SegmentRange, sizes) -> list:  # type: ignore[no-untyped-def]
+def _grow(
+    cluster: InProcessCluster, service, clock: ManualClock, s: pr.SegmentRange, sizes
+) -> list:  # type: ignore[no-untyped-def]
     """Append 10 bytes per step and run a cycle after each (10 ms apart), each time waiting
     for the truncation it requested; the results."""
     out = []
     for _ in range(sizes):
         _append(cluster, s, 10)
-        clock.ms += 10
+        clock.advance(0.010)
         out.append(service.run("sc", "st"))
         _wait(lambda: cluster.core.check_truncate("sc", "st"))
     return out
@@ -81,7 +79,7 @@ def _grow(cluster: InProcessCluster, service, clock: Clock, s: pr.SegmentRange, 
 
 def test_size_policy_truncates_just_above_min_and_keeps_under_max(cluster) -> None:  # type: ignore[no-untyped-def]
     (s,) = _stream(cluster, pr.RetentionPolicy.by_size(20, 100))
-    clock = Clock()
+    clock = clock_from_now()
     service = cluster.retention_service(clock)
     results = _grow(cluster, service, clock, s, 3)  # 10, 20, 30 bytes
     assert [r.requested for r in results] == [False, False, True]
@@ -99,12 +97,13 @@ def test_size_policy_truncates_just_above_min_and_keeps_under_max(cluster) -> No
 
 def test_a_burst_above_max_is_cut_back_under_max(cluster) -> None:  # type: ignore[no-untyped-def]
     (s,) = _stream(cluster, pr.RetentionPolicy.by_size(20, 100))
-    clock = Clock()
+    clock = clock_from_now()
     service = cluster.retention_service(clock)
     _append(cluster, s, 150)  # a burst: the set has cuts at 50 and 100 only
-    clock.ms += 10
+    clock.advance(0.010)
     records = [
-        RetentionRecord(clock.ms - 100 + 10 * i, 10 * i, {s.segment_id: 10 * i}) for i in (5, 10)
+        RetentionRecord(clock.wall_time_ms() - 100 + 10 * i, 10 * i, {s.segment_id: 10 * i})
+        for i in (5, 10)
     ]
     cluster.core._store.streams.put_versioned(
         "retention", "sc", "st", {"records": [r.to_dict() for r in records], "head": None}, None
@@ -116,7 +115,7 @@ def test_a_burst_above_max_is_cut_back_under_max(cluster) -> None:  # type: igno
 
 def test_time_policy_with_a_manual_clock(cluster) -> None:  # type: ignore[no-untyped-def]
     (s,) = _stream(cluster, pr.RetentionPolicy.by_time(20, 0))
-    clock = Clock()
+    clock = clock_from_now()
     service = cluster.retention_service(clock)
     results = _grow(cluster, service, clock, s, 4)
     # The third cycle finds the first cut (10 bytes) 20 ms old, the fourth the second one.
@@ -148,7 +147,7 @@ def test_subscribers_hold_truncation_back_to_their_lower_bound(cluster) -> None:
     core.update_subscriber_stream_cut(
         "sc", "st", "sc/rg2", 0, pr.StreamCut("sc", "st", {a.segment_id: 40, b.segment_id: 90})
     )
-    clock = Clock()
+    clock = clock_from_now()
     result = cluster.retention_service(clock).run("sc", "st")
     assert result.choice.case is Case.CBR_WITHIN
     assert dict(result.choice.cut) == {a.segment_id: 40, b.segment_id: 30}
@@ -156,7 +155,7 @@ def test_subscribers_hold_truncation_back_to_their_lower_bound(cluster) -> None:
     assert cluster.segments.get_info(a.name).result(10).start_offset == 40
     assert cluster.segments.get_info(b.name).result(10).start_offset == 30
     # Again with nothing new: nothing truncated twice.
-    clock.ms += 10
+    clock.advance(0.010)
     again = cluster.retention_service(clock).run("sc", "st")
     assert not again.requested
 
@@ -164,7 +163,7 @@ def test_subscribers_hold_truncation_back_to_their_lower_bound(cluster) -> None:
 def test_subscribers_without_a_cut_leave_the_size_policy_in_charge(cluster) -> None:  # type: ignore[no-untyped-def]
     (s,) = _stream(cluster, pr.RetentionPolicy.by_size(20, 0))
     cluster.core.add_subscriber("sc", "st", "sc/rg", 0)
-    clock = Clock()
+    clock = clock_from_now()
     results = _grow(cluster, cluster.retention_service(clock), clock, s, 3)
     assert results[-1].choice.case is Case.ABOVE_MIN
 
@@ -192,10 +191,10 @@ def _die_once_after(step: str, killed: list[str]) -> Callable[[str], None]:
 @pytest.mark.parametrize("step", ["tail added", "request posted", "truncation requested"])
 def test_a_cycle_killed_at_any_step_never_truncates_twice(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
     (s,) = _stream(cluster, pr.RetentionPolicy.by_size(20, 0))
-    clock = Clock()
+    clock = clock_from_now()
     _grow(cluster, cluster.retention_service(clock), clock, s, 1)  # one record: 10
     _append(cluster, s, 30)  # 40
-    clock.ms += 10
+    clock.advance(0.010)
     killed: list[str] = []
     with pytest.raises(SystemExit):
         cluster.retention_service(clock, step=_die_once_after(step, killed)).run("sc", "st")
@@ -218,13 +217,13 @@ def test_processor_killed_mid_truncation_never_passes_a_subscriber(cluster, step
     )
     killed: list[str] = []
     cluster.restart_processor(step=_die_once_after(step, killed))
-    clock = Clock()
+    clock = clock_from_now()
     assert cluster.retention_service(clock).run("sc", "st").requested
     _wait(lambda: bool(killed))
     cluster.restart_processor()
     assert _head(cluster) == 30
     for _ in range(3):  # more cycles while the subscriber stays put: no further truncation
-        clock.ms += 10
+        clock.advance(0.010)
         assert not cluster.retention_service(clock).run("sc", "st").requested
     assert _head(cluster) == 30
     assert core.get_stream_info("sc", "st").state is pr.StreamState.ACTIVE
@@ -232,10 +231,8 @@ def test_processor_killed_mid_truncation_never_passes_a_subscriber(cluster, step
 
 def test_the_retention_set_is_bounded(cluster) -> None:  # type: ignore[no-untyped-def]
     (s,) = _stream(cluster, pr.RetentionPolicy.by_size(10_000, 0))
-    clock = Clock()
-    service = RetentionService(
-        cluster.metadata, cluster._segment_helper(), wall_clock_ms=clock, set_max=5
-    )
+    clock = clock_from_now()
+    service = RetentionService(cluster.metadata, cluster._segment_helper(), clock=clock, set_max=5)
     _grow(cluster, service, clock, s, 12)
     stored = cluster.core._store.streams.versioned("retention", "sc", "st")[0]
     sizes = [r["size"] for r in stored["records"]]

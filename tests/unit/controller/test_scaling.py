@@ -290,8 +290,8 @@ def test_a_request_without_its_property_is_postponed_then_dropped(cluster) -> No
     cluster.processor.stop()
     controller = cluster.core
     # A scale request whose caller died before writing the property; then a seal.
-    controller._post("scale", "sc", "st", epoch=1, posted_ms=0)
-    controller._post("seal", "sc", "st")
+    controller._steps.post("scale", "sc", "st", epoch=1, posted_ms=0)
+    controller._steps.post("seal", "sc", "st")
     cluster.restart_processor()
     deadline = time.monotonic() + 20
     while mgr.get_stream_info("sc", "st").state is not pr.StreamState.SEALED:

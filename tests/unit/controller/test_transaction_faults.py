@@ -13,8 +13,10 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.constants import TXN_COMPLETED_KEEP_S
 from pravega_ray.contracts.records import TxnInfo, TxnStatus
+from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_timer import STUCK_REPOST_S, TransactionTimer
+from pravega_ray.controller.transaction_workflows import COMMIT_SEGMENT
 from pravega_ray.controller.transactions import TxnRecord
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import container_for_segment, transaction_segment_name
@@ -431,7 +433,8 @@ def test_commits_of_many_transactions_are_each_contiguous_in_commit_order(cluste
         c.commit_transaction("sc", "st", txns[i].txn_id)
     # A commit event posted again (posting is at least once) changes nothing.
     body = {"type": "commit", "scope": "sc", "stream": "st", "epoch": 0, "posted_ms": 0}
-    cluster.core._transactions().commits.post({**body, "txn": txns[order[0]].txn_id.hex})
+    commits = RequestStream(cluster._segment_helper(), COMMIT_SEGMENT)
+    commits.post({**body, "txn": txns[order[0]].txn_id.hex})
     wait_for(lambda: all(status(cluster, t) is TxnStatus.COMMITTED for t in txns))
     for parent in txns[0].segments:
         expected = b"".join(written[i][parent.name] for i in order)

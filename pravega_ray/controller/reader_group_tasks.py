@@ -1,6 +1,6 @@
 """The controller's reader-group calls: create, look up and delete groups.
 
-A mixin of :class:`~pravega_ray.controller.controller.Controller`. The controller keeps
+A service of :class:`~pravega_ray.controller.controller.Controller`. The controller keeps
 each group's *record* (its :class:`ReaderGroupState` at creation, naming its state
 segment) and creates and deletes the group's *state segment*, a table segment of the
 ``_system`` scope. The live state (who owns which segment at which offset, completed and
@@ -15,14 +15,16 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pravega_ray.contracts.reader_group_state import (
     ReaderGroupState,
     reader_group_state_segment,
 )
-from pravega_ray.contracts.records import SegmentRange, StreamInfo, check_request_id
+from pravega_ray.contracts.records import check_request_id
+from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.subscriber_tasks import SubscriberTasks
 from pravega_ray.errors import (
     InvalidArgumentError,
     ReaderGroupNotFoundError,
@@ -37,9 +39,9 @@ from pravega_ray.stream_configuration import (
     RetentionConfigType,
     check_reader_group_config,
 )
-from pravega_ray.stream_cut import StreamCut, cuts_of
+from pravega_ray.stream_cut import cuts_of
 
-__all__ = ["ReaderGroupCalls"]
+__all__ = ["ReaderGroupSegments", "ReaderGroupTasks"]
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +49,35 @@ GENERATION_ALL = 1 << 62
 """The generation a deleted group's subscriber entries are removed with: above any real one."""
 
 
-class ReaderGroupCalls:
-    """Reader-group calls; the controller provides the attributes annotated here."""
+class ReaderGroupSegments(Protocol):
+    """The segment calls reader-group calls make (``SegmentHelper`` provides them)."""
 
-    _store: StreamMetadataStore
-    _segments: Any
-    _new_id: Callable[[], str]
-    _ready: Callable[[], None]
-    _check_scope: Callable[[str], None]
-    get_current_segments: Callable[[str, str], tuple[SegmentRange, ...]]
-    get_stream_info: Callable[[str, str], StreamInfo]
-    add_subscriber: Callable[[str, str, str, int], bool]
-    update_subscriber_stream_cut: Callable[[str, str, str, int, StreamCut], bool]
-    delete_subscriber: Callable[[str, str, str, int], bool]
+    def create_table_segment(self, segment: str) -> None: ...
+
+    def delete_segment(self, segment: str) -> None: ...
+
+    def check_event_boundary(self, segment: str, offset: int) -> None: ...
+
+
+class ReaderGroupTasks:
+    """Reader-group calls over the records of ``store`` (module docstring). A group whose
+    retention type is not NONE is a subscriber of its streams, through ``subscribers``;
+    ``new_id`` gives each incarnation its group id."""
+
+    def __init__(
+        self,
+        store: StreamMetadataStore,
+        segments: ReaderGroupSegments,
+        steps: ControllerSteps,
+        subscribers: SubscriberTasks,
+        *,
+        new_id: Callable[[], str],
+    ) -> None:
+        self._store = store
+        self._segments = segments
+        self._steps = steps
+        self._subscribers = subscribers
+        self._new_id = new_id
 
     # --- reader groups -------------------------------------------------------------------------
     def create_reader_group(
@@ -72,7 +90,7 @@ class ReaderGroupCalls:
         Each creation is a new incarnation with a new group id, so readers of a group
         deleted before get ReaderGroupNotFoundError rather than this group's segments.
         """
-        self._ready()
+        self._steps.ready()
         self._group_args(scope, group)
         check_request_id(request_id)
         config = check_reader_group_config(config)  # what it says must load
@@ -102,11 +120,11 @@ class ReaderGroupCalls:
             cuts = cuts_of(segments)
             for scoped in config.streams:
                 s_scope, s_stream = parse_scoped_stream(scoped)
-                self.add_subscriber(s_scope, s_stream, f"{scope}/{group}", 0)
+                self._subscribers.add_subscriber(s_scope, s_stream, f"{scope}/{group}", 0)
                 # Its start as its first acknowledgement: retention ignores a subscriber
                 # without a cut (seed 004), so until its first checkpoint it would lose
                 # what it has not read yet.
-                self.update_subscriber_stream_cut(
+                self._subscribers.update_subscriber_stream_cut(
                     s_scope, s_stream, f"{scope}/{group}", 0, cuts[scoped]
                 )
         return True
@@ -121,7 +139,7 @@ class ReaderGroupCalls:
         """Both names first (InvalidNameError), then the scope (ScopeNotFoundError)."""
         validate_name("scope", scope)
         validate_name("reader group", group)
-        self._check_scope(scope)
+        self._steps.check_scope(scope)
 
     def _group(self, scope: str, group: str) -> tuple[ReaderGroupState, int]:
         self._group_args(scope, group)
@@ -138,7 +156,7 @@ class ReaderGroupCalls:
         stream's head (truncated away) or an end cut before a start cut;
         ScopeNotFoundError, StreamNotFoundError.
         """
-        self._ready()
+        self._steps.ready()
         config = check_reader_group_config(config)
         start: dict[str, int] = {}
         ends: dict[str, int] = {}
@@ -195,7 +213,9 @@ class ReaderGroupCalls:
         """Where a new group starts reading ``scope/stream``: its head, the segments of epoch 0
         at offset 0, or the truncation cut once the stream was truncated (older segments are
         then gone). Readers reach later epochs through successors."""
-        self.get_stream_info(scope, stream)  # StreamNotFoundError, damage named
+        # As get_stream_info: StreamNotFoundError, damage named.
+        self._steps.check_stream_names(scope, stream)
+        self._store.get_stream_info(scope, stream)
         records = self._store.streams
         cut = records.truncation(scope, stream)["cut"]
         if cut:
@@ -205,7 +225,7 @@ class ReaderGroupCalls:
         return {stream_segment_name(scope, stream, sid): 0 for sid, _, _ in first.segments}
 
     def list_reader_groups(self, scope: str) -> list[str]:
-        self._check_scope(scope)
+        self._steps.check_scope(scope)
         return self._store.list_names("readergroups", scope)
 
     def get_reader_group(self, scope: str, group: str) -> dict[str, Any]:
@@ -242,7 +262,7 @@ class ReaderGroupCalls:
         # The group, whatever generation it reached, is no subscriber any more.
         for scoped in state.streams:
             with contextlib.suppress(StreamNotFoundError, ScopeNotFoundError):
-                self.delete_subscriber(
+                self._subscribers.delete_subscriber(
                     *parse_scoped_stream(scoped), f"{scope}/{group}", GENERATION_ALL
                 )
         return True

@@ -1,6 +1,6 @@
 """The controller's transaction calls (Pravega's ``StreamTransactionMetadataTasks``).
 
-A mixin of :class:`~pravega_ray.controller.controller.Controller`. Records are in
+A service of :class:`~pravega_ray.controller.controller.Controller`. Records are in
 ``transactions.py``, the commit/abort workflows in ``transaction_workflows.py``.
 
 * **Create**: a new UUID; the stream's newest epoch (the partial one of a scale under way,
@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from pravega_ray.constants import TXN_LEASE_S_MAX, TXN_MAX_EXECUTION_S
 from pravega_ray.contracts.arguments import check_seconds
 from pravega_ray.contracts.records import StreamState, TxnInfo, TxnStatus
+from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.epochs import to_range
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
-from pravega_ray.controller.transaction_workflows import TransactionWorkflows
+from pravega_ray.controller.transaction_workflows import TransactionSegments, TransactionWorkflows
 from pravega_ray.controller.transactions import TxnRecord
 from pravega_ray.errors import (
     InvalidArgumentError,
@@ -45,8 +45,9 @@ from pravega_ray.errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
+from pravega_ray.timing import Clock, ThreadScheduler
 
-__all__ = ["TransactionCalls", "check_lease", "check_txn_id"]
+__all__ = ["StreamTransactionMetadataTasks", "check_lease", "check_txn_id"]
 
 CREATE_ATTEMPTS_MAX = 5
 """Epochs a creation moves on (each closed by a scale meanwhile) before giving up."""
@@ -63,28 +64,30 @@ def check_txn_id(txn_id: object) -> uuid.UUID:
     return txn_id
 
 
-class TransactionCalls:
-    """Transaction calls; the controller provides the attributes annotated here."""
+class StreamTransactionMetadataTasks:
+    """Transaction calls over the records of ``store`` (module docstring); the steps they
+    share with the timer and the event processors are ``TransactionWorkflows``' (which
+    posts commit and abort events, paced by ``scheduler``)."""
 
-    _store: StreamMetadataStore
-    _segments: Any
-    _wall_clock_ms: Callable[[], int]
-    _ready: Callable[[], None]
-    _stream_args: Callable[..., StreamState | None]  # (scope, stream, *, exists=True)
-    _txn_workflows: TransactionWorkflows | None
-
-    def _transactions(self) -> TransactionWorkflows:
-        if self._txn_workflows is None:
-            self._txn_workflows = TransactionWorkflows(
-                self._store, self._segments, wall_ms=self._wall_clock_ms
-            )
-        return self._txn_workflows
+    def __init__(
+        self,
+        store: StreamMetadataStore,
+        segments: TransactionSegments,
+        steps: ControllerSteps,
+        clock: Clock,
+        scheduler: ThreadScheduler,
+    ) -> None:
+        self._store = store
+        self._segments = segments
+        self._steps = steps
+        self._clock = clock
+        self._workflows = TransactionWorkflows(store, segments, clock=clock, scheduler=scheduler)
 
     def _txn_args(self, scope: str, stream: str, txn_id: object) -> uuid.UUID:
-        self._ready()
+        self._steps.ready()
         # Names and scope only: a transaction of a stream deleted since is not found
         # (TxnNotFoundError), which ends its writer's pings.
-        self._stream_args(scope, stream, exists=False)
+        self._steps.check_stream_names(scope, stream)
         return check_txn_id(txn_id)
 
     def _txn_info(self, record: TxnRecord, status: TxnStatus | None = None) -> TxnInfo:
@@ -108,10 +111,10 @@ class TransactionCalls:
         Raises InvalidArgumentError (bad lease), StreamSealedError, StreamNotFoundError,
         ScopeNotFoundError, InvalidNameError; nothing is stored then.
         """
-        self._ready()
-        self._stream_args(scope, stream)
+        self._steps.ready()
+        self._steps.check_stream(scope, stream)
         lease = check_lease(lease_s)
-        workflows = self._transactions()
+        workflows = self._workflows
         streams, txns = self._store.streams, self._store.txns
         for _ in range(CREATE_ATTEMPTS_MAX):
             state = streams.state(scope, stream)
@@ -120,7 +123,7 @@ class TransactionCalls:
             if state is StreamState.CREATING:
                 raise StreamNotFoundError(f"stream {scope}/{stream} is still being created")
             epoch = streams.highest_epoch(scope, stream)
-            now = self._wall_clock_ms()
+            now = self._clock.wall_time_ms()
             max_deadline = now + int(TXN_MAX_EXECUTION_S * 1000)
             txn_id = uuid.uuid4()
             record = txns.create(
@@ -161,7 +164,7 @@ class TransactionCalls:
         self, scope: str, stream: str, txn_id: uuid.UUID
     ) -> tuple[TxnRecord | None, TxnStatus]:
         """The active record (None once ended) and the status; TxnNotFoundError if unknown."""
-        record = self._transactions().find(scope, stream, txn_id)
+        record = self._workflows.find(scope, stream, txn_id)
         if record is not None:
             return record, record.status
         return None, self._completed(scope, stream, txn_id).status
@@ -182,14 +185,14 @@ class TransactionCalls:
         """The transaction's info (to resume it elsewhere). For an ended one (COMMITTED or
         ABORTED) both deadlines are the time it ended. TxnNotFoundError if unknown."""
         txn_id = self._txn_args(scope, stream, txn_id)
-        record = self._transactions().find(scope, stream, txn_id)
+        record = self._workflows.find(scope, stream, txn_id)
         return self._txn_info(record or self._completed(scope, stream, txn_id))
 
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         """The stream's active transactions (OPEN, COMMITTING, ABORTING) and their status."""
-        self._ready()
-        self._stream_args(scope, stream)
-        workflows, txns = self._transactions(), self._store.txns
+        self._steps.ready()
+        self._steps.check_stream(scope, stream)
+        workflows, txns = self._workflows, self._store.txns
         out: dict[uuid.UUID, TxnStatus] = {}
         for epoch in workflows.candidate_epochs(scope, stream):
             for txn_id in txns.list_epoch(scope, stream, epoch):
@@ -209,7 +212,7 @@ class TransactionCalls:
         record, status = self._lookup(scope, stream, txn_id)
         if record is None or status is not TxnStatus.OPEN:
             raise TxnFailedError(f"transaction {txn_id} is {status.value}")
-        now = self._wall_clock_ms()
+        now = self._clock.wall_time_ms()
         expired = False
 
         def decide(current: TxnRecord) -> dict[str, Any] | None:
@@ -221,11 +224,11 @@ class TransactionCalls:
                 return None
             return {"lease_deadline_ms": min(now + int(lease * 1000), current.max_deadline_ms)}
 
-        stored = self._transactions().change(record, decide)
+        stored = self._workflows.change(record, decide)
         if stored is None:
             raise TxnFailedError(f"transaction {txn_id} has ended")
         if expired:
-            self._transactions().begin_abort(stored, only_expired_at=now)
+            self._workflows.begin_abort(stored, only_expired_at=now)
             raise LeaseExpiredError(f"transaction {txn_id}'s lease ran out; it is aborted")
         return stored.lease_deadline_ms
 
@@ -239,7 +242,7 @@ class TransactionCalls:
             return status
         if record is None or status is not TxnStatus.OPEN:
             raise TxnFailedError(f"transaction {txn_id} is {status.value}; it cannot commit")
-        now = self._wall_clock_ms()
+        now = self._clock.wall_time_ms()
         expired = False
 
         def decide(current: TxnRecord) -> dict[str, Any] | None:
@@ -251,7 +254,7 @@ class TransactionCalls:
                 return None
             return {"status": TxnStatus.COMMITTING, "status_ms": now}
 
-        workflows = self._transactions()
+        workflows = self._workflows
         stored = workflows.change(record, decide)
         if expired and stored is not None:
             workflows.begin_abort(stored, only_expired_at=now)
@@ -272,7 +275,7 @@ class TransactionCalls:
             return status
         if record is None or status is not TxnStatus.OPEN:
             raise TxnFailedError(f"transaction {txn_id} is {status.value}; it cannot abort")
-        workflows = self._transactions()
+        workflows = self._workflows
         workflows.begin_abort(record)
         return self._abort_status(scope, stream, txn_id)
 

@@ -1,31 +1,32 @@
 """The controller's stream-cut calls: head, tail and time cuts, truncation requests, and the
 segments between two cuts (issue 12).
 
-A mixin of :class:`~pravega_ray.controller.controller.Controller`. Cuts are exact to the
+A service of :class:`~pravega_ray.controller.controller.Controller`. Cuts are exact to the
 event: every offset is an event boundary.
 
-* **head** (:meth:`StreamCutCalls.get_head_cut`): the cut of the stream's last truncation
+* **head** (:meth:`StreamCutTasks.get_head_cut`): the cut of the stream's last truncation
   (the truncation record), else epoch 0's segments at offset 0.
-* **tail** (:meth:`StreamCutCalls.get_tail_cut`): the current epoch's segments at their
+* **tail** (:meth:`StreamCutTasks.get_tail_cut`): the current epoch's segments at their
   durable lengths (appends end at event boundaries).
-* **at a time** (:meth:`StreamCutCalls.get_segments_at_time`): the epoch current at
+* **at a time** (:meth:`StreamCutTasks.get_segments_at_time`): the epoch current at
   ``time_ms`` (index table), each of its segments at the container's time index answer
   (``segmentstore/time_index.py``: the first event appended in the first 10 ms slot at or
   after ``time_ms``'s). A time before the head gives the head; one in the future the tail.
-* **truncation** (:meth:`StreamCutCalls.truncate_stream`): checked here (a cut of this
+* **truncation** (:meth:`StreamCutTasks.truncate_stream`): checked here (a cut of this
   stream, covering the key space once, each offset an event boundary of a live segment,
   not behind the current head), then run by the request event processor
   (``stream_workflows.py``, ``_on_truncate``).
-* **between two cuts** (:meth:`StreamCutCalls.get_segments_between`): the batch client's
+* **between two cuts** (:meth:`StreamCutTasks.get_segments_between`): the batch client's
   segment list, across epochs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pravega_ray.contracts.records import SegmentRange, StreamState
+from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.epochs import overlaps, to_range
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
 from pravega_ray.errors import (
@@ -37,18 +38,35 @@ from pravega_ray.errors import (
 from pravega_ray.naming import segment_epoch, stream_segment_name
 from pravega_ray.stream_cut import StreamCut
 
-__all__ = ["StreamCutCalls"]
+__all__ = ["StreamCutSegments", "StreamCutTasks"]
 
 
-class StreamCutCalls:
-    """Stream-cut calls; the controller provides the attributes annotated here."""
+class StreamCutSegments(Protocol):
+    """The segment calls stream-cut calls make (``SegmentHelper`` provides them)."""
 
-    _store: StreamMetadataStore
-    _segments: Any
-    _new_id: Callable[[], str]
-    _ready: Callable[[], None]
-    _stream_args: Callable[..., StreamState | None]  # (scope, stream, *, exists=True)
-    _post: Callable[..., None]
+    def segment_length(self, segment: str) -> int: ...
+
+    def offset_at_time(self, segment: str, time_ms: int) -> int: ...
+
+    def check_event_boundary(self, segment: str, offset: int) -> None: ...
+
+
+class StreamCutTasks:
+    """Stream-cut calls over the records of ``store`` (module docstring); ``new_id`` names
+    truncation requests."""
+
+    def __init__(
+        self,
+        store: StreamMetadataStore,
+        segments: StreamCutSegments,
+        steps: ControllerSteps,
+        *,
+        new_id: Callable[[], str],
+    ) -> None:
+        self._store = store
+        self._segments = segments
+        self._steps = steps
+        self._new_id = new_id
 
     # --- head, tail, at a time -----------------------------------------------------------------
     def get_head_cut(self, scope: str, stream: str) -> StreamCut:
@@ -56,7 +74,7 @@ class StreamCutCalls:
 
         Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError, DataCorruptionError.
         """
-        self._stream_args(scope, stream)
+        self._steps.check_stream(scope, stream)
         records = self._store.streams
         cut = records.truncation(scope, stream)["cut"]
         if cut:
@@ -67,7 +85,7 @@ class StreamCutCalls:
 
     def get_tail_cut(self, scope: str, stream: str) -> StreamCut:
         """The current epoch's segments at their durable lengths (event boundaries)."""
-        self._stream_args(scope, stream, exists=False)  # the record is read next
+        self._steps.check_stream_names(scope, stream)  # the record is read next
         segments = self._store.get_stream_info(scope, stream).segments
         return StreamCut(
             scope, stream, {s.segment_id: self._segments.segment_length(s.name) for s in segments}
@@ -80,7 +98,7 @@ class StreamCutCalls:
 
         Raises InvalidArgumentError (a time that is not an int), StreamNotFoundError, ...
         """
-        self._stream_args(scope, stream)
+        self._steps.check_stream(scope, stream)
         if not is_int(time_ms):
             raise InvalidArgumentError("time_ms must be an int (milliseconds since the epoch)")
         records = self._store.streams
@@ -109,8 +127,8 @@ class StreamCutCalls:
         StreamSealedError, StreamNotFoundError, ConflictingUpdateError (another truncation
         under way); nothing changed then.
         """
-        self._ready()
-        state = self._stream_args(scope, stream)
+        self._steps.ready()
+        state = self._steps.check_stream(scope, stream)
         if not isinstance(cut, StreamCut) or cut.is_unbounded:
             raise InvalidArgumentError(f"cut must be a StreamCut of {scope}/{stream}")
         if (cut.scope, cut.stream) != (scope, stream):
@@ -143,7 +161,7 @@ class StreamCutCalls:
                     f"the cut is behind the stream's current truncation at segment {sid}"
                 )
         request = self._new_id()
-        self._post("truncate", scope, stream, request=request)
+        self._steps.post("truncate", scope, stream, request=request)
         try:
             records.put_truncate(scope, stream, positions, request)
         except ConflictingUpdateError:
@@ -151,6 +169,11 @@ class StreamCutCalls:
                 f"a truncation of {scope}/{stream} is under way; try again once it is done"
             ) from None
         return True
+
+    def check_truncate(self, scope: str, stream: str) -> bool:
+        """Whether no truncation of the stream is pending."""
+        self._steps.check_stream(scope, stream)
+        return self._store.streams.pending_truncate(scope, stream) is None
 
     # --- between two cuts ----------------------------------------------------------------------
     def get_segments_between(
@@ -165,7 +188,7 @@ class StreamCutCalls:
         Raises InvalidArgumentError for malformed cuts or an ``end`` behind ``start`` (an
         end segment wholly before the start cut, or at a lower offset than the start's).
         """
-        self._stream_args(scope, stream)
+        self._steps.check_stream(scope, stream)
         start, end = _check_positions(start, "start"), _check_positions(end, "end")
         records = self._store.streams
         deleted = set(records.truncation(scope, stream)["deleted"])

@@ -1,6 +1,6 @@
 """The controller's key-value table calls (Pravega's ``TableMetadataTasks``).
 
-A mixin of :class:`~pravega_ray.controller.controller.Controller`: create is a task
+A service of :class:`~pravega_ray.controller.controller.Controller`: create is a task
 (record in CREATING, table segments created idempotently, then ACTIVE; resumed after a
 crash), delete moves the record to DELETING, remembers the numbers the name used (so a
 re-created table never reuses a segment), deletes the segments, then the record.
@@ -9,11 +9,11 @@ re-created table never reuses a segment), deletes the segments, then the record.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from pravega_ray.constants import KVT_PARTITIONS_MAX
 from pravega_ray.contracts.records import KeyValueTableInfo, KeyValueTableState, check_request_id
+from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
     IllegalStateError,
@@ -22,26 +22,42 @@ from pravega_ray.errors import (
     SegmentNotFoundError,
 )
 from pravega_ray.naming import validate_kvt_name, validate_name
+from pravega_ray.timing import Clock
 
-__all__ = ["KeyValueTableCalls"]
+__all__ = ["TableMetadataTasks", "TableSegments"]
 
 
-class KeyValueTableCalls:
-    """Key-value table calls; the controller provides the attributes annotated here."""
+class TableSegments(Protocol):
+    """The segment calls key-value table calls make (``SegmentHelper`` provides them)."""
 
-    _store: StreamMetadataStore
-    _segments: Any
-    _wall_clock_ms: Callable[[], int]
-    _ready: Callable[[], None]
-    _check_scope: Callable[[str], None]
-    _run_workflow: Callable[[str, Callable[[], None]], None]
+    def create_table_segment(self, segment: str) -> None: ...
+
+    def delete_segment(self, segment: str) -> None: ...
+
+
+class TableMetadataTasks:
+    """Key-value table calls over the records of ``store`` (module docstring)."""
+
+    def __init__(
+        self,
+        store: StreamMetadataStore,
+        segments: TableSegments,
+        steps: ControllerSteps,
+        clock: Clock,
+    ) -> None:
+        self._store = store
+        self._segments = segments
+        self._steps = steps
+        self._clock = clock
+        steps.add_finisher("kvtables", KeyValueTableState.CREATING.value, self._finish_create)
+        steps.add_finisher("kvtables", KeyValueTableState.DELETING.value, self._finish_delete)
 
     # --- key-value tables -----------------------------------------------------------------------
     def _table_args(self, scope: str, table: str) -> None:
         """Both names first (InvalidNameError), then the scope (ScopeNotFoundError)."""
         validate_name("scope", scope)
         validate_kvt_name(table)
-        self._check_scope(scope)
+        self._steps.check_scope(scope)
 
     def create_key_value_table(
         self, scope: str, table: str, partitions: int, request_id: str | None = None
@@ -52,7 +68,7 @@ class KeyValueTableCalls:
         outside [1, KVT_PARTITIONS_MAX]). A table of that name with another
         partition count is still "exists" (False): partitions are fixed at creation.
         """
-        self._ready()
+        self._steps.ready()
         self._table_args(scope, table)
         check_request_id(request_id)
         if (
@@ -66,15 +82,15 @@ class KeyValueTableCalls:
         if existing is not None:
             # A damaged record is named, not "exists"; a create cut short is finished.
             if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
-                self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
+                self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
             return request_id is not None and existing.get("request_id") == request_id
         self._store.create_key_value_table(
-            scope, table, partitions, self._wall_clock_ms(), request_id
+            scope, table, partitions, self._clock.wall_time_ms(), request_id
         )
-        self._run_workflow(key, lambda: self._finish_create_kvt(scope, table))
+        self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
         return True
 
-    def _finish_create_kvt(self, scope: str, table: str) -> None:
+    def _finish_create(self, scope: str, table: str) -> None:
         info = self.get_key_value_table(scope, table)
         for segment in info.segments:
             with contextlib.suppress(SegmentExistsError):  # idempotent after a crash
@@ -90,19 +106,19 @@ class KeyValueTableCalls:
 
     def get_active_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
         """As :meth:`get_key_value_table`, but IllegalStateError unless it is ACTIVE."""
-        self._ready()
+        self._steps.ready()
         info = self.get_key_value_table(scope, table)
         if info.state is not KeyValueTableState.ACTIVE:
             raise IllegalStateError(f"key-value table {scope}/{table} is {info.state.value}")
         return info
 
     def list_key_value_tables(self, scope: str) -> list[str]:
-        self._check_scope(scope)
+        self._steps.check_scope(scope)
         return self._store.list_names("kvtables", scope)
 
     def delete_key_value_table(self, scope: str, table: str) -> bool:
         """Delete the table and its segments; False if it does not exist."""
-        self._ready()
+        self._steps.ready()
         self._table_args(scope, table)
         if self._store.get_key_value_table_record(scope, table) is None:
             return False
@@ -110,10 +126,10 @@ class KeyValueTableCalls:
         if state is not KeyValueTableState.DELETING:
             self._store.set_key_value_table_state(scope, table, state, KeyValueTableState.DELETING)
         key = f"kvtables/{scope}/{table}"
-        self._run_workflow(key, lambda: self._finish_delete_kvt(scope, table))
+        self._steps.run_workflow(key, lambda: self._finish_delete(scope, table))
         return True
 
-    def _finish_delete_kvt(self, scope: str, table: str) -> None:
+    def _finish_delete(self, scope: str, table: str) -> None:
         info = self.get_key_value_table(scope, table)  # checks the record's fields
         record = self._store.get_key_value_table_record(scope, table) or {}
         next_number = record.get("segment_base", 0) + info.partitions

@@ -1,7 +1,7 @@
 """The controller's subscriber calls (Pravega's addSubscriber, updateSubscriberStreamCut,
 deleteSubscriber, listSubscribers): consumption-based retention's input.
 
-A mixin of :class:`~pravega_ray.controller.controller.Controller`. A *subscriber* is a
+A service of :class:`~pravega_ray.controller.controller.Controller`. A *subscriber* is a
 reader group whose consumption holds back retention, named by its scoped name
 ``"scope/group"``; it may read streams of other scopes. Each stream keeps one record,
 ``subscribers/<scope>/<stream>`` (``stream_records.py``), mapping each subscriber to its
@@ -21,28 +21,35 @@ each call is idempotent, see ``client/controller_connection.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
-from pravega_ray.contracts.records import StreamState
+from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.cut_order import Cut, Ranges, cut_le
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
 from pravega_ray.errors import InvalidArgumentError, SegmentNotFoundError
 from pravega_ray.naming import parse_scoped_stream, stream_segment_name
 from pravega_ray.stream_cut import StreamCut
 
-__all__ = ["SubscriberCalls", "subscriber_cuts"]
+__all__ = ["SubscriberSegments", "SubscriberTasks", "subscriber_cuts"]
 
 KIND = "subscribers"
 
 
-class SubscriberCalls:
-    """Subscriber calls; the controller provides the attributes annotated here."""
+class SubscriberSegments(Protocol):
+    """The segment calls subscriber calls make (``SegmentHelper`` provides them)."""
 
-    _store: StreamMetadataStore
-    _segments: Any
-    _ready: Callable[[], None]
-    _stream_args: Callable[..., StreamState | None]  # (scope, stream, *, exists=True)
+    def check_event_boundary(self, segment: str, offset: int) -> None: ...
+
+
+class SubscriberTasks:
+    """Subscriber calls over the records of ``store`` (module docstring)."""
+
+    def __init__(
+        self, store: StreamMetadataStore, segments: SubscriberSegments, steps: ControllerSteps
+    ) -> None:
+        self._store = store
+        self._segments = segments
+        self._steps = steps
 
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         """Register reader group ``subscriber`` ("scope/group") as a subscriber of the stream.
@@ -52,7 +59,7 @@ class SubscriberCalls:
         StreamNotFoundError, InvalidNameError, InvalidArgumentError (generation not an
         int >= 0); nothing changed then.
         """
-        self._ready()
+        self._steps.ready()
         self._subscriber_args(scope, stream, subscriber, generation)
         value, version = self._store.streams.versioned(KIND, scope, stream)
         subs = dict(value["subscribers"]) if value else {}
@@ -76,7 +83,7 @@ class SubscriberCalls:
         is behind the subscriber's stored cut anywhere in the key space; repeating the
         stored cut is fine (True). StreamNotFoundError, InvalidNameError.
         """
-        self._ready()
+        self._steps.ready()
         self._subscriber_args(scope, stream, subscriber, generation)
         records = self._store.streams
         if not isinstance(cut, StreamCut) or cut.is_unbounded:
@@ -120,7 +127,7 @@ class SubscriberCalls:
         longer waits for it. False if it is not one, or ``generation`` is lower than its
         stored one (nothing changed). StreamNotFoundError, InvalidNameError,
         InvalidArgumentError."""
-        self._ready()
+        self._steps.ready()
         self._subscriber_args(scope, stream, subscriber, generation)
         records = self._store.streams
         value, version = records.versioned(KIND, scope, stream)
@@ -134,14 +141,14 @@ class SubscriberCalls:
 
     def list_subscribers(self, scope: str, stream: str) -> list[str]:
         """The stream's subscribers ("scope/group"), sorted. StreamNotFoundError."""
-        self._stream_args(scope, stream)
+        self._steps.check_stream(scope, stream)
         return sorted(subscriber_cuts(self._store, scope, stream, all_subscribers=True))
 
     # --- helpers ---------------------------------------------------------------------------------
     def _subscriber_args(
         self, scope: str, stream: str, subscriber: object, generation: object
     ) -> None:
-        self._stream_args(scope, stream)
+        self._steps.check_stream(scope, stream)
         parse_scoped_stream(subscriber)  # InvalidNameError if bad
         if not is_int(generation) or generation < 0:
             raise InvalidArgumentError(f"generation must be an int >= 0, got {generation!r}")

@@ -1,0 +1,164 @@
+"""The steps every controller service shares: being ready, checking names, running a
+workflow step, posting a request.
+
+One :class:`ControllerSteps` is made by the :class:`~pravega_ray.controller.controller.Controller`
+and handed to each of its services (``stream_metadata_tasks.py``,
+``stream_transaction_metadata_tasks.py``, ``table_metadata_tasks.py``,
+``reader_group_tasks.py``, ``stream_cut_tasks.py``, ``subscriber_tasks.py``):
+
+* **Ready** (:meth:`ControllerSteps.ready`): the first call that changes something first
+  finishes the create, seal and delete workflows a crash interrupted (as Pravega's
+  ``TaskSweeper`` does for a failed controller's tasks), one record at a time; a record
+  whose workflow failed with an outcome-unknown error is tried again, at most every
+  ``RESUME_RETRY_INTERVAL_S`` of the clock. Which step finishes a record of which kind
+  in which state is registered by the service that owns it (:meth:`add_finisher`).
+* **Checks** (:meth:`check_scope`, :meth:`check_stream_names`, :meth:`check_stream`):
+  names first (InvalidNameError), then existence (ScopeNotFoundError,
+  StreamNotFoundError).
+* **Posting** (:meth:`post`): a workflow request to the internal request stream, stamped
+  with the clock's wall time (the request event processor expires it from there).
+
+Not thread-safe: the actor shell serializes the controller's calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pravega_ray.contracts.records import StreamState
+from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.errors import (
+    DataCorruptionError,
+    PravegaError,
+    RetriableError,
+    ScopeNotFoundError,
+)
+from pravega_ray.naming import validate_name, validate_stream_name
+from pravega_ray.timing import Clock
+
+__all__ = ["RESUME_RETRY_INTERVAL_S", "ControllerSteps", "Finisher"]
+
+log = logging.getLogger(__name__)
+
+RESUME_RETRY_INTERVAL_S = 5.0
+"""How soon a workflow whose resumption failed with an outcome-unknown error is tried again."""
+
+Finisher = Callable[[str, str], None]
+"""A workflow step that finishes the record of ``(scope, name)``."""
+
+
+class ControllerSteps:
+    """The shared steps over the records of ``store`` (module docstring)."""
+
+    def __init__(self, store: StreamMetadataStore, requests: RequestStream, clock: Clock) -> None:
+        self._store = store
+        self._requests = requests
+        self._clock = clock
+        self._finishers: dict[str, dict[str, Finisher]] = {}  # kind -> state -> step
+        self._resumed = False
+        self._unresumed: dict[str, str] = {}  # key -> state, to retry (outcome unknown)
+        self._last_resume = 0.0
+
+    # --- interrupted workflows -------------------------------------------------------------------
+    def add_finisher(self, kind: str, state: str, finish: Finisher) -> None:
+        """Resume records of ``kind`` (``streams``, ``kvtables``) left in ``state`` with
+        ``finish``; kinds are resumed in the order they were first added."""
+        self._finishers.setdefault(kind, {})[state] = finish
+
+    def resume_workflows(self) -> int:
+        """Finish create/seal/delete workflows a crash interrupted; returns how many finished.
+
+        Each record is handled on its own: a damaged one is quarantined (logged, in
+        ``damaged_records``), one that fails with an outcome-unknown error is tried
+        again later; neither stops the others or the calls that follow.
+        """
+        resumed = 0
+        for scope in self._store.list_scopes():
+            for kind in self._finishers:
+                try:
+                    keys = self._store.list_keys(kind, scope)
+                except DataCorruptionError as e:  # their records' calls answer it; not the rest
+                    self._store.quarantine(f"{kind}/{scope}/*", e)
+                    continue
+                for key in keys:
+                    resumed += self._resume(key)
+        self._resumed = True
+        self._last_resume = self._clock.monotonic()
+        if resumed:
+            log.info("controller resumed %d interrupted workflows", resumed)
+        return resumed
+
+    def _finisher(self, kind: str, state: object) -> Finisher | None:
+        """The workflow step that finishes a record of ``kind`` left in ``state``, if any."""
+        return self._finishers[kind].get(state) if isinstance(state, str) else None
+
+    def _resume(self, key: str) -> int:
+        """Finish the workflow of record ``key`` (``<kind>/<scope>/<name>``); 1 if one ran."""
+        kind, scope, name = key.split("/", 2)
+        try:
+            finish = self._finisher(kind, self._store.record_state(key))
+            if finish is None:
+                return 0
+            finish(scope, name)
+        except RetriableError as e:
+            log.warning("controller: resuming %s failed (%r); will retry", key, e)
+            self._unresumed[key] = "retry"
+            return 0
+        except PravegaError as e:  # damage, here or reported by a container: leave it, say so
+            self._store.quarantine(key, e)
+            return 0
+        self._unresumed.pop(key, None)
+        return 1
+
+    def run_workflow(self, key: str, finish: Callable[[], None]) -> None:
+        """Run a workflow step now; if its outcome is unknown, resume it again later too."""
+        try:
+            finish()
+        except RetriableError:
+            self._unresumed[key] = "retry"
+            raise
+        self._unresumed.pop(key, None)
+
+    def ready(self) -> None:
+        """Resume interrupted workflows on the first call, and those that failed with an
+        outcome-unknown error again every ``RESUME_RETRY_INTERVAL_S``."""
+        if not self._resumed:
+            self.resume_workflows()
+        elif self._unresumed and (
+            self._clock.monotonic() - self._last_resume >= RESUME_RETRY_INTERVAL_S
+        ):
+            self._last_resume = self._clock.monotonic()
+            for key in list(self._unresumed):
+                self._resume(key)
+
+    # --- checks ----------------------------------------------------------------------------------
+    def check_scope(self, scope: str) -> None:
+        """InvalidNameError for a bad scope name, then ScopeNotFoundError. A call naming
+        something in the scope checks that name first (names before existence)."""
+        validate_name("scope", scope)
+        if self._store.get_scope(scope) is None:
+            raise ScopeNotFoundError(f"scope {scope} does not exist")
+
+    def check_stream_names(self, scope: str, stream: str) -> None:
+        """Where every stream call starts: both names (InvalidNameError; a leading ``_``
+        is the system's, see :func:`~pravega_ray.naming.validate_stream_name`), then the
+        scope (ScopeNotFoundError)."""
+        validate_stream_name(scope, stream)
+        self.check_scope(scope)
+
+    def check_stream(self, scope: str, stream: str) -> StreamState:
+        """:meth:`check_stream_names`, then the stream (StreamNotFoundError,
+        DataCorruptionError for a damaged record); its state."""
+        self.check_stream_names(scope, stream)
+        return self._store.streams.state(scope, stream)
+
+    # --- requests --------------------------------------------------------------------------------
+    def post(self, kind: str, scope: str, stream: str, **fields: Any) -> None:
+        """Post a ``kind`` request about ``scope/stream`` to the request stream (at least
+        once), stamped ``posted_ms`` now; ``fields`` are added (and may override it)."""
+        now = self._clock.wall_time_ms()
+        body = {"type": kind, "scope": scope, "stream": stream, "posted_ms": now}
+        self._requests.post({**body, **fields})

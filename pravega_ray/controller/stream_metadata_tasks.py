@@ -1,0 +1,335 @@
+"""The controller's scope and stream calls (Pravega's ``StreamMetadataTasks``).
+
+Streams follow the controller seed: a stream is a series of epochs, each a consistent set
+of segments covering the routing-key space [0, 1) (records in ``stream_records.py``).
+Create is a task (record in CREATING, segments created idempotently, ACTIVE; resumed after
+a crash). Scale, update, seal and delete are *requests*: these calls check the input, post
+the request to the internal request stream and store its temporary property (scale,
+update), and the request event processor (``event_processor.py``, running
+``stream_workflows.py``) runs the workflow; callers poll ``check_scale`` /
+``get_stream_info`` for the end (the stream manager does). Every state change goes
+through the transition table (``records.STATE_TRANSITIONS``).
+
+Every argument is checked before anything is stored (typed errors from
+``pravega_ray.errors``); a configuration must survive its own ``from_dict(to_dict())``.
+Creates carry a ``request_id`` stored in the record, so a repeated create that had landed
+answers True; a repeated scale of the scale under way answers its epoch. A stream
+re-created under a deleted one's name numbers its segments after the deleted one's
+(Pravega's safe starting segment number, kept in a ``deleted/`` record).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pravega_ray.contracts.records import SegmentRange, StreamInfo, StreamState, check_request_id
+from pravega_ray.controller.controller_steps import ControllerSteps
+from pravega_ray.controller.epochs import check_key_ranges, to_range
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
+from pravega_ray.errors import (
+    ConflictingUpdateError,
+    DataCorruptionError,
+    InvalidArgumentError,
+    ScopeNotEmptyError,
+    SegmentExistsError,
+    StreamNotFoundError,
+    StreamNotSealedError,
+    StreamSealedError,
+)
+from pravega_ray.naming import validate_name
+from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
+from pravega_ray.timing import Clock
+
+__all__ = ["StreamMetadataTasks", "StreamSegments"]
+
+
+class StreamSegments(Protocol):
+    """The segment calls scope and stream calls make (``SegmentHelper`` provides them)."""
+
+    def create_segment(self, segment: str) -> None: ...
+
+
+class StreamMetadataTasks:
+    """Scope and stream calls over the records of ``store`` (module docstring).
+
+    ``set_policy`` hands a new segment its stream's scaling policy (the auto-scale
+    monitor's attributes); ``new_id`` names update requests.
+    """
+
+    def __init__(
+        self,
+        store: StreamMetadataStore,
+        segments: StreamSegments,
+        steps: ControllerSteps,
+        clock: Clock,
+        *,
+        new_id: Callable[[], str],
+        set_policy: Callable[[str, ScalingPolicy], None],
+    ) -> None:
+        self._store = store
+        self._segments = segments
+        self._steps = steps
+        self._clock = clock
+        self._new_id = new_id
+        self._set_policy = set_policy
+        steps.add_finisher("streams", StreamState.CREATING.value, self._finish_create)
+        steps.add_finisher("streams", StreamState.SEALING.value, self._request_seal)
+
+    # --- scopes --------------------------------------------------------------------------------
+    def create_scope(self, scope: str, request_id: str | None = None) -> bool:
+        """Create ``scope``; False if it exists already (True again for a retried request)."""
+        self._steps.ready()
+        validate_name("scope", scope)
+        check_request_id(request_id)
+        existing = self._store.get_scope(scope)
+        if existing is not None:
+            return request_id is not None and existing.get("request_id") == request_id
+        self._store.create_scope(scope, self._clock.wall_time_ms(), request_id)
+        return True
+
+    def list_scopes(self) -> list[str]:
+        return self._store.list_scopes()
+
+    def delete_scope(self, scope: str) -> bool:
+        """Delete an empty scope; False if absent.
+
+        ScopeNotEmptyError while it has streams, key-value tables or reader groups;
+        DataCorruptionError if records it may hold cannot be read (it may not be empty).
+        """
+        self._steps.ready()
+        validate_name("scope", scope)
+        if self._store.get_scope(scope) is None:
+            return False
+        for kind in ("streams", "kvtables", "readergroups"):
+            if self._store.list_keys(kind, scope):
+                raise ScopeNotEmptyError(
+                    f"scope {scope} still has streams, key-value tables or reader groups"
+                )
+            if unreadable := self._store.unreadable(kind, scope):
+                raise DataCorruptionError(
+                    f"scope {scope} may still hold {kind} among damaged records, so it is "
+                    f"not deleted: {next(iter(unreadable.values()))}",
+                    key=f"scopes/{scope}",
+                )
+        self._store.delete_scope(scope)
+        return True
+
+    # --- streams -------------------------------------------------------------------------------
+    def create_stream(
+        self,
+        scope: str,
+        stream: str,
+        config: StreamConfiguration | None,
+        request_id: str | None = None,
+    ) -> bool:
+        """Create a stream with ``config.scaling.min_segments`` segments; False if it exists.
+
+        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (config not a
+        valid StreamConfiguration); nothing is stored then.
+        """
+        self._steps.ready()
+        self._steps.check_stream_names(scope, stream)
+        check_request_id(request_id)
+        config = config if config is not None else StreamConfiguration()
+        stored_config = _stored_config(config)
+        key = f"streams/{scope}/{stream}"
+        existing = self._store.get_stream_record(scope, stream)
+        if existing is not None:
+            # A damaged record is named, not "exists"; a create cut short is finished.
+            if self.get_stream_info(scope, stream).state is StreamState.CREATING:
+                self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
+            return request_id is not None and existing.get("request_id") == request_id
+        self._store.create_stream(
+            scope,
+            stream,
+            stored_config,
+            config.scaling.min_segments,
+            self._clock.wall_time_ms(),
+            request_id,
+        )
+        self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
+        return True
+
+    def _finish_create(self, scope: str, stream: str) -> None:
+        info = self.get_stream_info(scope, stream)
+        for segment in info.segments:
+            # A segment created before a crash is fine: the workflow is idempotent.
+            with contextlib.suppress(SegmentExistsError):
+                self._segments.create_segment(segment.name)
+            self._set_policy(segment.name, info.configuration.scaling)
+        self._store.transition(scope, stream, StreamState.ACTIVE)
+
+    def list_streams(self, scope: str) -> list[str]:
+        self._steps.check_scope(scope)
+        return self._store.list_names("streams", scope)
+
+    def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
+        """The stream's state, configuration and current segments.
+
+        Raises ScopeNotFoundError, StreamNotFoundError, InvalidNameError, DataCorruptionError.
+        """
+        self._steps.check_stream_names(scope, stream)  # the record is read next
+        return self._store.get_stream_info(scope, stream)
+
+    def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
+        return self.get_stream_info(scope, stream).segments
+
+    def get_successors(
+        self, scope: str, stream: str, segment_id: int
+    ) -> dict[SegmentRange, list[int]]:
+        """The segments that replaced ``segment_id``, each with all its predecessors' ids;
+        empty while the segment is active, or once the stream is sealed.
+
+        Raises InvalidNameError, ScopeNotFoundError, StreamNotFoundError,
+        InvalidArgumentError.
+        """
+        self._steps.check_stream(scope, stream)
+        _check_segment_id(segment_id)
+        successors = self._store.streams.successors(scope, stream, segment_id)
+        return {to_range(scope, stream, row): preds for row, preds in successors}
+
+    def get_predecessors(self, scope: str, stream: str, segment_id: int) -> list[SegmentRange]:
+        """The segments ``segment_id`` replaced (empty for a segment of epoch 0)."""
+        self._steps.check_stream(scope, stream)
+        _check_segment_id(segment_id)
+        rows = self._store.streams.predecessors(scope, stream, segment_id)
+        return [to_range(scope, stream, r) for r in rows]
+
+    def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        """The segments of epoch ``epoch``. Raises StreamNotFoundError if it has no such epoch."""
+        self._steps.check_stream(scope, stream)
+        if not is_int(epoch) or epoch < 0:
+            raise InvalidArgumentError("epoch must be an int >= 0")
+        row = self._store.streams.epoch(scope, stream, epoch)
+        if row is None:
+            raise StreamNotFoundError(f"stream {scope}/{stream} has no epoch {epoch}")
+        return [to_range(scope, stream, r) for r in row.segments]
+
+    def scale_stream(
+        self,
+        scope: str,
+        stream: str,
+        sealed_segment_ids: list[int],
+        new_key_ranges: list[tuple[float, float]],
+    ) -> int:
+        """Ask for a scale; returns the epoch it creates (poll :meth:`check_scale`).
+
+        Raises StreamNotFoundError, StreamSealedError, InvalidArgumentError (input of the
+        wrong shape), ScaleConflictError (segments not in the current epoch, ranges that do
+        not exactly cover theirs, another scale under way); nothing changed then. Repeating
+        the scale under way answers its epoch.
+        """
+        self._steps.ready()
+        state = self._steps.check_stream(scope, stream)
+        if not isinstance(sealed_segment_ids, (list, tuple)) or not sealed_segment_ids:
+            raise InvalidArgumentError("sealed_segment_ids must be a non-empty list of ids")
+        for sid in sealed_segment_ids:
+            _check_segment_id(sid)
+        ranges = check_key_ranges(new_key_ranges)
+        records = self._store.streams
+        if state in (StreamState.SEALING, StreamState.SEALED):
+            raise StreamSealedError(f"stream {scope}/{stream} is sealed")
+        value = records.get(scope, stream)[0]
+        # The request first, then the property (the seed's order): a property without its
+        # request would block the stream's scales for good; a request without its
+        # property expires.
+        self._steps.post("scale", scope, stream, epoch=int(value["epoch"]) + 1)
+        record = records.start_scale(
+            scope, stream, list(sealed_segment_ids), ranges, self._clock.wall_time_ms()
+        )
+        return record.epoch
+
+    def check_scale(self, scope: str, stream: str, epoch: int) -> bool:
+        """Whether the scale that creates ``epoch`` is done (the epoch is current)."""
+        self._steps.check_stream(scope, stream)
+        if not is_int(epoch) or epoch < 0:
+            raise InvalidArgumentError("epoch must be an int >= 0")
+        records = self._store.streams
+        running = records.scale_record(scope, stream)
+        current = records.get(scope, stream)[0]["epoch"]
+        return current >= epoch and (running is None or running.epoch > epoch)
+
+    def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        """Ask for a configuration update (poll :meth:`check_update`).
+
+        Raises StreamNotFoundError, StreamSealedError, InvalidArgumentError,
+        ConflictingUpdateError (another update is under way).
+        """
+        self._steps.ready()
+        state = self._steps.check_stream(scope, stream)
+        stored = _stored_config(config)
+        if state in (StreamState.SEALING, StreamState.SEALED):
+            raise StreamSealedError(f"stream {scope}/{stream} is sealed")
+        request = self._new_id()
+        self._steps.post("update", scope, stream, request=request)
+        try:
+            self._store.streams.put_update(scope, stream, stored, request)
+        except ConflictingUpdateError:
+            raise ConflictingUpdateError(
+                f"an update of {scope}/{stream} is under way; try again once it is done"
+            ) from None
+        return True
+
+    def check_update(self, scope: str, stream: str) -> bool:
+        """Whether no update of the stream is pending."""
+        self._steps.check_stream(scope, stream)
+        return self._store.streams.pending_update(scope, stream) is None
+
+    def seal_stream(self, scope: str, stream: str) -> bool:
+        """Ask for the stream to be sealed; True if it is SEALED already (else poll
+        :meth:`get_stream_info`)."""
+        self._steps.ready()
+        state = self.get_stream_info(scope, stream).state
+        if state is StreamState.SEALED:
+            return True
+        if state is StreamState.CREATING:  # a create interrupted earlier: finish it first
+            key = f"streams/{scope}/{stream}"
+            self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
+        self._steps.post("seal", scope, stream)
+        return False
+
+    def _request_seal(self, scope: str, stream: str) -> None:
+        """Post a seal request for a stream found SEALING (a seal cut short before its
+        request was posted, by a controller of data format 5); a duplicate is harmless."""
+        self.get_stream_info(scope, stream)  # a damaged record is quarantined, not posted
+        self._steps.post("seal", scope, stream)
+
+    def delete_stream(self, scope: str, stream: str) -> bool:
+        """Ask for a sealed stream to be deleted; False if it does not exist (poll
+        :meth:`get_stream_info` until StreamNotFoundError).
+
+        Raises StreamNotSealedError (seal it first), ScopeNotFoundError, InvalidNameError.
+        """
+        self._steps.ready()
+        try:
+            state = self._steps.check_stream(scope, stream)
+        except StreamNotFoundError:
+            return False
+        if state is not StreamState.SEALED:
+            raise StreamNotSealedError(f"stream {scope}/{stream} is {state.value}; seal it first")
+        self._steps.post("delete", scope, stream)
+        return True
+
+
+def _check_segment_id(segment_id: object) -> None:
+    """InvalidArgumentError unless ``segment_id`` is an int in [0, 2**63)."""
+    if not (isinstance(segment_id, int) and is_int(segment_id) and 0 <= segment_id < 1 << 63):
+        raise InvalidArgumentError(f"a segment id is an int in [0, 2**63), got {segment_id!r}")
+
+
+def _stored_config(config: object) -> dict[str, Any]:
+    """``config`` as stored; InvalidArgumentError unless it is a valid StreamConfiguration."""
+    if not isinstance(config, StreamConfiguration):
+        raise InvalidArgumentError(
+            f"config must be a StreamConfiguration, got {type(config).__name__}"
+        )
+    try:
+        stored = config.to_dict()
+        StreamConfiguration.from_dict(stored)  # what is stored must load again
+    except InvalidArgumentError:
+        raise
+    except (AttributeError, TypeError, ValueError) as e:  # a tampered-with object
+        raise InvalidArgumentError(f"config does not validate: {e!r}") from None
+    return stored
