@@ -105,7 +105,7 @@ class ControllerActor:
     ) -> list[SegmentRange]:
         return self._controller.get_segments_between(scope, stream, start, end)
 
-    # --- stream cuts (issue 12) ----------------------------------------------------------------
+    # --- stream cuts ----------------------------------------------------------------
     def get_head_cut(self, scope: str, stream: str) -> StreamCut:
         return self._controller.get_head_cut(scope, stream)
 
@@ -197,7 +197,7 @@ class ControllerActor:
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._controller.list_transactions(scope, stream)
 
-    # --- subscribers (retention, issue 12) ------------------------------------------------------
+    # --- subscribers (retention) ------------------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         return self._controller.add_subscriber(scope, stream, subscriber, generation)
 
@@ -214,7 +214,7 @@ class ControllerActor:
     def list_subscribers(self, scope: str, stream: str) -> list[str]:
         return self._controller.list_subscribers(scope, stream)
 
-    # --- reader-group positions (checkpoints and reset_to, issue 12) ----------------------------
+    # --- reader-group positions (checkpoints and reset_to) ----------------------------
     def get_reader_group_positions(
         self, config: ReaderGroupConfig
     ) -> tuple[dict[str, int], dict[str, int]]:

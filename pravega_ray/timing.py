@@ -24,9 +24,9 @@ What still reads real time directly, outside this module: the Ray wiring waiting
 actors (``cluster.py``, the cluster manager and container actors), the in-process
 cluster's event-loop thread, ``spark/``, ``data/`` and ``cli/``; and, not moved yet, the
 S3 backends' backoff between conflicting conditional PUTs (``storage/s3.py``) and the
-container's ack-latency metric (``time.perf_counter``). The deterministic simulation (a
-later issue, after TigerBeetle's and FoundationDB's simulators) supplies seeded
-schedulers on a virtual clock.
+container's ack-latency metric (``time.perf_counter``). A deterministic simulation (after
+TigerBeetle's and FoundationDB's simulators; not built yet) would supply seeded schedulers
+on a virtual clock.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ SYSTEM_CLOCK: Clock = SystemClock()
 
 
 class ManualClock:
-    """A clock that moves only when told to (tests, the simulation).
+    """A clock that moves only when told to (tests).
 
     ``wall_time_ms`` moves with ``monotonic``, from ``wall_start_ms`` (to the nearest
     millisecond, so ten moves of 0.001 s read 10 ms later, float sums notwithstanding).

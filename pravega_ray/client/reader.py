@@ -94,7 +94,7 @@ _new_tuple = tuple.__new__  # EventRead without its Python __new__: the hot path
 class EventStreamReader(Generic[T]):
     """Reads events of a reader group. Create with ``cluster.create_reader``.
 
-    ``clock`` and ``scheduler`` (keyword-only) are the simulation's seams: where the
+    ``clock`` and ``scheduler`` (keyword-only) are the test seams: where the
     reader reads the time and how it sleeps.
     """
 

@@ -129,7 +129,7 @@ class ControllerService(Protocol):
         """Every segment between two cuts (id -> offset; ``end`` None: the tail)."""
         ...
 
-    # --- stream cuts (issue 12, controller/stream_cut_tasks.py) -----------------------------------
+    # --- stream cuts (controller/stream_cut_tasks.py) -----------------------------------
     def get_head_cut(self, scope: str, stream: str) -> StreamCut:
         """The stream's head: its truncation cut, else epoch 0's segments at 0."""
         ...
@@ -285,7 +285,7 @@ class ControllerService(Protocol):
         """The stream's active transactions (OPEN, COMMITTING, ABORTING) by id."""
         ...
 
-    # --- subscribers (retention, issue 12) ------------------------------------------------------
+    # --- subscribers (retention) ------------------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         """Register reader group ``subscriber`` ("scope/group") as a subscriber of the stream:
         retention will not truncate what it has not acknowledged. True if added or its
@@ -310,7 +310,7 @@ class ControllerService(Protocol):
         """The stream's subscribers ("scope/group"), sorted."""
         ...
 
-    # --- reader-group positions (checkpoints and reset_to, issue 12) ----------------------------
+    # --- reader-group positions (checkpoints and reset_to) ----------------------------
     def get_reader_group_positions(
         self, config: ReaderGroupConfig
     ) -> tuple[dict[str, int], dict[str, int]]:

@@ -211,7 +211,7 @@ class Controller:
     ) -> list[SegmentRange]:
         return self._stream_cuts.get_segments_between(scope, stream, start, end)
 
-    # --- stream cuts (issue 12, controller/stream_cut_tasks.py) -----------------------------------
+    # --- stream cuts (controller/stream_cut_tasks.py) -----------------------------------
     def get_head_cut(self, scope: str, stream: str) -> StreamCut:
         return self._stream_cuts.get_head_cut(scope, stream)
 
@@ -303,7 +303,7 @@ class Controller:
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._transactions.list_transactions(scope, stream)
 
-    # --- subscribers (retention, issue 12) ------------------------------------------------------
+    # --- subscribers (retention) ------------------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         return self._subscribers.add_subscriber(scope, stream, subscriber, generation)
 
@@ -320,7 +320,7 @@ class Controller:
     def list_subscribers(self, scope: str, stream: str) -> list[str]:
         return self._subscribers.list_subscribers(scope, stream)
 
-    # --- reader-group positions (checkpoints and reset_to, issue 12) ----------------------------
+    # --- reader-group positions (checkpoints and reset_to) ----------------------------
     def get_reader_group_positions(
         self, config: ReaderGroupConfig
     ) -> tuple[dict[str, int], dict[str, int]]:

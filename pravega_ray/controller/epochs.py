@@ -1,8 +1,8 @@
 """Epochs and key ranges: the rows of a stream's history table and the checks on them.
 
-A stream's segments at any epoch are a *consistent* set (controller seed, "Stream Metadata
-Store"): their routing-key ranges cover [0, 1) without overlap. A scale replaces some of
-them by new segments whose ranges cover exactly the replaced ones.
+A stream's segments at any epoch are a *consistent* set (Pravega's controller design,
+"Stream Metadata Store"): their routing-key ranges cover [0, 1) without overlap. A scale
+replaces some of them by new segments whose ranges cover exactly the replaced ones.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The request event processor (controller seed, "Event Processor Framework").
+"""The request event processor (Pravega's controller design, "Event Processor Framework";
+docs/design.md "The controller").
 
 Reads the request stream (``request_stream.py``) from its last checkpoint and hands each
 request to a handler, as Pravega's concurrent event processor with a serialized request
@@ -15,7 +16,7 @@ handler does:
 * **Postponement.** A handler answers :data:`POSTPONE` when a request cannot run yet (its
   temporary property is not written yet, or another workflow holds the stream): the
   request goes to the back of its stream's queue and is tried again later, until it is
-  ``expiry_s`` old; then it is dropped (logged), as the seed says.
+  ``expiry_s`` old; then it is dropped (logged), as Pravega's controller design says.
 * **Waiting.** A handler answers :data:`WAIT` when a request must wait for something that
   may take longer than ``expiry_s`` but will come (a scale or seal waiting for its old
   epoch's transactions; a commit waiting for its epoch to become active): like a
@@ -32,7 +33,7 @@ handler does:
   The reading loop (:meth:`run_once`) hands the rested streams back to the pool when
   their time comes, so there are no timers and no thread waits.
 
-:meth:`RequestEventProcessor.run_once` is steppable (tests and the simulation drive it);
+:meth:`RequestEventProcessor.run_once` is steppable (tests drive it on a manual clock);
 :meth:`start` runs it on a thread started through the ``scheduler`` until :meth:`stop`
 (a ``ManualThreadScheduler`` starts none: the caller steps it). Rests, expiry and the
 workflows' durations are read from the ``clock``.
@@ -297,7 +298,7 @@ class RequestEventProcessor:
         """Wait until no pool task is queued or running: every stream with requests rests
         (or none has any), so nothing changes until :meth:`run_once` reads new requests or
         ends a rest. True if so within ``timeout_s`` real seconds (a wait on the pool's
-        threads); for tests and the simulation stepping the processor on a manual clock."""
+        threads); for tests stepping the processor on a manual clock."""
         with self._lock:
             return self._settled.wait_for(lambda: self._tasks == 0, timeout_s)
 

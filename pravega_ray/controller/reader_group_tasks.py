@@ -122,8 +122,8 @@ class ReaderGroupTasks:
                 s_scope, s_stream = parse_scoped_stream(scoped)
                 self._subscribers.add_subscriber(s_scope, s_stream, f"{scope}/{group}", 0)
                 # Its start as its first acknowledgement: retention ignores a subscriber
-                # without a cut (seed 004), so until its first checkpoint it would lose
-                # what it has not read yet.
+                # without a cut (docs/design.md "Retention"), so until its first checkpoint
+                # it would lose what it has not read yet.
                 self._subscribers.update_subscriber_stream_cut(
                     s_scope, s_stream, f"{scope}/{group}", 0, cuts[scoped]
                 )

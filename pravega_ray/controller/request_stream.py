@@ -1,4 +1,5 @@
-"""The controller's internal request stream (controller seed, "Event Processor Framework").
+"""The controller's internal request stream (Pravega's controller design, "Event Processor
+Framework"; docs/design.md "The controller").
 
 Workflow requests (scale, update, seal, delete, auto-scale reports) are events of the
 stream ``_system/_requeststream``: the caller posts one, the request event processor

@@ -1,4 +1,5 @@
-"""The retention algorithm (seed 004): which retention-set cut to truncate a stream at.
+"""The retention algorithm: which retention-set cut to truncate a stream at (Pravega's
+retention design; docs/design.md "Retention").
 
 Pure: no I/O, no clock; ``controller/retention_service.py`` reads the records, calls
 :func:`choose_truncation` and requests the truncation.
@@ -13,7 +14,7 @@ now (a :class:`RetentionRecord` too; the empty cut with size 0 before any trunca
 policy) or data ``now - r.time_ms`` old (TIME policy): ``amount(r)``. The stream holds
 ``amount(head)``. ``min`` and ``max`` are the policy's limits (``max`` 0: none).
 
-**Size and time policies (the seed's four cases).** Only records strictly ahead of the
+**Size and time policies (Pravega's four cases).** Only records strictly ahead of the
 head are candidates, and of those only ones keeping at least ``min`` (*eligible*):
 
 1. ``amount(head) <= min``: nothing (``BELOW_MIN``).
@@ -23,7 +24,7 @@ head are candidates, and of those only ones keeping at least ``min`` (*eligible*
    one closest to ``min`` (the least kept that still honours ``min``).
 4. ``min < amount(head) <= max``: the eligible record closest to ``min`` (``BETWEEN``).
 
-**Consumption (the seed's five cases).** With acknowledgement cuts from subscribers, their
+**Consumption (Pravega's five cases).** With acknowledgement cuts from subscribers, their
 lower bound ``lb`` (``cut_order.lower_bound``: no subscriber loses unread data) decides,
 within the policy's limits. ``min_cut`` is the record case 2/4 would pick, ``max_cut`` the
 one case 3 would pick; "overlap" means neither cut is behind the other everywhere:
@@ -40,8 +41,8 @@ v. ``amount(lb) > max``, ``lb`` overlapping ``max_cut``: the oldest eligible rec
    (``CBR_OVERLAP_MAX``); again max wins over unread data.
 
 A stream without a retention policy is never truncated by retention, subscribers or not
-(the seed: consumption-based retention needs a policy). Subscribers that have not yet
-published a cut are not counted (the seed: without any acknowledgement cut, the size or
+(as in Pravega: consumption-based retention needs a policy). Subscribers that have not yet
+published a cut are not counted (as in Pravega: without any acknowledgement cut, the size or
 time policy alone decides).
 """
 
@@ -83,7 +84,7 @@ class RetentionRecord:
 
 
 class Case(enum.Enum):
-    """Which rule of the seed chose (or declined) the truncation."""
+    """Which rule chose (or declined) the truncation."""
 
     NOTHING = "nothing ahead of the head to truncate at"
     BELOW_MIN = "below min"
@@ -116,7 +117,7 @@ def choose_truncation(
     ranges: Ranges,
     lower: RetentionRecord | None = None,
 ) -> Choice:
-    """The truncation the seed's rules choose (module docstring).
+    """The truncation the rules choose (module docstring).
 
     ``records`` is the retention set, oldest first, its last one the tail; ``head`` where
     the stream is truncated now; ``lower`` the subscribers' lower bound (its ``size`` from

@@ -1,4 +1,5 @@
-"""The retention cycle of one stream (seed 004, "Retention Service"), and of many.
+"""The retention cycle of one stream, and of many (Pravega's retention design, "Retention
+Service"; docs/design.md "Retention").
 
 No Ray: the stream bucket actors (``actors/stream_bucket_actor.py``) run
 :meth:`RetentionService.run_streams` every ``retention_period_s`` for their streams, and
@@ -7,7 +8,7 @@ cycle reads (record times, the truncation request's ``posted_ms``, its duration)
 ``clock``'s.
 
 One cycle of a stream with a retention policy (a stream without one is left alone,
-subscribers or not: the seed's consumption-based retention needs a policy):
+subscribers or not: consumption-based retention needs a policy, as Pravega's):
 
 1. Skip it while it is not ACTIVE, SCALING or TRUNCATING (being created, sealed) or a
    truncation is pending (the temporary ``truncate/`` property): one truncation at a time.

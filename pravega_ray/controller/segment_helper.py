@@ -69,7 +69,7 @@ class SegmentHelper:
     """Synchronous segment calls for controller workflows, repeated while a container restarts.
 
     ``call_timeout_s``: how long one call may take (None: no limit; a Ray call to a live
-    actor always answers). ``scheduler`` paces the repeats (tests and the simulation pass
+    actor always answers). ``scheduler`` paces the repeats (tests pass
     a manual one).
     """
 

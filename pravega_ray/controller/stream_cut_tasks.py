@@ -1,5 +1,5 @@
 """The controller's stream-cut calls: head, tail and time cuts, truncation requests, and the
-segments between two cuts (issue 12).
+segments between two cuts (docs/design.md "The controller", stream cuts).
 
 A service of :class:`~pravega_ray.controller.controller.Controller`. Cuts are exact to the
 event: every offset is an event boundary.

@@ -5,8 +5,8 @@ stores: JSON objects under keys such as ``streams/<scope>/<stream>``, each with 
 An update names the version it read, so two concurrent updaters cannot both win: the
 loser gets :class:`ConflictingUpdateError` (compare-and-set, as Pravega's stores do with
 versions). :class:`ChunkMetadataStore` keeps the records as Tier-2 chunks (on memory chunk
-storage it is the memory implementation unit tests use). A later issue keeps them in
-table segments of the system scope, behind the same Protocol.
+storage it is the memory implementation unit tests use). The controller keeps them
+in table segments of the system scope (``table_metadata_store.py``), behind the same Protocol.
 
 **Stream metadata.** :class:`StreamMetadataStore` is the controller's view of those
 records: scopes; streams with their state (changed only through the transition table,

@@ -1,7 +1,8 @@
 """The controller's scope and stream calls (Pravega's ``StreamMetadataTasks``).
 
-Streams follow the controller seed: a stream is a series of epochs, each a consistent set
-of segments covering the routing-key space [0, 1) (records in ``stream_records.py``).
+Streams follow Pravega's controller design (docs/design.md "The controller"): a stream is a
+series of epochs, each a consistent set of segments covering the routing-key space [0, 1)
+(records in ``stream_records.py``).
 Create is a task (record in CREATING, segments created idempotently, ACTIVE; resumed after
 a crash). Scale, update, seal and delete are *requests*: these calls check the input, post
 the request to the internal request stream and store its temporary property (scale,
@@ -232,7 +233,7 @@ class StreamMetadataTasks:
         if state in (StreamState.SEALING, StreamState.SEALED):
             raise StreamSealedError(f"stream {scope}/{stream} is sealed")
         value = records.get(scope, stream)[0]
-        # The request first, then the property (the seed's order): a property without its
+        # The request first, then the property (Pravega's order): a property without its
         # request would block the stream's scales for good; a request without its
         # property expires.
         self._steps.post("scale", scope, stream, epoch=int(value["epoch"]) + 1)

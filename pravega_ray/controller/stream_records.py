@@ -1,4 +1,5 @@
-"""A stream's records (controller seed, "Stream Metadata"): epochs, segments, state, policies.
+"""A stream's records (Pravega's controller design, "Stream Metadata"; docs/design.md
+"The controller"): epochs, segments, state, policies.
 
 Every record is a versioned JSON object in the controller's :class:`MetadataStore`; an
 update names the version it read (compare-and-set), so two concurrent workflows cannot
@@ -19,7 +20,8 @@ both win. Keys, for stream ``sc/st``:
     ``rows`` ``[[created_ms, epoch], ...]`` in time order: segments-at-time is a binary
     search in it, then one history row.
 ``sealedsizes/sc/st``: ``sizes`` ``{id: length}`` of every sealed segment.
-``truncation/sc/st``: the truncation record (``cut``, ``deleted``), filled by retention.
+``truncation/sc/st``: the truncation record (``cut``, ``deleted``), written by the truncate
+workflow (``stream_workflows.py``), whoever asked for the truncation.
 ``transition/sc/st``: the temporary scale property (Pravega's epoch transition record):
     the new ``epoch``, the ``sealed`` ids and the new ``segments``; one at a time.
 ``update/sc/st``: the temporary update property (the new ``config``).

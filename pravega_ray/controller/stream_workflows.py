@@ -1,5 +1,6 @@
-"""Stream workflows run by the request event processor (controller seed, "Request Processing
-Flow"): scale, update, seal, delete, and auto-scale reports.
+"""Stream workflows run by the request event processor (Pravega's controller design, "Request
+Processing Flow"; docs/design.md "The controller"): scale, update, seal, delete, and auto-scale
+reports.
 
 Each request names its stream; the processor runs one request per stream at a time. Every
 workflow is **idempotent**: it reads what is stored, does the next step that is not done,

@@ -1,4 +1,5 @@
-"""The transaction timer (controller seed, "Transaction Timeout Management").
+"""The transaction timer (Pravega's controller design, "Transaction Timeout
+Management"; docs/design.md "The controller").
 
 A heap of *due times*, one entry per transaction record the timer knows:
 

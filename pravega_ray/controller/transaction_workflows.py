@@ -1,6 +1,6 @@
-"""Transaction workflows (controller seed, "Transaction Manager"): the commit and abort event
-processors' handlers, and the steps the controller API, the timer and the stream workflows
-share.
+"""Transaction workflows (Pravega's controller design, "Transaction Manager"; docs/design.md
+"The controller"): the commit and abort event processors' handlers, and the steps the
+controller API, the timer and the stream workflows share.
 
 **Commit.** The API moves the active record OPEN -> COMMITTING (compare-and-set), then posts a
 commit event to the internal commit stream (``_system/_commitstream``). The *commit event

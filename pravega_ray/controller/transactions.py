@@ -1,4 +1,5 @@
-"""A stream's transaction records (controller seed, "Transaction Manager").
+"""A stream's transaction records (Pravega's controller design, "Transaction Manager";
+docs/design.md "The controller").
 
 Every record is a versioned JSON object in the controller's :class:`MetadataStore`, changed
 by compare-and-set on its version (as ``stream_records.py``), so the controller API, the
