@@ -20,9 +20,10 @@ demo-features: venv check-java
 test: lint check-java
 	$(PY) -m pytest tests
 
-# The inner loop: ruff, mypy and the tests that need no Ray, Spark or S3 server.
+# The inner loop: ruff, mypy and the tests that need no Ray, Spark or S3 server, one worker
+# process per core (pytest-xdist); the whole suite runs in one process (it shares one Ray).
 test-fast: lint
-	PRAVEGA_TEST_TIER=fast $(PY) -m pytest tests -m "not ray and not spark and not s3"
+	PRAVEGA_TEST_TIER=fast $(PY) -m pytest tests -m "not ray and not spark and not s3" -n auto
 
 lint: venv
 	$(PY) -m ruff check pravega_ray actors tests examples benchmarks

@@ -7,6 +7,7 @@ Events in these tests are JSON objects ``{"k": routing key, "n": write sequence}
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -110,3 +111,9 @@ def write_numbered(
         for n in range(start, start + count):
             writer.write_event({"n": n}, routing_key=f"k{n % keys}")
         writer.flush()
+
+
+def stable_id(value: object) -> str:
+    """A parametrized test's id for ``value``: its repr without memory addresses, so every
+    process (pytest-xdist's workers) collects the same ids."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))

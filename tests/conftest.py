@@ -144,3 +144,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "\nerror: a test of the fast tier started Ray; give it the `ray` marker "
             "(tests/conftest.py, 'test tiers')"
         )
+
+
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    """The same test ids in every process (pytest-xdist's workers must collect alike): an
+    argument whose repr names a memory address gets its type's name instead."""
+    try:
+        shown = repr(val)
+    except RecursionError:  # a deliberately deep value (the serializer tests have some)
+        return f"{argname}:{type(val).__name__}"
+    if " at 0x" in shown:
+        return f"{argname}:{type(val).__name__}"
+    return None

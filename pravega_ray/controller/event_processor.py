@@ -59,7 +59,7 @@ from pravega_ray.constants import (
 )
 from pravega_ray.controller.request_stream import Request, RequestStream
 from pravega_ray.errors import ConflictingUpdateError, RetriableError
-from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, Joinable, ThreadScheduler
+from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
 __all__ = ["DONE", "POSTPONE", "WAIT", "RequestEventProcessor"]
 
@@ -129,7 +129,6 @@ class RequestEventProcessor:
         self._checkpointed = -1
         self._truncated = 0
         self._stopping = threading.Event()
-        self._thread: Joinable | None = None
         self.handled = 0
 
     # --- reading ---------------------------------------------------------------------------------
@@ -310,18 +309,24 @@ class RequestEventProcessor:
                 try:
                     self.run_once(0.05)
                 except Exception:  # the stream's container restarting, say: try again
+                    if self._stopping.is_set():
+                        return  # stopped meanwhile: what the read brought is dropped anyway
                     log.exception("request event processor: reading failed; retrying")
                     self._stopping.wait(0.5)  # a pause that stop() cuts short
 
-        self._thread = self._scheduler.start(loop, f"pravega-{self._name}")
+        self._scheduler.start(loop, f"pravega-{self._name}")
 
     def request_stop(self) -> None:
         """Ask the processor to stop, without waiting (several stop side by side)."""
         self._stopping.set()
 
     def stop(self) -> None:
-        """Stop reading and handling, and wait for the threads (at most a few seconds)."""
+        """Stop reading and handling; returns once no handler runs any more.
+
+        Queued handlers are cancelled and running ones finish. The reading thread is not
+        waited for: it ends after the read it is in (at most 0.05 s), and whatever that
+        read brings finds the pool shut down and is dropped (a successor reads it again
+        from the checkpoint), so nothing of this processor acts after ``stop`` returns.
+        """
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(5)
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -23,6 +23,7 @@ from pravega_ray.timing import (
     check_scheduler,
     check_thread_scheduler,
 )
+from tests.checks import stable_id
 from tests.containers import new_container
 
 pytestmark = pytest.mark.timeout(30)
@@ -51,7 +52,7 @@ def test_checks_accept_the_real_and_manual_seams() -> None:
     assert check_rng(None) is None and isinstance(check_rng(random.Random(3)), random.Random)
 
 
-@pytest.mark.parametrize("value", NOT_SEAMS, ids=repr)
+@pytest.mark.parametrize("value", NOT_SEAMS, ids=stable_id)
 def test_checks_refuse_what_is_not_a_seam(value: Any) -> None:
     for check in (check_clock, check_scheduler, check_thread_scheduler):
         with pytest.raises(pr.InvalidArgumentError):
@@ -76,7 +77,7 @@ def _pumps() -> int:
 
 
 @pytest.mark.parametrize(
-    "seams", [{"clock": "x"}, {"rng": 5}, {"scheduler": object()}, {"clock": None}], ids=repr
+    "seams", [{"clock": "x"}, {"rng": 5}, {"scheduler": object()}, {"clock": None}], ids=stable_id
 )
 def test_writer_refuses_a_bad_seam_before_starting_anything(
     cluster: InProcessCluster, seams: dict[str, Any]
@@ -89,7 +90,7 @@ def test_writer_refuses_a_bad_seam_before_starting_anything(
     assert _pumps() == before
 
 
-@pytest.mark.parametrize("seams", [{"clock": 1.0}, {"scheduler": "threads"}], ids=repr)
+@pytest.mark.parametrize("seams", [{"clock": 1.0}, {"scheduler": "threads"}], ids=stable_id)
 def test_reader_refuses_a_bad_seam_before_joining_its_group(
     cluster: InProcessCluster, seams: dict[str, Any]
 ) -> None:

@@ -17,6 +17,7 @@ from pravega_ray.constants import TXN_LEASE_S_MAX
 from pravega_ray.contracts.records import TxnInfo, TxnStatus
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import transaction_segment_name
+from tests.checks import stable_id
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -141,7 +142,7 @@ def test_ping_moves_the_lease_clamped_to_the_maximum(cluster) -> None:  # type: 
 BAD_LEASES = [0, -1.0, math.nan, math.inf, True, "30", None, TXN_LEASE_S_MAX + 1]
 
 
-@pytest.mark.parametrize("lease", BAD_LEASES, ids=repr)
+@pytest.mark.parametrize("lease", BAD_LEASES, ids=stable_id)
 def test_bad_leases_are_refused_and_nothing_is_stored(cluster, lease: object) -> None:  # type: ignore[no-untyped-def]
     make_stream(cluster, 1)
     txn = cluster._controller.create_transaction("sc", "st", 30.0)
@@ -153,7 +154,9 @@ def test_bad_leases_are_refused_and_nothing_is_stored(cluster, lease: object) ->
     assert cluster._controller.get_transaction("sc", "st", txn.txn_id) == txn
 
 
-@pytest.mark.parametrize("txn_id", ["0" * 32, 7, None, b"x" * 16, uuid.uuid4().hex], ids=repr)
+@pytest.mark.parametrize(
+    "txn_id", ["0" * 32, 7, None, b"x" * 16, "d83663c4f8f04773a74a25501760a9fd"], ids=stable_id
+)
 def test_ids_that_are_not_uuids_are_refused(cluster, txn_id: object) -> None:  # type: ignore[no-untyped-def]
     make_stream(cluster, 1)
     calls = [
