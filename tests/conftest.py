@@ -24,13 +24,19 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
-    """A real local Ray shared by every test that needs one; shut down at the end."""
+    """A real local Ray shared by every test that needs one; shut down at the end.
+
+    Always a new Ray of its own (``address="local"``): a Ray head left running on the machine
+    (``ray start`` writes ``/tmp/ray/ray_current_cluster``, which ``ray.init()`` would join)
+    or a ``RAY_ADDRESS`` in the environment must not decide where the suite runs.
+    """
     import ray
 
     from pravega_ray.spark.session import clean_raydp_temp_folders
 
     if not ray.is_initialized():
         ray.init(
+            address="local",
             num_cpus=2,
             namespace="pravega",
             include_dashboard=False,

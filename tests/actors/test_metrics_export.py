@@ -164,7 +164,9 @@ def test_a_quiet_program_with_spark_prints_only_its_own_lines_and_errors(
     root = scenario.parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # as `make demo`
     # Only so that a loaded machine does not abort Ray's start (as the CLI does): no output.
-    env.update(PYTHONPATH=str(root), RAY_agent_register_timeout_ms="120000")
+    # RAY_ADDRESS=local: a Ray of its own, even if a head left running on the machine is
+    # what `ray.init()` would otherwise join.
+    env.update(PYTHONPATH=str(root), RAY_agent_register_timeout_ms="120000", RAY_ADDRESS="local")
     done = subprocess.run(
         [sys.executable, str(scenario), str(tmp_path / "data")],
         capture_output=True,
