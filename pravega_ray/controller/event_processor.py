@@ -21,6 +21,11 @@ handler does:
   may take longer than ``expiry_s`` but will come (a scale or seal waiting for its old
   epoch's transactions; a commit waiting for its epoch to become active): like a
   postponement, but it never expires.
+* **Batches.** With a ``batch_handler``, the requests of one stream queued when its turn
+  comes (at most ``batch_max``, in order) are handed to it together, and it answers an
+  outcome for each (the commit processor commits them in one round). If it fails with an
+  error that is not an unknown outcome, each request of the batch is handled alone by
+  ``handler`` (so one bad request still costs only itself).
 * A handler error whose outcome is unknown (:class:`RetriableError`) is retried like a
   postponement, without expiry; any other error is logged and the request dropped, so one
   bad request never stops the others.
@@ -70,6 +75,7 @@ POSTPONE = "postpone"
 WAIT = "wait"
 
 Handler = Callable[[dict[str, Any]], str]
+BatchHandler = Callable[[list[dict[str, Any]]], list[str]]
 
 
 @dataclass(slots=True)
@@ -91,7 +97,9 @@ class RequestEventProcessor:
 
     ``checkpoints`` is a :class:`MetadataStore`; ``clock`` gives rests their ends and
     the time compared with the one requests carry (``posted_ms``) for expiry;
-    ``scheduler`` starts the reading loop and paces :meth:`drain`.
+    ``scheduler`` starts the reading loop and paces :meth:`drain`. ``batch_handler``
+    (optional) handles up to ``batch_max`` queued requests of one stream at once (module
+    docstring, "Batches").
     """
 
     def __init__(
@@ -107,9 +115,13 @@ class RequestEventProcessor:
         expiry_s: float = REQUEST_EXPIRY_S,
         clock: Clock = SYSTEM_CLOCK,
         scheduler: ThreadScheduler = DAEMON_THREADS,
+        batch_handler: BatchHandler | None = None,
+        batch_max: int = 1,
     ) -> None:
         self._stream = stream
         self._handler = handler
+        self._batch_handler = batch_handler
+        self._batch_max = max(1, batch_max) if batch_handler is not None else 1
         self._checkpoints = checkpoints
         self._key = f"eventprocessors/{name}"
         self._name = name
@@ -196,22 +208,28 @@ class RequestEventProcessor:
 
     # --- handling --------------------------------------------------------------------------------
     def _handle_next(self, key: str) -> None:
-        """Handle the first request of ``key``'s queue, then give the thread back: the
-        stream goes to the back of the pool's queue, or rests (module docstring)."""
+        """Handle the first request of ``key``'s queue (or the first ``batch_max``, with a
+        batch handler), then give the thread back: the stream goes to the back of the
+        pool's queue, or rests (module docstring)."""
         if self._stopping.is_set():
             return
         with self._lock:
             queue = self._queues[key]
-            request = queue.requests[0]
-        outcome = self._handle(request)
+            # Only this task takes from the front of the queue; others only append.
+            batch = [queue.requests[i] for i in range(min(self._batch_max, len(queue.requests)))]
+        outcomes = self._handle_batch(batch) if self._batch_handler else [self._handle(batch[0])]
         with self._lock:
-            queue.requests.popleft()
-            if outcome == POSTPONE:
-                queue.requests.append(request)
-                queue.postponed += 1
-            else:
-                del self._pending[request.offset]
-                self.handled += 1
+            done = 0
+            for request, outcome in zip(batch, outcomes, strict=True):
+                queue.requests.popleft()
+                if outcome == POSTPONE:
+                    queue.requests.append(request)
+                    queue.postponed += 1
+                else:
+                    del self._pending[request.offset]
+                    self.handled += 1
+                    done += 1
+            if done:
                 queue.postponed = queue.rests = 0
             if not queue.requests:
                 del self._queues[key]
@@ -223,7 +241,7 @@ class RequestEventProcessor:
                 queue.rests += 1
             else:
                 self._submit(key)
-        if outcome == DONE:
+        if done:
             try:
                 self._checkpoint()
             except Exception:  # the metadata's container restarting: the next one stores it
@@ -233,32 +251,70 @@ class RequestEventProcessor:
         """Run one request; records its workflow's count (by outcome) and duration."""
         started = self._clock.monotonic()
         outcome, recorded = self._run_handler(request)
+        self._record(request, recorded, self._clock.monotonic() - started)
+        return outcome
+
+    @staticmethod
+    def _record(request: Request, recorded: str, elapsed: float) -> None:
         workflow = metrics.workflow_tag(request.body.get("type"))
         metrics.WORKFLOWS.inc(1, {"workflow": workflow, "outcome": recorded})
-        elapsed = self._clock.monotonic() - started
         metrics.WORKFLOW_DURATION.observe(elapsed, {"workflow": workflow})
-        return outcome
+
+    def _handle_batch(self, batch: list[Request]) -> list[str]:
+        """Run the batch handler on ``batch``; each request's outcome (DONE or POSTPONE)."""
+        assert self._batch_handler is not None
+        started = self._clock.monotonic()
+        try:
+            answers = self._batch_handler([r.body for r in batch])
+            if len(answers) != len(batch):
+                raise ValueError(f"{len(answers)} outcomes for {len(batch)} requests")
+        except (RetriableError, ConflictingUpdateError) as e:
+            log.warning("requests %d..%d: %r; will retry", batch[0].offset, batch[-1].offset, e)
+            elapsed = self._clock.monotonic() - started
+            for request in batch:
+                self._record(request, "retried", elapsed)
+            return [POSTPONE] * len(batch)
+        except Exception:
+            if len(batch) == 1:
+                log.exception("request %s at %d failed; dropped", batch[0].body, batch[0].offset)
+                self._record(batch[0], "failed", self._clock.monotonic() - started)
+                return [DONE]
+            log.exception("a batch of %d requests failed; handling each alone", len(batch))
+            return [self._handle(request) for request in batch]
+        elapsed = self._clock.monotonic() - started
+        out = []
+        for request, answer in zip(batch, answers, strict=True):
+            outcome, recorded = self._classify(request, answer)
+            self._record(request, recorded, elapsed)
+            out.append(outcome)
+        return out
 
     def _run_handler(self, request: Request) -> tuple[str, str]:
         """``(DONE or POSTPONE, the outcome the metrics record)``."""
         body = request.body
         try:
-            outcome = self._handler(body)
-            if outcome == WAIT:
-                return POSTPONE, "postponed"  # never expires
+            answer = self._handler(body)
         except (RetriableError, ConflictingUpdateError) as e:
             log.warning("request %s at %d: %r; will retry", body, request.offset, e)
             return POSTPONE, "retried"
         except Exception:  # one bad request never stops the others
             log.exception("request %s at %d failed; dropped", body, request.offset)
             return DONE, "failed"
-        if outcome == POSTPONE:
+        return self._classify(request, answer)
+
+    def _classify(self, request: Request, answer: str) -> tuple[str, str]:
+        """A handler's answer for ``request`` as ``(DONE or POSTPONE, metrics outcome)``:
+        WAIT never expires, POSTPONE does after ``expiry_s``."""
+        if answer == WAIT:
+            return POSTPONE, "postponed"  # never expires
+        if answer == POSTPONE:
+            body = request.body
             age_s = (self._clock.wall_time_ms() - int(body.get("posted_ms", 0))) / 1000
             if age_s > self._expiry_s:
                 log.warning("request %s expired after %.0f s; dropped", body, age_s)
                 return DONE, "expired"
             return POSTPONE, "postponed"
-        return outcome, "done"
+        return answer, "done"
 
     def _checkpoint(self) -> None:
         with self._lock:

@@ -35,13 +35,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import uuid
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pravega_ray.constants import REQUEST_CONCURRENCY, SYSTEM_SCOPE
 from pravega_ray.contracts.records import TxnStatus
 from pravega_ray.contracts.segment_store import ReadResult
+from pravega_ray.controller.epochs import EpochRecord
 from pravega_ray.controller.event_processor import DONE, WAIT, RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.segment_helper import SegmentHelper, run_each
@@ -57,7 +60,9 @@ from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadSchedu
 
 __all__ = [
     "ABORT_SEGMENT",
+    "COMMIT_NOTICES",
     "COMMIT_SEGMENT",
+    "CommitNotices",
     "TransactionSegments",
     "TransactionWorkflows",
     "abort_processor",
@@ -70,6 +75,78 @@ COMMIT_SEGMENT = stream_segment_name(SYSTEM_SCOPE, "_commitstream", segment_id(0
 ABORT_SEGMENT = stream_segment_name(SYSTEM_SCOPE, "_abortstream", segment_id(0, 0))
 CAS_ATTEMPTS_MAX = 20
 """Compare-and-set attempts on one transaction record before ConflictingUpdateError."""
+COMMIT_BATCH_MAX = 64
+"""Commit requests of one stream the commit processor takes in one round at most."""
+NOTICES_REMEMBERED = 10_000
+"""Commits a process's :class:`CommitNotices` remembers, for a waiter that comes late."""
+
+
+class CommitNotices:
+    """Who waits for which transaction's commit in this process, and the recent commits.
+
+    The commit handler :meth:`notify` s each transaction it commits (after its completed
+    record is stored); a waiter :meth:`subscribe` s a callback (or blocks in :meth:`wait`).
+    The last ``remembered`` commits are kept, so a waiter that subscribes just after the
+    commit is answered at once. A notice is a hint: a waiter reads the record to know the
+    status (a processor that restarted remembers nothing, so waits are bounded).
+    Thread-safe; callbacks run on the notifying thread (or the subscriber's, if remembered)
+    and must not block.
+    """
+
+    def __init__(self, remembered: int = NOTICES_REMEMBERED) -> None:
+        self._lock = threading.Lock()
+        self._remembered = remembered
+        self._recent: OrderedDict[uuid.UUID, None] = OrderedDict()
+        self._waiters: dict[uuid.UUID, list[Callable[[], None]]] = {}
+
+    def notify(self, txn_id: uuid.UUID) -> None:
+        """``txn_id`` is committed: run its waiters' callbacks, remember it."""
+        with self._lock:
+            self._recent[txn_id] = None
+            self._recent.move_to_end(txn_id)
+            while len(self._recent) > self._remembered:
+                self._recent.popitem(last=False)
+            callbacks = self._waiters.pop(txn_id, [])
+        for callback in callbacks:
+            callback()
+
+    def subscribe(self, txn_id: uuid.UUID, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once ``txn_id`` is committed (now, if it is remembered so);
+        returns the call that cancels the subscription (harmless after it fired)."""
+        with self._lock:
+            done = txn_id in self._recent
+            if not done:
+                self._waiters.setdefault(txn_id, []).append(callback)
+        if done:
+            callback()
+
+        def cancel() -> None:
+            with self._lock:
+                callbacks = self._waiters.get(txn_id)
+                if callbacks is not None and callback in callbacks:
+                    callbacks.remove(callback)
+                    if not callbacks:
+                        del self._waiters[txn_id]
+
+        return cancel
+
+    def wait(self, txn_id: uuid.UUID, timeout_s: float) -> bool:
+        """Block until ``txn_id`` is committed (True) or ``timeout_s`` passed (False)."""
+        event = threading.Event()
+        cancel = self.subscribe(txn_id, event.set)
+        try:
+            return event.wait(timeout_s)
+        finally:
+            cancel()
+
+    def waiting(self) -> int:
+        """How many subscriptions are pending (tests)."""
+        with self._lock:
+            return sum(len(c) for c in self._waiters.values())
+
+
+COMMIT_NOTICES = CommitNotices()
+"""This process's notices: every commit handler of the process notifies them."""
 
 
 class TransactionSegments(Protocol):
@@ -138,7 +215,13 @@ class TransactionWorkflows:
     ) -> list[tuple[str, str]]:
         """``(parent, transaction segment)`` for every segment of ``epoch`` (empty if the
         stream has no such epoch any more)."""
-        row = self._streams.epoch(scope, stream, epoch)
+        return self.pairs_of(self._streams.epoch(scope, stream, epoch), scope, stream, txn_id)
+
+    @staticmethod
+    def pairs_of(
+        row: EpochRecord | None, scope: str, stream: str, txn_id: uuid.UUID
+    ) -> list[tuple[str, str]]:
+        """:meth:`segment_pairs` of an epoch ``row`` read already (None: no such epoch)."""
         if row is None:
             return []
         out = []
@@ -231,37 +314,74 @@ class TransactionWorkflows:
         return self.txns.active(scope, stream, epoch, txn_id) if epoch >= 0 else None
 
     def handle_commit(self, body: dict[str, Any]) -> str:
-        """The commit event processor's handler (module docstring); DONE or WAIT."""
-        try:
-            return self._commit(body)
-        except StreamNotFoundError:
-            return DONE  # deleted meanwhile
+        """The commit event processor's handler for one request (module docstring)."""
+        return self.handle_commits([body])[0]
 
-    def _commit(self, body: dict[str, Any]) -> str:
-        record = self._event(body)
-        if record is None or record.status is not TxnStatus.COMMITTING:
-            return DONE  # ended already (a repeat), or not ours to commit
-        scope, stream = record.scope, record.stream
+    def handle_commits(self, bodies: Sequence[dict[str, Any]]) -> list[str]:
+        """The commit event processor's handler for the requests of one stream queued
+        together, in the order posted: one round of merges for all of them (module
+        docstring, "Commit batching"). One outcome per request, DONE or WAIT."""
+        try:
+            return self._commit(bodies)
+        except StreamNotFoundError:
+            return [DONE] * len(bodies)  # deleted meanwhile
+
+    def _commit(self, bodies: Sequence[dict[str, Any]]) -> list[str]:
+        outcomes = [DONE] * len(bodies)
+        records: list[TxnRecord | None] = [None] * len(bodies)
+
+        def read(i: int) -> None:
+            records[i] = self._event(bodies[i])
+
+        run_each(read, range(len(bodies)))
+        # Each transaction once (a request may be posted twice), in the order posted; the
+        # rest ended already (a repeat), or are not ours to commit: done.
+        committing: dict[uuid.UUID, TxnRecord] = {}
+        for record in records:
+            if record is not None and record.status is TxnStatus.COMMITTING:
+                committing.setdefault(record.txn_id, record)
+        if not committing:
+            return outcomes
+        first = next(iter(committing.values()))
+        scope, stream = first.scope, first.stream
         current = int(self._streams.get(scope, stream)[0]["epoch"])
-        if current < record.epoch:
-            return WAIT  # created against a scale's new epoch: merged once it is active
-        pairs = self.segment_pairs(scope, stream, record.epoch, record.txn_id)
+        for i, record in enumerate(records):
+            if record is not None and record.txn_id in committing and record.epoch > current:
+                outcomes[i] = WAIT  # created against a scale's new epoch: merged once active
+        ready = [r for r in committing.values() if r.epoch <= current]
+        if not ready:
+            return outcomes
+        rows = {e: self._streams.epoch(scope, stream, e) for e in sorted({r.epoch for r in ready})}
+        pairs = [
+            pair
+            for record in ready
+            for pair in self.pairs_of(rows[record.epoch], scope, stream, record.txn_id)
+        ]
+        sources: dict[str, list[str]] = {}  # parent -> its transaction segments, in order
+        for parent, source in pairs:
+            sources.setdefault(parent, []).append(source)
 
         def seal(pair: tuple[str, str]) -> None:
             with contextlib.suppress(SegmentNotFoundError):  # merged already
                 self._segments.seal_segment(pair[1])
 
-        def merge(pair: tuple[str, str]) -> None:
-            with contextlib.suppress(SegmentNotFoundError):  # merged already
-                self._segments.merge(*pair)
+        def merge(parent: str) -> None:
+            # In the order posted; a failure stops this parent's later merges (they must
+            # not overtake it), and the request is tried again.
+            for source in sources[parent]:
+                with contextlib.suppress(SegmentNotFoundError):  # merged already
+                    self._segments.merge(parent, source)
 
         run_each(seal, pairs)  # the parents are independent: one round trip, not one each
         self._step("txn segments sealed")
-        run_each(merge, pairs)
+        run_each(merge, list(sources))
         self._step("txn segments merged")
-        self.txns.complete(record, TxnStatus.COMMITTED, self._clock.wall_time_ms())
+        now = self._clock.wall_time_ms()
+        run_each(lambda record: self.txns.complete(record, TxnStatus.COMMITTED, now), ready)
+        for record in ready:
+            COMMIT_NOTICES.notify(record.txn_id)
         self._step("committed")
-        return DONE
+        return outcomes
 
     def handle_abort(self, body: dict[str, Any]) -> str:
         """The abort event processor's handler: delete the segments, record ABORTED."""
@@ -303,6 +423,8 @@ def commit_processor(
         metadata,
         name="commits",
         concurrency=1,
+        batch_handler=workflows.handle_commits,
+        batch_max=COMMIT_BATCH_MAX,
         clock=clock,
         scheduler=scheduler,
     )
