@@ -17,6 +17,7 @@ from pravega_ray.contracts.records import (
 from pravega_ray.controller.controller import Controller
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
+from pravega_ray_actors.commit_processor_actor import ProcessorCommitWaiter
 from pravega_ray_actors.controller_parts import controller_parts
 from pravega_ray_actors.options import NAMESPACE
 from pravega_ray_actors.ray_metrics import setup_actor_process
@@ -27,8 +28,10 @@ class ControllerActor:
 
     Each method forwards to the one ``Controller`` this actor owns: Ray needs real
     methods, and a forward per call keeps the actor's surface the Protocol's, checked by
-    ``tests/unit/controller/test_service_surface.py``. The actor runs one call at a time
-    (``max_concurrency=1``), as the controller core is not thread-safe.
+    ``tests/unit/controller/test_service_surface.py``. The actor is threaded
+    (``controller_options``): a ``commit_transaction_and_wait`` waits on a thread of its
+    own (through the commit processor, :class:`ProcessorCommitWaiter`) while other calls
+    are answered.
     """
 
     def __init__(
@@ -40,7 +43,11 @@ class ControllerActor:
         segments = parts.segments
         store = parts.metadata
         self._controller = Controller(
-            store, segments, container_count, set_policy=segments.set_scale_policy
+            store,
+            segments,
+            container_count,
+            set_policy=segments.set_scale_policy,
+            commit_waiter=ProcessorCommitWaiter(namespace),
         )
 
     def describe(self) -> dict[str, object]:
@@ -184,6 +191,12 @@ class ControllerActor:
 
     def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         return self._controller.commit_transaction(scope, stream, txn_id)
+
+    def commit_transaction_and_wait(
+        self, scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float
+    ) -> TxnStatus:
+        # Waits in this actor: a thread of its own (see controller_options' concurrency).
+        return self._controller.commit_transaction_and_wait(scope, stream, txn_id, timeout_s)
 
     def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         return self._controller.abort_transaction(scope, stream, txn_id)

@@ -63,8 +63,8 @@ def controller_options(namespace: str = NAMESPACE) -> dict[str, Any]:
         "num_cpus": 0,
         "max_restarts": -1,
         "max_task_retries": 0,
-        # A sync actor runs one call at a time: the controller core is not thread-safe.
-        "max_concurrency": 1,
+        # Threaded: a commit waiting in commit_transaction_and_wait holds one thread.
+        "max_concurrency": 32,
     }
 
 
@@ -106,4 +106,6 @@ def controller_part_options(name: str, namespace: str = NAMESPACE) -> dict[str, 
         "max_restarts": -1,
         "max_task_retries": 0,
         "max_concurrency": 4,
+        # The commit processor is an async actor: its commits' waiters wait side by side.
+        **({"max_concurrency": 1000} if name == COMMIT_PROCESSOR_NAME else {}),
     }

@@ -15,9 +15,9 @@ apart, logging each) exactly these:
 * ``seal_stream``, ``update_stream`` and ``scale_stream``: a repeated request runs the same
   idempotent workflow (a repeated scale of the scale under way answers its epoch; one that
   finished in between fails with ScaleConflictError, its segments being sealed);
-* transaction calls: a repeated commit or abort answers the status it reached, a repeated
-  ping renews the lease again; a repeated ``create_transaction`` may leave the first
-  transaction behind, unused: its lease runs out and the timer aborts it;
+* transaction calls: a repeated commit (waiting or not) or abort answers the status it
+  reached, a repeated ping renews the lease again; a repeated ``create_transaction`` may
+  leave the first transaction behind, unused: its lease runs out and the timer aborts it;
 * creates, which it sends with a ``request_id`` the controller stores in the record,
   so a create that landed before its reply was lost answers True again, not False.
 * subscriber calls: a repeated add or delete that landed answers False (done already),
@@ -279,6 +279,14 @@ class ControllerClient:
 
     def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         return self._repeated(ControllerService.commit_transaction, scope, stream, txn_id)
+
+    def commit_transaction_and_wait(
+        self, scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float
+    ) -> TxnStatus:
+        # Repeated: a repeat asks for the same commit and answers the status it reached.
+        return self._repeated(
+            ControllerService.commit_transaction_and_wait, scope, stream, txn_id, timeout_s
+        )
 
     def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         return self._repeated(ControllerService.abort_transaction, scope, stream, txn_id)

@@ -14,12 +14,16 @@ reconnects and the conditional appends that rule out duplicates after a containe
 are all the writer's. The writer is made on the first ``write_event`` (a transaction of no
 events, or one resumed only to commit it, costs no writer).
 
-``commit()`` flushes, asks the controller to commit (status COMMITTING: the commit event
-processor merges every transaction segment into its parent, behind everything the parent
-acknowledged before) and polls ``check_transaction_status`` until COMMITTED, as the stream
-manager polls its workflows (``WORKFLOW_POLL_S``, at most ``WORKFLOW_WAIT_S``, then
-TimeoutError). ``abort()`` asks for ABORTING (the abort event processor deletes the
-transaction segments) and returns.
+``commit()`` flushes, then makes one controller call, ``commit_transaction_and_wait``: the
+controller moves the transaction to COMMITTING (the commit event processor merges every
+transaction segment into its parent, behind everything the parent acknowledged before) and
+answers once it is COMMITTED; the client does not poll. A call waits at most
+``COMMIT_CALL_WAIT_S``; one that answers COMMITTING (still committing) is made again, up to
+``WORKFLOW_WAIT_S`` in all, then TimeoutError (the commit still completes later). A call
+whose outcome is unknown (the controller instance died mid-wait) is repeated by the
+controller client: a repeat answers the status reached. ``commit(wait=False)`` makes the
+one ``commit_transaction`` call. ``abort()`` asks for ABORTING (the abort event processor
+deletes the transaction segments) and returns.
 
 Leases: the controller aborts a transaction whose lease ran out (the transaction timer).
 The transactional writer pings each of its open transactions from one thread (started
@@ -68,9 +72,9 @@ PING_FRACTION = 3
 """A writer pings each open transaction every ``lease_s / PING_FRACTION`` seconds, so two
 pings may be lost before a lease runs out."""
 
-COMMIT_POLL_FIRST_S = 0.001
-"""``commit()`` first asks for the status this long after the commit request, then twice
-as long each time, up to ``WORKFLOW_POLL_S``."""
+COMMIT_CALL_WAIT_S = 10.0
+"""The longest one ``commit_transaction_and_wait`` call of ``commit()`` waits in the
+controller; ``commit()`` calls again until ``WORKFLOW_WAIT_S`` in all."""
 
 
 class _TransactionSegments:
@@ -205,17 +209,34 @@ class Transaction(Generic[T]):
                 raise self._explain(e) from e
         controller = self._owner._controller
         info = self._info
+        # Bounded by the time each call may wait, not a clock: the controller waits for real.
+        left = constants.WORKFLOW_WAIT_S if wait else 0.0
         try:
-            status = controller.commit_transaction(info.scope, info.stream, self.txn_id)
+            if not wait:
+                status = controller.commit_transaction(info.scope, info.stream, self.txn_id)
+            else:
+                share = min(left, COMMIT_CALL_WAIT_S)
+                left -= share
+                status = controller.commit_transaction_and_wait(
+                    info.scope, info.stream, self.txn_id, share
+                )
         except (TxnFailedError, TxnNotFoundError) as e:
             self._fail(e)
             raise
         with self._lock:
             self._requested = TxnStatus.COMMITTING
         self._owner._forget(self)
-        if status is TxnStatus.COMMITTED or not wait:
-            return
-        self._wait_for(TxnStatus.COMMITTED)
+        while status is not TxnStatus.COMMITTED and wait:
+            if left <= 0:
+                raise TimeoutError(
+                    f"{self!r} not committed within {constants.WORKFLOW_WAIT_S:.0f} s "
+                    f"(it is {status.value}; it still commits)"
+                )
+            share = min(left, COMMIT_CALL_WAIT_S)
+            left -= share
+            status = controller.commit_transaction_and_wait(
+                info.scope, info.stream, self.txn_id, share
+            )
 
     def abort(self) -> None:
         """Abort: none of the transaction's events will ever be visible.
@@ -295,26 +316,6 @@ class Transaction(Generic[T]):
         failure = TxnFailedError(f"{self!r} is {status.value}: its events were refused")
         self._fail(failure)
         return failure
-
-    def _wait_for(self, target: TxnStatus) -> None:
-        """Poll until ``target``: 1 ms apart at first, doubling up to ``WORKFLOW_POLL_S`` (a
-        small transaction's commit takes a few milliseconds in one process)."""
-        clock, scheduler = self._owner._clock, self._owner._scheduler
-        deadline = clock.monotonic() + constants.WORKFLOW_WAIT_S
-        pause_s = min(COMMIT_POLL_FIRST_S, constants.WORKFLOW_POLL_S)
-        while True:
-            status = self.check_status()
-            if status is target:
-                return
-            if status in (TxnStatus.ABORTING, TxnStatus.ABORTED):
-                raise TxnFailedError(f"{self!r} was aborted while committing")
-            if clock.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{self!r} not {target.value} within {constants.WORKFLOW_WAIT_S:.0f} s "
-                    f"(it is {status.value})"
-                )
-            scheduler.sleep(pause_s)
-            pause_s = min(pause_s * 2, constants.WORKFLOW_POLL_S)
 
 
 class TransactionalEventStreamWriter(Generic[T]):

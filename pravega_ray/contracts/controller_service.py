@@ -267,6 +267,17 @@ class ControllerService(Protocol):
         LeaseExpiredError if its lease ran out (it is aborted); TxnNotFoundError."""
         ...
 
+    def commit_transaction_and_wait(
+        self, scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float
+    ) -> TxnStatus:
+        """Ask for the commit as ``commit_transaction``, then wait in the controller until
+        the transaction is COMMITTED, at most ``timeout_s`` seconds (a finite number in
+        [0, 60]): returns COMMITTED, or COMMITTING if the time ran out first (it still
+        commits; calling again waits again). A repeat answers the status reached. Raises
+        what ``commit_transaction`` raises; InvalidArgumentError for a bad ``timeout_s``
+        (nothing changes then)."""
+        ...
+
     def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         """Ask for the abort (ABORTING); a repeat answers ABORTING or ABORTED.
         TxnFailedError if committing or committed; TxnNotFoundError."""

@@ -10,7 +10,8 @@ is a class whose constructor takes exactly what it uses:
   scale, update, seal, delete, queries); takes the store, the segments, the steps, the
   clock, ``new_id`` and ``set_policy``;
 * ``StreamTransactionMetadataTasks`` (``stream_transaction_metadata_tasks.py``):
-  transactions; the store, the segments, the steps, the clock, the scheduler;
+  transactions; the store, the segments, the steps, the clock, the scheduler, the
+  commit waiter;
 * ``TableMetadataTasks`` (``table_metadata_tasks.py``): key-value tables; the store, the
   segments, the steps, the clock;
 * ``ReaderGroupTasks`` (``reader_group_tasks.py``): reader groups and their positions;
@@ -67,7 +68,9 @@ from pravega_ray.controller.stream_cut_tasks import StreamCutTasks
 from pravega_ray.controller.stream_metadata_store import MetadataStore, StreamMetadataStore
 from pravega_ray.controller.stream_metadata_tasks import StreamMetadataTasks
 from pravega_ray.controller.stream_transaction_metadata_tasks import (
+    CommitWaiter,
     StreamTransactionMetadataTasks,
+    local_commit_waiter,
 )
 from pravega_ray.controller.subscriber_tasks import SubscriberTasks
 from pravega_ray.controller.table_metadata_tasks import TableMetadataTasks
@@ -117,7 +120,8 @@ class Controller:
     ``clock`` gives the times records store and the pace of resuming workflows;
     ``scheduler`` paces the repeats of a request post whose outcome is unknown; ``new_id``
     names requests and reader-group incarnations; ``set_policy`` hands a new segment its
-    stream's scaling policy.
+    stream's scaling policy; ``commit_waiter`` is how ``commit_transaction_and_wait``
+    learns of a commit (by default this process's commit notices).
     """
 
     def __init__(
@@ -130,6 +134,7 @@ class Controller:
         scheduler: ThreadScheduler = DAEMON_THREADS,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         set_policy: Callable[[str, ScalingPolicy], None] = lambda segment, policy: None,
+        commit_waiter: CommitWaiter = local_commit_waiter,
     ) -> None:
         self.container_count = container_count
         self._store = StreamMetadataStore(store)
@@ -147,7 +152,7 @@ class Controller:
         )
         self._stream_cuts = StreamCutTasks(self._store, segments, self._steps, new_id=new_id)
         self._transactions = StreamTransactionMetadataTasks(
-            self._store, segments, self._steps, clock, scheduler
+            self._store, segments, self._steps, clock, scheduler, commit_waiter
         )
 
     # --- cluster ---------------------------------------------------------------------------------
@@ -290,6 +295,11 @@ class Controller:
 
     def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         return self._transactions.commit_transaction(scope, stream, txn_id)
+
+    def commit_transaction_and_wait(
+        self, scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float
+    ) -> TxnStatus:
+        return self._transactions.commit_transaction_and_wait(scope, stream, txn_id, timeout_s)
 
     def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         return self._transactions.abort_transaction(scope, stream, txn_id)

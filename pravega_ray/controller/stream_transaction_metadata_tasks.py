@@ -15,6 +15,13 @@ A service of :class:`~pravega_ray.controller.controller.Controller`. Records are
   aborted).
 * **Commit** / **abort**: a compare-and-set of the status, then the event posted (see
   ``transaction_workflows.py``); repeats are no-ops answering the status.
+* **Commit and wait**: the commit asked as above, then the call waits, here, until the
+  transaction is COMMITTED or ``timeout_s`` passed (it answers the status reached then:
+  COMMITTING means "still committing; it will"). It waits through a :data:`CommitWaiter`:
+  by default on this process's ``COMMIT_NOTICES`` (the commit handler of an in-process
+  cluster notifies them), re-reading the record at least every ``COMMIT_RECHECK_S``; the
+  Ray controller's waiter asks the commit processor actor, which notifies from its own
+  process. A waiter is only a hint: the answer is always read from the record.
 
 Every argument is checked before anything is stored: ``txn_id`` must be a ``uuid.UUID``,
 ``lease_s`` a finite number (not a bool) in ``(0, TXN_LEASE_S_MAX]``.
@@ -24,16 +31,21 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pravega_ray.constants import TXN_LEASE_S_MAX, TXN_MAX_EXECUTION_S
 from pravega_ray.contracts.arguments import check_seconds
 from pravega_ray.contracts.records import StreamState, TxnInfo, TxnStatus
 from pravega_ray.controller.controller_steps import ControllerSteps
-from pravega_ray.controller.epochs import to_range
+from pravega_ray.controller.epochs import EpochRecord, to_range
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
-from pravega_ray.controller.transaction_workflows import TransactionSegments, TransactionWorkflows
+from pravega_ray.controller.transaction_workflows import (
+    COMMIT_NOTICES,
+    TransactionSegments,
+    TransactionWorkflows,
+)
 from pravega_ray.controller.transactions import TxnRecord
 from pravega_ray.errors import (
     InvalidArgumentError,
@@ -47,10 +59,33 @@ from pravega_ray.errors import (
 )
 from pravega_ray.timing import Clock, ThreadScheduler
 
-__all__ = ["StreamTransactionMetadataTasks", "check_lease", "check_txn_id"]
+__all__ = [
+    "COMMIT_WAIT_S_MAX",
+    "CommitWaiter",
+    "StreamTransactionMetadataTasks",
+    "check_lease",
+    "check_txn_id",
+    "local_commit_waiter",
+]
 
 CREATE_ATTEMPTS_MAX = 5
 """Epochs a creation moves on (each closed by a scale meanwhile) before giving up."""
+COMMIT_WAIT_S_MAX = 60.0
+"""The longest ``commit_transaction_and_wait`` waits in one call (well within a controller
+call's timeout); a client waiting longer calls again."""
+COMMIT_RECHECK_S = 1.0
+"""A waiting commit reads its record at least this often (a waiter's notice is a hint)."""
+
+CommitWaiter = Callable[[str, str, uuid.UUID, float], bool]
+"""``wait(scope, stream, txn_id, timeout_s)``: return once the transaction may be committed
+(True: a notice came) or after about ``timeout_s`` seconds (False). Never raises for an
+unknown outcome: it returns, and the caller reads the record."""
+
+
+def local_commit_waiter(scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float) -> bool:
+    """Wait on this process's ``COMMIT_NOTICES`` (the in-process cluster's commit handler
+    runs here)."""
+    return COMMIT_NOTICES.wait(txn_id, timeout_s)
 
 
 def check_lease(lease_s: object) -> float:
@@ -76,8 +111,10 @@ class StreamTransactionMetadataTasks:
         steps: ControllerSteps,
         clock: Clock,
         scheduler: ThreadScheduler,
+        commit_waiter: CommitWaiter = local_commit_waiter,
     ) -> None:
         self._store = store
+        self._commit_waiter = commit_waiter
         self._segments = segments
         self._steps = steps
         self._clock = clock
@@ -90,8 +127,13 @@ class StreamTransactionMetadataTasks:
         self._steps.check_stream_names(scope, stream)
         return check_txn_id(txn_id)
 
-    def _txn_info(self, record: TxnRecord, status: TxnStatus | None = None) -> TxnInfo:
+    def _txn_info(self, record: TxnRecord) -> TxnInfo:
         row = self._store.streams.epoch(record.scope, record.stream, record.epoch)
+        return self._info_of(record, row)
+
+    @staticmethod
+    def _info_of(record: TxnRecord, row: EpochRecord | None) -> TxnInfo:
+        """``record`` as TxnInfo, its segments those of ``row`` (its epoch; None: gone)."""
         rows = row.segments if row is not None else ()
         return TxnInfo(
             scope=record.scope,
@@ -99,7 +141,7 @@ class StreamTransactionMetadataTasks:
             txn_id=record.txn_id,
             epoch=record.epoch,
             segments=tuple(to_range(record.scope, record.stream, r) for r in rows),
-            status=status or record.status,
+            status=record.status,
             lease_deadline_ms=record.lease_deadline_ms,
             max_deadline_ms=record.max_deadline_ms,
         )
@@ -112,52 +154,85 @@ class StreamTransactionMetadataTasks:
         ScopeNotFoundError, InvalidNameError; nothing is stored then.
         """
         self._steps.ready()
-        self._steps.check_stream(scope, stream)
+        self._steps.check_stream_names(scope, stream)
         lease = check_lease(lease_s)
-        workflows = self._workflows
-        streams, txns = self._store.streams, self._store.txns
         for _ in range(CREATE_ATTEMPTS_MAX):
-            state = streams.state(scope, stream)
-            if state in (StreamState.SEALING, StreamState.SEALED):
-                raise StreamSealedError(f"stream {scope}/{stream} is sealed")
-            if state is StreamState.CREATING:
-                raise StreamNotFoundError(f"stream {scope}/{stream} is still being created")
-            epoch = streams.highest_epoch(scope, stream)
-            now = self._clock.wall_time_ms()
-            max_deadline = now + int(TXN_MAX_EXECUTION_S * 1000)
-            txn_id = uuid.uuid4()
-            record = txns.create(
-                scope,
-                stream,
-                txn_id,
-                epoch,
-                min(now + int(lease * 1000), max_deadline),
-                max_deadline,
-                now,
-            )
-            if txns.is_closed(scope, stream, epoch):  # a scale or seal closed it meanwhile
-                txns.remove(scope, stream, epoch, txn_id)
-                continue
-            pairs = workflows.segment_pairs(scope, stream, epoch, txn_id)
-
-            def create(pair: tuple[str, str]) -> None:
-                with contextlib.suppress(SegmentExistsError):
-                    self._segments.create_transaction_segment(pair[1])
-
-            run_each(create, pairs)  # one round trip for all the parents
-            if txns.active(scope, stream, epoch, txn_id) != record:
-                # Aborted meanwhile (a seal, or a lease shorter than the creation): its abort
-                # may have run before these creates.
-                for _, txn_segment in pairs:
-                    with contextlib.suppress(SegmentNotFoundError):
-                        self._segments.delete_segment(txn_segment)
-                if streams.state(scope, stream) in (StreamState.SEALING, StreamState.SEALED):
-                    raise StreamSealedError(f"stream {scope}/{stream} is being sealed")
-                raise TxnFailedError(f"transaction {txn_id} was aborted while being created")
-            return self._txn_info(record)
+            info = self._create_once(scope, stream, lease)
+            if info is not None:
+                return info
         raise TxnFailedError(
             f"no epoch of {scope}/{stream} stayed open to new transactions; try again"
         )
+
+    def _create_once(self, scope: str, stream: str, lease: float) -> TxnInfo | None:
+        """One creation attempt; None if the epoch was closed meanwhile (try the next)."""
+        streams, txns = self._store.streams, self._store.txns
+        value = streams.get(scope, stream)[0]  # StreamNotFoundError
+        state = StreamState(value["state"])
+        if state in (StreamState.SEALING, StreamState.SEALED):
+            raise StreamSealedError(f"stream {scope}/{stream} is sealed")
+        if state is StreamState.CREATING:
+            raise StreamNotFoundError(f"stream {scope}/{stream} is still being created")
+        epoch, row = self._newest_epoch(scope, stream, int(value["epoch"]))
+        now = self._clock.wall_time_ms()
+        max_deadline = now + int(TXN_MAX_EXECUTION_S * 1000)
+        txn_id = uuid.uuid4()
+        record = txns.create(
+            scope,
+            stream,
+            txn_id,
+            epoch,
+            min(now + int(lease * 1000), max_deadline),
+            max_deadline,
+            now,
+        )
+        pairs = self._workflows.pairs_of(row, scope, stream, txn_id)
+        closed = False
+
+        def create(item: tuple[str, str] | None) -> None:
+            nonlocal closed
+            if item is None:  # the mark, checked after the record was written
+                closed = txns.is_closed(scope, stream, epoch)
+                return
+            with contextlib.suppress(SegmentExistsError):
+                self._segments.create_transaction_segment(item[1])
+
+        # The mark and the segments side by side: one round trip for all the parents.
+        run_each(create, [None, *pairs])
+        if closed:  # a scale or seal closed the epoch meanwhile: the next one
+            txns.remove(scope, stream, epoch, txn_id)
+            self._delete_segments(pairs)
+            return None
+        if txns.active(scope, stream, epoch, txn_id) != record:
+            # Aborted meanwhile (a seal, or a lease shorter than the creation): its abort
+            # may have run before these creates.
+            self._delete_segments(pairs)
+            if streams.state(scope, stream) in (StreamState.SEALING, StreamState.SEALED):
+                raise StreamSealedError(f"stream {scope}/{stream} is being sealed")
+            raise TxnFailedError(f"transaction {txn_id} was aborted while being created")
+        return self._info_of(record, row)
+
+    def _newest_epoch(
+        self, scope: str, stream: str, current: int
+    ) -> tuple[int, EpochRecord | None]:
+        """The epoch a new transaction goes to and its row: a running scale's new one once
+        its row exists, else ``current`` (both rows read side by side)."""
+        streams = self._store.streams
+        rows: dict[int, EpochRecord | None] = {}
+
+        def read_row(e: int) -> None:
+            rows[e] = streams.epoch(scope, stream, e)
+
+        run_each(read_row, (current, current + 1))
+        epoch = current + 1 if rows[current + 1] is not None else current
+        return epoch, rows[epoch]
+
+    def _delete_segments(self, pairs: list[tuple[str, str]]) -> None:
+        def delete(pair: tuple[str, str]) -> None:
+            with contextlib.suppress(SegmentNotFoundError):
+                self._segments.delete_segment(pair[1])
+
+        run_each(delete, pairs)
 
     # --- reads -----------------------------------------------------------------------------------
     def _lookup(
@@ -265,6 +340,31 @@ class StreamTransactionMetadataTasks:
             workflows.post(stored, "commit")
             return TxnStatus.COMMITTING
         raise TxnFailedError(f"transaction {txn_id} is {stored.status.value}; it cannot commit")
+
+    def commit_transaction_and_wait(
+        self, scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float
+    ) -> TxnStatus:
+        """:meth:`commit_transaction`, then wait until COMMITTED, at most ``timeout_s``
+        seconds (module docstring); returns COMMITTED, or COMMITTING if the time ran out
+        first (the commit still completes). Raises what ``commit_transaction`` raises, and
+        InvalidArgumentError unless ``timeout_s`` is a finite number in
+        [0, ``COMMIT_WAIT_S_MAX``] (checked before anything changes)."""
+        txn_id = self._txn_args(scope, stream, txn_id)
+        timeout = check_seconds("timeout_s", timeout_s, COMMIT_WAIT_S_MAX)
+        status = self.commit_transaction(scope, stream, txn_id)
+        # Bounded by the shares waited, not a clock: each waits (at most) for real.
+        left = timeout
+        while status is TxnStatus.COMMITTING and left > 0:
+            share = min(left, COMMIT_RECHECK_S)
+            left -= share
+            self._commit_waiter(scope, stream, txn_id, share)
+            # A committing transaction only ever becomes COMMITTED: its completed record
+            # answers in one read; without one, the whole lookup.
+            completed = self._store.txns.completed(scope, stream, txn_id)
+            status = completed.status if completed else self._lookup(scope, stream, txn_id)[1]
+        if status in (TxnStatus.ABORTING, TxnStatus.ABORTED):  # pragma: no cover - a bug
+            raise TxnFailedError(f"transaction {txn_id} is {status.value}; it did not commit")
+        return status
 
     def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnStatus:
         """OPEN -> ABORTING and the abort event posted; returns the status (ABORTING or, for

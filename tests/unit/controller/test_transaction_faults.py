@@ -454,15 +454,17 @@ def test_a_creation_that_finds_its_epoch_closed_moves_to_the_new_epoch(
     epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
     txns = StreamMetadataStore(cluster.metadata).txns
     wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale closed epoch 0 and waits
-    records = cluster.core._store.streams
-    real = records.highest_epoch
+    tasks = cluster.core._transactions
+    real = tasks._newest_epoch
     seen: list[int] = []
 
-    def stale_once(scope: str, stream: str) -> int:  # read before the scale's new epoch
-        seen.append(0)
-        return 0 if len(seen) == 1 else real(scope, stream)
+    def stale_once(scope: str, stream: str, current: int):  # type: ignore[no-untyped-def]
+        seen.append(0)  # the first one read before the scale's new epoch was written
+        if len(seen) == 1:
+            return current, cluster.core._store.streams.epoch(scope, stream, current)
+        return real(scope, stream, current)
 
-    monkeypatch.setattr(records, "highest_epoch", stale_once)
+    monkeypatch.setattr(tasks, "_newest_epoch", stale_once)
     new = c.create_transaction("sc", "st", 60.0)
     assert len(seen) == 2 and new.epoch == 1
     assert txns.list_epoch("sc", "st", 0) == [old.txn_id]  # its record under 0 was removed
