@@ -15,7 +15,11 @@ from typing import Any
 import pytest
 
 import pravega_ray as pr
+from pravega_ray import constants
+from pravega_ray.client import transactional_writer
+from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.constants import TXN_LEASE_S_MAX
+from pravega_ray.contracts.controller_service import method_name
 from pravega_ray.inprocess import InProcessCluster
 from tests.checks import by_segment, read_exactly
 
@@ -372,3 +376,111 @@ def test_a_sealed_stream_takes_no_txn(cluster) -> None:
     cluster.stream_manager().seal_stream("sc", "st")
     with txn_writer(cluster) as tw, pytest.raises(pr.StreamSealedError):
         tw.begin_txn()
+
+
+# --- commit(): one controller call that waits -------------------------------------------------
+class CountingInvoker:
+    """The cluster's controller, counting the calls by name; the reply of the first
+    ``lose`` call named ``lose_name`` is lost after it ran (ControllerUnavailableError)."""
+
+    def __init__(self, cluster: InProcessCluster, lose_name: str = "", lose: int = 0) -> None:
+        self._inner = cluster._locked
+        self.calls: list[str] = []
+        self._lose_name, self._lose = lose_name, lose
+
+    def invoke(self, method: Any, /, *args: Any, **kwargs: Any) -> Any:
+        name = method_name(method)
+        self.calls.append(name)
+        result = self._inner.invoke(method, *args, **kwargs)
+        if name == self._lose_name and self._lose > 0:
+            self._lose -= 1
+            raise pr.ControllerUnavailableError(f"reply of {name} lost")
+        return result
+
+
+def counted_writer(
+    cluster: InProcessCluster, invoker: CountingInvoker
+) -> pr.TransactionalEventStreamWriter:
+    client = ControllerClient(invoker, pause_s=0.0)
+    return pr.TransactionalEventStreamWriter(
+        "sc", "st", pr.JsonSerializer(), client, cluster._segments, ping_interval_s=600.0
+    )
+
+
+def test_begin_and_commit_are_one_controller_call_each_and_commit_does_not_poll(cluster) -> None:
+    make_stream(cluster, 2)
+    invoker = CountingInvoker(cluster)
+    with counted_writer(cluster, invoker) as tw:
+        txn = tw.begin_txn()
+        assert invoker.calls == ["create_transaction"]
+        for n in range(100):
+            txn.write_event({"k": str(n % 4), "n": n, "s": "txn"}, routing_key=str(n % 4))
+        txn.commit()  # returns COMMITTED: the events are readable now
+        assert invoker.calls == ["create_transaction", "commit_transaction_and_wait"]
+        assert len(read_everything(cluster, 100)) == 100
+
+
+def test_a_commit_whose_reply_is_lost_is_repeated_and_commits_once(cluster) -> None:
+    make_stream(cluster, 2)
+    invoker = CountingInvoker(cluster, "commit_transaction_and_wait", lose=2)
+    with counted_writer(cluster, invoker) as tw:
+        txn = tw.begin_txn()
+        for n in range(50):
+            txn.write_event({"k": "a", "n": n, "s": "txn"}, routing_key="a")
+        txn.commit()
+        assert invoker.calls.count("commit_transaction_and_wait") == 3
+        assert txn.check_status() is pr.TxnStatus.COMMITTED
+    events = read_everything(cluster, 50)
+    assert [e.event["n"] for e in events] == list(range(50))
+
+
+def test_commit_times_out_while_the_processor_is_down_and_completes_later(
+    cluster, monkeypatch
+) -> None:
+    make_stream(cluster, 1)
+    monkeypatch.setattr(constants, "WORKFLOW_WAIT_S", 0.6)
+    monkeypatch.setattr(transactional_writer, "COMMIT_CALL_WAIT_S", 0.25)
+    invoker = CountingInvoker(cluster)
+    with counted_writer(cluster, invoker) as tw:
+        txn = tw.begin_txn()
+        txn.write_event({"k": "a", "n": 0, "s": "txn"})
+        cluster.commit_processor.stop()  # as if its actor died
+        with pytest.raises(TimeoutError):
+            txn.commit()
+        # Calls that each waited (0.25 + 0.25 + 0.1 s), not a poll loop.
+        assert invoker.calls.count("commit_transaction_and_wait") == 3
+        assert txn.check_status() is pr.TxnStatus.COMMITTING
+        with pytest.raises(pr.TxnFailedError):
+            txn.write_event({"k": "a", "n": 1, "s": "txn"})
+        cluster.restart_commit_processor()
+        monkeypatch.setattr(constants, "WORKFLOW_WAIT_S", 30.0)
+        txn.commit()  # waits again: COMMITTED
+        assert txn.check_status() is pr.TxnStatus.COMMITTED
+    assert len(read_everything(cluster, 1)) == 1
+
+
+def test_four_writers_commit_side_by_side_each_contiguous(cluster) -> None:
+    make_stream(cluster, 2)
+    errors: list[BaseException] = []
+
+    def one(label: str) -> None:
+        try:
+            with txn_writer(cluster) as tw:
+                for t in range(5):
+                    with tw.begin_txn() as txn:
+                        for n in range(20):
+                            k = f"{label}{n % 2}"
+                            txn.write_event({"k": k, "n": t * 20 + n, "s": f"{label}{t}"}, k)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(c,)) for c in "abcd"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    segments = by_segment(read_everything(cluster, 4 * 5 * 20))
+    for label in "abcd":
+        for t in range(5):
+            assert_contiguous(segments, f"{label}{t}")
