@@ -329,11 +329,24 @@ class TransactionWorkflows:
     def _commit(self, bodies: Sequence[dict[str, Any]]) -> list[str]:
         outcomes = [DONE] * len(bodies)
         records: list[TxnRecord | None] = [None] * len(bodies)
+        scope, stream = str(bodies[0].get("scope")), str(bodies[0].get("stream"))
+        # One round of reads: the records, the stream record (its current epoch) and the
+        # rows of the epochs the requests name (a record's epoch is its request's).
+        epochs = sorted({e for e in (_epoch_of(b) for b in bodies) if e is not None})
+        rows: dict[int, EpochRecord | None] = {}
+        current = [-1]
 
-        def read(i: int) -> None:
-            records[i] = self._event(bodies[i])
+        def read(item: tuple[str, int]) -> None:
+            kind, n = item
+            if kind == "record":
+                records[n] = self._event(bodies[n])
+            elif kind == "row":
+                rows[n] = self._streams.epoch(scope, stream, n)
+            else:
+                current[0] = int(self._streams.get(scope, stream)[0]["epoch"])
 
-        run_each(read, range(len(bodies)))
+        reads = [("record", i) for i in range(len(bodies))] + [("row", e) for e in epochs]
+        run_each(read, [*reads, ("stream", 0)])
         # Each transaction once (a request may be posted twice), in the order posted; the
         # rest ended already (a repeat), or are not ours to commit: done.
         committing: dict[uuid.UUID, TxnRecord] = {}
@@ -342,16 +355,12 @@ class TransactionWorkflows:
                 committing.setdefault(record.txn_id, record)
         if not committing:
             return outcomes
-        first = next(iter(committing.values()))
-        scope, stream = first.scope, first.stream
-        current = int(self._streams.get(scope, stream)[0]["epoch"])
         for i, record in enumerate(records):
-            if record is not None and record.txn_id in committing and record.epoch > current:
+            if record is not None and record.txn_id in committing and record.epoch > current[0]:
                 outcomes[i] = WAIT  # created against a scale's new epoch: merged once active
-        ready = [r for r in committing.values() if r.epoch <= current]
+        ready = [r for r in committing.values() if r.epoch <= current[0]]
         if not ready:
             return outcomes
-        rows = {e: self._streams.epoch(scope, stream, e) for e in sorted({r.epoch for r in ready})}
         pairs = [
             pair
             for record in ready
@@ -402,6 +411,14 @@ class TransactionWorkflows:
         self.txns.complete(record, TxnStatus.ABORTED, self._clock.wall_time_ms())
         self._step("aborted")
         return DONE
+
+
+def _epoch_of(body: dict[str, Any]) -> int | None:
+    try:
+        epoch = int(body.get("epoch", -1))
+    except (TypeError, ValueError):
+        return None
+    return epoch if epoch >= 0 else None
 
 
 def commit_processor(
