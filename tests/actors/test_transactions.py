@@ -196,3 +196,54 @@ def _wait_status(txn: pr.Transaction, status: pr.TxnStatus, timeout_s: float = 9
     while (now := txn.check_status()) is not status:
         assert time.monotonic() < deadline, f"{txn} is {now}, not {status}"
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize("victim", [COMMIT_PROCESSOR_NAME, CONTROLLER_NAME])
+def test_writers_side_by_side_commit_exactly_once_while_a_commit_waiter_dies(
+    cluster, unique_name, victim: str
+) -> None:  # type: ignore[no-untyped-def]
+    """4 transactional writers commit (their commits batched, each waiting in the
+    controller) while ``victim`` is killed: every commit() returns, each transaction's
+    events appear once, contiguous on each segment."""
+    scope = unique_name
+    _stream(cluster, scope, 2)
+    per_txn, rounds = 30, 6
+    done: list[str] = []
+    errors: list[BaseException] = []
+
+    def one(label: str) -> None:
+        try:
+            with cluster.create_transactional_writer(scope, "st", pr.JsonSerializer()) as tw:
+                for t in range(rounds):
+                    txn = tw.begin_txn()
+                    for n in range(per_txn):
+                        k = f"{label}{n % 4}"
+                        txn.write_event({"k": k, "n": n, "s": f"{label}{t}"}, routing_key=k)
+                    txn.commit()
+                    assert txn.check_status() is pr.TxnStatus.COMMITTED
+                    done.append(f"{label}{t}")
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(c,)) for c in "abcd"]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 120
+    while len(done) < 4 and not errors:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    _kill(cluster, victim)
+    for t in threads:
+        t.join(240)
+    assert not errors, errors
+    assert len(done) == 4 * rounds
+    events = read_exactly(cluster, scope, "st", 4 * rounds * per_txn, **SLOW_READS)
+    segments = by_segment(events)
+    for source in done:
+        numbers = sorted(e["n"] for es in segments.values() for e in es if e["s"] == source)
+        assert numbers == list(range(per_txn)), f"{source}: lost or duplicated events"
+        for segment, seg_events in segments.items():
+            at = [j for j, e in enumerate(seg_events) if e["s"] == source]
+            assert at == list(range(at[0], at[0] + len(at))) if at else True, (
+                f"{source} split on {segment}"
+            )
