@@ -131,6 +131,9 @@ class Transaction(Generic[T]):
         # ping or the controller answered that makes the transaction unusable.
         self._requested: TxnStatus | None = None
         self._failure: TxnFailedError | TxnNotFoundError | None = None
+        # True while a commit() call is under way: a ping answered "not open" then is the
+        # commit's own doing (the commit call reports the outcome), not a failure.
+        self._committing = False
         if info.status is TxnStatus.COMMITTING or info.status is TxnStatus.COMMITTED:
             self._requested = TxnStatus.COMMITTING
         elif info.status is TxnStatus.ABORTING or info.status is TxnStatus.ABORTED:
@@ -211,6 +214,7 @@ class Transaction(Generic[T]):
         info = self._info
         # Bounded by the time each call may wait, not a clock: the controller waits for real.
         left = constants.WORKFLOW_WAIT_S if wait else 0.0
+        self._committing = True
         try:
             if not wait:
                 status = controller.commit_transaction(info.scope, info.stream, self.txn_id)
@@ -222,6 +226,9 @@ class Transaction(Generic[T]):
                 )
         except (TxnFailedError, TxnNotFoundError) as e:
             self._fail(e)
+            raise
+        except BaseException:
+            self._committing = False  # outcome unknown: it may still be open; keep pinging
             raise
         with self._lock:
             self._requested = TxnStatus.COMMITTING
@@ -495,6 +502,9 @@ class TransactionalEventStreamWriter(Generic[T]):
                 self._controller.ping_transaction(self.scope, self.stream, txn.txn_id, self.lease_s)
                 renewed += 1
             except (TxnFailedError, TxnNotFoundError) as e:
+                if txn._committing:  # committing meanwhile: commit() reports the outcome
+                    log.debug("%r: ping answered %r while committing", txn, e)
+                    continue
                 log.warning("%r: ping refused, the transaction failed: %r", txn, e)
                 txn._fail(e)
             except RetriableError as e:

@@ -19,7 +19,7 @@ from pravega_ray import constants
 from pravega_ray.client import transactional_writer
 from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.constants import TXN_LEASE_S_MAX
-from pravega_ray.contracts.controller_service import method_name
+from pravega_ray.contracts.controller_service import ControllerService, method_name
 from pravega_ray.inprocess import InProcessCluster
 from tests.checks import by_segment, read_exactly
 
@@ -484,3 +484,29 @@ def test_four_writers_commit_side_by_side_each_contiguous(cluster) -> None:
     for label in "abcd":
         for t in range(5):
             assert_contiguous(segments, f"{label}{t}")
+
+
+def test_a_ping_answered_while_the_commit_waits_does_not_fail_the_transaction(cluster) -> None:
+    make_stream(cluster, 1)
+    writers: list[pr.TransactionalEventStreamWriter] = []
+
+    class PingMidCommit(CountingInvoker):
+        """The writer's ping round runs while its commit call is under way (after the
+        transaction became COMMITTING): the ping is answered TxnFailedError."""
+
+        def invoke(self, method: Any, /, *args: Any, **kwargs: Any) -> Any:
+            if method_name(method) == "commit_transaction_and_wait":
+                self._inner.invoke(ControllerService.commit_transaction, *args[:3])
+                assert writers[0].ping_all() == 0  # refused: "is committing"
+            return super().invoke(method, *args, **kwargs)
+
+    invoker = PingMidCommit(cluster)
+    with counted_writer(cluster, invoker) as tw:
+        writers.append(tw)
+        txn = tw.begin_txn()
+        txn.write_event({"k": "a", "n": 0, "s": "txn"})
+        txn.commit()
+        assert "ping_transaction" in invoker.calls
+        txn.commit()  # a no-op: the handle did not take the ping's answer as a failure
+        assert txn.check_status() is pr.TxnStatus.COMMITTED
+    assert len(read_everything(cluster, 1)) == 1
