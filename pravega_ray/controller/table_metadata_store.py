@@ -282,21 +282,24 @@ class TableMetadataStore:
             if cached is None:
                 return self._fetch(key, raw_key, partition, None, cache.begin(partition, key))
             return self._served(key, raw_key, partition, cached)
-        # Not known to be fresh: validate, the table read sent alongside unless cached.
-        ticket = cache.begin(partition, key)
+        # Not known to be fresh: validate, the table read sent alongside unless cached
+        # (or the partition was never validated: its first validation drops what was sent).
+        ticket: Ticket | None = None
         fetched: Future[list[TableEntry | None]] | None = None
-        if not cache.holds(key):
+        if not cache.holds(key) and cache.partitions[partition].offset is not None:
+            ticket = cache.begin(partition, key)
             fetched = self._client.table_get(self.segments[partition], [raw_key])
         try:
             self._validate(cache.stale(wanted, start), start)
         except BaseException:
-            cache.end(ticket, None)
+            if ticket is not None:
+                cache.end(ticket, None)
             raise
         if fetched is None:
             cached = cache.lookup(key)
             if cached is not None:
-                cache.end(ticket, None)
                 return self._served(key, raw_key, partition, cached)
+            ticket = cache.begin(partition, key)
         return self._fetch(key, raw_key, partition, fetched, ticket)
 
     def _served(self, key: str, raw_key: bytes, partition: int, cached: Cached) -> Versioned | None:
@@ -528,7 +531,9 @@ class TableMetadataStore:
             first = None
             if offset is None or epoch != state.epoch:
                 cache.reset(partition, end, epoch)
-                continue  # read on from there (usually nothing)
+                if offset is None or not entries:
+                    return  # none of the changes matter: nothing of the partition is cached
+                continue  # read on from there
             changes = []
             for entry in entries:
                 try:
