@@ -302,6 +302,18 @@ class StreamMetadataStore:
         self.streams = StreamRecords(records, self._parsing)
         self.txns = TxnRecords(records, self._parsing)
 
+    def operation(self) -> contextlib.AbstractContextManager[None]:
+        """A block of reads on this thread that form one operation of the record cache, if
+        the records have one (``TableMetadataStore.operation``; else nothing): the block's
+        reads see every write completed before it started, and a record not changed since
+        costs no table read. Only for a short call that never waits for another process's
+        write inside the block (it would not see it before the block ends)."""
+        operation = getattr(self._records, "operation", None)
+        if operation is None:
+            return contextlib.nullcontext()
+        block: contextlib.AbstractContextManager[None] = operation()
+        return block
+
     # --- any record, and damage ------------------------------------------------------------------
     def damaged_records(self) -> dict[str, str]:
         """Records found damaged (key -> what is wrong): quarantined, never overwritten;
