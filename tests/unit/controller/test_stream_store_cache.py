@@ -16,6 +16,8 @@ import pytest
 
 from pravega_ray.contracts.segment_store import TableEntry
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
+from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.stream_store_cache import ABSENT, Cached, RecordCache
 from pravega_ray.controller.table_metadata_store import TableMetadataStore
@@ -331,3 +333,55 @@ def test_a_change_replaces_a_cached_value_and_a_removal_makes_it_absent() -> Non
     cache.reset(0, 100, 7)
     assert cache.lookup("k") is None
     assert cache.partitions[0].offset == 100
+
+
+# --- through the controller -----------------------------------------------------------------------
+def _controller(cluster: InProcessCluster) -> tuple[Controller, CountingInvoker]:
+    store, calls = _store(cluster)
+    helper = SegmentHelper(SegmentStoreClient(cluster), attempts_max=1, call_timeout_s=30)
+    return Controller(store, helper, cluster.container_count), calls
+
+
+def test_a_repeated_stream_info_call_is_one_round_of_change_reads(
+    cluster: InProcessCluster,
+) -> None:
+    mgr = cluster.stream_manager()
+    mgr.create_scope("sc")
+    mgr.create_stream("sc", "s", StreamConfiguration(ScalingPolicy.fixed(3)))
+    controller, calls = _controller(cluster)
+    info = controller.get_stream_info("sc", "s")
+    controller.get_successors("sc", "s", info.segments[0].segment_id)  # its records too
+    before = calls.calls.copy()
+    for _ in range(3):
+        assert controller.get_stream_info("sc", "s") == info
+        assert controller.get_successors("sc", "s", info.segments[0].segment_id) == {}
+    assert calls.count("table_get") == before["table_get"]
+    assert calls.count("table_changes") == before["table_changes"] + 6 * len(
+        controller_store(controller).segments
+    )
+
+
+def test_two_controllers_never_contradict_each_other_after_a_scale(
+    cluster: InProcessCluster,
+) -> None:
+    """The cluster's own controller scales; a second controller instance answers the new
+    epoch as soon as the scale completed, never the old one."""
+    mgr = cluster.stream_manager()
+    mgr.create_scope("sc")
+    mgr.create_stream("sc", "s", StreamConfiguration(ScalingPolicy.fixed(1)))
+    other, _ = _controller(cluster)
+    for round_ in range(3):
+        info = other.get_stream_info("sc", "s")
+        assert info.epoch == round_
+        sealed = [info.segments[0].segment_id]
+        assert mgr.scale_stream("sc", "s", sealed, [(0.0, 1.0)])  # waits until done
+        after = other.get_stream_info("sc", "s")
+        assert after.epoch == round_ + 1
+        assert other.get_successors("sc", "s", sealed[0]) != {}
+        assert cluster.core.get_stream_info("sc", "s") == after
+
+
+def controller_store(controller: Controller) -> TableMetadataStore:
+    records = controller._store._records  # the store the test gave it
+    assert isinstance(records, TableMetadataStore)
+    return records
