@@ -50,10 +50,18 @@ chunk among the changes makes the partition listed afresh), logs it once and nam
 it in :meth:`TableMetadataStore.unreadable`, so every other record is listed and the
 controller keeps working.
 
+Caching values
+--------------
+
+Values are cached (``stream_store_cache.py``, its module docstring states the guarantee): a
+read is served from memory once the key's partition was validated since the read's
+operation (:meth:`TableMetadataStore.operation`, or the read alone) started, by one
+``table_changes`` call from the offset the cache applied; a partition's changes update the
+cached values of their keys. ``cache_bytes=0`` turns caching off (a table read per get).
+
 Thread-safe: several threads of one process may call one store at once. Several
-processes may use the same tables at once: a listing is brought up to date with the
-segment before each use, values are never cached, and compare-and-set by version keeps
-them correct.
+processes may use the same tables at once: a listing and the cache are brought up to date
+with the segment before each use, and compare-and-set by version keeps them correct.
 """
 
 from __future__ import annotations
