@@ -14,14 +14,19 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pravega_ray.contracts.segment_store import TableEntry
+from pravega_ray.contracts.segment_store import TableEntry, TableUpdateResult
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.segment_helper import SegmentHelper
-from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, Versioned
 from pravega_ray.controller.stream_store_cache import ABSENT, Cached, RecordCache
 from pravega_ray.controller.table_metadata_store import TableMetadataStore
-from pravega_ray.errors import ConflictingUpdateError, DataCorruptionError, InvalidArgumentError
+from pravega_ray.errors import (
+    ConflictingUpdateError,
+    DataCorruptionError,
+    InvalidArgumentError,
+    SegmentStoreUnavailableError,
+)
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
 
@@ -385,3 +390,35 @@ def controller_store(controller: Controller) -> TableMetadataStore:
     records = controller._store._records  # the store the test gave it
     assert isinstance(records, TableMetadataStore)
     return records
+
+
+class LosingClient(SegmentStoreClient):
+    """The real client; the next ``lose`` table updates land, then report an unknown outcome."""
+
+    lose = 0
+
+    def table_update(self, *args: Any) -> Future[TableUpdateResult]:
+        future = super().table_update(*args)
+        if self.lose:
+            self.lose -= 1
+            future.result(10)  # it landed; the reply is lost
+            failed: Future[TableUpdateResult] = Future()
+            failed.set_exception(SegmentStoreUnavailableError("reply lost"))
+            return failed
+        return future
+
+
+def test_a_write_whose_outcome_is_unknown_is_never_answered_from_the_cache(
+    cluster: InProcessCluster,
+) -> None:
+    client = LosingClient(cluster)
+    store = TableMetadataStore(client, pause_s=0.01, attempts_max=1)
+    store.ensure_created()
+    version = store.put("streams/sc/s", {"v": 1}, None)
+    with store.operation():
+        assert store.get("streams/sc/s") == Versioned({"v": 1}, version)
+        client.lose = 1
+        with pytest.raises(SegmentStoreUnavailableError):
+            store.put("streams/sc/s", {"v": 2}, version)
+        landed = store.get("streams/sc/s")  # read from the table, not the old cached value
+    assert landed is not None and landed.value == {"v": 2}
