@@ -71,7 +71,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -110,6 +110,7 @@ from pravega_ray.errors import (
     InvalidArgumentError,
     InvalidNameError,
     NoSuchKeyError,
+    PravegaError,
     RetriableError,
     SegmentExistsError,
     SegmentStoreUnavailableError,
@@ -145,6 +146,10 @@ _ENTRY_BYTES_MAX = HEADER_BYTES + TABLE_KEY_BYTES_MAX + TABLE_VALUE_BYTES_MAX
 
 RETRY_PAUSE_S = 0.5
 """Pause between repeats of a table call whose outcome is unknown."""
+
+PEER_WAIT_S = 0.05
+"""How long a record-cache validation waits, after the partition it needs, for the other
+partitions' change reads it sent alongside (those late are validated when a read needs them)."""
 
 
 @dataclass
@@ -298,7 +303,7 @@ class TableMetadataStore:
             ticket = cache.begin(partition, key)
             fetched = self._client.table_get(self.segments[partition], [raw_key])
         try:
-            self._validate(cache.stale(wanted, start), start)
+            self._validate(partition, cache.stale(wanted, start), start)
         except BaseException:
             if ticket is not None:
                 cache.end(ticket, None)
@@ -489,28 +494,47 @@ class TableMetadataStore:
                 return listing
 
     # --- the record cache's validation -----------------------------------------------------------
-    def _validate(self, partitions: Sequence[int], since: int) -> None:
-        """Bring the cache of ``partitions`` up to date with their change logs, in one round
-        of concurrent calls, unless a round started after tick ``since`` did meanwhile."""
+    def _validate(self, needed: int, others: Sequence[int], since: int) -> None:
+        """Bring the cache of partition ``needed``, and of ``others`` as it can, up to date
+        with their change logs, in one round of concurrent calls, skipping those a round
+        started after tick ``since`` validated meanwhile.
+
+        ``needed`` is waited for (its calls repeated while unavailable); the others only
+        while it is, plus :data:`PEER_WAIT_S`, and only those no other thread is validating:
+        a slow or restarting container delays the reads of its own partition alone."""
         cache = self.cache
-        locks = [cache.partitions[p].lock for p in sorted(partitions)]
-        for lock in locks:
-            lock.acquire()
+        held = [needed]
+        cache.partitions[needed].lock.acquire()
         try:
-            todo = cache.stale(sorted(partitions), since)
+            for p in sorted(set(others) - {needed}):
+                if cache.partitions[p].lock.acquire(blocking=False):
+                    held.append(p)
+            todo = cache.stale(held, since)
             if not todo:
                 return
             started = cache.tick()
-            sent: dict[int, Future[tuple[list[TableEntry], int, int]]] = {}
-            for p in todo:
-                offset = cache.partitions[p].offset
-                sent[p] = self._client.table_changes(self.segments[p], offset, READ_BYTES_MAX)
-            for p in todo:
-                self._catch_up(p, sent[p])
+            sent = {
+                p: self._client.table_changes(
+                    self.segments[p], cache.partitions[p].offset, READ_BYTES_MAX
+                )
+                for p in todo
+            }
+            if needed in sent:
+                self._catch_up(needed, sent.pop(needed))
+                cache.validated(needed, started)
+            wait(sent.values(), PEER_WAIT_S)
+            for p, future in sent.items():
+                if not future.done() or future.exception() is not None:
+                    continue  # validated when a read needs it
+                try:
+                    self._catch_up(p, future)
+                except PravegaError as e:
+                    log.info("controller: record cache of %s not validated: %s", p, e)
+                    continue
                 cache.validated(p, started)
         finally:
-            for lock in reversed(locks):
-                lock.release()
+            for p in reversed(held):
+                cache.partitions[p].lock.release()
 
     def _catch_up(self, partition: int, sent: Future[tuple[list[TableEntry], int, int]]) -> None:
         """Apply the partition's changes since the cache's offset (``sent``: the first read

@@ -422,3 +422,37 @@ def test_a_write_whose_outcome_is_unknown_is_never_answered_from_the_cache(
             store.put("streams/sc/s", {"v": 2}, version)
         landed = store.get("streams/sc/s")  # read from the table, not the old cached value
     assert landed is not None and landed.value == {"v": 2}
+
+
+class PartlyDownInvoker(CountingInvoker):
+    """Counts calls; those to the table segments in ``down`` fail, outcome unknown."""
+
+    def __init__(self, inner: InProcessCluster) -> None:
+        super().__init__(inner)
+        self.down: set[str] = set()
+
+    def invoke(self, method: Callable[..., Awaitable[R]], segment: str, *args: Any) -> Future[R]:
+        if segment in self.down:
+            with self._lock:
+                self.calls[f"down {method.__name__}"] += 1
+            failed: Future[R] = Future()
+            failed.set_exception(SegmentStoreUnavailableError(f"{segment} is down"))
+            return failed
+        return super().invoke(method, segment, *args)
+
+
+def test_an_unavailable_partition_delays_only_its_own_records(cluster: InProcessCluster) -> None:
+    invoker = PartlyDownInvoker(cluster)
+    store = TableMetadataStore(SegmentStoreClient(invoker), pause_s=0.01, attempts_max=3)
+    store.ensure_created()
+    store.put("streams/sc/s", {"v": 1}, None)
+    here = store.partition_of("streams/sc/s")
+    elsewhere = next(p for p in range(len(store.segments)) if p != here)
+    invoker.down.add(store.segments[elsewhere])
+    with store.operation():
+        record = store.get("streams/sc/s")  # its partition validated; the other is skipped
+    assert record is not None and record.value == {"v": 1}
+    assert invoker.count("down table_changes") == 1  # sent alongside once, never repeated
+    invoker.down.clear()
+    with store.operation():
+        assert store.get("streams/sc/s") == record
