@@ -45,6 +45,10 @@ from pravega_ray.errors import InvalidArgumentError
 
 __all__ = ["ABSENT", "Absent", "Cached", "RecordCache", "Ticket"]
 
+CHANGED_KEYS_MAX = 10_000
+"""Most changed keys a partition remembers for the fetches in flight; past it, those fetches'
+answers are not cached (memory stays bounded when fetches never stop)."""
+
 ENTRY_OVERHEAD_BYTES = 200
 """Bytes counted per cached entry beyond its key and value (the bookkeeping objects)."""
 
@@ -79,7 +83,7 @@ class _Partition:
     offset: int | None = None  # change-log offset applied; None: never validated
     epoch: int | None = None  # log epoch of the container that answered the validations
     validated: int = -1  # tick at which the last completed validation started
-    reset: int = 0  # bumped when the partition's entries are dropped wholesale
+    generation: int = 0  # bumped when dropped wholesale, or ``changed`` overflowed
     in_flight: int = 0  # fetches and writes of its keys in flight
     changed: dict[str, int] = field(default_factory=dict)  # while in_flight: key -> version
     lock: threading.Lock = field(default_factory=threading.Lock)  # one validation at a time
@@ -91,7 +95,7 @@ class Ticket:
 
     partition: int
     key: str
-    reset: int
+    generation: int
 
 
 class RecordCache:
@@ -178,7 +182,7 @@ class RecordCache:
         with self._lock:
             state = self.partitions[partition]
             state.in_flight += 1
-            return Ticket(partition, key, state.reset)
+            return Ticket(partition, key, state.generation)
 
     def end(self, ticket: Ticket, answer: Cached | None) -> None:
         """Close ``ticket``; cache ``answer`` (None: nothing to cache) unless a change of
@@ -188,9 +192,16 @@ class RecordCache:
         with self._lock:
             state = self.partitions[ticket.partition]
             key = ticket.key
-            if answer is not None and state.reset == ticket.reset:
+            held = self._entries.get(key)
+            if answer is None:
+                pass
+            elif state.generation != ticket.generation:
+                # Changes in flight were not all remembered: cache nothing, and drop what
+                # may be older than the answer.
+                if held is not None and (answer.version < 0 or held.version < answer.version):
+                    self._remove(key)
+            else:
                 newer = state.changed.get(key)
-                held = self._entries.get(key)
                 if newer is not None and newer > answer.version:
                     self._remove(key)
                 elif answer.version < 0:
@@ -218,6 +229,9 @@ class RecordCache:
             for key, entry in changes:
                 if state.in_flight:
                     state.changed[key] = max(state.changed.get(key, -1), entry.version)
+                    if len(state.changed) > CHANGED_KEYS_MAX:  # in flight for ever, under load
+                        state.changed.clear()
+                        state.generation += 1
                 cached = self._entries.get(key)
                 if cached is None or cached.version > entry.version:
                     continue
@@ -234,7 +248,7 @@ class RecordCache:
             state.epoch = epoch
             for key in [k for k in self._entries if self._partition_of(k) == partition]:
                 self._remove(key)
-            state.reset += 1
+            state.generation += 1
             state.offset = offset
 
     def keys(self) -> list[str]:

@@ -19,7 +19,7 @@ from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, Versioned
-from pravega_ray.controller.stream_store_cache import ABSENT, Cached, RecordCache
+from pravega_ray.controller.stream_store_cache import ABSENT, CHANGED_KEYS_MAX, Cached, RecordCache
 from pravega_ray.controller.table_metadata_store import TableMetadataStore
 from pravega_ray.errors import (
     ConflictingUpdateError,
@@ -456,3 +456,14 @@ def test_an_unavailable_partition_delays_only_its_own_records(cluster: InProcess
     invoker.down.clear()
     with store.operation():
         assert store.get("streams/sc/s") == record
+
+
+def test_changes_remembered_for_fetches_in_flight_stay_bounded() -> None:
+    cache = RecordCache(1, lambda key: 0)
+    cache.end(cache.begin(0, "k"), Cached(b"v1", 1))
+    ticket = cache.begin(0, "k")  # never ends while the changes pour in
+    changes = [(f"x{i}", TableEntry(b"x", b"x", 10 + i)) for i in range(CHANGED_KEYS_MAX + 1)]
+    cache.apply(0, changes, 20_000)
+    assert len(cache.partitions[0].changed) <= CHANGED_KEYS_MAX
+    cache.end(ticket, Cached(b"v2", 5))  # not cached, and the older v1 goes
+    assert cache.lookup("k") is None
