@@ -37,6 +37,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from pravega_ray.constants import CONTROLLER_METADATA_CACHE_BYTES
@@ -87,6 +88,9 @@ class _Partition:
     in_flight: int = 0  # fetches and writes of its keys in flight
     changed: dict[str, int] = field(default_factory=dict)  # while in_flight: key -> version
     lock: threading.Lock = field(default_factory=threading.Lock)  # one validation at a time
+    # A change read sent (from ``offset``) by a validation that did not wait for it, and the
+    # tick at which it was sent; used or dropped by the next validation (under ``lock``).
+    pending: tuple[Future[tuple[list[TableEntry], int, int]], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

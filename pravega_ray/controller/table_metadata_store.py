@@ -71,7 +71,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -146,10 +146,6 @@ _ENTRY_BYTES_MAX = HEADER_BYTES + TABLE_KEY_BYTES_MAX + TABLE_VALUE_BYTES_MAX
 
 RETRY_PAUSE_S = 0.5
 """Pause between repeats of a table call whose outcome is unknown."""
-
-PEER_WAIT_S = 0.05
-"""How long a record-cache validation waits, after the partition it needs, for the other
-partitions' change reads it sent alongside (those late are validated when a read needs them)."""
 
 
 @dataclass
@@ -499,9 +495,11 @@ class TableMetadataStore:
         with their change logs, in one round of concurrent calls, skipping those a round
         started after tick ``since`` validated meanwhile.
 
-        ``needed`` is waited for (its calls repeated while unavailable); the others only
-        while it is, plus :data:`PEER_WAIT_S`, and only those no other thread is validating:
-        a slow or restarting container delays the reads of its own partition alone."""
+        ``needed`` is waited for (its calls repeated while unavailable); of the others, only
+        those no other thread is validating are sent, and only the answers already there
+        when ``needed`` is done are applied: one still under way is kept for the next read
+        that needs its partition. A slow or restarting container delays the reads of its
+        own partition alone."""
         cache = self.cache
         held = [needed]
         cache.partitions[needed].lock.acquire()
@@ -513,25 +511,31 @@ class TableMetadataStore:
             if not todo:
                 return
             started = cache.tick()
-            sent = {
-                p: self._client.table_changes(
-                    self.segments[p], cache.partitions[p].offset, READ_BYTES_MAX
-                )
-                for p in todo
-            }
+            sent: dict[int, tuple[Future[tuple[list[TableEntry], int, int]], int]] = {}
+            for p in todo:
+                state = cache.partitions[p]
+                pending, state.pending = state.pending, None
+                if pending is not None and pending[1] > since:
+                    sent[p] = pending  # sent after the operation started: fresh enough
+                else:
+                    segment, offset = self.segments[p], state.offset
+                    sent[p] = (self._client.table_changes(segment, offset, READ_BYTES_MAX), started)
             if needed in sent:
-                self._catch_up(needed, sent.pop(needed))
-                cache.validated(needed, started)
-            wait(sent.values(), PEER_WAIT_S)
-            for p, future in sent.items():
-                if not future.done() or future.exception() is not None:
+                future, tick = sent.pop(needed)
+                self._catch_up(needed, future)
+                cache.validated(needed, tick)
+            for p, (future, tick) in sent.items():
+                if not future.done():
+                    cache.partitions[p].pending = (future, tick)
+                    continue
+                if future.exception() is not None:
                     continue  # validated when a read needs it
                 try:
                     self._catch_up(p, future)
                 except PravegaError as e:
                     log.info("controller: record cache of %s not validated: %s", p, e)
                     continue
-                cache.validated(p, started)
+                cache.validated(p, tick)
         finally:
             for p in reversed(held):
                 cache.partitions[p].lock.release()
