@@ -189,6 +189,11 @@ class SegmentContainerActor:
     ) -> tuple[list[TableEntry], int]:
         return await self._container.table_read_changes(segment, from_offset, max_bytes)
 
+    async def table_changes(
+        self, segment: str, from_offset: int | None, max_bytes: int
+    ) -> tuple[list[TableEntry], int, int]:
+        return await self._container.table_changes(segment, from_offset, max_bytes)
+
     # --- SegmentStoreService: the whole container ----------------------------------------------
     async def list_segments(self) -> list[str]:
         return await self._container.list_segments()

@@ -280,3 +280,6 @@ KVT_PARTITIONS_MAX = 1024
 CONTROLLER_METADATA_PARTITIONS = 4
 """Table segments holding the controller's records in ``_system`` (a record goes to the
 partition of its parent key). Fixed for a data directory: changing it strands records."""
+CONTROLLER_METADATA_CACHE_BYTES = 64 * MIB
+"""Most bytes of controller records one metadata store keeps cached in memory (values as
+stored, plus a per-entry overhead); the least recently used go first."""

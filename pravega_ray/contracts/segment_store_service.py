@@ -169,6 +169,13 @@ class SegmentStoreService(Protocol):
         self, segment: str, from_offset: int, max_bytes: int
     ) -> tuple[list[TableEntry], int]: ...
 
+    async def table_changes(
+        self, segment: str, from_offset: int | None, max_bytes: int
+    ) -> tuple[list[TableEntry], int, int]:
+        """``table_read_changes`` and the container's log epoch (it grows at each recovery);
+        ``from_offset=None``: no entries, the segment's length."""
+        ...
+
     # --- the whole container -------------------------------------------------------------------
     async def list_segments(self) -> list[str]: ...
 
@@ -318,4 +325,11 @@ class SegmentStoreClient:
     ) -> Future[tuple[list[TableEntry], int]]:
         return self.invoker.invoke(
             SegmentStoreService.table_read_changes, segment, from_offset, max_bytes
+        )
+
+    def table_changes(
+        self, segment: str, from_offset: int | None, max_bytes: int
+    ) -> Future[tuple[list[TableEntry], int, int]]:
+        return self.invoker.invoke(
+            SegmentStoreService.table_changes, segment, from_offset, max_bytes
         )

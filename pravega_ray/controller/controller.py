@@ -48,6 +48,7 @@ Not thread-safe: the actor shell serializes calls.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -340,3 +341,39 @@ class Controller:
 def _implements_the_surface(controller: Controller) -> ControllerService:
     """Never called: the type checker holds :class:`Controller` to the Protocol here."""
     return controller
+
+
+# --- one record-cache operation per call ----------------------------------------------------------
+ONE_OPERATION_CALLS = (
+    "get_stream_info",
+    "get_current_segments",
+    "get_successors",
+    "get_predecessors",
+    "get_epoch_segments",
+    "get_segments_at_time",
+    "create_transaction",
+    "ping_transaction",
+    "check_transaction_status",
+    "get_transaction",
+    "get_key_value_table",
+    "get_active_key_value_table",
+    "get_reader_group",
+)
+"""Calls that run as one operation of the record cache (``StreamMetadataStore.operation``):
+short calls that never wait for another process's write, so their reads of unchanged records
+cost one round of change-log reads in all, not a table read each."""
+
+
+def _one_operation(name: str) -> None:
+    method = getattr(Controller, name)
+
+    @functools.wraps(method)
+    def call(self: Controller, *args: Any, **kwargs: Any) -> Any:
+        with self._store.operation():
+            return method(self, *args, **kwargs)
+
+    setattr(Controller, name, call)
+
+
+for _name in ONE_OPERATION_CALLS:
+    _one_operation(_name)

@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import string
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -292,27 +293,45 @@ class StreamMetadataStore:
 
     Keys: ``scopes/<scope>``, ``streams/<scope>/<stream>``, ``kvtables/<scope>/<table>``,
     ``readergroups/<scope>/<group>``, ``deleted/<kind>/<scope>/<name>``. Callers check
-    names and arguments; this checks what is stored, and quarantines what is damaged. Not
-    thread-safe: the controller's callers serialize calls.
+    names and arguments; this checks what is stored, and quarantines what is damaged.
+    Thread-safe as far as ``records`` is (every update is one compare-and-set; the
+    quarantine list has a lock of its own).
     """
 
     def __init__(self, records: MetadataStore) -> None:
         self._records = records
         self._damaged: dict[str, str] = {}
+        self._damaged_lock = threading.Lock()
         self.streams = StreamRecords(records, self._parsing)
         self.txns = TxnRecords(records, self._parsing)
+
+    def operation(self) -> contextlib.AbstractContextManager[None]:
+        """A block of reads on this thread that form one operation of the record cache, if
+        the records have one (``TableMetadataStore.operation``; else nothing): the block's
+        reads see every write completed before it started, and a record not changed since
+        costs no table read. Only for a short call that never waits for another process's
+        write inside the block (it would not see it before the block ends)."""
+        operation = getattr(self._records, "operation", None)
+        if operation is None:
+            return contextlib.nullcontext()
+        block: contextlib.AbstractContextManager[None] = operation()
+        return block
 
     # --- any record, and damage ------------------------------------------------------------------
     def damaged_records(self) -> dict[str, str]:
         """Records found damaged (key -> what is wrong): quarantined, never overwritten;
         and stored entries whose key cannot be read (``<where>`` -> what is wrong)."""
-        return {**self._records.unreadable(), **self._damaged}
+        with self._damaged_lock:
+            damaged = dict(self._damaged)
+        return {**self._records.unreadable(), **damaged}
 
     def quarantine(self, key: str, error: BaseException) -> None:
         """Remember ``key`` as damaged (logged once), e.g. when a workflow on it failed."""
-        if key not in self._damaged:
+        with self._damaged_lock:
+            known = key in self._damaged
+            self._damaged[key] = str(error)
+        if not known:
             log.error("controller: record %s quarantined: %s", key, error)
-        self._damaged[key] = str(error)
 
     @contextlib.contextmanager
     def _parsing(self, key: str) -> Iterator[None]:

@@ -50,10 +50,18 @@ chunk among the changes makes the partition listed afresh), logs it once and nam
 it in :meth:`TableMetadataStore.unreadable`, so every other record is listed and the
 controller keeps working.
 
+Caching values
+--------------
+
+Values are cached (``stream_store_cache.py``, its module docstring states the guarantee): a
+read is served from memory once the key's partition was validated since the read's
+operation (:meth:`TableMetadataStore.operation`, or the read alone) started, by one
+``table_changes`` call from the offset the cache applied; a partition's changes update the
+cached values of their keys. ``cache_bytes=0`` turns caching off (a table read per get).
+
 Thread-safe: several threads of one process may call one store at once. Several
-processes may use the same tables at once: a listing is brought up to date with the
-segment before each use, values are never cached, and compare-and-set by version keeps
-them correct.
+processes may use the same tables at once: a listing and the cache are brought up to date
+with the segment before each use, and compare-and-set by version keeps them correct.
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
@@ -70,6 +78,7 @@ from typing import Any, TypeVar
 
 from pravega_ray.constants import (
     CONTAINER_CALL_ATTEMPTS_MAX,
+    CONTROLLER_METADATA_CACHE_BYTES,
     CONTROLLER_METADATA_PARTITIONS,
     KVT_PARTITIONS_MAX,
     READ_BYTES_MAX,
@@ -78,7 +87,12 @@ from pravega_ray.constants import (
     TABLE_VALUE_BYTES_MAX,
 )
 from pravega_ray.contracts.attributes import NULL_VALUE
-from pravega_ray.contracts.segment_store import NOT_EXISTS, TableUpdate, TableUpdateResult
+from pravega_ray.contracts.segment_store import (
+    NOT_EXISTS,
+    TableEntry,
+    TableUpdate,
+    TableUpdateResult,
+)
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.stream_metadata_store import (
     ChunkMetadataStore,
@@ -88,6 +102,7 @@ from pravega_ray.controller.stream_metadata_store import (
     encode_record,
     is_int,
 )
+from pravega_ray.controller.stream_store_cache import ABSENT, Absent, Cached, RecordCache, Ticket
 from pravega_ray.errors import (
     BadKeyVersionError,
     ConflictingUpdateError,
@@ -95,6 +110,7 @@ from pravega_ray.errors import (
     InvalidArgumentError,
     InvalidNameError,
     NoSuchKeyError,
+    PravegaError,
     RetriableError,
     SegmentExistsError,
     SegmentStoreUnavailableError,
@@ -193,6 +209,7 @@ class TableMetadataStore:
         pause_s: float = RETRY_PAUSE_S,
         scheduler: ThreadScheduler = DAEMON_THREADS,
         new_client_id: Callable[[], bytes] = lambda: os.urandom(CLIENT_ID_BYTES),
+        cache_bytes: int = CONTROLLER_METADATA_CACHE_BYTES,
     ) -> None:
         if not is_int(partitions) or not 1 <= partitions <= KVT_PARTITIONS_MAX:
             raise InvalidArgumentError(
@@ -218,6 +235,9 @@ class TableMetadataStore:
         self._listings: list[_Listing | None] = [None] * partitions
         self._listing_locks = [threading.Lock() for _ in range(partitions)]
         self._unreadable: dict[str, str] = {}  # "<segment>@<offset>" -> why
+        self.cache = RecordCache(partitions, self.partition_of, cache_bytes)
+        """The record cache (``stream_store_cache.py``); ``cache_bytes=0`` turns it off."""
+        self._caching = cache_bytes > 0
         self.entries_scanned = 0
         """Table entries read by listings so far (iterated or read as changes), a diagnostic
         (not locked across partitions): tests check that listing one stream's children
@@ -239,24 +259,108 @@ class TableMetadataStore:
                 self._call(f"create {segment}", partial(self._client.table_create, segment))
 
     # --- MetadataStore ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[None]:
+        """Reads on this thread inside the block form one operation of the record cache
+        (``stream_store_cache.py``): they see every write completed before the block
+        started, and cost one round of change-log reads (all partitions at once, at the
+        first read) plus a table read per record not cached. Outside a block each read is
+        an operation of its own. Nested blocks join the outermost."""
+        with self.cache.operation():
+            yield
+
     def get(self, key: str) -> Versioned | None:
-        """See :meth:`MetadataStore.get`; DataCorruptionError names ``key`` (and the segment)."""
+        """See :meth:`MetadataStore.get`; DataCorruptionError names ``key`` (and the segment).
+
+        Served from the record cache when the key's partition was validated since the
+        operation started and the record is cached (module docstring of
+        ``stream_store_cache.py``); otherwise one table read, sent together with the
+        validation."""
         raw_key = _key_bytes(key)
-        segment = self.segments[self.partition_of(key)]
+        partition = self.partition_of(key)
+        if not self._caching:
+            return self._fetch(key, raw_key, partition, None, None)
+        cache = self.cache
+        start = cache.operation_start()
+        if start is None:
+            start, wanted = cache.tick(), [partition]
+        else:
+            wanted = list(range(len(self.segments)))
+        if not cache.stale([partition], start):
+            cached = cache.lookup(key)
+            if cached is None:
+                return self._fetch(key, raw_key, partition, None, cache.begin(partition, key))
+            return self._served(key, raw_key, partition, cached)
+        # Not known to be fresh: validate, the table read sent alongside unless cached
+        # (or the partition was never validated: its first validation drops what was sent).
+        ticket: Ticket | None = None
+        fetched: Future[list[TableEntry | None]] | None = None
+        if not cache.holds(key) and cache.partitions[partition].offset is not None:
+            ticket = cache.begin(partition, key)
+            fetched = self._client.table_get(self.segments[partition], [raw_key])
         try:
-            (entry,) = self._call(f"get {key}", lambda: self._client.table_get(segment, [raw_key]))
-        except DataCorruptionError as e:
-            raise damaged(key, f"its table entry cannot be read ({e})", segment) from e
-        if entry is None or entry.value is None:
+            self._validate(partition, cache.stale(wanted, start), start)
+        except BaseException:
+            if ticket is not None:
+                cache.end(ticket, None)
+            raise
+        if fetched is None:
+            cached = cache.lookup(key)
+            if cached is not None:
+                return self._served(key, raw_key, partition, cached)
+            ticket = cache.begin(partition, key)
+        return self._fetch(key, raw_key, partition, fetched, ticket)
+
+    def _served(self, key: str, raw_key: bytes, partition: int, cached: Cached) -> Versioned | None:
+        """A cached record decoded; one that does not decode is dropped and read again (the
+        error then names its table entry)."""
+        if isinstance(cached.raw, Absent):
             return None
-        where = f"{segment}@{entry.version}"
-        return Versioned(decode_record(key, where, entry.value), entry.version)
+        where = f"{self.segments[partition]}@{cached.version}"
+        try:
+            return Versioned(decode_record(key, where, cached.raw), cached.version)
+        except DataCorruptionError:
+            self.cache.drop(key)
+            return self._fetch(key, raw_key, partition, None, self.cache.begin(partition, key))
+
+    def _fetch(
+        self,
+        key: str,
+        raw_key: bytes,
+        partition: int,
+        sent: Future[list[TableEntry | None]] | None,
+        ticket: Ticket | None,
+    ) -> Versioned | None:
+        """The record read from its table segment (``sent``: the read already sent), then
+        cached under ``ticket`` (see :meth:`RecordCache.begin`; None: not cached) if it
+        decodes."""
+        answer: Cached | None = None
+        try:
+            segment = self.segments[partition]
+            try:
+                (entry,) = self._call(
+                    f"get {key}",
+                    _first(sent, lambda: self._client.table_get(segment, [raw_key])),
+                )
+            except DataCorruptionError as e:
+                raise damaged(key, f"its table entry cannot be read ({e})", segment) from e
+            if entry is None or entry.value is None:
+                answer = Cached(ABSENT, -1)
+                return None
+            where = f"{segment}@{entry.version}"
+            record = Versioned(decode_record(key, where, entry.value), entry.version)
+            answer = Cached(entry.value, entry.version)
+            return record
+        finally:
+            if ticket is not None:
+                self.cache.end(ticket, answer)
 
     def put(self, key: str, value: dict[str, Any], expected_version: int | None) -> int:
         """See :meth:`MetadataStore.put`.
 
         InvalidArgumentError for a value that is not a JSON-encodable dict or is too big,
         or an ``expected_version`` that is not an int (a negative one never matches).
+        A conflict drops the cached record, so the caller's next read is the table's.
         """
         raw_key = _key_bytes(key)
         if not isinstance(value, dict):
@@ -274,24 +378,49 @@ class TableMetadataStore:
         elif not is_int(expected_version):
             raise InvalidArgumentError(f"expected_version {expected_version!r} is not an int")
         elif expected_version < 0:
+            self.cache.drop(key)
             self.get(key)  # damage first, as the chunk store reports it
             raise ConflictingUpdateError(f"record {key} changed concurrently")
         else:
             condition = expected_version
         partition = self.partition_of(key)
+        ticket = self.cache.begin(partition, key) if self._caching else None
+        answer: Cached | None = None
         try:
             result = self._update(partition, TableUpdate(raw_key, data, condition), key)
+            answer = Cached(data, result.versions[0])
         except (BadKeyVersionError, NoSuchKeyError):
+            result = None
+        finally:
+            self._end(ticket, answer, key)
+        if result is None:
             self.get(key)  # a damaged current entry is DataCorruptionError, not a conflict
             if expected_version is None:
-                raise ConflictingUpdateError(f"record {key} exists") from None
-            raise ConflictingUpdateError(f"record {key} changed concurrently") from None
+                raise ConflictingUpdateError(f"record {key} exists")
+            raise ConflictingUpdateError(f"record {key} changed concurrently")
         return result.versions[0]
 
     def delete(self, key: str) -> None:
         """See :meth:`MetadataStore.delete`: one unconditional removal, damaged or not."""
         raw_key = _key_bytes(key)
-        self._update(self.partition_of(key), TableUpdate(raw_key, None), key)
+        partition = self.partition_of(key)
+        ticket = self.cache.begin(partition, key) if self._caching else None
+        answer: Cached | None = None
+        try:
+            result = self._update(partition, TableUpdate(raw_key, None), key)
+            if result.offset is not None:
+                answer = Cached(ABSENT, result.offset)  # the removal's own entry
+        finally:
+            self._end(ticket, answer, key)
+
+    def _end(self, ticket: Ticket | None, answer: Cached | None, key: str) -> None:
+        """Close a write's cache ticket: cache ``answer``, or forget ``key`` (the write
+        failed or its outcome is unknown)."""
+        if ticket is None:
+            return
+        if answer is None:
+            self.cache.drop(key)
+        self.cache.end(ticket, answer)
 
     def list_keys(self, prefix: str) -> list[str]:
         """See :meth:`MetadataStore.list_keys`: the listing of ``prefix``'s partition,
@@ -359,6 +488,99 @@ class TableMetadataStore:
             listing.offset = offset
             if not entries or read_to_end:
                 return listing
+
+    # --- the record cache's validation -----------------------------------------------------------
+    def _validate(self, needed: int, others: Sequence[int], since: int) -> None:
+        """Bring the cache of partition ``needed``, and of ``others`` as it can, up to date
+        with their change logs, in one round of concurrent calls, skipping those a round
+        started after tick ``since`` validated meanwhile.
+
+        ``needed`` is waited for (its calls repeated while unavailable); of the others, only
+        those no other thread is validating are sent, and only the answers already there
+        when ``needed`` is done are applied: one still under way is kept for the next read
+        that needs its partition. A slow or restarting container delays the reads of its
+        own partition alone."""
+        cache = self.cache
+        held = [needed]
+        cache.partitions[needed].lock.acquire()
+        try:
+            for p in sorted(set(others) - {needed}):
+                if cache.partitions[p].lock.acquire(blocking=False):
+                    held.append(p)
+            todo = cache.stale(held, since)
+            if not todo:
+                return
+            started = cache.tick()
+            sent: dict[int, tuple[Future[tuple[list[TableEntry], int, int]], int]] = {}
+            for p in todo:
+                state = cache.partitions[p]
+                pending, state.pending = state.pending, None
+                if pending is not None and pending[1] > since:
+                    sent[p] = pending  # sent after the operation started: fresh enough
+                else:
+                    segment, offset = self.segments[p], state.offset
+                    sent[p] = (self._client.table_changes(segment, offset, READ_BYTES_MAX), started)
+            if needed in sent:
+                future, tick = sent.pop(needed)
+                self._catch_up(needed, future)
+                cache.validated(needed, tick)
+            for p, (future, tick) in sent.items():
+                if not future.done():
+                    cache.partitions[p].pending = (future, tick)
+                    continue
+                if future.exception() is not None:
+                    continue  # validated when a read needs it
+                try:
+                    self._catch_up(p, future)
+                except PravegaError as e:
+                    log.info("controller: record cache of %s not validated: %s", p, e)
+                    continue
+                cache.validated(p, tick)
+        finally:
+            for p in reversed(held):
+                cache.partitions[p].lock.release()
+
+    def _catch_up(self, partition: int, sent: Future[tuple[list[TableEntry], int, int]]) -> None:
+        """Apply the partition's changes since the cache's offset (``sent``: the first read
+        of them). A partition never validated, or whose container recovered since (its log
+        epoch changed), or whose changes cannot be read, is dropped from the cache and
+        followed from where the container answers."""
+        cache = self.cache
+        state = cache.partitions[partition]
+        segment = self.segments[partition]
+        first: Future[tuple[list[TableEntry], int, int]] | None = sent
+        while True:
+            offset = state.offset
+            try:
+                entries, end, epoch = self._call(
+                    f"changes {segment}",
+                    _first(
+                        first,
+                        partial(self._client.table_changes, segment, offset, READ_BYTES_MAX),
+                    ),
+                )
+            except (SegmentTruncatedError, DataCorruptionError) as e:
+                # The changes cannot be read: forget the partition, start from its length.
+                log.warning("controller: record cache of %s dropped: %s", segment, e)
+                state.offset, first = None, None
+                continue
+            first = None
+            if offset is None or epoch != state.epoch:
+                cache.reset(partition, end, epoch)
+                if offset is None or not entries:
+                    return  # none of the changes matter: nothing of the partition is cached
+                continue  # read on from there
+            changes = []
+            for entry in entries:
+                try:
+                    changes.append((entry.key.decode("utf-8"), entry))
+                except UnicodeDecodeError:
+                    continue  # never a record's key (list_keys logs it)
+            cache.apply(partition, changes, end)
+            # As in _listing: a read short of READ_BYTES_MAX by more than one entry reached
+            # the end.
+            if not entries or end - offset <= READ_BYTES_MAX - _ENTRY_BYTES_MAX:
+                return
 
     # --- whole store -----------------------------------------------------------------------------
     def all_keys(self) -> list[str]:
@@ -471,6 +693,17 @@ class TableMetadataStore:
         if not isinstance(client_id, bytes) or len(client_id) != CLIENT_ID_BYTES:
             raise InvalidArgumentError(f"new_client_id must return {CLIENT_ID_BYTES} bytes")
         return _ClientSlot(client_id)
+
+
+def _first(sent: Future[R] | None, call: Callable[[], Future[R]]) -> Callable[[], Future[R]]:
+    """A call for :meth:`TableMetadataStore._call` answering ``sent`` (a call already made)
+    the first time, then calling ``call`` (its repeats)."""
+    pending = [sent] if sent is not None else []
+
+    def once() -> Future[R]:
+        return pending.pop() if pending else call()
+
+    return once
 
 
 def _key_bytes(key: object) -> bytes:

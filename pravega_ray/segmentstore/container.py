@@ -570,6 +570,17 @@ class SegmentContainer(TimeIndexCalls):
     ) -> tuple[list[TableEntry], int]:
         return await self._tables.read_changes(segment, from_offset, max_bytes)
 
+    async def table_changes(
+        self, segment: str, from_offset: int | None, max_bytes: int
+    ) -> tuple[list[TableEntry], int, int]:
+        """:meth:`table_read_changes` and this container's log epoch, which grows at every
+        recovery (values read before may have been re-read from Tier-2 since: a cache of
+        them starts afresh). ``from_offset=None``: no entries, the segment's length."""
+        if from_offset is None:
+            from_offset = (await self.get_info(segment)).length
+        entries, offset = await self._tables.read_changes(segment, from_offset, max_bytes)
+        return entries, offset, self._durable_log.epoch
+
     # --- the whole container -------------------------------------------------------------------
     async def list_segments(self) -> list[str]:
         self._ensure_running()
