@@ -165,6 +165,7 @@ class EventStreamReader(Generic[T]):
         self._watch: Future[ReadResult] | Future[SegmentInfo] | None = None
         self._watch_offset: int | None = None  # None: the segment's length is asked first
         self._watch_next = 0.0  # monotonic time before which the watch is not re-armed
+        self._fold_next = 0.0  # monotonic time before which a sync does not try to fold
         self._finished = False  # the group's end cuts (or sealed streams) are all read
         self._raise_on_truncated = False
         self._truncations: deque[TruncatedDataError] = deque()  # to raise, once each
@@ -402,8 +403,8 @@ class EventStreamReader(Generic[T]):
         )
         # Acknowledgements folded (or of checkpoints gone) are done with.
         self._acked = {i: a for i, a in self._acked.items() if i in assignment.unfolded}
-        if assignment.unfolded:
-            self._fold()
+        if assignment.unfolded and now >= self._fold_next:
+            self._fold()  # in case the last reader died before folding (at most every 1 s)
         self._readers = None  # the owned set may change below
         self._segment_ended = True  # look for finished segments once per sync
         if report:
@@ -463,14 +464,19 @@ class EventStreamReader(Generic[T]):
         if name is None or checkpoint_id is None:
             return
         positions = self.position().to_dict()
-        self._state.acknowledge(
-            checkpoint_id, self.reader_id, self._session, self._generation, positions
-        )
-        self._acked[checkpoint_id] = {
+        ack: dict[str, object] = {
             "session": self._session,
             "generation": self._generation,
             "positions": positions,
         }
+        # The last of its readers folds at once with its own acknowledgement (not stored);
+        # else it stores it and looks again (another reader may have stored meanwhile).
+        if name not in self._fold({(checkpoint_id, self.reader_id): ack}):
+            self._state.acknowledge(
+                checkpoint_id, self.reader_id, self._session, self._generation, positions
+            )
+            self._acked[checkpoint_id] = ack
+            self._fold()
         self._checkpoint_due = None
         self._checkpoint_due_id = None
         self._last_sync = -math.inf
@@ -517,14 +523,19 @@ class EventStreamReader(Generic[T]):
         """This reader's acknowledgements not yet folded, as ``fold_acks`` takes them."""
         return {(i, self.reader_id): dict(a) for i, a in self._acked.items()}
 
-    def _fold(self) -> None:
-        """Fold the group's acknowledgements if a checkpoint has them all (a failure is
-        logged: the next sync, or the checkpoint's initiator, folds them)."""
+    def _fold(self, own: dict[tuple[str, str], object] | None = None) -> list[str]:
+        """Fold the group's acknowledgements (and ``own``, not stored) if a checkpoint has
+        them all; the checkpoints completed. A failure is logged (none completed): the
+        next sync, or the checkpoint's initiator, folds them."""
+        self._fold_next = self._clock.monotonic() + constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S
         try:
-            if self._state.fold():  # it completed one: publish its cut if it waits to be
+            names = self._state.fold(own=own)
+            if names:  # it completed one: publish its cut if it waits to be
                 self._state.publish_retention(self._controller)
+            return names
         except (RetriableError, ConflictingUpdateError) as e:
             log.info("reader %s: folding checkpoint acks failed: %r", self.reader_id, e)
+            return []
 
     def _release(self, segment: str, offset: int) -> None:
         generation = self._generation

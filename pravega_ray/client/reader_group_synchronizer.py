@@ -241,17 +241,24 @@ class ReaderGroupSynchronizer:
                 )
         return found
 
-    def fold(self, state: ReaderGroupState | None = None) -> list[str]:
+    def fold(
+        self,
+        state: ReaderGroupState | None = None,
+        own: dict[tuple[str, str], object] | None = None,
+    ) -> list[str]:
         """If some outstanding checkpoint has every acknowledgement it waits for, record
         all the acknowledgements stored (one conditional update, their keys removed in the
         same batch); the names of the checkpoints completed. ``state``: a fresh fetch to
-        start from (saves one call). Costs one or two calls when none is ready."""
+        start from (saves one call). ``own``: acknowledgements not stored, counted and
+        recorded with the stored ones (the last reader to pass a checkpoint folds without
+        storing its own). Costs one or two calls when none is ready."""
         if state is None:
             state = self.fetch()[0]
-        acks = self.acks(state)
+        acks = {**self.acks(state), **(own or {})}
         if not state.checkpoints.ready(set(state.valid_acks(acks))):
             return []
         keys = [ack_key(checkpoint_id, reader_id) for checkpoint_id, reader_id in acks]
+        keys = [k for k, pair in zip(keys, acks, strict=True) if pair not in (own or {})]
         keys = keys[: constants.TABLE_BATCH_KEYS_MAX - 1]  # the rest: swept later
         names = self.update(
             lambda current: current.fold_acks(acks), also=[TableUpdate(k, None) for k in keys]
