@@ -25,8 +25,9 @@ is a no-op.
 Each checkpoint has a random ``id`` (names are reused, ids never are): a reader records
 passing it as an *acknowledgement*, a key of its own in the state segment
 (:func:`ack_key`), so readers passing one checkpoint never race on the one state value;
-whoever sees every reader of a checkpoint acknowledged *folds* the acknowledgements into
-the state (:meth:`CheckpointState.reader_passed`, one update). Until folded, a reader that
+whoever sees every reader of a checkpoint acknowledged (the last reader, with its own
+acknowledgement unstored) *folds* the acknowledgements into the state
+(:meth:`CheckpointState.fold`, one update). Until folded, a reader that
 acknowledged still counts as not passed (it is handed and takes no segments), which keeps
 the cut exact whoever folds and when.
 """

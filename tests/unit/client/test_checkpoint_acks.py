@@ -14,6 +14,7 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.client.reader import EventStreamReader
+from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.contracts.checkpoint_state import (
     ack_key,
     ack_key_checkpoint_id,
@@ -326,3 +327,32 @@ def test_an_acknowledgement_whose_reply_is_lost_is_stored_again(
         assert cut[parse_segment_name(segment).segment_id] == offset
     r1.close()
     r2.close()
+
+
+def test_two_readers_passing_at_once_the_later_store_folds(cluster: InProcessCluster) -> None:
+    """The interleaving that could lose a fold: each reader looks for the other's
+    acknowledgement before either stored one, then both store; the look after each store
+    (in this order) completes the checkpoint exactly once."""
+    _group(cluster)
+    sync = ReaderGroupSynchronizer("sc", "g", cluster.core, SegmentStoreClient(cluster))
+    for reader_id in ("r1", "r2"):
+        sync.update(lambda s, r=reader_id: s.add_reader(r, f"s-{r}"))
+    for reader_id in ("r1", "r2"):
+        sync.update(lambda s, r=reader_id: s.sync(r, f"s-{r}", {}, []))
+    sync.update(lambda s: s.create_checkpoint("cp", False, 0))
+    state = sync.fetch()[0]
+    cid = state.checkpoints.find("cp")["id"]  # type: ignore[index]
+    acks = {
+        r: {"session": f"s-{r}", "generation": 0, "positions": dict(state.assigned[r])}
+        for r in ("r1", "r2")
+    }
+    for r in ("r1", "r2"):  # both look first: neither is the last
+        assert sync.fold(own={(cid, r): acks[r]}) == []
+    sync.acknowledge(cid, "r1", "s-r1", 0, acks["r1"]["positions"])  # type: ignore[arg-type]
+    sync.acknowledge(cid, "r2", "s-r2", 0, acks["r2"]["positions"])  # type: ignore[arg-type]
+    assert sync.fold() == ["cp"]  # r1's look after its store sees both
+    assert sync.fold() == []  # r2's: nothing left to fold, nothing changes
+    done = sync.fetch()[0].checkpoints.get_completed("cp")
+    assert done is not None
+    expected = {**acks["r1"]["positions"], **acks["r2"]["positions"]}  # type: ignore[dict-item]
+    assert done["positions"] == expected and len(expected) == 4
