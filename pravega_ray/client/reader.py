@@ -159,6 +159,7 @@ class EventStreamReader(Generic[T]):
         # (id -> the stored value), folded by whoever sees a checkpoint fully acknowledged.
         self._checkpoint_due: str | None = None
         self._checkpoint_due_id: str | None = None
+        self._checkpoint_due_readers: tuple[str, ...] = ()  # who it waited for then
         self._acked: dict[str, dict[str, object]] = {}
         # A tail read of the state segment (the watch): a checkpoint's notice appended to it
         # makes the reader sync at once instead of at its next periodic sync.
@@ -450,6 +451,7 @@ class EventStreamReader(Generic[T]):
             return None
         self._checkpoint_due = checkpoint  # recorded at the next call: all before it processed
         self._checkpoint_due_id = assignment.checkpoint_id
+        self._checkpoint_due_readers = assignment.checkpoint_readers
         if assignment.silent:
             return None
         return EventRead(None, "", -1, self.position(), checkpoint_name=checkpoint)
@@ -469,17 +471,20 @@ class EventStreamReader(Generic[T]):
             "generation": self._generation,
             "positions": positions,
         }
-        # The last of its readers folds at once with its own acknowledgement (not stored);
-        # else it stores it and looks again (another reader may have stored meanwhile).
-        if name not in self._fold({(checkpoint_id, self.reader_id): ack}):
+        hint = [(checkpoint_id, r) for r in self._checkpoint_due_readers]
+        own: dict[tuple[str, str], object] = {(checkpoint_id, self.reader_id): ack}
+        # The only reader it waits for folds at once with its acknowledgement unstored; the
+        # others store theirs, then look (one call) whether every reader's is there: of
+        # readers passing at once, the one storing last sees them all.
+        if self._checkpoint_due_readers != (self.reader_id,) or name not in self._fold(hint, own):
             self._state.acknowledge(
                 checkpoint_id, self.reader_id, self._session, self._generation, positions
             )
             self._acked[checkpoint_id] = ack
-            self._fold()
+            self._fold(hint)
         self._checkpoint_due = None
         self._checkpoint_due_id = None
-        self._last_sync = -math.inf
+        self._checkpoint_due_readers = ()
 
     def _arm_watch(self) -> None:
         """Keep one tail read of the state segment outstanding (first: a call asking for
@@ -523,13 +528,17 @@ class EventStreamReader(Generic[T]):
         """This reader's acknowledgements not yet folded, as ``fold_acks`` takes them."""
         return {(i, self.reader_id): dict(a) for i, a in self._acked.items()}
 
-    def _fold(self, own: dict[tuple[str, str], object] | None = None) -> list[str]:
+    def _fold(
+        self,
+        hint: list[tuple[str, str]] | None = None,
+        own: dict[tuple[str, str], object] | None = None,
+    ) -> list[str]:
         """Fold the group's acknowledgements (and ``own``, not stored) if a checkpoint has
-        them all; the checkpoints completed. A failure is logged (none completed): the
-        next sync, or the checkpoint's initiator, folds them."""
+        them all (``hint``: see ReaderGroupSynchronizer.fold); the checkpoints completed. A
+        failure is logged (none completed): the next sync, or the initiator, folds them."""
         self._fold_next = self._clock.monotonic() + constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S
         try:
-            names = self._state.fold(own=own)
+            names = self._state.fold(hint or (), own)
             if names:  # it completed one: publish its cut if it waits to be
                 self._state.publish_retention(self._controller)
             return names

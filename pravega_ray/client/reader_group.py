@@ -157,13 +157,18 @@ class ReaderGroup:
         tries = 0
         generation = -1
 
+        hint: list[tuple[str, str]] = []  # the acknowledgements it waits for
+
         def create(state: ReaderGroupState) -> int:
             nonlocal tries
             tries += 1
             existing = state.checkpoints.find(name) or state.checkpoints.get_completed(name)
-            if tries > 1 and existing is not None:
-                return state.generation  # an earlier try of ours landed
-            state.create_checkpoint(name, False, self._clock.wall_time_ms())
+            if not (tries > 1 and existing is not None):  # else an earlier try of ours landed
+                state.create_checkpoint(name, False, self._clock.wall_time_ms())
+            created = state.checkpoints.find(name)
+            hint[:] = (
+                [] if created is None else [(created["id"], r) for r in created["readers_left"]]
+            )
             return state.generation
 
         # Readers watching the state segment see the notice and sync at once.
@@ -171,9 +176,10 @@ class ReaderGroup:
         self._state.publish_retention(self._controller)
         pause = 0.001
         while True:
-            state, _ = self._state.fetch()
-            if state.checkpoints.find(name) is not None and self._state.fold(state):
-                state, _ = self._state.fetch()  # this look folded the readers' acks
+            state, acks = self._state.look(hint)  # one call
+            if state.checkpoints.ready(set(state.valid_acks(acks))):
+                self._state.fold(hint)  # every reader acknowledged: fold them, look again
+                state, acks = self._state.look(hint)
             done = state.checkpoints.get_completed(name)
             if done is not None:
                 if state.retention_pending is not None:  # its cut, unless a reader did

@@ -47,7 +47,7 @@ from pravega_ray.contracts.reader_group_state import (
     ReaderGroupState,
     reader_group_state_segment,
 )
-from pravega_ray.contracts.segment_store import NOT_EXISTS, TableUpdate
+from pravega_ray.contracts.segment_store import NOT_EXISTS, TableEntry, TableUpdate
 from pravega_ray.errors import (
     BadKeyVersionError,
     ConflictingUpdateError,
@@ -229,8 +229,35 @@ class ReaderGroupSynchronizer:
             return {}
         keys = [ack_key(checkpoint_id, reader_id) for checkpoint_id, reader_id in wanted]
         entries = self._call(self._segments.table_get(self.segment, keys))
+        return self._loaded(wanted, entries)
+
+    def look(
+        self, hint: Sequence[tuple[str, str]]
+    ) -> tuple[ReaderGroupState, dict[tuple[str, str], object]]:
+        """The state and the stored acknowledgements its outstanding checkpoints wait for,
+        in one container call if they wait for none but those of ``hint`` (``(checkpoint
+        id, reader id)`` pairs, e.g. a checkpoint's readers when it was last seen), else
+        two. Raises as :meth:`fetch` does."""
+        hint = list(dict.fromkeys(hint))
+        keys = [STATE_KEY] + [ack_key(c, r) for c, r in hint]
+        entries = self._call(self._segments.table_get(self.segment, keys))
+        entry = entries[0]
+        if entry is None or entry.value is None:
+            state = self._seed()[0]
+            return state, self.acks(state)
+        state = self._parse(entry.value)
+        state.check_group_id(self.group_id)
+        wanted = state.checkpoints.acks_wanted()
+        if not set(wanted) <= set(hint):
+            return state, self.acks(state)
+        found = self._loaded(hint, entries[1:])
+        return state, {pair: found[pair] for pair in wanted if pair in found}
+
+    def _loaded(
+        self, pairs: Sequence[tuple[str, str]], entries: Sequence[TableEntry | None]
+    ) -> dict[tuple[str, str], object]:
         found: dict[tuple[str, str], object] = {}
-        for pair, entry in zip(wanted, entries, strict=True):
+        for pair, entry in zip(pairs, entries, strict=True):
             if entry is None or entry.value is None:
                 continue
             try:
@@ -243,18 +270,18 @@ class ReaderGroupSynchronizer:
 
     def fold(
         self,
-        state: ReaderGroupState | None = None,
+        hint: Sequence[tuple[str, str]] = (),
         own: dict[tuple[str, str], object] | None = None,
     ) -> list[str]:
         """If some outstanding checkpoint has every acknowledgement it waits for, record
         all the acknowledgements stored (one conditional update, their keys removed in the
-        same batch); the names of the checkpoints completed. ``state``: a fresh fetch to
-        start from (saves one call). ``own``: acknowledgements not stored, counted and
-        recorded with the stored ones (the last reader to pass a checkpoint folds without
-        storing its own). Costs one or two calls when none is ready."""
-        if state is None:
-            state = self.fetch()[0]
-        acks = {**self.acks(state), **(own or {})}
+        same batch); the names of the checkpoints completed. ``hint``: the acknowledgements
+        likely waited for (:meth:`look`: one call instead of two). ``own``:
+        acknowledgements not stored, counted and recorded with the stored ones (a reader
+        that is the last one a checkpoint waits for folds without storing its own). Costs
+        one or two calls when none is ready."""
+        state, stored = self.look(hint)
+        acks = {**stored, **(own or {})}
         if not state.checkpoints.ready(set(state.valid_acks(acks))):
             return []
         keys = [ack_key(checkpoint_id, reader_id) for checkpoint_id, reader_id in acks]

@@ -130,6 +130,8 @@ class Assignment:
     """The id of ``checkpoint``."""
     unfolded: tuple[str, ...] = ()
     """Ids of outstanding checkpoints the reader acknowledged that are not folded yet."""
+    checkpoint_readers: tuple[str, ...] = ()
+    """The readers ``checkpoint`` waits for (as folded so far)."""
 
 
 SuccessorLookup = Callable[[str], dict[str, list[str]]]
@@ -378,6 +380,7 @@ class ReaderGroupState:
                 for c in self.checkpoints.outstanding
                 if c["id"] in acknowledged and reader_id in c["readers_left"]
             ),
+            () if due is None else tuple(due["readers_left"]),
         )
 
     def segment_completed(

@@ -184,7 +184,7 @@ def test_a_reader_gone_after_acknowledging_is_folded_by_the_initiator(
     got: list[int] = []
     _drain([reader], got)
     # It dies right after storing its acknowledgement: it never folds.
-    reader._fold = lambda own=None: []  # type: ignore[method-assign]
+    reader._fold = lambda hint=None, own=None: []  # type: ignore[method-assign]
     waiter = _Checkpointer(group, "cp")
     marker = _until_marker(reader, "cp", got)
     reader.read_next_event(0.05)  # acknowledges, never folds
