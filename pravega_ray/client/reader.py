@@ -459,9 +459,9 @@ class EventStreamReader(Generic[T]):
     def _record_checkpoint(self) -> None:
         """Record this reader's position for the checkpoint it returned (or learned of,
         if silent) at the call before: an acknowledgement under a key of its own (no race
-        with the other readers), then the sync this call makes at once, which folds the
-        acknowledgements into the group's state if this one was the last. If the store
-        fails the checkpoint stays due: the next call records it again."""
+        with the other readers), then a look that folds the acknowledgements into the
+        group's state if every reader's is there. If the store fails the checkpoint stays
+        due: the next call records it again."""
         name, checkpoint_id = self._checkpoint_due, self._checkpoint_due_id
         if name is None or checkpoint_id is None:
             return
