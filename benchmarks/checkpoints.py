@@ -3,12 +3,14 @@ the same run.
 
 Each row: a group of N readers (one thread each, looping ``read_next_event(0.05)`` over a
 16-segment stream with a few events in it) takes ``--checkpoints`` checkpoints one after
-another; the row reports the median and p90 of ``initiate_checkpoint`` (from the call to
-the completed cut). Baselines: ``state read`` (one fetch of the group's state, what each
-look at a checkpoint's progress costs) and ``state update`` (one conditional update of the
-state that changes it, what creating a checkpoint or a reader passing it costs). A
-checkpoint's floor is about one ``READER_GROUP_SYNC_INTERVAL_S`` (readers learn of it at
-their next sync) plus one read call per reader.
+another; the row reports the median and p99 of ``initiate_checkpoint`` (from the call to
+the completed cut) and, for 16 readers on Ray, PASS/MISS against the goal (p50 <=
+GOAL_16_RAY_MS). Baselines: ``state read`` (one fetch of the group's state, what each look
+at a checkpoint's progress costs) and ``state update`` (one conditional update of the state
+that changes it, what creating a checkpoint or folding the readers' acknowledgements
+costs). Readers learn of a checkpoint from its notice on the state segment they watch
+(else at their next sync, every ``READER_GROUP_SYNC_INTERVAL_S``), acknowledge it under keys
+of their own (no race on the state), and the last one folds the acknowledgements.
 
 Systems: ``in-process`` (memory backends, no Ray) and, with ``--ray``, ``ray``
 (``pravega_ray.start_local`` on filesystem tiers under a temporary directory).
@@ -31,6 +33,8 @@ from pravega_ray.constants import READER_GROUP_SYNC_INTERVAL_S
 from pravega_ray.inprocess import InProcessCluster
 
 SEGMENTS = 16
+GOAL_16_RAY_MS = 300.0
+"""Checkpoint p50 with 16 readers on Ray."""
 
 
 def _row(cluster: Any, scope: str, readers: int, checkpoints: int) -> list[float]:
@@ -90,16 +94,22 @@ def _run(system: str, cluster: Any, checkpoints: int, rows: list[list[object]]) 
     reads, updates = _baselines(cluster, scope)
     for name, values in (("state read", reads), ("state update", updates)):
         ms = [v * 1000 for v in values]
-        rows.append([system, name, len(ms), percentile(ms, 0.5), percentile(ms, 0.9)])
+        rows.append([system, name, len(ms), percentile(ms, 0.5), percentile(ms, 0.99), ""])
     for readers in (1, 4, 16):
         ms = [v * 1000 for v in _row(cluster, scope, readers, checkpoints)]
+        p50 = percentile(ms, 0.5)
+        goal = ""
+        if system == "ray" and readers == 16:
+            verdict = "PASS" if p50 <= GOAL_16_RAY_MS else "MISS"
+            goal = f"{verdict} (p50 <= {GOAL_16_RAY_MS:.0f} ms)"
         rows.append(
             [
                 system,
                 f"checkpoint, {readers} readers",
                 len(ms),
-                percentile(ms, 0.5),
-                percentile(ms, 0.9),
+                p50,
+                percentile(ms, 0.99),
+                goal,
             ]
         )
 
@@ -115,6 +125,7 @@ def main() -> None:
         _run("in-process", cluster, args.checkpoints, rows)
     finally:
         cluster.shutdown()
+    _print(rows)  # printed before Ray starts: a Ray that fails to start loses nothing
     if args.ray:
         with (
             work_dir("bench-checkpoints-") as directory,
@@ -124,9 +135,13 @@ def main() -> None:
             ) as ray_cluster,
         ):
             _run("ray", ray_cluster, args.checkpoints, rows)
+        _print(rows)
+
+
+def _print(rows: list[list[object]]) -> None:
     print_table(
         f"Checkpoint latency (ms; readers sync every {READER_GROUP_SYNC_INTERVAL_S} s)",
-        ["system", "operation", "count", "p50 ms", "p90 ms"],
+        ["system", "operation", "count", "p50 ms", "p99 ms", "goal"],
         rows,
     )
 

@@ -18,7 +18,10 @@ position at its end offset.
 The reader syncs with its group (every ``READER_GROUP_SYNC_INTERVAL_S``, and whenever it
 owns nothing or finished a segment) by reading and conditionally updating the group's state
 segment itself (:mod:`reader_group_synchronizer`); it calls the controller only when it
-joins (the group's record) and for the successors of segments it finished.
+joins (the group's record) and for the successors of segments it finished. It also keeps a
+tail read of the state segment outstanding and syncs at once when a checkpoint's notice is
+appended to it; it records passing a checkpoint as an acknowledgement of its own (see
+``contracts/checkpoint_state.py``).
 
 Each reader has a *session* in its group: another reader with the same id is refused
 (ReaderAlreadyExistsError) while this one is a member, and once this one is declared
@@ -49,8 +52,8 @@ import logging
 import math
 import uuid
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, wait
-from typing import Generic, TypeVar
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
@@ -59,9 +62,12 @@ from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.segment_reads import SegmentReadState as _SegmentReader
 from pravega_ray.client.segment_reads import skip_truncated, successors_by_name
 from pravega_ray.client.serializers import Serializer, check_serializer
+from pravega_ray.contracts.checkpoint_state import NOTICE_KEY
 from pravega_ray.contracts.reader_group_state import ReaderGroupState
+from pravega_ray.contracts.segment_store import ReadResult, SegmentInfo
 from pravega_ray.errors import (
     ClientClosedError,
+    ConflictingUpdateError,
     IllegalStateError,
     InvalidArgumentError,
     PravegaError,
@@ -88,6 +94,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _HEADER_BYTES = constants.EVENT_HEADER_BYTES
+
+STATE_WATCH_PAUSE_S = 0.05
+"""After the watched state segment changed with no checkpoint notice, the reader waits this
+long before watching again: at most 1 / STATE_WATCH_PAUSE_S wake-ups a second per reader,
+however many readers change the state (a notice appended meanwhile is read at once then)."""
 _new_tuple = tuple.__new__  # EventRead without its Python __new__: the hot path's constructor
 
 
@@ -143,9 +154,19 @@ class EventStreamReader(Generic[T]):
         self._monotonic = clock.monotonic
         self._closed = False
         self._stopped: PravegaError | None = None  # why the group no longer has this reader
-        # Checkpoints: the one learned and not yet recorded, recorded at the next call.
+        # Checkpoints: the one learned and not yet recorded (name, id), acknowledged at the
+        # next call; the acknowledgements stored and not yet folded into the group's state
+        # (id -> the stored value), folded by whoever sees a checkpoint fully acknowledged.
         self._checkpoint_due: str | None = None
-        self._passed: tuple[str, dict[str, int]] | None = None  # sent with the next sync
+        self._checkpoint_due_id: str | None = None
+        self._checkpoint_due_readers: tuple[str, ...] = ()  # who it waited for then
+        self._acked: dict[str, dict[str, object]] = {}
+        # A tail read of the state segment (the watch): a checkpoint's notice appended to it
+        # makes the reader sync at once instead of at its next periodic sync.
+        self._watch: Future[ReadResult] | Future[SegmentInfo] | None = None
+        self._watch_offset: int | None = None  # None: the segment's length is asked first
+        self._watch_next = 0.0  # monotonic time before which the watch is not re-armed
+        self._fold_next = 0.0  # monotonic time before which a sync does not try to fold
         self._finished = False  # the group's end cuts (or sealed streams) are all read
         self._raise_on_truncated = False
         self._truncations: deque[TruncatedDataError] = deque()  # to raise, once each
@@ -196,7 +217,11 @@ class EventStreamReader(Generic[T]):
             if event is not None:
                 return event
         deadline = now + min(timeout_s, 1e9)
-        self._record_checkpoint()
+        try:
+            self._record_checkpoint()
+        except (ReaderNotInGroupError, ReaderGroupNotFoundError, ScopeNotFoundError) as e:
+            self._stop(e)
+            raise
         while True:
             now = self._clock.monotonic()
             if now - self._last_sync >= constants.READER_GROUP_SYNC_INTERVAL_S or not self._owned:
@@ -216,7 +241,13 @@ class EventStreamReader(Generic[T]):
             if remaining <= 0 or (self._finished and not self._owned and not self._completed):
                 return None
             self._issue_reads(remaining)
-            pending = [s.pending for s in self._owned.values() if s.pending is not None]
+            pending: list[Future[Any]] = [
+                s.pending for s in self._owned.values() if s.pending is not None
+            ]
+            if pending:  # else it owns nothing and syncs every turn: no watch needed
+                self._arm_watch()
+                if self._watch is not None:
+                    pending.append(self._watch)
             if not pending:
                 self._scheduler.sleep(min(remaining, constants.READER_GROUP_SYNC_INTERVAL_S))
                 continue
@@ -226,6 +257,7 @@ class EventStreamReader(Generic[T]):
                 return_when=FIRST_COMPLETED,
             )
             self._collect_reads()
+            self._collect_watch()
 
     def read_next_events(self, max_events: int, timeout_s: float = 1.0) -> list[EventRead]:
         """Up to ``max_events`` events: what as many :meth:`read_next_event` calls would
@@ -310,12 +342,14 @@ class EventStreamReader(Generic[T]):
         if self._stopped is not None:
             return  # not a member any more: nothing to hand back
         generation = self._generation
+        acks = self._own_acks()
+
+        def leave(state: ReaderGroupState) -> bool:
+            state.fold_acks(acks)  # what it passed first: the checkpoint keeps those positions
+            return state.remove_reader(self.reader_id, self._session, offsets, generation)
+
         try:
-            self._state.update(
-                lambda state: state.remove_reader(
-                    self.reader_id, self._session, offsets, generation
-                )
-            )
+            self._state.update(leave)
         except (ReaderGroupNotFoundError, ReaderNotInGroupError, ScopeNotFoundError) as e:
             log.info("reader %s closed; its group had gone: %s", self.reader_id, e)
             return
@@ -354,7 +388,7 @@ class EventStreamReader(Generic[T]):
         completed = dict(self._completed)
         generation = self._generation
         now_ms = self._clock.wall_time_ms()
-        passed = self._passed
+        acknowledged = frozenset(self._acked)
         assignment = self._state.update(
             lambda state: state.sync(
                 self.reader_id,
@@ -364,10 +398,14 @@ class EventStreamReader(Generic[T]):
                 self._successors_of,
                 generation,
                 now_ms,
-                passed,
+                None,
+                acknowledged,
             )
         )
-        self._passed = None
+        # Acknowledgements folded (or of checkpoints gone) are done with.
+        self._acked = {i: a for i, a in self._acked.items() if i in assignment.unfolded}
+        if assignment.unfolded and now >= self._fold_next:
+            self._fold()  # in case the last reader died before folding (at most every 1 s)
         self._readers = None  # the owned set may change below
         self._segment_ended = True  # look for finished segments once per sync
         if report:
@@ -383,6 +421,8 @@ class EventStreamReader(Generic[T]):
             self._completed.clear()
             self._truncations.clear()
             self._checkpoint_due = None
+            self._checkpoint_due_id = None
+            self._acked.clear()
         # Accepted only if the group no longer lists them as owned (a reader with a
         # checkpoint to pass keeps them); if the call failed they are reported again next
         # time (else the group would hand them back to this reader and they would be read
@@ -410,20 +450,101 @@ class EventStreamReader(Generic[T]):
         if checkpoint is None or checkpoint == self._checkpoint_due:
             return None
         self._checkpoint_due = checkpoint  # recorded at the next call: all before it processed
+        self._checkpoint_due_id = assignment.checkpoint_id
+        self._checkpoint_due_readers = assignment.checkpoint_readers
         if assignment.silent:
             return None
         return EventRead(None, "", -1, self.position(), checkpoint_name=checkpoint)
 
     def _record_checkpoint(self) -> None:
         """Record this reader's position for the checkpoint it returned (or learned of,
-        if silent) at the call before: with the sync this call makes at once (one update
-        of the group's state for both)."""
-        name = self._checkpoint_due
-        if name is None:
+        if silent) at the call before: an acknowledgement under a key of its own (no race
+        with the other readers), then a look that folds the acknowledgements into the
+        group's state if every reader's is there. If the store fails the checkpoint stays
+        due: the next call records it again."""
+        name, checkpoint_id = self._checkpoint_due, self._checkpoint_due_id
+        if name is None or checkpoint_id is None:
             return
-        self._passed = (name, self.position().to_dict())
+        positions = self.position().to_dict()
+        ack: dict[str, object] = {
+            "session": self._session,
+            "generation": self._generation,
+            "positions": positions,
+        }
+        hint = [(checkpoint_id, r) for r in self._checkpoint_due_readers]
+        own: dict[tuple[str, str], object] = {(checkpoint_id, self.reader_id): ack}
+        # The only reader it waits for folds at once with its acknowledgement unstored; the
+        # others store theirs, then look (one call) whether every reader's is there: of
+        # readers passing at once, the one storing last sees them all.
+        if self._checkpoint_due_readers != (self.reader_id,) or name not in self._fold(hint, own):
+            self._state.acknowledge(
+                checkpoint_id, self.reader_id, self._session, self._generation, positions
+            )
+            self._acked[checkpoint_id] = ack
+            self._fold(hint)
         self._checkpoint_due = None
-        self._last_sync = -math.inf
+        self._checkpoint_due_id = None
+        self._checkpoint_due_readers = ()
+
+    def _arm_watch(self) -> None:
+        """Keep one tail read of the state segment outstanding (first: a call asking for
+        its length), unless paused after a change without a notice."""
+        if self._watch is not None or self._clock.monotonic() < self._watch_next:
+            return
+        segment = self._state.segment
+        if self._watch_offset is None:
+            self._watch = self._connection.get_info(segment)
+        else:
+            offset, wait_s = self._watch_offset, constants.READER_LONG_POLL_S
+            want = constants.READER_READ_BYTES
+            self._watch = self._connection.read(segment, offset, want, wait_s)
+
+    def _collect_watch(self) -> None:
+        """A completed watch read: sync at once if a checkpoint notice was appended. The
+        watch only hastens a sync; a failed read is dropped and tried again later."""
+        future = self._watch
+        if future is None or not future.done():
+            return
+        self._watch = None
+        try:
+            result = future.result()
+        except Exception as e:  # e.g. the container restarting, or the group deleted
+            log.debug("reader %s: watching the group's state failed: %r", self.reader_id, e)
+            self._watch_offset = None
+            self._watch_next = self._clock.monotonic() + constants.READER_GROUP_SYNC_INTERVAL_S
+            return
+        if isinstance(result, SegmentInfo):  # the first call: watch from the tail
+            self._watch_offset = result.length
+            return
+        if result.offset != self._watch_offset:
+            return  # a read from before a failure reset the watch
+        self._watch_offset = result.offset + len(result.data)
+        if NOTICE_KEY in result.data:
+            self._last_sync = -math.inf
+        elif result.data:
+            self._watch_next = self._clock.monotonic() + STATE_WATCH_PAUSE_S
+
+    def _own_acks(self) -> dict[tuple[str, str], object]:
+        """This reader's acknowledgements not yet folded, as ``fold_acks`` takes them."""
+        return {(i, self.reader_id): dict(a) for i, a in self._acked.items()}
+
+    def _fold(
+        self,
+        hint: list[tuple[str, str]] | None = None,
+        own: dict[tuple[str, str], object] | None = None,
+    ) -> list[str]:
+        """Fold the group's acknowledgements (and ``own``, not stored) if a checkpoint has
+        them all (``hint``: see ReaderGroupSynchronizer.fold); the checkpoints completed. A
+        failure is logged (none completed): the next sync, or the initiator, folds them."""
+        self._fold_next = self._clock.monotonic() + constants.READER_GROUP_OFFSETS_SAVE_INTERVAL_S
+        try:
+            names = self._state.fold(hint or (), own)
+            if names:  # it completed one: publish its cut if it waits to be
+                self._state.publish_retention(self._controller)
+            return names
+        except (RetriableError, ConflictingUpdateError) as e:
+            log.info("reader %s: folding checkpoint acks failed: %r", self.reader_id, e)
+            return []
 
     def _release(self, segment: str, offset: int) -> None:
         generation = self._generation

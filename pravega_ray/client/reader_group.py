@@ -16,8 +16,9 @@ from pravega_ray import metrics
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.events import Checkpoint, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
-from pravega_ray.contracts.checkpoint_state import check_checkpoint_name
+from pravega_ray.contracts.checkpoint_state import NOTICE_KEY, check_checkpoint_name
 from pravega_ray.contracts.reader_group_state import ReaderGroupState
+from pravega_ray.contracts.segment_store import TableUpdate
 from pravega_ray.errors import (
     CheckpointFailedError,
     IllegalStateError,
@@ -125,9 +126,15 @@ class ReaderGroup:
             offsets = None if position is None else Position.from_dict(position.to_dict()).to_dict()
         except (TypeError, ValueError) as e:  # a tampered-with Position
             raise InvalidArgumentError(f"position does not validate: {e}") from None
-        landed = self._state.update(
-            lambda state: state.reader_offline(reader_id, offsets), repeat_unknown=False
-        )
+        # What it acknowledged passing first: a checkpoint keeps the positions it recorded.
+        acks = self._state.acks(self._state.fetch()[0])
+        own = {pair: ack for pair, ack in acks.items() if pair[1] == reader_id}
+
+        def offline(state: ReaderGroupState) -> bool:
+            state.fold_acks(own)
+            return state.reader_offline(reader_id, offsets)
+
+        landed = self._state.update(offline, repeat_unknown=False)
         self._state.publish_retention(self._controller)
         return landed
 
@@ -150,22 +157,33 @@ class ReaderGroup:
         tries = 0
         generation = -1
 
+        hint: list[tuple[str, str]] = []  # the acknowledgements it waits for
+
         def create(state: ReaderGroupState) -> int:
             nonlocal tries
             tries += 1
             existing = state.checkpoints.find(name) or state.checkpoints.get_completed(name)
-            if tries > 1 and existing is not None:
-                return state.generation  # an earlier try of ours landed
-            state.create_checkpoint(name, False, self._clock.wall_time_ms())
+            if not (tries > 1 and existing is not None):  # else an earlier try of ours landed
+                state.create_checkpoint(name, False, self._clock.wall_time_ms())
+            created = state.checkpoints.find(name)
+            hint[:] = (
+                [] if created is None else [(created["id"], r) for r in created["readers_left"]]
+            )
             return state.generation
 
-        generation = self._state.update(create)
+        # Readers watching the state segment see the notice and sync at once.
+        generation = self._state.update(create, also=[TableUpdate(NOTICE_KEY, b"")])
         self._state.publish_retention(self._controller)
         pause = 0.001
         while True:
-            state, _ = self._state.fetch()
+            state, acks = self._state.look(hint)  # one call
+            if state.checkpoints.ready(set(state.valid_acks(acks))):
+                self._state.fold(hint)  # every reader acknowledged: fold them, look again
+                state, acks = self._state.look(hint)
             done = state.checkpoints.get_completed(name)
             if done is not None:
+                if state.retention_pending is not None:  # its cut, unless a reader did
+                    self._state.publish_retention(self._controller)
                 return Checkpoint(name, cuts_of(done["positions"], state.streams))
             if state.generation != generation or state.checkpoints.find(name) is None:
                 raise CheckpointFailedError(

@@ -19,25 +19,35 @@ reaches the caller.
 The state segment is seeded from the group's record at its first fetch (a conditional
 create, so two first readers cannot both seed it). A state segment that is gone means
 the group was deleted: ReaderGroupNotFoundError.
+
+Checkpoints (``contracts/checkpoint_state.py``): a reader passing one writes an
+*acknowledgement* under a key of its own (:meth:`acknowledge`: an unconditional put, no
+race with other readers); :meth:`fold` reads the acknowledgements an outstanding
+checkpoint waits for and, once one checkpoint has them all, records them in the state
+with one conditional update that also removes their keys. Keys left behind (a checkpoint
+cancelled or reset, a reader gone after acknowledging) are removed by :meth:`sweep` when a
+fold completes a checkpoint, so the segment holds acknowledgements of outstanding
+checkpoints only, give or take one round.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.contracts.checkpoint_state import ack_key, ack_key_checkpoint_id
 from pravega_ray.contracts.reader_group_state import (
     STATE_KEY,
     ReaderGroupState,
     reader_group_state_segment,
 )
-from pravega_ray.contracts.segment_store import NOT_EXISTS, TableUpdate
+from pravega_ray.contracts.segment_store import NOT_EXISTS, TableEntry, TableUpdate
 from pravega_ray.errors import (
     BadKeyVersionError,
     ConflictingUpdateError,
@@ -129,7 +139,13 @@ class ReaderGroupSynchronizer:
             ) from None
 
     # --- changing --------------------------------------------------------------------------------
-    def update(self, change: Callable[[ReaderGroupState], R], *, repeat_unknown: bool = True) -> R:
+    def update(
+        self,
+        change: Callable[[ReaderGroupState], R],
+        *,
+        repeat_unknown: bool = True,
+        also: Sequence[TableUpdate] = (),
+    ) -> R:
         """Apply ``change`` to the current state and store the result; ``change``'s answer.
 
         ``change`` may be applied several times (to fresh states) and must decide from
@@ -138,7 +154,8 @@ class ReaderGroupSynchronizer:
         an outcome-unknown store is not tried again (unless a fresh fetch shows it
         landed), SegmentStoreUnavailableError reaches the caller. After ``attempts_max``
         tries: the last outcome-unknown error if the last try failed so, else
-        ConflictingUpdateError.
+        ConflictingUpdateError. ``also``: updates of other keys of the segment, stored in
+        the same atomic batch as the state (not at all if the state is not stored).
         """
         unknown: RetriableError | None = None  # the last outcome-unknown failure
         for attempt in range(self._attempts_max):
@@ -154,11 +171,9 @@ class ReaderGroupSynchronizer:
             if after == before:
                 return answer
             try:
-                self._call(
-                    self._segments.table_update(
-                        self.segment, [TableUpdate(STATE_KEY, after, version)]
-                    )
-                )
+                batch = [TableUpdate(STATE_KEY, after, version)]
+                batch += also
+                self._call(self._segments.table_update(self.segment, batch))
                 return answer
             except BadKeyVersionError:
                 unknown = None
@@ -176,6 +191,140 @@ class ReaderGroupSynchronizer:
             f"the state of reader group {self.scope}/{self.group} could not be changed in "
             f"{self._attempts_max} tries"
         )
+
+    # --- checkpoint acknowledgements ----------------------------------------------------------
+    def acknowledge(
+        self,
+        checkpoint_id: str,
+        reader_id: str,
+        session: str,
+        generation: int,
+        positions: dict[str, int],
+    ) -> None:
+        """Store that reader ``reader_id`` (``session``, in ``generation``) passed checkpoint
+        ``checkpoint_id`` at ``positions``: a put of its own key, repeated after an
+        outcome-unknown failure (it is idempotent). After ``attempts_max`` tries the last
+        error reaches the caller."""
+        value = json.dumps(
+            {"session": session, "generation": generation, "positions": positions},
+            separators=(",", ":"),
+            sort_keys=True,
+        ).encode()
+        update = TableUpdate(ack_key(checkpoint_id, reader_id), value)
+        for attempt in range(self._attempts_max):
+            try:
+                self._call(self._segments.table_update(self.segment, [update]))
+                return
+            except RetriableError as e:
+                if attempt + 1 >= self._attempts_max:
+                    raise
+                self._pause(attempt, e)
+
+    def acks(self, state: ReaderGroupState) -> dict[tuple[str, str], object]:
+        """The stored acknowledgements the outstanding checkpoints of ``state`` wait for
+        (one container call; none: no call): ``(checkpoint id, reader id)`` -> value. A
+        value that does not load is left out (logged): its reader counts as not passed."""
+        wanted = state.checkpoints.acks_wanted()
+        if not wanted:
+            return {}
+        keys = [ack_key(checkpoint_id, reader_id) for checkpoint_id, reader_id in wanted]
+        entries = self._call(self._segments.table_get(self.segment, keys))
+        return self._loaded(wanted, entries)
+
+    def look(
+        self, hint: Sequence[tuple[str, str]]
+    ) -> tuple[ReaderGroupState, dict[tuple[str, str], object]]:
+        """The state and the stored acknowledgements its outstanding checkpoints wait for,
+        in one container call if they wait for none but those of ``hint`` (``(checkpoint
+        id, reader id)`` pairs, e.g. a checkpoint's readers when it was last seen), else
+        two. Raises as :meth:`fetch` does."""
+        hint = list(dict.fromkeys(hint))
+        keys = [STATE_KEY] + [ack_key(c, r) for c, r in hint]
+        entries = self._call(self._segments.table_get(self.segment, keys))
+        entry = entries[0]
+        if entry is None or entry.value is None:
+            state = self._seed()[0]
+            return state, self.acks(state)
+        state = self._parse(entry.value)
+        state.check_group_id(self.group_id)
+        wanted = state.checkpoints.acks_wanted()
+        if not set(wanted) <= set(hint):
+            return state, self.acks(state)
+        found = self._loaded(hint, entries[1:])
+        return state, {pair: found[pair] for pair in wanted if pair in found}
+
+    def _loaded(
+        self, pairs: Sequence[tuple[str, str]], entries: Sequence[TableEntry | None]
+    ) -> dict[tuple[str, str], object]:
+        found: dict[tuple[str, str], object] = {}
+        for pair, entry in zip(pairs, entries, strict=True):
+            if entry is None or entry.value is None:
+                continue
+            try:
+                found[pair] = json.loads(entry.value)
+            except ValueError as e:
+                log.warning(
+                    "reader group %s/%s: ack %r does not load: %r", self.scope, self.group, pair, e
+                )
+        return found
+
+    def fold(
+        self,
+        hint: Sequence[tuple[str, str]] = (),
+        own: dict[tuple[str, str], object] | None = None,
+    ) -> list[str]:
+        """If some outstanding checkpoint has every acknowledgement it waits for, record
+        all the acknowledgements stored (one conditional update, their keys removed in the
+        same batch); the names of the checkpoints completed. ``hint``: the acknowledgements
+        likely waited for (:meth:`look`: one call instead of two). ``own``:
+        acknowledgements not stored, counted and recorded with the stored ones (a reader
+        that is the last one a checkpoint waits for folds without storing its own). Costs
+        one or two calls when none is ready."""
+        state, stored = self.look(hint)
+        acks = {**stored, **(own or {})}
+        if not state.checkpoints.ready(set(state.valid_acks(acks))):
+            return []
+        keys = [ack_key(checkpoint_id, reader_id) for checkpoint_id, reader_id in acks]
+        keys = [k for k, pair in zip(keys, acks, strict=True) if pair not in (own or {})]
+        keys = keys[: constants.TABLE_BATCH_KEYS_MAX - 1]  # the rest: swept later
+        names = self.update(
+            lambda current: current.fold_acks(acks), also=[TableUpdate(k, None) for k in keys]
+        )
+        if names:
+            try:
+                self.sweep()
+            except PravegaError as e:
+                log.info("reader group %s/%s: sweeping acks failed: %r", self.scope, self.group, e)
+        return names
+
+    def sweep(self) -> int:
+        """Remove acknowledgement keys of checkpoints no longer outstanding; how many.
+
+        The keys are listed before the state is read, so an acknowledgement of a
+        checkpoint created meanwhile is seen outstanding and kept."""
+        cursor: bytes | None = None
+        found: list[tuple[bytes, str]] = []
+        while True:
+            entries, cursor = self._call(
+                self._segments.table_iterate(self.segment, cursor, 1000, False)
+            )
+            for entry in entries:
+                checkpoint_id = ack_key_checkpoint_id(entry.key)
+                if checkpoint_id is not None:
+                    found.append((entry.key, checkpoint_id))
+            if cursor is None:
+                break
+        if not found:
+            return 0
+        outstanding = {c["id"] for c in self.fetch()[0].checkpoints.outstanding}
+        stale = [key for key, checkpoint_id in found if checkpoint_id not in outstanding]
+        batch_max = constants.TABLE_BATCH_KEYS_MAX
+        for start in range(0, len(stale), batch_max):
+            chunk = stale[start : start + batch_max]
+            self._call(
+                self._segments.table_update(self.segment, [TableUpdate(k, None) for k in chunk])
+            )
+        return len(stale)
 
     # --- retention ---------------------------------------------------------------------------
     def publish_retention(self, controller: ControllerConnection) -> bool:

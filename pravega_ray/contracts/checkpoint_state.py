@@ -21,23 +21,70 @@ the positions gathered at different moments still cover each stream's key space 
 A *silent* checkpoint (an automatic one) is the same, except that readers return no
 marker for it. Every change is idempotent: passing a checkpoint twice, or one that is gone,
 is a no-op.
+
+Each checkpoint has a random ``id`` (names are reused, ids never are): a reader records
+passing it as an *acknowledgement*, a key of its own in the state segment
+(:func:`ack_key`), so readers passing one checkpoint never race on the one state value;
+whoever sees every reader of a checkpoint acknowledged (the last reader, with its own
+acknowledgement unstored) *folds* the acknowledgements into the state
+(:meth:`CheckpointState.fold`, one update). Until folded, a reader that
+acknowledged still counts as not passed (it is handed and takes no segments), which keeps
+the cut exact whoever folds and when.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from pravega_ray.constants import CHECKPOINTS_OUTSTANDING_MAX
 from pravega_ray.errors import CheckpointFailedError, InvalidArgumentError
 
-__all__ = ["CHECKPOINTS_KEPT", "CheckpointState", "check_checkpoint_name"]
+__all__ = [
+    "ACK_KEY_PREFIX",
+    "CHECKPOINTS_KEPT",
+    "NOTICE_KEY",
+    "CheckpointState",
+    "ack_key",
+    "ack_key_checkpoint_id",
+    "check_checkpoint_name",
+]
 
 CHECKPOINTS_KEPT = 5
 """Completed checkpoints a group keeps (the oldest is dropped first)."""
 
 CHECKPOINT_NAME_LENGTH_MAX = 255
 """The longest checkpoint name accepted."""
+
+
+NOTICE_KEY = b"notice\x00checkpoint"
+"""Put (empty) in the batch that creates a checkpoint (``ReaderGroup``): readers watching the
+state segment's tail sync at once when they see this key appended. Keys hold a NUL, which
+a JSON value never holds raw, so the key's bytes in a read mean the key was written."""
+
+ACK_KEY_PREFIX = b"ack\x00"
+"""Keys of checkpoint acknowledgements start with this (the state's key is ``b"state"``)."""
+
+
+def ack_key(checkpoint_id: str, reader_id: str) -> bytes:
+    """The state segment's key of ``reader_id``'s acknowledgement of checkpoint
+    ``checkpoint_id`` (an id holds no NUL, so the key parses back unambiguously)."""
+    return (
+        ACK_KEY_PREFIX
+        + checkpoint_id.encode()
+        + b"\x00"
+        + reader_id.encode("utf-8", "surrogatepass")
+    )
+
+
+def ack_key_checkpoint_id(key: bytes) -> str | None:
+    """The checkpoint id of acknowledgement key ``key``; None for any other key."""
+    if not key.startswith(ACK_KEY_PREFIX):
+        return None
+    rest = key[len(ACK_KEY_PREFIX) :]
+    end = rest.find(b"\x00")
+    return None if end < 0 else rest[:end].decode("utf-8", "replace")
 
 
 def check_checkpoint_name(name: object) -> str:
@@ -55,7 +102,7 @@ class CheckpointState:
     """Outstanding checkpoints in creation order, and the last few completed ones."""
 
     outstanding: list[dict[str, Any]] = field(default_factory=list)
-    """Each ``{"name", "silent", "readers_left": [ids], "positions": {segment: offset}}``."""
+    """Each ``{"name", "id", "silent", "readers_left": [ids], "positions": {segment: offset}}``."""
     completed: list[dict[str, Any]] = field(default_factory=list)
     """Each ``{"name", "positions": {segment: offset}}``, oldest first."""
     last_created_ms: int = 0
@@ -68,8 +115,10 @@ class CheckpointState:
         readers: list[str],
         positions: dict[str, int],
         now_ms: int,
+        checkpoint_id: str | None = None,
     ) -> None:
-        """Start checkpoint ``name`` for ``readers`` with the unowned ``positions``.
+        """Start checkpoint ``name`` (id ``checkpoint_id``, default a random one) for
+        ``readers`` with the unowned ``positions``.
 
         CheckpointFailedError if the name is in use (outstanding or among the kept completed
         ones) or CHECKPOINTS_OUTSTANDING_MAX are under way already.
@@ -85,6 +134,7 @@ class CheckpointState:
         self.outstanding.append(
             {
                 "name": name,
+                "id": checkpoint_id or uuid.uuid4().hex,
                 "silent": bool(silent),
                 "readers_left": sorted(readers),
                 "positions": dict(positions),
@@ -105,12 +155,36 @@ class CheckpointState:
                 return checkpoint
         return None
 
-    def pending_for(self, reader_id: str) -> dict[str, Any] | None:
-        """The oldest outstanding checkpoint ``reader_id`` has not passed, if any."""
+    def pending_for(
+        self, reader_id: str, acknowledged: frozenset[str] = frozenset()
+    ) -> dict[str, Any] | None:
+        """The oldest outstanding checkpoint ``reader_id`` has not passed, if any, leaving
+        out those whose ids are in ``acknowledged`` (acknowledged, not yet folded)."""
         for checkpoint in self.outstanding:
-            if reader_id in checkpoint["readers_left"]:
+            if reader_id in checkpoint["readers_left"] and checkpoint["id"] not in acknowledged:
                 return checkpoint
         return None
+
+    def acks_wanted(self) -> list[tuple[str, str]]:
+        """``(checkpoint id, reader id)`` of every reader an outstanding checkpoint waits for."""
+        return [(c["id"], r) for c in self.outstanding for r in c["readers_left"]]
+
+    def ready(self, acked: set[tuple[str, str]]) -> bool:
+        """Whether some outstanding checkpoint has every reader it waits for in ``acked``
+        (``(checkpoint id, reader id)`` pairs): folding them completes it."""
+        return any(all((c["id"], r) in acked for r in c["readers_left"]) for c in self.outstanding)
+
+    def fold(self, acks: dict[tuple[str, str], dict[str, int]]) -> list[str]:
+        """Each reader passed each checkpoint (by id) at the positions ``acks`` gives; the
+        names of the checkpoints this completed. Acknowledgements of checkpoints gone, or
+        of readers passed or gone, are ignored (the caller checked sessions)."""
+        done: list[str] = []
+        for checkpoint in list(self.outstanding):
+            for reader_id in list(checkpoint["readers_left"]):
+                positions = acks.get((checkpoint["id"], reader_id))
+                if positions is not None:
+                    done += self.reader_passed(reader_id, checkpoint["name"], positions)
+        return done
 
     def reader_passed(self, reader_id: str, name: str, positions: dict[str, int]) -> list[str]:
         """``reader_id`` passed checkpoint ``name`` at ``positions``; the names of the
@@ -178,6 +252,8 @@ class CheckpointState:
             [
                 {
                     "name": c["name"],
+                    # Records from before ids: one derived from the name (no NUL in it).
+                    "id": str(c.get("id") or "~" + c["name"].replace("\x00", "")),
                     "silent": bool(c.get("silent", False)),
                     "readers_left": [str(r) for r in c["readers_left"]],
                     "positions": {str(k): int(v) for k, v in c["positions"].items()},

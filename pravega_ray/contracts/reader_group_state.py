@@ -126,6 +126,12 @@ class Assignment:
     raise_on_truncated_data: bool = False
     publish: bool = False
     """A completed checkpoint's cut waits to be published (retention)."""
+    checkpoint_id: str | None = None
+    """The id of ``checkpoint``."""
+    unfolded: tuple[str, ...] = ()
+    """Ids of outstanding checkpoints the reader acknowledged that are not folded yet."""
+    checkpoint_readers: tuple[str, ...] = ()
+    """The readers ``checkpoint`` waits for (as folded so far)."""
 
 
 SuccessorLookup = Callable[[str], dict[str, list[str]]]
@@ -312,6 +318,7 @@ class ReaderGroupState:
         generation: int | None = None,
         now_ms: int | None = None,
         passed: tuple[str, dict[str, int]] | None = None,
+        acknowledged: frozenset[str] = frozenset(),
     ) -> Assignment:
         """Record ``offsets`` and ``completed`` (name, or name -> end offset) of the segments
         this reader owns, then top its share up from the unassigned ones.
@@ -324,7 +331,10 @@ class ReaderGroupState:
         keeps its completed ones and reports them later. With ``now_ms``, a group with
         automatic checkpoints starts a silent one once the interval has passed. ``passed``
         (a checkpoint's name and the reader's position) records the reader passing it
-        first, as :meth:`checkpoint_passed` does: one update for both.
+        first, as :meth:`checkpoint_passed` does: one update for both. ``acknowledged``: ids
+        of checkpoints the reader acknowledged (:meth:`fold_acks`): the answer names the
+        oldest other one as its ``checkpoint``, but until they are folded the reader still
+        neither gains nor loses segments.
         """
         owned = self._owned(reader_id, session)
         stale = generation is not None and generation != self.generation
@@ -353,16 +363,24 @@ class ReaderGroupState:
                 segment = min(self.unassigned)
                 owned[segment] = self.unassigned.pop(segment)
             release_count = max(0, len(owned) - fair)
+        due = self.checkpoints.pending_for(reader_id, acknowledged)
         return Assignment(
             dict(owned),
             release_count,
             self.generation,
-            None if pending is None else pending["name"],
-            False if pending is None else pending["silent"],
+            None if due is None else due["name"],
+            False if due is None else due["silent"],
             {s: self.end_offsets[s] for s in owned if s in self.end_offsets},
             live == 0 and not self.future,
             self.group_config().raise_on_truncated_data,
             self.retention_pending is not None,
+            None if due is None else due["id"],
+            tuple(
+                c["id"]
+                for c in self.checkpoints.outstanding
+                if c["id"] in acknowledged and reader_id in c["readers_left"]
+            ),
+            () if due is None else tuple(due["readers_left"]),
         )
 
     def segment_completed(
@@ -470,6 +488,35 @@ class ReaderGroupState:
         if generation is not None and generation != self.generation:
             return
         self._checkpoints_completed(self.checkpoints.reader_passed(reader_id, name, offsets))
+
+    def fold_acks(self, acks: dict[tuple[str, str], Any]) -> list[str]:
+        """Record the acknowledgements ``acks`` (``(checkpoint id, reader id)`` -> the
+        stored ``{"session", "generation", "positions"}``) as those readers passing those
+        checkpoints; the names of the checkpoints this completed. An acknowledgement of
+        another session or generation, of a checkpoint gone, or of a reader that passed
+        or left, is ignored (a no-op: folding twice changes nothing)."""
+        names = self.checkpoints.fold(self.valid_acks(acks))
+        self._checkpoints_completed(names)
+        return names
+
+    def valid_acks(self, acks: dict[tuple[str, str], Any]) -> dict[tuple[str, str], dict[str, int]]:
+        """The acknowledgements of ``acks`` that :meth:`fold_acks` would record: of a reader
+        in the group with that session, in this generation, with well-formed positions,
+        as ``(checkpoint id, reader id)`` -> positions."""
+        valid: dict[tuple[str, str], dict[str, int]] = {}
+        for (checkpoint_id, reader_id), ack in acks.items():
+            if (
+                not isinstance(ack, dict)
+                or reader_id not in self.assigned
+                or ack.get("session") != self.sessions.get(reader_id)
+                or ack.get("generation") != self.generation
+            ):
+                continue
+            try:
+                valid[(checkpoint_id, reader_id)] = check_offsets(ack.get("positions"))
+            except InvalidArgumentError:
+                continue
+        return valid
 
     def _checkpoints_completed(self, names: list[str]) -> None:
         if not names:
