@@ -18,12 +18,16 @@ and handed to each of its services (``stream_metadata_tasks.py``,
 * **Posting** (:meth:`post`): a workflow request to the internal request stream, stamped
   with the clock's wall time (the request event processor expires it from there).
 
-Not thread-safe: the actor shell serializes the controller's calls.
+Thread-safe: an instance runs many calls at once. The first resumption runs once, and the
+calls that change something wait for it; a retry round runs on one caller's thread while the
+others go on. Several controller instances may resume the same record: every finisher is
+idempotent and tolerates another caller finishing the same workflow meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -61,11 +65,14 @@ class ControllerSteps:
         self._resumed = False
         self._unresumed: dict[str, str] = {}  # key -> state, to retry (outcome unknown)
         self._last_resume = 0.0
+        self._resuming = threading.Lock()  # one resumption (first or retry round) at a time
+        self._lock = threading.Lock()  # guards _unresumed
 
     # --- interrupted workflows -------------------------------------------------------------------
     def add_finisher(self, kind: str, state: str, finish: Finisher) -> None:
         """Resume records of ``kind`` (``streams``, ``kvtables``) left in ``state`` with
-        ``finish``; kinds are resumed in the order they were first added."""
+        ``finish``; kinds are resumed in the order they were first added. Called while the
+        services are built, before any call."""
         self._finishers.setdefault(kind, {})[state] = finish
 
     def resume_workflows(self) -> int:
@@ -73,8 +80,13 @@ class ControllerSteps:
 
         Each record is handled on its own: a damaged one is quarantined (logged, in
         ``damaged_records``), one that fails with an outcome-unknown error is tried
-        again later; neither stops the others or the calls that follow.
+        again later; neither stops the others or the calls that follow. One resumption runs
+        at a time (a concurrent one waits for it, then runs).
         """
+        with self._resuming:
+            return self._resume_all()
+
+    def _resume_all(self) -> int:
         resumed = 0
         for scope in self._store.list_scopes():
             for kind in self._finishers:
@@ -105,12 +117,14 @@ class ControllerSteps:
             finish(scope, name)
         except RetriableError as e:
             log.warning("controller: resuming %s failed (%r); will retry", key, e)
-            self._unresumed[key] = "retry"
+            with self._lock:
+                self._unresumed[key] = "retry"
             return 0
         except PravegaError as e:  # damage, here or reported by a container: leave it, say so
             self._store.quarantine(key, e)
             return 0
-        self._unresumed.pop(key, None)
+        with self._lock:
+            self._unresumed.pop(key, None)
         return 1
 
     def run_workflow(self, key: str, finish: Callable[[], None]) -> None:
@@ -118,21 +132,38 @@ class ControllerSteps:
         try:
             finish()
         except RetriableError:
-            self._unresumed[key] = "retry"
+            with self._lock:
+                self._unresumed[key] = "retry"
             raise
-        self._unresumed.pop(key, None)
+        with self._lock:
+            self._unresumed.pop(key, None)
 
     def ready(self) -> None:
-        """Resume interrupted workflows on the first call, and those that failed with an
-        outcome-unknown error again every ``RESUME_RETRY_INTERVAL_S``."""
+        """Resume interrupted workflows on the first call (calls arriving meanwhile wait for
+        it), and those that failed with an outcome-unknown error again every
+        ``RESUME_RETRY_INTERVAL_S`` (on the thread of the call that finds it due; a call
+        arriving while a retry round runs does not wait for it)."""
         if not self._resumed:
-            self.resume_workflows()
-        elif self._unresumed and (
-            self._clock.monotonic() - self._last_resume >= RESUME_RETRY_INTERVAL_S
+            with self._resuming:
+                if not self._resumed:
+                    self._resume_all()
+            return
+        if not self._unresumed or (
+            self._clock.monotonic() - self._last_resume < RESUME_RETRY_INTERVAL_S
         ):
+            return
+        if not self._resuming.acquire(blocking=False):
+            return  # another call runs the round
+        try:
+            if self._clock.monotonic() - self._last_resume < RESUME_RETRY_INTERVAL_S:
+                return
             self._last_resume = self._clock.monotonic()
-            for key in list(self._unresumed):
+            with self._lock:
+                keys = list(self._unresumed)
+            for key in keys:
                 self._resume(key)
+        finally:
+            self._resuming.release()
 
     # --- checks ----------------------------------------------------------------------------------
     def check_scope(self, scope: str) -> None:

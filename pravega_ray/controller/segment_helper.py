@@ -39,6 +39,11 @@ EACH_THREADS = 16
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_inside = threading.local()
+
+
+def _mark_pool_thread() -> None:
+    _inside.pool = True
 
 
 def run_each(call: Callable[[T], object], items: Iterable[T]) -> None:
@@ -47,17 +52,23 @@ def run_each(call: Callable[[T], object], items: Iterable[T]) -> None:
     For per-segment steps of one workflow (create, seal, merge, delete the segments of a
     transaction), which are independent of each other: one round trip instead of one per
     segment. Every call runs even if another fails; then the first failure (in item order)
-    is raised. One item runs on the caller's thread.
+    is raised. One item runs on the caller's thread, and so do all when the caller is itself
+    one of the pool's threads (no deadlock when a call run side by side runs others).
+    Thread-safe; at most ``EACH_THREADS`` calls run at once in the process.
     """
     global _pool
     todo = list(items)
-    if len(todo) <= 1:
+    if len(todo) <= 1 or getattr(_inside, "pool", False):
         for item in todo:
             call(item)
         return
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(EACH_THREADS, thread_name_prefix="pravega-segment-calls")
+            _pool = ThreadPoolExecutor(
+                EACH_THREADS,
+                thread_name_prefix="pravega-segment-calls",
+                initializer=_mark_pool_thread,
+            )
     futures = [_pool.submit(call, item) for item in todo]
     errors = [f.exception() for f in futures]
     for error in errors:

@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import string
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,7 +76,9 @@ class Versioned:
 class MetadataStore(Protocol):
     """Versioned records, each a JSON object under a ``/``-separated key (``scopes/sc``).
 
-    Not thread-safe: the controller's callers serialize calls.
+    A controller calls its store from many threads at once, so the store it runs on must
+    be thread-safe (``TableMetadataStore`` is; ``ChunkMetadataStore`` is only read by the
+    one-threaded migration).
     """
 
     def get(self, key: str) -> Versioned | None:
@@ -292,13 +295,14 @@ class StreamMetadataStore:
 
     Keys: ``scopes/<scope>``, ``streams/<scope>/<stream>``, ``kvtables/<scope>/<table>``,
     ``readergroups/<scope>/<group>``, ``deleted/<kind>/<scope>/<name>``. Callers check
-    names and arguments; this checks what is stored, and quarantines what is damaged. Not
-    thread-safe: the controller's callers serialize calls.
+    names and arguments; this checks what is stored, and quarantines what is damaged.
+    Thread-safe if ``records`` is: it keeps no state but the quarantined keys (locked).
     """
 
     def __init__(self, records: MetadataStore) -> None:
         self._records = records
         self._damaged: dict[str, str] = {}
+        self._damaged_lock = threading.Lock()
         self.streams = StreamRecords(records, self._parsing)
         self.txns = TxnRecords(records, self._parsing)
 
@@ -306,13 +310,17 @@ class StreamMetadataStore:
     def damaged_records(self) -> dict[str, str]:
         """Records found damaged (key -> what is wrong): quarantined, never overwritten;
         and stored entries whose key cannot be read (``<where>`` -> what is wrong)."""
-        return {**self._records.unreadable(), **self._damaged}
+        unreadable = self._records.unreadable()
+        with self._damaged_lock:
+            return {**unreadable, **self._damaged}
 
     def quarantine(self, key: str, error: BaseException) -> None:
         """Remember ``key`` as damaged (logged once), e.g. when a workflow on it failed."""
-        if key not in self._damaged:
+        with self._damaged_lock:
+            first = key not in self._damaged
+            self._damaged[key] = str(error)
+        if first:
             log.error("controller: record %s quarantined: %s", key, error)
-        self._damaged[key] = str(error)
 
     @contextlib.contextmanager
     def _parsing(self, key: str) -> Iterator[None]:
