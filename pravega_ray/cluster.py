@@ -549,7 +549,10 @@ LONG_LIVED_ACTORS = (
 
 
 def node_environment(
-    container_count: int, retention_buckets: int, num_cpus: int | None = None
+    container_count: int,
+    retention_buckets: int,
+    num_cpus: int | None = None,
+    controller_instances: int = CONTROLLER_INSTANCES_DEFAULT,
 ) -> dict[str, str]:
     """Ray settings for a node that Ray starts to host a pravega-ray cluster: ``RAY_<config>``
     variables the raylet reads when it starts (``ray.init`` or ``ray start`` passes its own
@@ -564,14 +567,16 @@ def node_environment(
       once a node runs :data:`RAY_WORKER_WARNING_MULTIPLE` times that many Python workers:
       meant for task workers piling up (tasks blocked in ``ray.get``), it also counts
       pravega-ray's long-lived actors, which hold no CPU (4 containers, 4 stream buckets and
-      6 others by default). On 2 CPUs the demo crossed it as the cluster started and again
-      in its Spark step. Here it is the CPU count plus a quarter of the actors, rounded up
-      (6 on 2 CPUs with the defaults): the actors alone no longer count towards the warning,
+      7 others by default, two of them controller instances, ``controller_instances``).
+      On 2 CPUs the demo crossed it as the cluster started and again in its Spark step.
+      Here it is the CPU count plus a quarter of the actors, rounded up (6 on 2 CPUs with
+      the defaults): the actors alone no longer count towards the warning,
       which keeps its meaning for task workers, and Ray may start that many workers at once.
 
     Both are Ray's defaults otherwise; a variable the user set is left as it is.
     """
-    actors = container_count + retention_buckets + len(LONG_LIVED_ACTORS)
+    extra_controllers = controller_instances - CONTROLLER_INSTANCES_DEFAULT
+    actors = container_count + retention_buckets + len(LONG_LIVED_ACTORS) + extra_controllers
     cpus = os.cpu_count() or 1
     if num_cpus is not None:
         cpus = max(1, min(cpus, num_cpus))
@@ -679,7 +684,10 @@ def start_local(
     )
     path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
-    owns_ray = _init_ray(None, namespace, node_environment(container_count, retention_buckets))
+    node_variables = node_environment(
+        container_count, retention_buckets, controller_instances=controller_instances
+    )
+    owns_ray = _init_ray(None, namespace, node_variables)
     started = time.monotonic()
     placement = _initial_placement(tier2_url, container_count)
     env = _storage_environment(tier1_url, tier2_url)

@@ -29,12 +29,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pravega_ray.contracts.records import StreamState
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
+    ConflictingUpdateError,
     DataCorruptionError,
     PravegaError,
     RetriableError,
@@ -43,7 +44,13 @@ from pravega_ray.errors import (
 from pravega_ray.naming import validate_name, validate_stream_name
 from pravega_ray.timing import Clock
 
-__all__ = ["RESUME_RETRY_INTERVAL_S", "ControllerSteps", "Finisher"]
+__all__ = [
+    "CREATE_RACE_ATTEMPTS",
+    "RESUME_RETRY_INTERVAL_S",
+    "ControllerSteps",
+    "Finisher",
+    "create_racing",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +59,32 @@ RESUME_RETRY_INTERVAL_S = 5.0
 
 Finisher = Callable[[str, str], None]
 """A workflow step that finishes the record of ``(scope, name)``."""
+
+CREATE_RACE_ATTEMPTS = 20
+"""How often a create looks again when another create of the same name won the write
+between its look and its write (the winner's record may not be readable yet)."""
+
+V = TypeVar("V")
+
+
+def create_racing(read: Callable[[], V | None], write: Callable[[], None], what: str) -> V | None:
+    """Create a record unless it exists: None if ``write`` (which raises
+    ConflictingUpdateError if the record exists) created it, else the record ``read`` found.
+
+    Creates of one name may race (threads of an instance, instances): the loser's write
+    fails, and it looks again until it reads the winner's record. ConflictingUpdateError
+    (``what`` is being created) after ``CREATE_RACE_ATTEMPTS`` looks.
+    """
+    for _ in range(CREATE_RACE_ATTEMPTS):
+        existing = read()
+        if existing is not None:
+            return existing
+        try:
+            write()
+        except ConflictingUpdateError:
+            continue
+        return None
+    raise ConflictingUpdateError(f"{what} is being created by another call; try again")
 
 
 class ControllerSteps:

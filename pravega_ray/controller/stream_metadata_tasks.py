@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pravega_ray.contracts.records import SegmentRange, StreamInfo, StreamState, check_request_id
-from pravega_ray.controller.controller_steps import ControllerSteps
+from pravega_ray.controller.controller_steps import ControllerSteps, create_racing
 from pravega_ray.controller.epochs import check_key_ranges, to_range
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
@@ -91,15 +91,13 @@ class StreamMetadataTasks:
         self._steps.ready()
         validate_name("scope", scope)
         check_request_id(request_id)
-        existing = self._store.get_scope(scope)
+        existing = create_racing(
+            lambda: self._store.get_scope(scope),
+            lambda: self._store.create_scope(scope, self._clock.wall_time_ms(), request_id),
+            f"scope {scope}",
+        )
         if existing is None:
-            try:
-                self._store.create_scope(scope, self._clock.wall_time_ms(), request_id)
-                return True
-            except ConflictingUpdateError:  # another call created it meanwhile
-                existing = self._store.get_scope(scope)
-                if existing is None:
-                    raise
+            return True
         return request_id is not None and existing.get("request_id") == request_id
 
     def list_scopes(self) -> list[str]:
@@ -148,24 +146,21 @@ class StreamMetadataTasks:
         config = config if config is not None else StreamConfiguration()
         stored_config = _stored_config(config)
         key = f"streams/{scope}/{stream}"
-        existing = self._store.get_stream_record(scope, stream)
+        existing = create_racing(
+            lambda: self._store.get_stream_record(scope, stream),
+            lambda: self._store.create_stream(
+                scope,
+                stream,
+                stored_config,
+                config.scaling.min_segments,
+                self._clock.wall_time_ms(),
+                request_id,
+            ),
+            f"stream {scope}/{stream}",
+        )
         if existing is None:
-            try:
-                self._store.create_stream(
-                    scope,
-                    stream,
-                    stored_config,
-                    config.scaling.min_segments,
-                    self._clock.wall_time_ms(),
-                    request_id,
-                )
-            except ConflictingUpdateError:  # another call created it meanwhile
-                existing = self._store.get_stream_record(scope, stream)
-                if existing is None:
-                    raise
-            else:
-                self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
-                return True
+            self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
+            return True
         # A damaged record is named, not "exists"; a create cut short is finished.
         if self.get_stream_info(scope, stream).state is StreamState.CREATING:
             self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from pravega_ray.constants import KVT_PARTITIONS_MAX
 from pravega_ray.contracts.records import KeyValueTableInfo, KeyValueTableState, check_request_id
-from pravega_ray.controller.controller_steps import ControllerSteps
+from pravega_ray.controller.controller_steps import ControllerSteps, create_racing
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
@@ -84,19 +84,16 @@ class TableMetadataTasks:
         ):
             raise InvalidArgumentError(f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}]")
         key = f"kvtables/{scope}/{table}"
-        existing = self._store.get_key_value_table_record(scope, table)
+        existing = create_racing(
+            lambda: self._store.get_key_value_table_record(scope, table),
+            lambda: self._store.create_key_value_table(
+                scope, table, partitions, self._clock.wall_time_ms(), request_id
+            ),
+            f"key-value table {scope}/{table}",
+        )
         if existing is None:
-            try:
-                self._store.create_key_value_table(
-                    scope, table, partitions, self._clock.wall_time_ms(), request_id
-                )
-            except ConflictingUpdateError:  # another call created it meanwhile
-                existing = self._store.get_key_value_table_record(scope, table)
-                if existing is None:
-                    raise
-            else:
-                self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
-                return True
+            self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
+            return True
         # A damaged record is named, not "exists"; a create cut short is finished.
         if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
             self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
