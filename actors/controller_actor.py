@@ -1,11 +1,17 @@
 """Ray shell of the controller API: owns one ``Controller``; its records live in table segments
-of ``_system`` (the request event processor and the stream buckets are actors of their own)."""
+of ``_system`` (the request event processor and the stream buckets are actors of their own).
+
+A cluster runs one or more instances of this actor (``controller``, ``controller-1``, ...), all
+on the same records: any instance serves any call, since the records change by compare-and-set
+only and the workflows are serialized per stream by the request event processor."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from typing import Any
+
+import ray
 
 from pravega_ray.contracts.records import (
     KeyValueTableInfo,
@@ -19,7 +25,7 @@ from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfigurat
 from pravega_ray.stream_cut import StreamCut
 from pravega_ray_actors.commit_processor_actor import ProcessorCommitWaiter
 from pravega_ray_actors.controller_parts import controller_parts
-from pravega_ray_actors.options import NAMESPACE
+from pravega_ray_actors.options import CONTROLLER_READS_GROUP, CONTROLLER_TXNS_GROUP, NAMESPACE
 from pravega_ray_actors.ray_metrics import setup_actor_process
 
 
@@ -28,17 +34,25 @@ class ControllerActor:
 
     Each method forwards to the one ``Controller`` this actor owns: Ray needs real
     methods, and a forward per call keeps the actor's surface the Protocol's, checked by
-    ``tests/unit/controller/test_service_surface.py``. The actor is threaded
-    (``controller_options``): a ``commit_transaction_and_wait`` waits on a thread of its
-    own (through the commit processor, :class:`ProcessorCommitWaiter`) while other calls
-    are answered.
+    ``tests/unit/controller/test_service_surface.py``. The actor is threaded: the controller
+    core is thread-safe, and each call runs in the concurrency group of its family
+    (:data:`CALL_GROUPS`), so reads never wait behind a slow create or scale, and a
+    ``commit_transaction_and_wait`` waits on a thread of the transactions group (through the
+    commit processor, :class:`ProcessorCommitWaiter`) while other calls are answered.
+    ``instance`` is this actor's number among the cluster's controller instances.
     """
 
     def __init__(
-        self, tier1: str, tier2: str, container_count: int, namespace: str = NAMESPACE
+        self,
+        tier1: str,
+        tier2: str,
+        container_count: int,
+        namespace: str = NAMESPACE,
+        instance: int = 0,
     ) -> None:
         setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
+        self._instance = instance
         parts = controller_parts(tier2, container_count, namespace)
         segments = parts.segments
         store = parts.metadata
@@ -54,6 +68,7 @@ class ControllerActor:
         return {
             **self._tiers,
             "container_count": self._controller.container_count,
+            "instance": self._instance,
             "pid": os.getpid(),
         }
 
@@ -232,3 +247,49 @@ class ControllerActor:
         self, config: ReaderGroupConfig
     ) -> tuple[dict[str, int], dict[str, int]]:
         return self._controller.get_reader_group_positions(config)
+
+
+CALL_GROUPS: dict[str, tuple[str, ...]] = {
+    CONTROLLER_READS_GROUP: (
+        "describe",
+        "get_cluster_config",
+        "damaged_records",
+        "list_scopes",
+        "list_streams",
+        "get_stream_info",
+        "get_current_segments",
+        "get_successors",
+        "get_predecessors",
+        "get_segments_at_time",
+        "get_epoch_segments",
+        "get_segments_between",
+        "get_head_cut",
+        "get_tail_cut",
+        "check_scale",
+        "check_update",
+        "check_truncate",
+        "get_key_value_table",
+        "get_active_key_value_table",
+        "list_key_value_tables",
+        "list_reader_groups",
+        "get_reader_group",
+        "ping_transaction",
+        "check_transaction_status",
+        "get_transaction",
+        "list_transactions",
+        "list_subscribers",
+        "get_reader_group_positions",
+    ),
+    CONTROLLER_TXNS_GROUP: (
+        "create_transaction",
+        "commit_transaction",
+        "commit_transaction_and_wait",
+        "abort_transaction",
+    ),
+}
+"""The calls of each concurrency group but the default one (creates, scales, updates, seals,
+truncates, deletes, subscriber changes), whose sizes ``actors/options.py`` sets."""
+
+for _group, _names in CALL_GROUPS.items():
+    for _name in _names:
+        ray.method(concurrency_group=_group)(getattr(ControllerActor, _name))

@@ -7,7 +7,7 @@
 * ``max_task_retries=0``: a call interrupted by a crash is *not* retried by
   Ray. Its outcome is unknown; the writer's setup_append protocol resolves it
   (Ray retries would break exactly-once and ordering).
-* ``max_restarts=-1``: a killed container or controller comes back and
+* ``max_restarts=-1``: a killed container or controller instance comes back and
   recovers from durable storage in its constructor.
 * ``num_cpus=0``: the actors hold no CPU reservation, so the whole system plus
   a Spark session fit on a 2-CPU machine (docs/stack.md, "Placement on 2 CPUs").
@@ -54,17 +54,40 @@ def segment_container_options(
     }
 
 
-def controller_options(namespace: str = NAMESPACE) -> dict[str, Any]:
+CONTROLLER_INSTANCES_DEFAULT = 2
+"""Controller API instances ``start_local`` starts unless told otherwise."""
+CONTROLLER_INSTANCES_MAX = 64
+CONTROLLER_READS_GROUP = "reads"
+CONTROLLER_TXNS_GROUP = "transactions"
+CONTROLLER_MAX_CONCURRENCY = 16
+"""Calls of the default group (creates, scales, updates, deletes) one instance runs at once."""
+CONTROLLER_CONCURRENCY_GROUPS = {CONTROLLER_READS_GROUP: 16, CONTROLLER_TXNS_GROUP: 32}
+"""The other concurrency groups of a controller instance (``ray.remote(concurrency_groups=)``,
+which ``.options()`` does not take) and the calls each runs at once: reads (queries, pings,
+``check_*``) never wait behind creates, scales or deletes (the default group), nor behind
+transaction calls, whose commits may wait server-side."""
+
+
+def controller_name(instance: int) -> str:
+    """Instance 0 is ``controller`` (other parts look it up by that name), then
+    ``controller-1``, ``controller-2``, ..."""
+    return CONTROLLER_NAME if instance == 0 else f"{CONTROLLER_NAME}-{instance}"
+
+
+def controller_options(namespace: str = NAMESPACE, instance: int = 0) -> dict[str, Any]:
+    """Options of controller API instance ``instance``: a threaded actor (the controller core
+    is thread-safe; its records change by compare-and-set only) whose calls run in the
+    concurrency groups of :data:`CONTROLLER_CONCURRENCY_GROUPS` (given to ``ray.remote``)
+    and the default group, :data:`CONTROLLER_MAX_CONCURRENCY` at once."""
     return {
-        "name": CONTROLLER_NAME,
+        "name": controller_name(instance),
         "namespace": namespace,
         "lifetime": "detached",
         "get_if_exists": True,
         "num_cpus": 0,
         "max_restarts": -1,
         "max_task_retries": 0,
-        # Threaded: a commit waiting in commit_transaction_and_wait holds one thread.
-        "max_concurrency": 32,
+        "max_concurrency": CONTROLLER_MAX_CONCURRENCY,
     }
 
 

@@ -19,13 +19,19 @@ tiers) and shuts it down at the end. Prints one table per part (each selectable,
    from the ``posted_ms`` of the first hot ``scale_report`` on the controller's request stream
    (read from the driver as it is posted), to the new epoch visible in ``get_stream_info``.
 3. ``metadata``: streams of 10 segments (``ScalingPolicy.fixed(10)``) created up to each level of
-   ``--streams`` (4 threads fill; the last ``--create-sample`` creates of each level timed from
-   one thread), then ``get_stream_info`` calls/s from 1 and 4 threads, and bytes of metadata:
-   the summed lengths of the controller's table segments (``_system/_kvt.controller/<n>``)
-   divided by the streams. A level whose fill would take longer than ``--fill-budget-s`` at
-   the create rate measured so far is skipped with a note (0: no limit).
+   ``--streams`` (default 1,000 and 10,000: 100,000 segments; ``--fill-threads`` client threads
+   fill, 8 by default, with a progress line every ``--progress-every`` streams; the last
+   ``--create-sample`` creates of each level timed from one thread), then ``get_stream_info``
+   calls/s from 1 and 4 threads, and bytes of metadata: the summed lengths of the controller's
+   table segments (``_system/_kvt.controller/<n>``) divided by the streams. Goals printed
+   against the rates: creates/s of the first fill >= 50, and the fill rate at the last level
+   within 1.5x of the first's. Every level is filled to the end unless ``--fill-budget-s``
+   (0, no limit, by default) says to skip one that would take longer at the rate so far.
 4. ``baseline`` (measured first, on an idle cluster): a plain detached Ray actor's trivial method
-   next to ``get_stream_info`` and ``list_scopes``, sequential calls, p50/p99 and calls/s.
+   next to ``get_stream_info`` and ``list_scopes``, sequential calls, p50/p99, calls/s and each
+   p50 against the plain call's (goal for ``get_stream_info``: <= 2x).
+
+The cluster runs ``--controllers`` controller API instances (2, ``start_local``'s default).
 
 Run: ``make bench-controller`` or ``.venv/bin/python -m benchmarks.controller --help``
 (``--quick``: levels 200,1000 and fewer scales). Progress goes to stderr, tables to stdout.
@@ -103,16 +109,20 @@ def run_baselines(cluster: Any, args: argparse.Namespace) -> None:
     mgr.create_stream("base", "s", pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(1)))
     actor = _trivial_actor(cluster, "base")
     try:
-        rows = [
+        measured = [
             ("plain Ray actor call", *sequential_calls(lambda: ray.get(actor.ping.remote()), 500)),
-            ("get_stream_info", *sequential_calls(lambda: mgr.get_stream_info("base", "s"), 200)),
+            ("get_stream_info", *sequential_calls(lambda: mgr.get_stream_info("base", "s"), 500)),
             ("list_scopes", *sequential_calls(mgr.list_scopes, 200)),
         ]
     finally:
         ray.kill(actor)
+    plain_p50 = measured[0][1]
+    goals = {"get_stream_info": "<= 2x"}
+    rows = [(*row, f"{row[1] / plain_p50:.2f}x", goals.get(row[0], "")) for row in measured]
     print_table(
-        "Baselines: one thread, sequential calls, idle cluster",
-        ["call", "p50 ms", "p99 ms", "calls/s"],
+        "Baselines: one thread, sequential calls, idle cluster "
+        f"({len(cluster.controller_handles())} controller instances)",
+        ["call", "p50 ms", "p99 ms", "calls/s", "p50 / plain call", "goal"],
         rows,
     )
 
@@ -284,16 +294,26 @@ def metadata_bytes(cluster: Any) -> int:
     return sum(int(client.get_info(name).result(30).length) for name in names)
 
 
-def _create(mgr: Any, names: Sequence[str], threads: int) -> float:
-    """Create ``names`` (10 segments each) from ``threads`` threads; streams per second."""
+def _create(mgr: Any, names: Sequence[str], threads: int, progress_every: int = 0) -> float:
+    """Create ``names`` (10 segments each) from ``threads`` threads; streams per second. With
+    ``progress_every``, a progress line each time that many more streams exist."""
     config = pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(10))
     start = time.perf_counter()
+    done = itertools.count(1)
+
+    def create(name: str) -> None:
+        mgr.create_stream("meta", name, config)
+        n = next(done)
+        if progress_every and n % progress_every == 0:
+            elapsed = time.perf_counter() - start
+            log(f"  {n:,} of {len(names):,} created, {n / elapsed:.1f}/s")
+
     if threads == 1:
         for name in names:
-            mgr.create_stream("meta", name, config)
+            create(name)
     else:
         with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(lambda n: mgr.create_stream("meta", n, config), names))
+            list(pool.map(create, names))
     return len(names) / (time.perf_counter() - start)
 
 
@@ -323,6 +343,7 @@ def run_metadata(cluster: Any, args: argparse.Namespace) -> None:
     fill_rate: float | None = None
     rows: list[tuple[object, ...]] = []
     notes: list[str] = []
+    fill_rates: list[float] = []
     try:
         for level in args.streams:
             sample = min(args.create_sample, level - len(names))
@@ -337,8 +358,10 @@ def run_metadata(cluster: Any, args: argparse.Namespace) -> None:
                 log(notes[-1])
                 continue
             if fill:
-                log(f"creating {len(fill):,} streams of 10 segments (4 threads)")
-                fill_rate = _create(mgr, fill, 4)
+                threads = args.fill_threads
+                log(f"creating {len(fill):,} streams of 10 segments ({threads} threads)")
+                fill_rate = _create(mgr, fill, threads, args.progress_every)
+                fill_rates.append(fill_rate)
                 names += fill
             timed = [f"s{i}" for i in range(len(names), len(names) + sample)]
             create_rate = _create(mgr, timed, 1) if timed else None
@@ -359,12 +382,23 @@ def run_metadata(cluster: Any, args: argparse.Namespace) -> None:
     print_table(
         "Metadata: streams of 10 segments in one scope; bytes = summed lengths of the "
         f"{CONTROLLER_METADATA_PARTITIONS} controller table segments / streams",
-        ["streams", "segments", "create/s 4 thr", "create/s 1 thr", "info/s 1 thr",
+        ["streams", "segments", f"create/s {args.fill_threads} thr", "create/s 1 thr",
+         "info/s 1 thr",
          "info/s 4 thr", "Ray call/s", "bytes/stream", "added B/stream"],
         rows,
     )  # fmt: skip
     for note in notes:
         print(note)
+    if fill_rates:
+        print(
+            f"creates (10 segments), {args.fill_threads} client threads: {fill_rates[0]:.1f}/s "
+            f"filling the first level (goal >= 50/s)"
+        )
+    if len(fill_rates) > 1:
+        print(
+            f"fill rate at the last level {fill_rates[-1]:.1f}/s against the first's "
+            f"{fill_rates[0]:.1f}/s: {fill_rates[0] / fill_rates[-1]:.2f}x slower (goal <= 1.5x)"
+        )
 
 
 # --- Main --------------------------------------------------------------------------------------
@@ -385,7 +419,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--streams", default="1000,10000", help="metadata levels (stream counts)")
     p.add_argument("--create-sample", type=int, default=100, help="creates timed at each level")
     p.add_argument("--info-seconds", type=float, default=3.0, help="get_stream_info run length")
-    p.add_argument("--fill-budget-s", type=float, default=300.0, help="skip slower levels; 0: none")
+    p.add_argument("--fill-threads", type=int, default=8, help="client threads creating streams")
+    p.add_argument(
+        "--progress-every", type=int, default=1000, help="streams between progress lines"
+    )
+    p.add_argument("--fill-budget-s", type=float, default=0.0, help="skip slower levels; 0: none")
+    p.add_argument("--controllers", type=int, default=2, help="controller API instances")
     p.add_argument("--keep-data", action="store_true", help="keep the temporary data directory")
     args = p.parse_args(argv)
     if args.quick:
@@ -400,7 +439,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         levels = []
     if not levels or sorted(set(levels)) != levels or levels[0] < 1:
         p.error(f"--streams {args.streams!r}: give ascending stream counts, e.g. 1000,10000")
-    for name in ("containers", "scales", "event_bytes", "batch_events", "auto_scales"):
+    names = ("containers", "scales", "event_bytes", "batch_events", "auto_scales")
+    for name in (*names, "fill_threads", "progress_every", "controllers"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.create_sample < 1 or (args.event_bytes + 8) * args.batch_events > MAX_BATCH_BYTES:
@@ -418,13 +458,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"benchmarks/controller.py {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
-        f"{args.containers} containers, file tiers"
+        f"{args.containers} containers, {args.controllers} controller instances, file tiers"
     )
     with work_dir("bench-controller-", keep=args.keep_data) as data_dir:
         log(f"starting a cluster in {data_dir} (namespace {namespace})")
         with (
             local_ray(namespace=namespace, logging_level="WARNING"),
-            local_cluster(data_dir, args.containers, namespace=namespace) as cluster,
+            local_cluster(
+                data_dir,
+                args.containers,
+                namespace=namespace,
+                controller_instances=args.controllers,
+            ) as cluster,
         ):
             run_parts(cluster, args)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")

@@ -1,11 +1,12 @@
 """Find or create pravega-ray's actors on Ray and hand out clients.
 
 ``start_local`` is the embedded default: it starts (or joins) a local Ray and
-creates, in namespace ``pravega``, the detached named actors ``controller``,
-``segment-container-<i>``, the controller's workers (``request-event-processor``,
-``commit-event-processor``, ``abort-event-processor``, ``transaction-timer``,
-``stream-bucket-<i>``) and ``cluster-manager`` (which owns where containers run
-from then on), with data under ``data_dir``. ``connect`` joins
+creates, in namespace ``pravega``, the detached named actors ``controller`` (and
+``controller-<i>``, more instances of the controller API), ``segment-container-<i>``, the
+controller's workers (``request-event-processor``, ``commit-event-processor``,
+``abort-event-processor``, ``transaction-timer``, ``stream-bucket-<i>``) and
+``cluster-manager`` (which owns where containers run from then on), with data under
+``data_dir``. ``connect`` joins
 a running cluster whose actors exist already (e.g. on a ``ray up`` cluster).
 Both return a :class:`Cluster`, whose client methods come from
 :class:`~pravega_ray.client.client_factory.ClientFactory`.
@@ -24,6 +25,7 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -72,6 +74,9 @@ from pravega_ray_actors.options import (
     ABORT_PROCESSOR_NAME,
     CLUSTER_MANAGER_NAME,
     COMMIT_PROCESSOR_NAME,
+    CONTROLLER_CONCURRENCY_GROUPS,
+    CONTROLLER_INSTANCES_DEFAULT,
+    CONTROLLER_INSTANCES_MAX,
     CONTROLLER_NAME,
     NAMESPACE,
     REQUEST_PROCESSOR_NAME,
@@ -79,6 +84,7 @@ from pravega_ray_actors.options import (
     TXN_TIMER_NAME,
     cluster_manager_options,
     container_name,
+    controller_name,
     controller_options,
     controller_part_options,
     stream_bucket_name,
@@ -118,22 +124,64 @@ chunks, finishing a copy cut short by a crash; the chunks stay, unread).
 """
 
 
-class RayControllerConnection:
-    """Invokes each controller call on the controller actor, once (a ``ControllerInvoker``).
+UNAVAILABLE_AVOID_S = 5.0
+"""How long an instance whose call failed with an unknown outcome gets no new calls while
+another instance may take them."""
 
-    The actor has a method per call of ``ControllerService``; the Protocol's own function
-    names it. Ray's errors are unwrapped in ``actors/ray_calls.py``: outcome unknown is
-    ControllerUnavailableError, which ``ControllerClient`` repeats where that is safe.
+
+class RayControllerConnection:
+    """Invokes each controller call on one of the controller instances, once (a
+    ``ControllerInvoker``).
+
+    Calls are spread over ``handles`` round robin. An instance whose call failed with
+    ControllerUnavailableError (died, restarting, unanswered) gets no new calls for
+    ``UNAVAILABLE_AVOID_S`` while another instance is not so marked, so the caller's repeat
+    (``ControllerClient`` repeats where that is safe, at once while another instance is
+    left: :attr:`instance_count`) goes to another instance. Thread-safe.
+
+    Each actor has a method per call of ``ControllerService``; the Protocol's own function
+    names it. Ray's errors are unwrapped in ``actors/ray_calls.py``.
     """
 
-    def __init__(self, handle: Any) -> None:
-        self._handle = handle
+    def __init__(self, handles: list[Any], *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._handles = list(handles)
+        if not self._handles:
+            raise InvalidArgumentError("a controller connection needs at least one instance")
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._next = 0
+        self._avoid_until = [0.0] * len(self._handles)
+
+    @property
+    def instance_count(self) -> int:
+        return len(self._handles)
+
+    def _pick(self) -> int:
+        with self._lock:
+            now = self._clock()
+            count = len(self._handles)
+            for step in range(count):
+                index = (self._next + step) % count
+                if self._avoid_until[index] <= now:
+                    self._next = index + 1
+                    return index
+            index = self._next % count  # all marked: round robin anyway
+            self._next = index + 1
+            return index
 
     def invoke(self, method: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
-        remote = getattr(self._handle, method_name(method))
-        result: R = call_with_unwrap(
-            remote.remote(*args, **kwargs), CONTROLLER_CALL_TIMEOUT_S, ControllerUnavailableError
-        )
+        index = self._pick()
+        remote = getattr(self._handles[index], method_name(method))
+        try:
+            result: R = call_with_unwrap(
+                remote.remote(*args, **kwargs),
+                CONTROLLER_CALL_TIMEOUT_S,
+                ControllerUnavailableError,
+            )
+        except ControllerUnavailableError:
+            with self._lock:
+                self._avoid_until[index] = self._clock() + UNAVAILABLE_AVOID_S
+            raise
         return result
 
 
@@ -150,13 +198,16 @@ class Cluster(ClientFactory):
     ) -> None:
         self.namespace = namespace
         self.data_dir = data_dir
-        self._controller_handle = controller
+        self._controller_handles: list[Any] = (
+            list(controller) if isinstance(controller, (list, tuple)) else [controller]
+        )
+        self._controller_handle = self._controller_handles[0]
         self._container_handles = containers
         self._invoker = RayServiceInvoker(containers, namespace)
         self._owns_ray = owns_ray
         self._closed = False
         super().__init__(
-            ControllerClient(RayControllerConnection(controller)),
+            ControllerClient(RayControllerConnection(self._controller_handles)),
             SegmentStoreConnection(self._invoker),
         )
 
@@ -165,7 +216,12 @@ class Cluster(ClientFactory):
         return len(self._container_handles)
 
     def controller_handle(self) -> Any:
+        """The handle of controller instance 0 (``controller``)."""
         return self._controller_handle
+
+    def controller_handles(self) -> list[Any]:
+        """The handles of the controller instances this client spreads its calls over."""
+        return list(self._controller_handles)
 
     def container_handles(self) -> list[Any]:
         return list(self._container_handles)
@@ -175,8 +231,8 @@ class Cluster(ClientFactory):
         return self._invoker.handle(segment)
 
     def shutdown(self) -> None:
-        """Stop the cluster manager, controller and container actors; the data stays in
-        ``data_dir``.
+        """Stop the cluster manager, controller instances and container actors; the data
+        stays in ``data_dir``.
 
         The manager goes first (it would start the containers stopped here again). Each
         actor is found by name, so a container the manager moved (a new actor) stops too.
@@ -191,9 +247,11 @@ class Cluster(ClientFactory):
             _kill_by_name(name, self.namespace, None)
         for name in workers:
             wait_actor_gone(name, self.namespace, deadline)
-        handles = [(CONTROLLER_NAME, self._controller_handle)] + [
-            (container_name(i), h) for i, h in enumerate(self._container_handles)
-        ]
+        instances = _controller_instance_names(self.namespace)
+        ours = {controller_name(i): h for i, h in enumerate(self._controller_handles)}
+        handles = [(name, ours.get(name)) for name in instances]
+        handles += [(name, h) for name, h in ours.items() if name not in instances]
+        handles += [(container_name(i), h) for i, h in enumerate(self._container_handles)]
         for name, handle in handles:
             _kill_by_name(name, self.namespace, handle)
         for name, _ in handles:
@@ -386,6 +444,53 @@ def _start_controller_workers(
             )
 
 
+def _controller_instance_names(namespace: str) -> list[str]:
+    """The names of the controller instances running in ``namespace`` (``controller``,
+    ``controller-1``, ... up to the first name no actor has)."""
+    names: list[str] = []
+    for instance in range(CONTROLLER_INSTANCES_MAX):
+        try:
+            ray.get_actor(controller_name(instance), namespace=namespace)
+        except ValueError:
+            break
+        names.append(controller_name(instance))
+    return names
+
+
+def _start_controller_instances(
+    namespace: str,
+    tier1: str,
+    tier2: str,
+    container_count: int,
+    env: dict[str, Any],
+    instances: int,
+) -> list[Any]:
+    """Join or create controller instances ``0 .. instances-1`` (any more that run stay)."""
+    remote: Any = ray.remote  # its overloads do not list concurrency_groups
+    shell = remote(concurrency_groups=CONTROLLER_CONCURRENCY_GROUPS)(ControllerActor)
+    return [
+        shell.options(**controller_options(namespace, i), **env).remote(
+            tier1, tier2, container_count, namespace, i
+        )
+        for i in range(instances)
+    ]
+
+
+def _describe_any(controllers: list[Any]) -> dict[str, Any]:
+    """The description of the first controller instance that answers; the last one's
+    ControllerUnavailableError if none does."""
+    for i, controller in enumerate(controllers):
+        try:
+            description: dict[str, Any] = call_with_unwrap(
+                controller.describe.remote(), CONTROLLER_CALL_TIMEOUT_S, ControllerUnavailableError
+            )
+            return description
+        except ControllerUnavailableError:
+            if i == len(controllers) - 1:
+                raise
+    raise AssertionError("unreachable: a cluster has at least one controller instance")
+
+
 def _controller_worker_names(namespace: str) -> list[str]:
     """The request, commit and abort event processors, the transaction timer and every
     stream bucket actor running in ``namespace``."""
@@ -434,15 +539,20 @@ multiple of the node's worker startup concurrency (raylet ``WorkerPool::WarnAbou
 
 LONG_LIVED_ACTORS = (
     CONTROLLER_NAME,
+    controller_name(1),
     CLUSTER_MANAGER_NAME,
     REQUEST_PROCESSOR_NAME,
     *TRANSACTION_WORKER_NAMES,
 )
-"""The actors ``start_local`` starts besides the containers and the stream buckets."""
+"""The actors ``start_local`` starts by default besides the containers and the stream buckets
+(two controller instances)."""
 
 
 def node_environment(
-    container_count: int, retention_buckets: int, num_cpus: int | None = None
+    container_count: int,
+    retention_buckets: int,
+    num_cpus: int | None = None,
+    controller_instances: int = CONTROLLER_INSTANCES_DEFAULT,
 ) -> dict[str, str]:
     """Ray settings for a node that Ray starts to host a pravega-ray cluster: ``RAY_<config>``
     variables the raylet reads when it starts (``ray.init`` or ``ray start`` passes its own
@@ -457,14 +567,16 @@ def node_environment(
       once a node runs :data:`RAY_WORKER_WARNING_MULTIPLE` times that many Python workers:
       meant for task workers piling up (tasks blocked in ``ray.get``), it also counts
       pravega-ray's long-lived actors, which hold no CPU (4 containers, 4 stream buckets and
-      6 others by default). On 2 CPUs the demo crossed it as the cluster started and again
-      in its Spark step. Here it is the CPU count plus a quarter of the actors, rounded up
-      (6 on 2 CPUs with the defaults): the actors alone no longer count towards the warning,
+      7 others by default, two of them controller instances, ``controller_instances``).
+      On 2 CPUs the demo crossed it as the cluster started and again in its Spark step.
+      Here it is the CPU count plus a quarter of the actors, rounded up (6 on 2 CPUs with
+      the defaults): the actors alone no longer count towards the warning,
       which keeps its meaning for task workers, and Ray may start that many workers at once.
 
     Both are Ray's defaults otherwise; a variable the user set is left as it is.
     """
-    actors = container_count + retention_buckets + len(LONG_LIVED_ACTORS)
+    extra_controllers = controller_instances - CONTROLLER_INSTANCES_DEFAULT
+    actors = container_count + retention_buckets + len(LONG_LIVED_ACTORS) + extra_controllers
     cpus = os.cpu_count() or 1
     if num_cpus is not None:
         cpus = max(1, min(cpus, num_cpus))
@@ -530,10 +642,14 @@ def start_local(
     namespace: str = NAMESPACE,
     retention_buckets: int = RETENTION_BUCKETS_DEFAULT,
     retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
+    controller_instances: int = CONTROLLER_INSTANCES_DEFAULT,
 ) -> Cluster:
     """Start (or rejoin) an embedded cluster on a local Ray.
 
-    Creates the detached actors ``segment-container-<i>``, ``controller`` (the API),
+    Creates the detached actors ``segment-container-<i>``, ``controller`` (the API) and
+    ``controller-<i>`` (``controller_instances`` instances of the API in all, an int in
+    [1, 64]; each serves any call, and the client spreads its calls over them and moves on
+    from one that died),
     ``request-event-processor`` (stream workflows), ``commit-event-processor`` and
     ``abort-event-processor`` (transaction commits and aborts), ``transaction-timer``
     (aborts transactions whose lease ran out), ``stream-bucket-<i>`` (periodic
@@ -555,12 +671,23 @@ def start_local(
         raise InvalidArgumentError("retention_buckets must be an int in [1, 64]")
     if not 1 <= retention_buckets <= 64:
         raise InvalidArgumentError("retention_buckets must be an int in [1, 64]")
+    if isinstance(controller_instances, bool) or not isinstance(controller_instances, int):
+        raise InvalidArgumentError(
+            f"controller_instances must be an int in [1, {CONTROLLER_INSTANCES_MAX}]"
+        )
+    if not 1 <= controller_instances <= CONTROLLER_INSTANCES_MAX:
+        raise InvalidArgumentError(
+            f"controller_instances must be an int in [1, {CONTROLLER_INSTANCES_MAX}]"
+        )
     retention_period_s = check_seconds(
         "retention_period_s", retention_period_s, RETENTION_PERIOD_S_MAX, positive=True
     )
     path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
-    owns_ray = _init_ray(None, namespace, node_environment(container_count, retention_buckets))
+    node_variables = node_environment(
+        container_count, retention_buckets, controller_instances=controller_instances
+    )
+    owns_ray = _init_ray(None, namespace, node_variables)
     started = time.monotonic()
     placement = _initial_placement(tier2_url, container_count)
     env = _storage_environment(tier1_url, tier2_url)
@@ -568,13 +695,11 @@ def start_local(
         _start_container(i, namespace, placement[i], tier1_url, tier2_url, env)
         for i in range(container_count)
     ]
-    controller: Any = (
-        ray.remote(ControllerActor)
-        .options(**controller_options(namespace), **env)
-        .remote(tier1_url, tier2_url, container_count, namespace)
+    controllers = _start_controller_instances(
+        namespace, tier1_url, tier2_url, container_count, env, controller_instances
     )
     descriptions = ray.get(
-        [h.describe.remote() for h in containers] + [controller.describe.remote()]
+        [h.describe.remote() for h in containers] + [c.describe.remote() for c in controllers]
     )
     for description in descriptions:
         if (description["tier1"], description["tier2"]) != (tier1_url, tier2_url):
@@ -582,7 +707,7 @@ def start_local(
                 f"a pravega-ray cluster on {description['tier1']} / {description['tier2']} "
                 f"already runs in namespace {namespace!r}; shut it down or use another namespace"
             )
-    if descriptions[-1]["container_count"] != container_count:
+    if any(d["container_count"] != container_count for d in descriptions[container_count:]):
         raise ConfigurationError("the running controller has a different container count")
     _start_controller_workers(
         namespace, tier1_url, tier2_url, container_count, env, retention_buckets, retention_period_s
@@ -595,26 +720,27 @@ def start_local(
         tier1_url,
         tier2_url,
     )
-    return Cluster(namespace, controller, containers, path, owns_ray)
+    return Cluster(namespace, controllers, containers, path, owns_ray)
 
 
 def connect(address: str = "auto", *, namespace: str = NAMESPACE) -> Cluster:
     """Join a running cluster (``ray up`` or ``start_local`` elsewhere) by its actor names.
 
-    Inside a process where Ray is initialized already, ``address`` is ignored.
+    Inside a process where Ray is initialized already, ``address`` is ignored. The client
+    spreads its controller calls over every controller instance running then.
     Raises IllegalStateError if no pravega-ray controller runs in ``namespace``.
     """
     owns_ray = _init_ray(address, namespace)
-    try:
-        controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
-    except ValueError:
+    names = _controller_instance_names(namespace)
+    if not names:
         raise IllegalStateError(
             f"no pravega-ray cluster runs in Ray namespace {namespace!r}; "
             "start one with pravega_ray.start_local()"
-        ) from None
-    description = ray.get(controller.describe.remote())
+        )
+    controllers = [ray.get_actor(name, namespace=namespace) for name in names]
+    description = _describe_any(controllers)
     containers = [
         ray.get_actor(container_name(i), namespace=namespace)
         for i in range(description["container_count"])
     ]
-    return Cluster(namespace, controller, containers, None, owns_ray)
+    return Cluster(namespace, controllers, containers, None, owns_ray)

@@ -270,6 +270,9 @@ def start(
     containers: int = typer.Option(4, "--containers", min=1, max=1024, help="Segment containers."),
     port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="Ray head port."),
     num_cpus: int | None = typer.Option(None, "--num-cpus", min=1, help="CPUs of the Ray head."),
+    controllers: int = typer.Option(
+        2, "--controllers", min=1, max=64, help="Controller API instances."
+    ),
 ) -> None:
     """Start a local cluster (a Ray head unless one answers at --address) and print its
     address."""
@@ -287,7 +290,9 @@ def start(
         address = head["address"]
     try:
         options.join_ray(address)
-        cluster = pr.start_local(data_dir, containers, namespace=options.namespace)
+        cluster = pr.start_local(
+            data_dir, containers, namespace=options.namespace, controller_instances=controllers
+        )
         cluster.close()
     except BaseException:
         if head is not None:
@@ -299,6 +304,7 @@ def start(
         "namespace": options.namespace,
         "data_dir": str(data_dir),
         "containers": containers,
+        "controllers": controllers,
         "started_ray_head": head is not None,
     }
     emit(
@@ -316,8 +322,10 @@ def status(ctx: typer.Context) -> None:
     options: Options = ctx.obj
     import ray
 
+    from pravega_ray_actors.options import controller_name
+
     cluster = options.cluster()
-    handles = [("controller", cluster.controller_handle())] + [
+    handles = [(controller_name(i), h) for i, h in enumerate(cluster.controller_handles())] + [
         (f"segment-container-{i}", h) for i, h in enumerate(cluster.container_handles())
     ]
     refs = [handle.describe.remote() for _, handle in handles]

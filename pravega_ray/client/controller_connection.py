@@ -6,10 +6,12 @@ call, and hands each call to a :class:`ControllerInvoker` (the Ray actor or an i
 controller; the client never imports Ray).
 
 A controller call fails with :class:`ControllerUnavailableError` when the controller
-actor died or restarted mid-call: the call may or may not have taken effect. Repeating
+instance died or restarted mid-call: the call may or may not have taken effect. Repeating
 it is safe only if doing it twice is the same as doing it once, so
-:class:`ControllerClient` repeats (at most ``CONTROLLER_CALL_ATTEMPTS_MAX`` times, 0.5 s
-apart, logging each) exactly these:
+:class:`ControllerClient` repeats (at most ``CONTROLLER_CALL_ATTEMPTS_MAX`` calls in all,
+logging each) exactly these. While the invoker has other instances to try (its
+``instance_count``), the first ``instance_count - 1`` repeats go out at once (the invoker
+sends them to another instance); the later ones 0.5 s apart:
 
 * reads (``list_*``, ``get_*``, ``damaged_records``);
 * ``seal_stream``, ``update_stream`` and ``scale_stream``: a repeated request runs the same
@@ -67,6 +69,10 @@ class ControllerInvoker(Protocol):
     invoker calls the method of that name on its controller
     (:func:`pravega_ray.contracts.controller_service.method_name`). Raises what the call raised,
     and ControllerUnavailableError when the outcome is unknown.
+
+    An invoker over several controller instances may have an int attribute
+    ``instance_count``: how many it spreads calls over. After a call failed with
+    ControllerUnavailableError, its next calls go to another instance while one is left.
     """
 
     def invoke(
@@ -91,6 +97,8 @@ class ControllerClient:
         scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         self._invoker = invoker
+        count = getattr(invoker, "instance_count", 1)
+        self._instances = count if isinstance(count, int) and count >= 1 else 1
         self._attempts_max = attempts_max
         self._pause_s = pause_s
         self._scheduler = scheduler
@@ -112,13 +120,26 @@ class ControllerClient:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> R:
-        """Repeated on ControllerUnavailableError, up to ``attempts_max`` calls in all."""
+        """Repeated on ControllerUnavailableError, up to ``attempts_max`` calls in all: the
+        first ``instance_count - 1`` repeats at once (on other instances), then ``pause_s``
+        apart."""
+        failovers = min(self._instances - 1, self._attempts_max - 1)
+        for attempt in range(1, failovers + 1):
+            try:
+                return self._invoker.invoke(method, *args, **kwargs)
+            except ControllerUnavailableError as e:
+                log.info(
+                    "controller call %s: %s; trying another instance (%d)",
+                    method.__name__,
+                    e,
+                    attempt,
+                )
         return repeat_while(
             ControllerUnavailableError,
             lambda: self._invoker.invoke(method, *args, **kwargs),
             what=f"controller call {method.__name__}",
             log=log,
-            attempts_max=self._attempts_max,
+            attempts_max=self._attempts_max - failovers,
             pause_s=self._pause_s,
             scheduler=self._scheduler,
         )

@@ -43,7 +43,11 @@ Robustness:
   name numbers its segments after the deleted one's (Pravega's safe starting segment
   number, kept in a ``deleted/`` record).
 
-Not thread-safe: the actor shell serializes calls.
+Thread-safe: a controller instance runs many calls at once, and several instances (actors)
+may serve calls on the same records. The services keep no state between calls but what
+:class:`ControllerSteps` keeps (locked); the records change by compare-and-set only, and
+the workflows that change a stream are serialized per stream by the request event
+processor, so any instance may serve any call.
 """
 
 from __future__ import annotations

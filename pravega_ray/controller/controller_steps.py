@@ -18,19 +18,24 @@ and handed to each of its services (``stream_metadata_tasks.py``,
 * **Posting** (:meth:`post`): a workflow request to the internal request stream, stamped
   with the clock's wall time (the request event processor expires it from there).
 
-Not thread-safe: the actor shell serializes the controller's calls.
+Thread-safe: an instance runs many calls at once. The first resumption runs once, and the
+calls that change something wait for it; a retry round runs on one caller's thread while the
+others go on. Several controller instances may resume the same record: every finisher is
+idempotent and tolerates another caller finishing the same workflow meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pravega_ray.contracts.records import StreamState
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
+    ConflictingUpdateError,
     DataCorruptionError,
     PravegaError,
     RetriableError,
@@ -39,7 +44,13 @@ from pravega_ray.errors import (
 from pravega_ray.naming import validate_name, validate_stream_name
 from pravega_ray.timing import Clock
 
-__all__ = ["RESUME_RETRY_INTERVAL_S", "ControllerSteps", "Finisher"]
+__all__ = [
+    "CREATE_RACE_ATTEMPTS",
+    "RESUME_RETRY_INTERVAL_S",
+    "ControllerSteps",
+    "Finisher",
+    "create_racing",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +59,32 @@ RESUME_RETRY_INTERVAL_S = 5.0
 
 Finisher = Callable[[str, str], None]
 """A workflow step that finishes the record of ``(scope, name)``."""
+
+CREATE_RACE_ATTEMPTS = 20
+"""How often a create looks again when another create of the same name won the write
+between its look and its write (the winner's record may not be readable yet)."""
+
+V = TypeVar("V")
+
+
+def create_racing(read: Callable[[], V | None], write: Callable[[], None], what: str) -> V | None:
+    """Create a record unless it exists: None if ``write`` (which raises
+    ConflictingUpdateError if the record exists) created it, else the record ``read`` found.
+
+    Creates of one name may race (threads of an instance, instances): the loser's write
+    fails, and it looks again until it reads the winner's record. ConflictingUpdateError
+    (``what`` is being created) after ``CREATE_RACE_ATTEMPTS`` looks.
+    """
+    for _ in range(CREATE_RACE_ATTEMPTS):
+        existing = read()
+        if existing is not None:
+            return existing
+        try:
+            write()
+        except ConflictingUpdateError:
+            continue
+        return None
+    raise ConflictingUpdateError(f"{what} is being created by another call; try again")
 
 
 class ControllerSteps:
@@ -61,11 +98,14 @@ class ControllerSteps:
         self._resumed = False
         self._unresumed: dict[str, str] = {}  # key -> state, to retry (outcome unknown)
         self._last_resume = 0.0
+        self._resuming = threading.Lock()  # one resumption (first or retry round) at a time
+        self._lock = threading.Lock()  # guards _unresumed
 
     # --- interrupted workflows -------------------------------------------------------------------
     def add_finisher(self, kind: str, state: str, finish: Finisher) -> None:
         """Resume records of ``kind`` (``streams``, ``kvtables``) left in ``state`` with
-        ``finish``; kinds are resumed in the order they were first added."""
+        ``finish``; kinds are resumed in the order they were first added. Called while the
+        services are built, before any call."""
         self._finishers.setdefault(kind, {})[state] = finish
 
     def resume_workflows(self) -> int:
@@ -73,8 +113,13 @@ class ControllerSteps:
 
         Each record is handled on its own: a damaged one is quarantined (logged, in
         ``damaged_records``), one that fails with an outcome-unknown error is tried
-        again later; neither stops the others or the calls that follow.
+        again later; neither stops the others or the calls that follow. One resumption runs
+        at a time (a concurrent one waits for it, then runs).
         """
+        with self._resuming:
+            return self._resume_all()
+
+    def _resume_all(self) -> int:
         resumed = 0
         for scope in self._store.list_scopes():
             for kind in self._finishers:
@@ -105,12 +150,14 @@ class ControllerSteps:
             finish(scope, name)
         except RetriableError as e:
             log.warning("controller: resuming %s failed (%r); will retry", key, e)
-            self._unresumed[key] = "retry"
+            with self._lock:
+                self._unresumed[key] = "retry"
             return 0
         except PravegaError as e:  # damage, here or reported by a container: leave it, say so
             self._store.quarantine(key, e)
             return 0
-        self._unresumed.pop(key, None)
+        with self._lock:
+            self._unresumed.pop(key, None)
         return 1
 
     def run_workflow(self, key: str, finish: Callable[[], None]) -> None:
@@ -118,21 +165,38 @@ class ControllerSteps:
         try:
             finish()
         except RetriableError:
-            self._unresumed[key] = "retry"
+            with self._lock:
+                self._unresumed[key] = "retry"
             raise
-        self._unresumed.pop(key, None)
+        with self._lock:
+            self._unresumed.pop(key, None)
 
     def ready(self) -> None:
-        """Resume interrupted workflows on the first call, and those that failed with an
-        outcome-unknown error again every ``RESUME_RETRY_INTERVAL_S``."""
+        """Resume interrupted workflows on the first call (calls arriving meanwhile wait for
+        it), and those that failed with an outcome-unknown error again every
+        ``RESUME_RETRY_INTERVAL_S`` (on the thread of the call that finds it due; a call
+        arriving while a retry round runs does not wait for it)."""
         if not self._resumed:
-            self.resume_workflows()
-        elif self._unresumed and (
-            self._clock.monotonic() - self._last_resume >= RESUME_RETRY_INTERVAL_S
+            with self._resuming:
+                if not self._resumed:
+                    self._resume_all()
+            return
+        if not self._unresumed or (
+            self._clock.monotonic() - self._last_resume < RESUME_RETRY_INTERVAL_S
         ):
+            return
+        if not self._resuming.acquire(blocking=False):
+            return  # another call runs the round
+        try:
+            if self._clock.monotonic() - self._last_resume < RESUME_RETRY_INTERVAL_S:
+                return
             self._last_resume = self._clock.monotonic()
-            for key in list(self._unresumed):
+            with self._lock:
+                keys = list(self._unresumed)
+            for key in keys:
                 self._resume(key)
+        finally:
+            self._resuming.release()
 
     # --- checks ----------------------------------------------------------------------------------
     def check_scope(self, scope: str) -> None:

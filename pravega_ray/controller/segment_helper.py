@@ -11,6 +11,7 @@ apart; any other error reaches the workflow.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -35,7 +36,10 @@ T = TypeVar("T")
 
 RETRY_PAUSE_S = 0.5
 EACH_THREADS = 16
-"""Calls :func:`run_each` makes side by side (a transaction has one segment per parent)."""
+"""Calls one :func:`run_each` makes side by side (a transaction has one segment per parent)."""
+POOL_THREADS = 256
+"""Threads all the :func:`run_each` of a process share (each also runs calls on its caller's
+thread, so it makes progress even while the pool is busy)."""
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -45,9 +49,16 @@ def run_each(call: Callable[[T], object], items: Iterable[T]) -> None:
     """Run ``call(item)`` for every item, side by side, and return once all finished.
 
     For per-segment steps of one workflow (create, seal, merge, delete the segments of a
-    transaction), which are independent of each other: one round trip instead of one per
-    segment. Every call runs even if another fails; then the first failure (in item order)
-    is raised. One item runs on the caller's thread.
+    stream, an epoch or a transaction), which are independent of each other: one round
+    trip instead of one per segment. Every call runs even if another fails; then the first
+    failure (in item order) is raised.
+
+    Thread-safe. At most ``EACH_THREADS`` calls of one ``run_each`` run at once: the
+    caller's thread and up to ``EACH_THREADS - 1`` threads of a pool shared by the process,
+    each taking the next item until none is left. So a slow ``run_each`` (a create of a
+    100-segment stream, a container answering slowly) never holds another's calls, and a
+    ``run_each`` inside a call run side by side cannot deadlock: its caller's thread runs
+    them all if no pool thread is free.
     """
     global _pool
     todo = list(items)
@@ -55,11 +66,29 @@ def run_each(call: Callable[[T], object], items: Iterable[T]) -> None:
         for item in todo:
             call(item)
         return
+    errors: list[BaseException | None] = [None] * len(todo)
+    taken = itertools.count()
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                index = next(taken)
+            if index >= len(todo):
+                return
+            try:
+                call(todo[index])
+            except BaseException as e:  # every call runs; the first failure is raised below
+                errors[index] = e
+
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(EACH_THREADS, thread_name_prefix="pravega-segment-calls")
-    futures = [_pool.submit(call, item) for item in todo]
-    errors = [f.exception() for f in futures]
+            _pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="pravega-segment-calls")
+    helpers = [_pool.submit(work) for _ in range(min(EACH_THREADS, len(todo)) - 1)]
+    work()
+    for helper in helpers:  # every item is taken: wait for those a helper runs, start no more
+        if not helper.cancel():
+            helper.result()
     for error in errors:
         if error is not None:
             raise error

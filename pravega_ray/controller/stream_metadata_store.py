@@ -76,7 +76,9 @@ class Versioned:
 class MetadataStore(Protocol):
     """Versioned records, each a JSON object under a ``/``-separated key (``scopes/sc``).
 
-    Not thread-safe: the controller's callers serialize calls.
+    A controller calls its store from many threads at once, so the store it runs on must
+    be thread-safe (``TableMetadataStore`` is; ``ChunkMetadataStore`` is only read by the
+    one-threaded migration).
     """
 
     def get(self, key: str) -> Versioned | None:

@@ -17,6 +17,11 @@ Creates carry a ``request_id`` stored in the record, so a repeated create that h
 answers True; a repeated scale of the scale under way answers its epoch. A stream
 re-created under a deleted one's name numbers its segments after the deleted one's
 (Pravega's safe starting segment number, kept in a ``deleted/`` record).
+
+Thread-safe, and safe beside other controller instances on the same records: records change
+by compare-and-set only; a create that loses the race for its record answers as for a stream
+that exists, and a create finished by two callers at once (a repeat on another instance, an
+instance resuming it) completes once.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pravega_ray.contracts.records import SegmentRange, StreamInfo, StreamState, check_request_id
-from pravega_ray.controller.controller_steps import ControllerSteps
+from pravega_ray.controller.controller_steps import ControllerSteps, create_racing
 from pravega_ray.controller.epochs import check_key_ranges, to_range
+from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
 from pravega_ray.errors import (
     ConflictingUpdateError,
     DataCorruptionError,
+    IllegalStateTransitionError,
     InvalidArgumentError,
     ScopeNotEmptyError,
     SegmentExistsError,
@@ -84,11 +91,14 @@ class StreamMetadataTasks:
         self._steps.ready()
         validate_name("scope", scope)
         check_request_id(request_id)
-        existing = self._store.get_scope(scope)
-        if existing is not None:
-            return request_id is not None and existing.get("request_id") == request_id
-        self._store.create_scope(scope, self._clock.wall_time_ms(), request_id)
-        return True
+        existing = create_racing(
+            lambda: self._store.get_scope(scope),
+            lambda: self._store.create_scope(scope, self._clock.wall_time_ms(), request_id),
+            f"scope {scope}",
+        )
+        if existing is None:
+            return True
+        return request_id is not None and existing.get("request_id") == request_id
 
     def list_scopes(self) -> list[str]:
         return self._store.list_scopes()
@@ -136,31 +146,45 @@ class StreamMetadataTasks:
         config = config if config is not None else StreamConfiguration()
         stored_config = _stored_config(config)
         key = f"streams/{scope}/{stream}"
-        existing = self._store.get_stream_record(scope, stream)
-        if existing is not None:
-            # A damaged record is named, not "exists"; a create cut short is finished.
-            if self.get_stream_info(scope, stream).state is StreamState.CREATING:
-                self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
-            return request_id is not None and existing.get("request_id") == request_id
-        self._store.create_stream(
-            scope,
-            stream,
-            stored_config,
-            config.scaling.min_segments,
-            self._clock.wall_time_ms(),
-            request_id,
+        existing = create_racing(
+            lambda: self._store.get_stream_record(scope, stream),
+            lambda: self._store.create_stream(
+                scope,
+                stream,
+                stored_config,
+                config.scaling.min_segments,
+                self._clock.wall_time_ms(),
+                request_id,
+            ),
+            f"stream {scope}/{stream}",
         )
-        self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
-        return True
+        if existing is None:
+            self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
+            return True
+        # A damaged record is named, not "exists"; a create cut short is finished.
+        if self.get_stream_info(scope, stream).state is StreamState.CREATING:
+            self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
+        return request_id is not None and existing.get("request_id") == request_id
 
     def _finish_create(self, scope: str, stream: str) -> None:
+        """Create the stream's segments (side by side, ``run_each``) with their scaling
+        policy, then make it ACTIVE. Idempotent: a segment created before a crash is fine,
+        and so is another caller (instance) finishing the same create meanwhile."""
         info = self.get_stream_info(scope, stream)
-        for segment in info.segments:
-            # A segment created before a crash is fine: the workflow is idempotent.
+        if info.state is not StreamState.CREATING:
+            return
+
+        def create(segment: SegmentRange) -> None:
             with contextlib.suppress(SegmentExistsError):
                 self._segments.create_segment(segment.name)
             self._set_policy(segment.name, info.configuration.scaling)
-        self._store.transition(scope, stream, StreamState.ACTIVE)
+
+        run_each(create, info.segments)
+        try:
+            self._store.transition(scope, stream, StreamState.ACTIVE)
+        except (IllegalStateTransitionError, ConflictingUpdateError):
+            if self._store.streams.state(scope, stream) is StreamState.CREATING:
+                raise  # not another caller's finish: the error stands
 
     def list_streams(self, scope: str) -> list[str]:
         self._steps.check_scope(scope)

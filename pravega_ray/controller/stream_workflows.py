@@ -36,6 +36,7 @@ from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, AUTO_SCALE_STREAM_COOL
 from pravega_ray.contracts.records import StreamState
 from pravega_ray.controller.epochs import EpochRecord, ScaleRecord
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT
+from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_workflows import TransactionSegments, TransactionWorkflows
 from pravega_ray.errors import (
@@ -128,11 +129,14 @@ class StreamWorkflows:
         self._records.transition(scope, stream, StreamState.SCALING)
         self._step("scaling")
         config = StreamConfiguration.from_dict(value["config"])
-        for sid, _, _ in t.segments:
+
+        def create(sid: int) -> None:
             name = stream_segment_name(scope, stream, sid)
             with contextlib.suppress(SegmentExistsError):
                 self._segments.create_segment(name)
             self._set_policy(name, config.scaling)
+
+        run_each(create, [sid for sid, _, _ in t.segments])  # side by side: independent
         self._step("segments created")
         current = self._records.epoch(scope, stream, value["epoch"])
         assert current is not None
@@ -148,9 +152,7 @@ class StreamWorkflows:
         self._step("epoch added")
         if not self.old_epoch_done(scope, stream, value["epoch"]):
             return WAIT  # for the old epoch's transactions: longer than a request's expiry
-        sizes = {}
-        for sid in t.sealed:
-            sizes[sid] = self._seal(stream_segment_name(scope, stream, sid))
+        sizes = self._seal_all(scope, stream, list(t.sealed))
         self._records.add_sealed_sizes(scope, stream, sizes)
         self._step("old segments sealed")
         numbers = [sid & 0xFFFFFFFF for sid, _, _ in t.segments]
@@ -182,6 +184,16 @@ class StreamWorkflows:
             return self._segments.seal_segment(segment)
         except SegmentNotFoundError:
             return 0
+
+    def _seal_all(self, scope: str, stream: str, sids: list[int]) -> dict[int, int]:
+        """Seal the stream's segments ``sids`` side by side; their sealed sizes by id."""
+        sizes: dict[int, int] = {}
+
+        def seal(sid: int) -> None:
+            sizes[sid] = self._seal(stream_segment_name(scope, stream, sid))
+
+        run_each(seal, sids)
+        return {sid: sizes[sid] for sid in sids}
 
     # --- update ----------------------------------------------------------------------------------
     def _on_update(self, scope: str, stream: str, body: dict[str, Any]) -> str:
@@ -279,7 +291,7 @@ class StreamWorkflows:
             return WAIT
         self._step("transactions ended")
         segments = self._records.info(scope, stream).segments
-        sizes = {s.segment_id: self._seal(s.name) for s in segments}
+        sizes = self._seal_all(scope, stream, [s.segment_id for s in segments])
         self._records.add_sealed_sizes(scope, stream, sizes)
         self._step("segments sealed")
         self._records.transition(scope, stream, StreamState.SEALED)
@@ -300,9 +312,12 @@ class StreamWorkflows:
         if self._store.safe_start("streams", scope, stream, 0) < next_number:
             self._store.remember_deleted("streams", scope, stream, next_number)
         self._step("numbers remembered")
-        for sid in self._records.all_segment_ids(scope, stream):
+
+        def delete(sid: int) -> None:
             with contextlib.suppress(SegmentNotFoundError):
                 self._segments.delete_segment(stream_segment_name(scope, stream, sid))
+
+        run_each(delete, self._records.all_segment_ids(scope, stream))
         self._step("segments deleted")
         self._txns.txns.delete_stream(scope, stream, self._records.highest_epoch(scope, stream))
         self._records.delete(scope, stream)

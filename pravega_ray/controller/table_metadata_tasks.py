@@ -4,6 +4,9 @@ A service of :class:`~pravega_ray.controller.controller.Controller`: create is a
 (record in CREATING, table segments created idempotently, then ACTIVE; resumed after a
 crash), delete moves the record to DELETING, remembers the numbers the name used (so a
 re-created table never reuses a segment), deletes the segments, then the record.
+
+Thread-safe, and safe beside other controller instances on the same records (records change
+by compare-and-set only; a create finished by two callers at once completes once).
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from typing import Protocol
 
 from pravega_ray.constants import KVT_PARTITIONS_MAX
 from pravega_ray.contracts.records import KeyValueTableInfo, KeyValueTableState, check_request_id
-from pravega_ray.controller.controller_steps import ControllerSteps
+from pravega_ray.controller.controller_steps import ControllerSteps, create_racing
+from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
+    ConflictingUpdateError,
     IllegalStateError,
+    IllegalStateTransitionError,
     InvalidArgumentError,
     SegmentExistsError,
     SegmentNotFoundError,
@@ -78,26 +84,40 @@ class TableMetadataTasks:
         ):
             raise InvalidArgumentError(f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}]")
         key = f"kvtables/{scope}/{table}"
-        existing = self._store.get_key_value_table_record(scope, table)
-        if existing is not None:
-            # A damaged record is named, not "exists"; a create cut short is finished.
-            if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
-                self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
-            return request_id is not None and existing.get("request_id") == request_id
-        self._store.create_key_value_table(
-            scope, table, partitions, self._clock.wall_time_ms(), request_id
+        existing = create_racing(
+            lambda: self._store.get_key_value_table_record(scope, table),
+            lambda: self._store.create_key_value_table(
+                scope, table, partitions, self._clock.wall_time_ms(), request_id
+            ),
+            f"key-value table {scope}/{table}",
         )
-        self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
-        return True
+        if existing is None:
+            self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
+            return True
+        # A damaged record is named, not "exists"; a create cut short is finished.
+        if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
+            self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
+        return request_id is not None and existing.get("request_id") == request_id
 
     def _finish_create(self, scope: str, table: str) -> None:
+        """Create the table segments side by side, then make the table ACTIVE. Idempotent:
+        after a crash, and beside another caller (instance) finishing the same create."""
         info = self.get_key_value_table(scope, table)
-        for segment in info.segments:
+        if info.state is not KeyValueTableState.CREATING:
+            return
+
+        def create(segment: str) -> None:
             with contextlib.suppress(SegmentExistsError):  # idempotent after a crash
                 self._segments.create_table_segment(segment)
-        self._store.set_key_value_table_state(
-            scope, table, KeyValueTableState.CREATING, KeyValueTableState.ACTIVE
-        )
+
+        run_each(create, info.segments)
+        try:
+            self._store.set_key_value_table_state(
+                scope, table, KeyValueTableState.CREATING, KeyValueTableState.ACTIVE
+            )
+        except (IllegalStateTransitionError, ConflictingUpdateError):
+            if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
+                raise  # not another caller's finish: the error stands
 
     def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
         """The table's partitions and segments. Raises KeyValueTableNotFoundError."""

@@ -177,7 +177,7 @@ def test_the_node_start_local_starts_does_not_count_the_actors_as_task_workers(
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     variables = cluster.node_environment(container_count=4, retention_buckets=4)
     actors = 4 + 4 + len(cluster.LONG_LIVED_ACTORS)
-    assert actors == 14  # the demo's cluster
+    assert actors == 15  # the demo's cluster (two controller instances)
     assert variables == {
         "RAY_prestart_worker_first_driver": "0",
         "RAY_worker_maximum_startup_concurrency": str(2 + math.ceil(actors / 4)),
@@ -186,7 +186,7 @@ def test_the_node_start_local_starts_does_not_count_the_actors_as_task_workers(
     # default allowance of 4 task workers per CPU stay under it.
     assert actors + 4 * 2 < 4 * int(variables["RAY_worker_maximum_startup_concurrency"])
     one_cpu = cluster.node_environment(1, 1, num_cpus=1)
-    assert one_cpu["RAY_worker_maximum_startup_concurrency"] == str(1 + math.ceil(8 / 4))
+    assert one_cpu["RAY_worker_maximum_startup_concurrency"] == str(1 + math.ceil(9 / 4))
 
     concurrency, prestart = sorted(variables, reverse=True)  # Ray's names: RAY_<config>
     monkeypatch.setenv(concurrency, "3")
