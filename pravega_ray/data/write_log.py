@@ -43,6 +43,7 @@ from pravega_ray.errors import (
     BadKeyVersionError,
     IllegalStateError,
     InvalidArgumentError,
+    KeyValueTableNotFoundError,
     NoSuchKeyError,
 )
 
@@ -228,18 +229,23 @@ class WriteLog:
 
 
 def _open_table(factory: ClientFactory, scope: str, create: bool) -> KeyValueTable[str, bytes]:
-    """The scope's write-log table, created on first use if ``create``; waits while someone
-    else creates it."""
-    if create:
-        factory.stream_manager().create_key_value_table(
-            scope, WRITE_LOG_TABLE, WRITE_LOG_PARTITIONS
-        )
+    """The scope's write-log table, created on first use if ``create`` (opened first: once it
+    exists, as for every write but the scope's first, that is one controller call); waits
+    while someone else creates it."""
     deadline = time.monotonic() + TABLE_READY_WAIT_S
+    tried_create = not create
     while True:
         try:
             return factory.key_value_table(
                 scope, WRITE_LOG_TABLE, Utf8Serializer(), BytesSerializer()
             )
+        except KeyValueTableNotFoundError:
+            if tried_create:
+                raise
+            factory.stream_manager().create_key_value_table(
+                scope, WRITE_LOG_TABLE, WRITE_LOG_PARTITIONS
+            )
+            tried_create = True
         except IllegalStateError:  # CREATING: another writer's create is in flight
             if time.monotonic() > deadline:
                 raise
