@@ -8,7 +8,7 @@
                                                      OPEN/ABORTED (a dead run): abort its
                                                      transactions, start a new run
     write task (Ray, retried if its worker dies): on its first non-empty block: begin_txn,
-            record the txn id, then per block: rows -> events, write, flush;
+            record the txn id, then per block: rows -> events, write; then flush;
             returns (task index, txn id, events, bytes)
     driver pinger: every lease_s / 3 reads the record and pings every recorded transaction
             (a finished task no longer pings its own)
@@ -58,8 +58,11 @@ __all__ = [
     "WRITE_TASK_CPUS",
     "WRITE_TASK_RETRIES_MAX",
     "WRITE_TXN_LEASE_S",
+    "PartitionResult",
+    "WriteRun",
     "WriteStreamResult",
     "committed_result",
+    "write_partition",
     "write_stream",
 ]
 
@@ -99,7 +102,10 @@ class WriteStreamResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class _TaskResult:
+class PartitionResult:
+    """What one write task (a Ray Data write task, a Spark partition) wrote: its index
+    (commit order), its transaction (None if it had no rows), events and payload bytes."""
+
     task_index: int
     txn_id: str | None
     events: int
@@ -182,11 +188,172 @@ def _result(record: WriteRecord, outcome: str) -> WriteStreamResult:
     )
 
 
+def write_partition(
+    cluster: Any,
+    scope: str,
+    stream: str,
+    write_id: str,
+    run_id: str,
+    tables: Iterable[pa.Table],
+    routing_key_column: str | None,
+    serializer: Any,
+    lease_s: float,
+    task_index: int,
+) -> PartitionResult:
+    """One write task: the rows of ``tables`` into one transaction of ``scope/stream``.
+
+    On the first non-empty table: begin the transaction and record it in the write's record
+    (run ``run_id``) before writing to it; then per table: rows -> events, written; at the
+    end one flush (every event durable in the transaction before the result is returned).
+    Commits nothing: the driver commits what the tasks return. On any error the transaction
+    is aborted and the error raised. The write log's table must exist (the driver made it).
+    """
+    write_log = WriteLog(cluster, scope, stream, create=False)
+    writer = cluster.create_transactional_writer(scope, stream, lease_s=lease_s)
+    txn = None
+    events = size = 0
+    try:
+        for table in tables:
+            pending = events_of_table(table, routing_key_column, serializer)
+            if not pending:
+                continue
+            if txn is None:
+                txn = writer.begin_txn()
+                write_log.add_txn(write_id, run_id, txn.txn_id)
+            write = txn.write_event
+            for routing_key, payload in pending:
+                write(payload, routing_key)
+                size += len(payload)
+            events += len(pending)
+        if txn is not None:
+            txn.flush()  # every event durable in the txn before the task returns it
+    except BaseException:
+        if txn is not None:
+            _abort_quietly(writer, [txn.txn_id])
+        raise
+    finally:
+        writer.close()
+        write_log.close()
+    return PartitionResult(task_index, None if txn is None else str(txn.txn_id), events, size)
+
+
+class WriteRun:
+    """The driver's side of one run of an exactly-once write (Ray Data or Spark).
+
+    :meth:`begin` checks the write's record: a committed write id returns its result, one
+    that died committing is finished; otherwise a new OPEN run starts and a pinger keeps
+    every transaction the record lists alive. The caller then runs :func:`write_partition`
+    for each task (with :attr:`write_id`, :attr:`run_id`) and ends with :meth:`commit`
+    (the tasks' results; one per task index) or :meth:`abort`, then :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        writer: TransactionalEventStreamWriter[Any],
+        write_log: WriteLog,
+        write_id: str,
+        run_id: str,
+        given_id: bool,
+    ) -> None:
+        self.write_id = write_id
+        self.run_id = run_id
+        self._writer = writer
+        self._log = write_log
+        self._given_id = given_id
+        self._pinger = _RecordPinger(writer, write_log, write_id)
+
+    @staticmethod
+    def begin(
+        cluster: Any, scope: str, stream: str, write_id: str | None, lease_s: float
+    ) -> WriteRun | WriteStreamResult:
+        """A new run of ``write_id`` (a random id if None), or the result of a write id
+        committed before (``already-committed``) or finished now (``resumed``).
+        IllegalStateError if another driver runs the same write id."""
+        the_id = write_id if write_id is not None else f"auto-{uuid.uuid4().hex}"
+        write_log = WriteLog(cluster, scope, stream)
+        writer = cluster.create_transactional_writer(scope, stream, lease_s=lease_s)
+        try:
+            previous = write_log.get(the_id)
+            if previous is not None and previous.state is WriteState.COMMITTED:
+                result = _result(previous, "already-committed")
+            elif previous is not None and previous.state is WriteState.COMMITTING:
+                result = _result(_finish_commit(writer, write_log, previous), "resumed")
+            else:
+                if previous is not None:  # OPEN (its driver died) or ABORTED: start over
+                    _abort_quietly(writer, previous.txn_ids())
+                run = write_log.start(the_id, previous)
+                return WriteRun(writer, write_log, the_id, run.run_id, write_id is not None)
+        except BaseException:
+            writer.close()
+            write_log.close()
+            raise
+        writer.close()
+        write_log.close()
+        return result
+
+    def commit(self, returns: Iterable[PartitionResult]) -> WriteStreamResult:
+        """Record COMMITTING with the returned transactions (in task order; a task index
+        returned twice keeps its first, the other transaction is aborted as a killed
+        attempt's), commit them, record COMMITTED. A random write id's record is removed."""
+        self._pinger.stop()
+        by_task: dict[int, PartitionResult] = {}
+        for r in returns:
+            by_task.setdefault(r.task_index, r)
+        chosen = [by_task[i] for i in sorted(by_task)]
+        commit = tuple(r.txn_id for r in chosen if r.txn_id is not None)
+
+        def intent(current: WriteRecord) -> WriteRecord:
+            if current.run_id != self.run_id or current.state is not WriteState.OPEN:
+                raise IllegalStateError(f"write {self.write_id!r} was taken over by another run")
+            return dataclasses.replace(
+                current,
+                state=WriteState.COMMITTING,
+                commit=commit,
+                events=sum(r.events for r in chosen),
+                bytes=sum(r.bytes for r in chosen),
+            )
+
+        record = self._log.update(self.write_id, intent)
+        done = _finish_commit(self._writer, self._log, record)
+        if not self._given_id:
+            _remove_quietly(self._log, self.write_id)
+        return _result(done, "written")
+
+    def abort(self, error: BaseException) -> None:
+        """After a failed write: abort every recorded transaction and record ABORTED (a
+        random write id's record is removed). Leaves a COMMITTING record alone (a resumed
+        write finishes it). Never raises: cleanup errors are logged."""
+        self._pinger.stop()
+        try:
+            record = self._log.get(self.write_id)
+            if record is None or record.run_id != self.run_id:
+                return
+            if record.state is WriteState.COMMITTING:
+                return  # the commit intent stands: a resumed write finishes it
+            _abort_quietly(self._writer, record.txn_ids())
+
+            def aborted(current: WriteRecord) -> WriteRecord:
+                if current.run_id != self.run_id or current.state is not WriteState.OPEN:
+                    raise IllegalStateError(f"write {self.write_id!r} changed")
+                return dataclasses.replace(current, state=WriteState.ABORTED)
+
+            self._log.update(self.write_id, aborted)
+            if not self._given_id:
+                _remove_quietly(self._log, self.write_id)
+        except PravegaError as e:  # the write's own error matters more
+            log.warning("write %s: cleanup after %r failed: %r", self.write_id, error, e)
+
+    def close(self) -> None:
+        self._pinger.stop()
+        self._writer.close()
+        self._log.close()
+
+
 def _datasink_class() -> type:
     from ray.data import Datasink
     from ray.data.block import BlockAccessor
 
-    class _StreamDatasink(Datasink[_TaskResult]):
+    class _StreamDatasink(Datasink[PartitionResult]):
         """Write tasks' side of :func:`write_stream`. Pickled to the tasks without its
         driver-only part (the transactional writer, write log and result)."""
 
@@ -211,8 +378,8 @@ def _datasink_class() -> type:
             self._serializer = serializer
             self._lease_s = lease_s
             self._min_rows = min_rows
-            self._driver: tuple[TransactionalEventStreamWriter[Any], WriteLog] | None = None
-            self.record: WriteRecord | None = None
+            self._driver: WriteRun | None = None
+            self.result: WriteStreamResult | None = None
 
         def __getstate__(self) -> dict[str, Any]:
             state = dict(self.__dict__)
@@ -227,84 +394,31 @@ def _datasink_class() -> type:
             return self._min_rows
 
         # --- write task ------------------------------------------------------------------
-        def write(self, blocks: Iterable[Any], ctx: Any) -> _TaskResult:
+        def write(self, blocks: Iterable[Any], ctx: Any) -> PartitionResult:
             from pravega_ray.cluster import connect
 
             cluster = connect(namespace=self._namespace)
-            write_log = WriteLog(cluster, self._scope, self._stream)
-            writer = cluster.create_transactional_writer(
-                self._scope, self._stream, lease_s=self._lease_s
-            )
-            txn = None
-            events = size = 0
-            try:
-                for block in blocks:
-                    table = BlockAccessor.for_block(block).to_arrow()
-                    pending = events_of_table(table, self._key_column, self._serializer)
-                    if not pending:
-                        continue
-                    if txn is None:
-                        txn = writer.begin_txn()
-                        write_log.add_txn(self._write_id, self._run_id, txn.txn_id)
-                    for routing_key, payload in pending:
-                        txn.write_event(payload, routing_key)
-                        size += len(payload)
-                    events += len(pending)
-                    txn.flush()  # a block's events are durable in the txn before the next
-            except BaseException:
-                if txn is not None:
-                    _abort_quietly(writer, [txn.txn_id])
-                raise
-            finally:
-                writer.close()
-                write_log.close()
-            return _TaskResult(
-                int(ctx.task_idx), None if txn is None else str(txn.txn_id), events, size
+            return write_partition(
+                cluster,
+                self._scope,
+                self._stream,
+                self._write_id,
+                self._run_id,
+                (BlockAccessor.for_block(block).to_arrow() for block in blocks),
+                self._key_column,
+                self._serializer,
+                self._lease_s,
+                int(ctx.task_idx),
             )
 
         # --- driver ------------------------------------------------------------------------
         def on_write_complete(self, write_result: Any) -> None:
             assert self._driver is not None, "on_write_complete runs on the driver"
-            writer, write_log = self._driver
-            returns = sorted(write_result.write_returns, key=lambda r: r.task_index)
-            commit = tuple(r.txn_id for r in returns if r.txn_id is not None)
-
-            def intent(current: WriteRecord) -> WriteRecord:
-                if current.run_id != self._run_id or current.state is not WriteState.OPEN:
-                    raise IllegalStateError(
-                        f"write {self._write_id!r} was taken over by another run"
-                    )
-                return dataclasses.replace(
-                    current,
-                    state=WriteState.COMMITTING,
-                    commit=commit,
-                    events=sum(r.events for r in returns),
-                    bytes=sum(r.bytes for r in returns),
-                )
-
-            record = write_log.update(self._write_id, intent)
-            self.record = _finish_commit(writer, write_log, record)
+            self.result = self._driver.commit(write_result.write_returns)
 
         def on_write_failed(self, error: Exception) -> None:
-            if self._driver is None:
-                return
-            writer, write_log = self._driver
-            try:
-                record = write_log.get(self._write_id)
-                if record is None or record.run_id != self._run_id:
-                    return
-                if record.state is WriteState.COMMITTING:
-                    return  # the commit intent stands: a resumed write finishes it
-                _abort_quietly(writer, record.txn_ids())
-
-                def aborted(current: WriteRecord) -> WriteRecord:
-                    if current.run_id != self._run_id or current.state is not WriteState.OPEN:
-                        raise IllegalStateError(f"write {self._write_id!r} changed")
-                    return dataclasses.replace(current, state=WriteState.ABORTED)
-
-                write_log.update(self._write_id, aborted)
-            except PravegaError as e:  # the write's own error matters more
-                log.warning("write %s: cleanup after %r failed: %r", self._write_id, error, e)
+            if self._driver is not None:
+                self._driver.abort(error)
 
     return _StreamDatasink
 
@@ -403,31 +517,22 @@ def write_stream(
     if schema is not None:
         check_schema(_arrow_schema(schema), routing_key_column, serializer)
 
-    the_id = given_id if given_id is not None else f"auto-{uuid.uuid4().hex}"
-    write_log = WriteLog(cluster, scope, stream)
-    writer = cluster.create_transactional_writer(scope, stream, lease_s=lease)
+    run = WriteRun.begin(cluster, scope, stream, given_id, lease)
+    if isinstance(run, WriteStreamResult):
+        return run
     try:
-        previous = write_log.get(the_id)
-        if previous is not None and previous.state is WriteState.COMMITTED:
-            return _result(previous, "already-committed")
-        if previous is not None and previous.state is WriteState.COMMITTING:
-            return _result(_finish_commit(writer, write_log, previous), "resumed")
-        if previous is not None:  # OPEN (its driver died) or ABORTED: start over
-            _abort_quietly(writer, previous.txn_ids())
-        run = write_log.start(the_id, previous)
         sink = _datasink_class()(
             cluster.namespace,
             scope,
             stream,
-            the_id,
+            run.write_id,
             run.run_id,
             routing_key_column,
             serializer,
             lease,
             min_rows_per_write,
         )
-        sink._driver = (writer, write_log)
-        pinger = _RecordPinger(writer, write_log, the_id)
+        sink._driver = run
         try:
             ds.write_datasink(
                 sink,
@@ -438,23 +543,16 @@ def write_stream(
                 concurrency=concurrency,
             )
         except Exception as e:
-            if given_id is None:
-                _remove_quietly(write_log, the_id)
             root = _task_error(e)
             if root is e:
                 raise
             raise root from e
-        finally:
-            pinger.stop()
-        record = sink.record
-        if record is None:  # pragma: no cover - Ray Data always calls on_write_complete
-            raise IllegalStateError(f"write {the_id!r}: the sink was never completed")
-        if given_id is None:
-            write_log.remove(the_id)
-        return _result(record, "written")
+        result: WriteStreamResult | None = sink.result
+        if result is None:  # pragma: no cover - Ray Data always calls on_write_complete
+            raise IllegalStateError(f"write {run.write_id!r}: the sink was never completed")
+        return result
     finally:
-        writer.close()
-        write_log.close()
+        run.close()
 
 
 def committed_result(

@@ -43,6 +43,7 @@ from pravega_ray.errors import (
     BadKeyVersionError,
     IllegalStateError,
     InvalidArgumentError,
+    KeyValueTableNotFoundError,
     NoSuchKeyError,
 )
 
@@ -141,13 +142,16 @@ class WriteLog:
     """The write records of one stream (see the module docstring).
 
     The constructor creates the scope's table if needed (ScopeNotFoundError if the scope
-    does not exist). Thread-safe as its key-value table is.
+    does not exist); with ``create=False`` (write tasks: their driver created it) it only
+    opens it, saving a controller call. Thread-safe as its key-value table is.
     """
 
-    def __init__(self, factory: ClientFactory, scope: str, stream: str) -> None:
+    def __init__(
+        self, factory: ClientFactory, scope: str, stream: str, *, create: bool = True
+    ) -> None:
         self.scope = scope
         self.stream = stream
-        self._table = _open_table(factory, scope)
+        self._table = _open_table(factory, scope, create)
 
     def close(self) -> None:
         self._table.close()
@@ -224,15 +228,24 @@ class WriteLog:
         self._table.remove(self._key(write_id))
 
 
-def _open_table(factory: ClientFactory, scope: str) -> KeyValueTable[str, bytes]:
-    """The scope's write-log table, created on first use; waits while someone else creates it."""
-    factory.stream_manager().create_key_value_table(scope, WRITE_LOG_TABLE, WRITE_LOG_PARTITIONS)
+def _open_table(factory: ClientFactory, scope: str, create: bool) -> KeyValueTable[str, bytes]:
+    """The scope's write-log table, created on first use if ``create`` (opened first: once it
+    exists, as for every write but the scope's first, that is one controller call); waits
+    while someone else creates it."""
     deadline = time.monotonic() + TABLE_READY_WAIT_S
+    tried_create = not create
     while True:
         try:
             return factory.key_value_table(
                 scope, WRITE_LOG_TABLE, Utf8Serializer(), BytesSerializer()
             )
+        except KeyValueTableNotFoundError:
+            if tried_create:
+                raise
+            factory.stream_manager().create_key_value_table(
+                scope, WRITE_LOG_TABLE, WRITE_LOG_PARTITIONS
+            )
+            tried_create = True
         except IllegalStateError:  # CREATING: another writer's create is in flight
             if time.monotonic() > deadline:
                 raise

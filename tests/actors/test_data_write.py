@@ -2,7 +2,7 @@
 
 Checked (docs/pipelines.md): every row becomes one event, a routing key's events land
 on one segment in the dataset's order; a failing task leaves nothing visible and every
-transaction ABORTED; a write task whose worker is SIGKILLed after flushing events into its
+transaction ABORTED; a write task whose worker is SIGKILLed after writing events into its
 transaction is retried and the stream still holds each row once (the killed attempt's
 transaction ABORTED); a ``write_id`` makes a second call a no-op and finishes a write whose
 driver died between recording the commit and committing; bad input raises a typed error
@@ -105,7 +105,7 @@ class _FailingRows:
 
 class _KillingRows:
     """A row serializer that SIGKILLs its own worker on the first row of its second block,
-    once (a marker file): the task's first block is flushed into its transaction by then."""
+    once (a marker file): the task's first block is written into its transaction by then."""
 
     def __init__(self, marker: str) -> None:
         self.marker = marker

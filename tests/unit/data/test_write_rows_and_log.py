@@ -75,7 +75,11 @@ def test_check_schema_names_the_problem() -> None:
 def test_write_log_records_transactions_under_races_and_refuses_stale_runs() -> None:
     cluster = InProcessCluster(container_count=2)
     try:
+        with pytest.raises(pr.ScopeNotFoundError):
+            WriteLog(cluster, "sc", "st")  # no scope: nothing created
         cluster.stream_manager().create_scope("sc")
+        with pytest.raises(pr.KeyValueTableNotFoundError):
+            WriteLog(cluster, "sc", "st", create=False)  # a task's open creates nothing
         log = WriteLog(cluster, "sc", "st")
         assert WRITE_LOG_TABLE in cluster.stream_manager().list_key_value_tables("sc")
         run = log.start("w", None)
