@@ -2,7 +2,9 @@
 
 Path of the data inside one read task::
 
-    container.read(segment, offset, <= READ_BYTES_MAX, wait 0)   one call per chunk
+    container.read(segment, offset, <= READ_BYTES_MAX, wait 0)   one call per window; up to
+                                                                READS_IN_FLIGHT outstanding,
+                                                                across the task's ranges
     FrameScanner.feed                                           frames -> FrameSpans
     raw mode:     raw_events_table(..., spans)                  spans -> Arrow columns
     decoded modes: events_table(layout, ..., payloads)          (offset, payload) -> columns
@@ -30,6 +32,7 @@ serializer ``event`` holds the deserialized values (see ``docs/pipelines.md``).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +64,7 @@ __all__ = [
     "BLOCK_BYTES_DEFAULT",
     "EVENT_ARROW_SCHEMA",
     "EVENT_COLUMNS",
+    "READS_IN_FLIGHT",
     "READ_CALL_TIMEOUT_S",
     "READ_TASK_CPUS",
     "BlockLayout",
@@ -95,6 +99,10 @@ READ_TASK_CPUS = 0.25
 
 READ_CALL_TIMEOUT_S = 120.0
 """Longest wait for one container read call before the read fails as unavailable."""
+
+READS_IN_FLIGHT = 8
+"""Read calls (of up to ``READ_BYTES_MAX`` each) a read task keeps outstanding, across its
+ranges: its ranges on different containers are read in parallel."""
 
 
 @dataclass(frozen=True)
@@ -316,102 +324,179 @@ def _concat(tables: Sequence[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive").combine_chunks()
 
 
+def _windows(ranges: Sequence[Any], read_bytes: int) -> Iterator[tuple[int, int, int]]:
+    """``(range index, offset, length)`` of the read calls covering ``ranges``, in order:
+    each range cut into windows of at most ``read_bytes``."""
+    for index, segment_range in enumerate(ranges):
+        offset, end = segment_range.start_offset, segment_range.end_offset
+        while offset < end:
+            length = min(read_bytes, end - offset)
+            yield index, offset, length
+            offset += length
+
+
+class _BlockBuilder:
+    """Frames of the ranges of one read task into blocks (see :func:`read_ranges`)."""
+
+    def __init__(self, layout: BlockLayout, block_bytes: int) -> None:
+        self._layout = layout
+        self._block_bytes = block_bytes
+        self._pieces: list[pa.Table] = []  # built tables of the block being filled
+        self._spans: list[FrameSpans] = []  # frames of the current range, not yet in a piece
+        self._pending_bytes = 0  # Arrow bytes of the pieces + payload bytes of the spans
+        self._piece_bytes = 0  # payload bytes of the spans
+
+    def add(self, segment_range: Any, spans: list[FrameSpans]) -> pa.Table | None:
+        """Take the complete frames ``spans`` of ``segment_range``; a full block, if one is."""
+        for new in spans:
+            self._spans.append(new)
+            self._pending_bytes += new.payload_bytes
+            self._piece_bytes += new.payload_bytes
+        if not self._spans or (
+            self._pending_bytes <= self._block_bytes and self._piece_bytes < PIECE_BYTES
+        ):
+            return None
+        # Pieces of ~PIECE_BYTES keep a block just above the target, below the ~1.5x where
+        # Ray Data slices blocks and merges the remainder with the next one.
+        self.end_range(segment_range)
+        # Ray Data merges blocks it sees at or below its target size: pass on only blocks
+        # whose Arrow size is above it (decoded columns may be smaller).
+        if self._pending_bytes <= self._block_bytes:
+            return None
+        block = _concat(self._pieces)
+        self._pieces, self._pending_bytes = [], 0
+        return block if block.num_rows else None
+
+    def end_range(self, segment_range: Any) -> None:
+        """Build the frames held of ``segment_range`` into a piece (its range is done, or a
+        piece is full)."""
+        if self._spans:
+            self._pieces.append(_piece(self._layout, segment_range, self._spans))
+        self._spans, self._piece_bytes = [], 0
+        self._pending_bytes = sum(piece.nbytes for piece in self._pieces)
+
+    def last(self) -> pa.Table | None:
+        """The task's last block (the only one that may be small), None if no rows are left."""
+        pieces = [piece for piece in self._pieces if piece.num_rows]
+        self._pieces, self._pending_bytes = [], 0
+        return _concat(pieces) if pieces else None
+
+
 def read_ranges(
     containers: Sequence[Any],
     ranges: Sequence[Any],
     layout: BlockLayout,
     block_bytes: int = BLOCK_BYTES_DEFAULT,
+    *,
+    read_bytes: int = READ_BYTES_MAX,
+    reads_in_flight: int = READS_IN_FLIGHT,
 ) -> Iterator[pa.Table]:
     """Body of a read task: the events of ``ranges`` (SegmentReadRanges, each read from the
     container actor at the same index) as non-empty, single-chunk tables; a block is
     passed on once its Arrow size exceeds ``block_bytes`` (holding at most about that much
     payload plus one event), the task's last block is the only smaller one.
 
-    Rows of one range come in offset order, ranges one after the other. Raises
+    The ranges are cut into read calls of at most ``read_bytes`` at fixed offsets, and up to
+    ``reads_in_flight`` of them are outstanding at once, across ranges (so the ranges of
+    several containers are read in parallel while earlier bytes are parsed); results are
+    parsed in range and offset order, a short read is completed before the next one is
+    parsed. Rows of one range come in offset order, ranges one after the other. Raises
     DataCorruptionError (segment and offset named) for bytes that do not parse as frames
     or a range that ends inside an event, the container's SegmentTruncatedError /
     SegmentNotFoundError if the range's bytes are gone, SegmentStoreUnavailableError if the
     container dies or a call exceeds ``READ_CALL_TIMEOUT_S``, SerializationError for an
-    event the serializer cannot decode.
+    event the serializer cannot decode; InvalidArgumentError for ``read_bytes`` or
+    ``reads_in_flight`` below 1.
     """
+    for name, value in (("read_bytes", read_bytes), ("reads_in_flight", reads_in_flight)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
+    windows = _windows(ranges, read_bytes)
+    in_flight: deque[tuple[int, int, int, Any]] = deque()
+
+    def refill() -> None:
+        while len(in_flight) < reads_in_flight:
+            window = next(windows, None)
+            if window is None:
+                return
+            index, offset, length = window
+            call = containers[index].read.remote(ranges[index].segment, offset, length, 0.0)
+            in_flight.append((index, offset, length, call))
+
+    builder = _BlockBuilder(layout, block_bytes)
+    current, frames = -1, FrameScanner()
+    refill()
+    while in_flight:
+        index, offset, length, call = in_flight.popleft()
+        refill()  # the next calls run while this one's bytes are parsed
+        if index != current:
+            if current >= 0:
+                _end_of_range(ranges[current], frames)
+                builder.end_range(ranges[current])
+            current, frames = index, FrameScanner()
+        segment_range = ranges[index]
+        for at, data in _window_bytes(containers[index], segment_range, offset, length, call):
+            try:
+                spans = frames.feed(data, at)
+            except DataCorruptionError as error:
+                name = segment_range.segment
+                raise DataCorruptionError(
+                    f"{name}: bytes read at offset {at} are not event frames: {error}",
+                    segment=name,
+                    offset=at,
+                ) from None
+            block = builder.add(segment_range, spans)
+            if block is not None:
+                yield block
+    if current >= 0:
+        _end_of_range(ranges[current], frames)
+        builder.end_range(ranges[current])
+    block = builder.last()
+    if block is not None:
+        yield block
+
+
+def _window_bytes(
+    container: Any, segment_range: Any, offset: int, length: int, call: Any
+) -> Iterator[tuple[int, bytes]]:
+    """``(offset, bytes)`` of the window ``[offset, offset + length)`` of ``segment_range``:
+    ``call``'s result, then, if the container returned fewer bytes (a read stops at a chunk's
+    end), further reads of the rest."""
     from pravega_ray_actors.ray_calls import call_with_unwrap  # Ray's errors unwrap in one place
 
-    def first_read(index: int) -> Any:
-        """The first read call of range ``index`` (None past the last range)."""
-        if index >= len(ranges):
-            return None
-        r = ranges[index]
-        return containers[index].read.remote(
-            r.segment, r.start_offset, min(r.length, READ_BYTES_MAX), 0.0
-        )
-
-    pieces: list[pa.Table] = []  # built tables of the block being filled
-    prefetched = first_read(0)
-    for index, (container, segment_range) in enumerate(zip(containers, ranges, strict=True)):
-        name = segment_range.segment
-        offset, end = segment_range.start_offset, segment_range.end_offset
-        # The next range's first read runs while this range is read and parsed.
-        call, prefetched = prefetched, first_read(index + 1)
-        frames = FrameScanner()  # a frame cut by a read; a large event assembled in place
-        spans: list[FrameSpans] = []  # frames not yet built into a piece
-        pending_bytes = sum(piece.nbytes for piece in pieces)
-        piece_bytes = 0  # payload bytes of spans, not yet built into a piece
-        while offset < end:
-            want = min(end - offset, max(READ_BYTES_MAX, frames.missing_bytes))
-            if call is None:
-                call = container.read.remote(name, offset, want, 0.0)
-            try:
-                result = call_with_unwrap(call, READ_CALL_TIMEOUT_S)
-                call = None
-            except SegmentStoreUnavailableError as error:
-                raise SegmentStoreUnavailableError(
-                    f"reading {name} at offset {offset} failed: {error}"
-                ) from None
-            data = result.data[: end - offset]
-            if not data:
-                raise DataCorruptionError(
-                    f"{name} ends at {result.segment_length}, before the range's end {end}",
-                    segment=name,
-                    offset=offset,
-                )
-            try:
-                new_spans = frames.feed(data, offset)
-            except DataCorruptionError as error:
-                raise DataCorruptionError(
-                    f"{name}: bytes read at offset {offset} are not event frames: {error}",
-                    segment=name,
-                    offset=offset,
-                ) from None
-            offset += len(data)
-            for new in new_spans:
-                spans.append(new)
-                pending_bytes += new.payload_bytes
-                piece_bytes += new.payload_bytes
-            if spans and (pending_bytes > block_bytes or piece_bytes >= PIECE_BYTES):
-                # Pieces of ~PIECE_BYTES keep a block just above the target, below the ~1.5x
-                # where Ray Data slices blocks and merges the remainder with the next one.
-                pieces.append(_piece(layout, segment_range, spans))
-                spans, piece_bytes = [], 0
-                pending_bytes = sum(piece.nbytes for piece in pieces)
-                # Ray Data merges blocks it sees at or below its target size: pass on only
-                # blocks whose Arrow size is above it (decoded columns may be smaller).
-                if pending_bytes > block_bytes:
-                    block = _concat(pieces)
-                    pieces, pending_bytes = [], 0
-                    if block.num_rows:
-                        yield block
-        if frames.buffered_bytes:
+    name, end = segment_range.segment, offset + length
+    while offset < end:
+        if call is None:
+            call = container.read.remote(name, offset, end - offset, 0.0)
+        try:
+            result = call_with_unwrap(call, READ_CALL_TIMEOUT_S)
+        except SegmentStoreUnavailableError as error:
+            raise SegmentStoreUnavailableError(
+                f"reading {name} at offset {offset} failed: {error}"
+            ) from None
+        call = None
+        data = result.data[: end - offset]
+        if not data:
             raise DataCorruptionError(
-                f"{name}: the range [{segment_range.start_offset}, {end}) ends inside an event "
-                f"({frames.buffered_bytes} bytes of a frame)",
+                f"{name} ends at {result.segment_length}, before the range's end "
+                f"{segment_range.end_offset}",
                 segment=name,
-                offset=end - frames.buffered_bytes,
+                offset=offset,
             )
-        if spans:
-            pieces.append(_piece(layout, segment_range, spans))
-    pieces = [piece for piece in pieces if piece.num_rows]
-    if pieces:
-        yield _concat(pieces)
+        yield offset, data
+        offset += len(data)
+
+
+def _end_of_range(segment_range: Any, frames: FrameScanner) -> None:
+    """DataCorruptionError if the range's bytes end inside an event."""
+    if frames.buffered_bytes:
+        name, end = segment_range.segment, segment_range.end_offset
+        raise DataCorruptionError(
+            f"{name}: the range [{segment_range.start_offset}, {end}) ends inside an event "
+            f"({frames.buffered_bytes} bytes of a frame)",
+            segment=name,
+            offset=end - frames.buffered_bytes,
+        )
 
 
 def _piece(layout: BlockLayout, segment_range: Any, spans: list[FrameSpans]) -> pa.Table:

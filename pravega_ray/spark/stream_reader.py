@@ -1,29 +1,41 @@
 """Batch-read a stream between two cuts into a Spark DataFrame (RayDP), like Pravega's Spark
-connector, on top of the Ray Data reader (``pravega_ray.data``).
+connector, on the read tasks of the Ray Data reader (``pravega_ray.data``).
 
-Path of the data::
+Path of the data (columns Spark's JVM reads from Arrow, :func:`jvm_readable`)::
 
     plan_read (driver): names, cuts, serializer checked; batch client ranges between the cuts
-    dataset_of(plan, read_tasks_max=executor cores)      -> a Ray Data read: each task reads
-       (0.25 CPU each)                                       several ranges into shared blocks
-    spark_ready_blocks: iter_internal_ref_bundles         -> block refs (read once, in Ray's store;
-                                                             empty dropped, multi-chunk combined)
-    raydp ray_dataset_to_spark_dataframe(schema, refs)    -> one Spark partition per block
+    arrow_stream_blocks(plan, executor cores)   -> plain Ray tasks (0.25 CPU, streaming
+                                                   generators), each reading several ranges
+                                                   with event_blocks.read_ranges (many read
+                                                   calls in flight), each block one Arrow IPC
+                                                   stream (bytes) in Ray's store; the driver
+                                                   waits for all (errors raised here)
+    _jvm_frame: RayDP's RayDatasetRDD          -> one Spark partition per block, read by the
+                + ArrowConverters (JVM)           executor's JVM from Ray's store: no Python
+                                                  worker, no pandas
+
+Other columns (timestamps, decimals, nested, ...) take RayDP's pandas path::
+
+    dataset_of(plan, read_tasks_max=executor cores)      -> a Ray Data read
+    spark_ready_blocks: iter_internal_ref_bundles         -> block refs (empty dropped,
+                                                             multi-chunk combined)
+    raydp ray_dataset_to_spark_dataframe(schema, refs)    -> one Spark partition per block,
+                                                             to_pandas in a Python worker
 
 Why the shape (measured, see ``docs/spark.md`` and ``docs/benchmarks.md``):
 
-* Each Ray block becomes one Spark partition and costs ~0.25 s to hand over, so the number of
-  read tasks (hence blocks) is the executors' total cores, not the number of segment ranges.
-* Every block handed to Spark must be a non-empty table whose columns are one contiguous chunk
-  each. RayDP converts a block with ``to_pandas()``; pandas 3 backs string columns with the
-  Arrow chunks, and PySpark 3.5's ``mapInPandas`` output path then fails on the resulting
-  ``ChunkedArray`` ("Expected Array, got ChunkedArray"). Multi-chunk tables (``concat_tables``,
-  Ray Data's ``repartition``, its output buffer merging small blocks) and empty tables (zero
-  chunks) trigger it. The read tasks build single-chunk blocks closed at Ray Data's target block
-  size (``pravega_ray/data/event_blocks.py``), empty blocks are dropped here, and an empty read
-  is an empty DataFrame built by Spark directly.
-* The block refs go to RayDP directly with the schema the plan knows: ``Dataset.to_spark`` would
-  ask the Dataset for its schema first, which may run part of the read a second time.
+* Each block becomes one Spark partition, and a partition costs a Spark task, so the number of
+  read tasks is the executors' total cores (blocks close at Ray Data's target block size).
+* Ray Data's executor costs a fixed start per read, and RayDP's pandas conversion a Python
+  object per row and a second Arrow conversion in the executor; the JVM path has neither.
+  ``ray.data.from_arrow(rows).to_spark()`` (the measure of the goal) pays the pandas one.
+* On the pandas path every block handed to Spark must be a non-empty table whose columns are
+  one contiguous chunk each: pandas 3 backs string columns with the Arrow chunks, and PySpark
+  3.5's ``mapInPandas`` output path fails on the resulting ``ChunkedArray`` ("Expected Array,
+  got ChunkedArray"). The read tasks build single-chunk blocks (``event_blocks``), empty
+  blocks are dropped here, and an empty read is an empty DataFrame built by Spark directly.
+* The block refs go to RayDP directly with the schema the plan knows: ``Dataset.to_spark``
+  would ask the Dataset for its schema first, which may run part of the read a second time.
 
 The read is a snapshot: each range ends at the end cut or at its segment's length when
 ``read_stream`` was called; later appends are not included.
@@ -32,12 +44,13 @@ The read is a snapshot: each range ends at the end cut or at its segment's lengt
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from pravega_ray.data.event_blocks import EVENT_ARROW_SCHEMA, EVENT_COLUMNS, READ_TASK_CPUS
-from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.errors import IllegalStateError, InvalidArgumentError
 from pravega_ray.naming import parse_scoped_stream
 
 if TYPE_CHECKING:
@@ -48,6 +61,9 @@ __all__ = [
     "EVENT_ARROW_SCHEMA",
     "EVENT_COLUMNS",
     "READ_TASK_CPUS",
+    "arrow_ipc_bytes",
+    "arrow_stream_blocks",
+    "jvm_readable",
     "read_stream",
     "spark_event_schema",
     "spark_ready_blocks",
@@ -114,7 +130,9 @@ def read_stream(
 
     ``spark`` must be a RayDP session on the same Ray (:func:`init_spark`); ``cluster``
     defaults to ``pravega_ray.cluster.connect()``. The data is read eagerly into Ray's object
-    store, where RayDP keeps it referenced until Spark stops; the DataFrame reads it from there.
+    store (as Arrow IPC blocks Spark's JVM reads directly, or, for column types it does not
+    take as Arrow, table blocks RayDP converts through pandas), where RayDP keeps it
+    referenced until Spark stops; the DataFrame reads it from there.
 
     Raises :class:`InvalidNameError` for a malformed name and InvalidArgumentError for a bad
     cut or serializer (before touching Ray or Spark), IllegalStateError if Ray is not
@@ -140,7 +158,13 @@ def read_stream(
     if not plan.ranges:
         return spark.createDataFrame([], spark_schema(arrow_schema))
 
-    dataset = dataset_of(plan, read_tasks_max=_executor_core_count(spark))
+    tasks = _executor_core_count(spark)
+    if jvm_readable(arrow_schema):
+        ipc_refs = arrow_stream_blocks(plan, tasks)
+        if not ipc_refs:
+            return spark.createDataFrame([], spark_schema(arrow_schema))
+        return _jvm_frame(spark, arrow_schema, ipc_refs)
+    dataset = dataset_of(plan, read_tasks_max=tasks)
     block_refs = spark_ready_blocks(dataset)
     if not block_refs:
         return spark.createDataFrame([], spark_schema(arrow_schema))
@@ -148,6 +172,123 @@ def read_stream(
 
     frame: DataFrame = ray_dataset_to_spark_dataframe(spark, arrow_schema, block_refs)
     return frame
+
+
+def jvm_readable(arrow_schema: pa.Schema) -> bool:
+    """Whether Spark's JVM reads every column of ``arrow_schema`` from Arrow IPC as it is
+    (binary, string, bool, signed integers, float32/64, date32); other types (timestamps,
+    decimals, nested, large or unsigned types) go through RayDP's pandas conversion."""
+    return all(_jvm_readable_type(field.type) for field in arrow_schema)
+
+
+def _jvm_readable_type(arrow_type: pa.DataType) -> bool:
+    types = pa.types
+    return bool(
+        types.is_binary(arrow_type)
+        or types.is_string(arrow_type)
+        or types.is_boolean(arrow_type)
+        or types.is_signed_integer(arrow_type)
+        or types.is_float32(arrow_type)
+        or types.is_float64(arrow_type)
+        or types.is_date32(arrow_type)
+    )
+
+
+def arrow_ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` as one Arrow IPC stream (uncompressed), as Spark's ``ArrowConverters`` read
+    it; a ``bytes`` object, which Ray stores in a form its Java workers read."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def _ipc_read_task(
+    containers: list[Any], ranges: list[Any], layout: Any, block_bytes: int
+) -> Iterator[bytes | int]:
+    """Body of a Spark read task (a Ray streaming generator): each block of
+    ``event_blocks.read_ranges`` as Arrow IPC bytes, then the number of blocks (so the
+    caller learns the task's outcome from one small object; a failure is that object)."""
+    from pravega_ray.data.event_blocks import read_ranges
+
+    blocks = 0
+    for table in read_ranges(containers, ranges, layout, block_bytes):
+        yield arrow_ipc_bytes(table)
+        blocks += 1
+    yield blocks
+
+
+@functools.cache
+def _ipc_read_remote() -> Any:
+    """The Spark read task, built on first use (importing this loads no Ray)."""
+    import ray
+
+    return ray.remote(num_cpus=READ_TASK_CPUS, max_retries=1, num_returns="streaming")(
+        _ipc_read_task
+    )
+
+
+def arrow_stream_blocks(plan: Any, tasks_max: int, block_bytes: int | None = None) -> list[Any]:
+    """Read ``plan``'s ranges in at most ``tasks_max`` Ray tasks (ranges balanced by bytes,
+    ``datasource.group_ranges``) and return the refs of the blocks, as Arrow IPC bytes, in
+    task order (each task's blocks in its ranges' order); waits for every task.
+
+    No Ray Data execution: each task is a plain streaming-generator task reading its ranges
+    with ``event_blocks.read_ranges`` (blocks closed at ``block_bytes``, default Ray Data's
+    target block size). Raises a task's pravega-ray error unwrapped (the first failed task's,
+    in task order), see :func:`read_stream`.
+    """
+    from pravega_ray.data.datasource import block_bytes_target, group_ranges, typed_read_errors
+    from pravega_ray_actors.ray_calls import call_with_unwrap
+
+    size = block_bytes_target() if block_bytes is None else block_bytes
+    read = _ipc_read_remote()
+    generators = [
+        read.remote(
+            [plan.containers[i] for i in group], [plan.ranges[i] for i in group], plan.layout, size
+        )
+        for group in group_ranges([r.length for r in plan.ranges], tasks_max)
+    ]
+    refs: list[Any] = []
+    for generator in generators:
+        produced = list(generator)
+        if not produced:  # Ray's contract, checked: a task yields its count or its error
+            raise IllegalStateError("a read task produced nothing, not even its outcome")
+        with typed_read_errors():
+            blocks = call_with_unwrap(produced[-1])
+        if blocks != len(produced) - 1:  # Ray's contract, checked: a lost block is a lost row
+            raise IllegalStateError(
+                f"a read task reported {blocks} blocks but produced {len(produced) - 1}"
+            )
+        refs.extend(produced[:-1])
+    return refs
+
+
+def _jvm_frame(spark: SparkSession, arrow_schema: pa.Schema, refs: list[Any]) -> DataFrame:
+    """The DataFrame of the Arrow IPC blocks ``refs``: one Spark partition per block, read by
+    the executor's JVM straight from Ray's object store (RayDP's ``RayDatasetRDD`` and
+    Spark's ``ArrowConverters``), no Python worker and no pandas on the way.
+
+    The refs are handed to RayDP's master actor, which holds them until Spark stops (as
+    RayDP's own ``to_spark`` does): the DataFrame can be evaluated any number of times.
+    """
+    import uuid
+
+    import ray
+    from pyspark.sql import DataFrame
+    from raydp.spark.dataset import get_locations
+    from raydp.spark.ray_cluster_master import RAYDP_SPARK_MASTER_SUFFIX
+
+    holder = ray.get_actor(spark.sparkContext.appName + RAYDP_SPARK_MASTER_SUFFIX)
+    ray.get(holder.add_objects.remote(uuid.uuid4(), refs))
+    jvm: Any = spark.sparkContext._jvm
+    rdd = jvm.org.apache.spark.rdd.RayDatasetRDD(
+        spark._jsc, [ref.binary() for ref in refs], get_locations(refs)
+    )
+    reader = jvm.org.apache.spark.sql.raydp.ObjectStoreReader
+    jdf = reader.RayDatasetToDataFrame(spark._jsparkSession, rdd, spark_schema(arrow_schema).json())
+    return DataFrame(jdf, spark)
 
 
 def cut_alias(bound: str, cut: Any, alias: Any) -> Any:

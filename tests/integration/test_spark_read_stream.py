@@ -164,3 +164,74 @@ def test_read_stream_between_cuts_with_decoded_columns(cluster, spark, unique_na
     assert raw.schema == spark_event_schema() and raw.count() == 30
     with pytest.raises(InvalidArgumentError):
         read_stream(spark, f"{scope}/{stream}", serializer=pr.JsonSerializer(), cluster=cluster)
+
+
+def test_read_stream_of_many_blocks_reevaluated_after_gc(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
+    """Small blocks (several Spark partitions read by the JVM from Arrow IPC): every event
+    once; the DataFrame evaluates again after the caller's references are gone (RayDP's
+    master holds the blocks)."""
+    import gc
+
+    import ray
+
+    scope, stream = unique_name, "blocks"
+    make_stream(cluster, scope, stream, segment_count=3)
+    events = [(f"k{i % 7}", b"%05d" % i * (1 + i % 40)) for i in range(900)]
+    write_events(cluster, scope, stream, events)
+    context = ray.data.DataContext.get_current()
+    saved = context.target_max_block_size
+    context.target_max_block_size = 8192
+    try:
+        df = read_stream(spark, f"{scope}/{stream}", cluster=cluster)
+    finally:
+        context.target_max_block_size = saved
+    assert df.rdd.getNumPartitions() > 3
+    gc.collect()
+    first = sorted(bytes(r.event) for r in df.collect())
+    assert first == sorted(p for _, p in events)
+    gc.collect()
+    assert df.count() == len(events)
+    by_segment: dict[int, list[int]] = defaultdict(list)
+    for r in df.select("segment_id", "offset").collect():
+        by_segment[r.segment_id].append(r.offset)
+    assert all(offsets == sorted(set(offsets)) for offsets in by_segment.values())
+
+
+def test_read_stream_types_the_jvm_does_not_read_go_through_pandas(
+    cluster, spark, unique_name
+) -> None:  # type: ignore[no-untyped-def]
+    """A field of a type Spark's JVM is not handed as Arrow (a list) still reads, row for
+    row, through RayDP's pandas conversion."""
+    scope, stream = unique_name, "lists"
+    make_stream(cluster, scope, stream, segment_count=2)
+    schema = pa.schema(
+        [pa.field("i", pa.int64(), nullable=False), pa.field("xs", pa.list_(pa.int64()))]
+    )
+    json = pr.JsonSerializer(schema)
+    with cluster.create_writer(scope, stream, serializer=json) as writer:
+        for i in range(50):
+            writer.write_event({"i": i, "xs": list(range(i % 4))}, routing_key=f"k{i % 5}")
+        writer.flush()
+
+    rows = read_stream(spark, f"{scope}/{stream}", cluster=cluster, serializer=json).collect()
+
+    assert sorted((r.i, list(r.xs)) for r in rows) == [(i, list(range(i % 4))) for i in range(50)]
+
+
+def test_read_stream_of_a_damaged_segment_raises_in_read_stream(
+    cluster, spark, unique_name
+) -> None:  # type: ignore[no-untyped-def]
+    import ray
+
+    from pravega_ray.errors import DataCorruptionError
+    from pravega_ray.naming import stream_segment_name
+
+    scope, stream = unique_name, "damaged"
+    make_stream(cluster, scope, stream, segment_count=1)
+    write_events(cluster, scope, stream, [("k", b"fine")] * 3)
+    segment = stream_segment_name(scope, stream, 0)
+    ray.get(cluster.container_handle(segment).append_conditional.remote(segment, b"\xff" * 16))
+
+    with pytest.raises(DataCorruptionError) as info:
+        read_stream(spark, f"{scope}/{stream}", cluster=cluster)
+    assert segment in str(info.value)
