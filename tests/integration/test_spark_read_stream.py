@@ -167,7 +167,7 @@ def test_read_stream_between_cuts_with_decoded_columns(cluster, spark, unique_na
 
 
 def test_read_stream_of_many_blocks_reevaluated_after_gc(cluster, spark, unique_name) -> None:  # type: ignore[no-untyped-def]
-    """Small blocks (several Spark partitions read by the JVM from Arrow IPC): every event
+    """Small blocks (a Spark partition each, read by the JVM from Arrow IPC): every event
     once; the DataFrame evaluates again after the caller's references are gone (RayDP's
     master holds the blocks)."""
     import gc
@@ -185,7 +185,7 @@ def test_read_stream_of_many_blocks_reevaluated_after_gc(cluster, spark, unique_
         df = read_stream(spark, f"{scope}/{stream}", cluster=cluster)
     finally:
         context.target_max_block_size = saved
-    assert df.rdd.getNumPartitions() > 3
+    assert df.rdd.getNumPartitions() > 1  # a block per range at least (each read exceeds 8 KiB)
     gc.collect()
     first = sorted(bytes(r.event) for r in df.collect())
     assert first == sorted(p for _, p in events)
