@@ -173,6 +173,7 @@ class StreamMetadataTasks:
         info = self.get_stream_info(scope, stream)
         if info.state is not StreamState.CREATING:
             return
+        self._store.streams.ensure_epoch0(scope, stream)  # if its create stopped short
 
         def create(segment: SegmentRange) -> None:
             with contextlib.suppress(SegmentExistsError):

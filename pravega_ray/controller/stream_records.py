@@ -39,6 +39,7 @@ binary search over the history rows.
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -132,18 +133,16 @@ class StreamRecords:
         created_ms: int,
         request_id: str | None,
     ) -> None:
-        """Epoch 0 of ``count`` segments numbered from ``base`` splitting [0, 1) evenly, its
-        index row, then the stream record in state CREATING (ConflictingUpdateError if it
-        exists). Rows left by a create cut short before its stream record are overwritten.
+        """The stream record in state CREATING (ConflictingUpdateError if it exists), naming
+        its epoch 0 (``count`` segments numbered from ``base`` splitting [0, 1) evenly), then
+        that epoch's history and index rows (:meth:`ensure_epoch0`).
+
+        The record comes first, so the loser of two creates racing on one name (threads of
+        an instance, or instances) writes nothing: the epoch 0 stored is always the one the
+        stored record names. A create cut short after its record is completed by whoever
+        finishes it (``ensure_epoch0``); until then :meth:`info` answers epoch 0 from the
+        record. Rows left by an older create cut short before its record are overwritten.
         """
-        rows = tuple(
-            (segment_id(0, base + i), i / count, (i + 1) / count if i + 1 < count else 1.0)
-            for i in range(count)
-        )
-        self.put_epoch(scope, stream, EpochRecord(0, created_ms, rows, (), False), overwrite=True)
-        self._put_any(f"index/{scope}/{stream}", {"rows": [[created_ms, 0]]})
-        for key in (f"sealedsizes/{scope}/{stream}", f"transition/{scope}/{stream}"):
-            self._records.delete(key)
         record = {
             "state": StreamState.CREATING.value,
             "config": config,
@@ -152,8 +151,56 @@ class StreamRecords:
             "epoch": 0,
             "next_number": base + count,
             "cold": [],
+            "epoch0": {"base": base, "count": count},
         }
         self._records.put(self.key(scope, stream), record, None)
+        self._write_epoch0(scope, stream, record)
+
+    @staticmethod
+    def _epoch0_of(value: dict[str, Any]) -> EpochRecord | None:
+        """Epoch 0 as a stream record names it (None for records stored before they did)."""
+        spec = value.get("epoch0")
+        if spec is None:
+            return None
+        base, count = int(spec["base"]), int(spec["count"])
+        rows = tuple(
+            (segment_id(0, base + i), i / count, (i + 1) / count if i + 1 < count else 1.0)
+            for i in range(count)
+        )
+        return EpochRecord(0, int(value["created_ms"]), rows, (), False)
+
+    def _write_epoch0(self, scope: str, stream: str, value: dict[str, Any]) -> None:
+        row = self._epoch0_of(value)
+        if row is None:
+            return
+        for key in (f"sealedsizes/{scope}/{stream}", f"transition/{scope}/{stream}"):
+            self._records.delete(key)
+        self._put_same(f"history/{scope}/{stream}/{0:010d}", row.to_dict())
+        self._put_same(f"index/{scope}/{stream}", {"rows": [[row.created_ms, 0]]})
+
+    def ensure_epoch0(self, scope: str, stream: str) -> None:
+        """For a stream still CREATING: store the epoch 0 its record names unless it is
+        stored already. Idempotent; callers racing on it store the same rows."""
+        value = self.get(scope, stream)[0]
+        if value["state"] != StreamState.CREATING.value:
+            return
+        row = self._epoch0_of(value)
+        if row is not None and self.epoch(scope, stream, 0) != row:
+            self._write_epoch0(scope, stream, value)
+
+    def _put_same(self, key: str, value: dict[str, Any]) -> None:
+        """Store ``value`` under ``key`` unless it is stored already; a concurrent writer
+        of the same value is success, of another value ConflictingUpdateError."""
+        value = json.loads(json.dumps(value))  # as stored: lists, not tuples
+        current = self._records.get(key)
+        if current is not None and current.value == value:
+            return
+        try:
+            self._records.put(key, value, None if current is None else current.version)
+        except ConflictingUpdateError:
+            again = self._records.get(key)
+            if again is None or again.value != value:
+                raise
 
     def update(
         self, scope: str, stream: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -339,7 +386,11 @@ class StreamRecords:
     def info(self, scope: str, stream: str) -> StreamInfo:
         value = self.get(scope, stream)[0]
         epoch = int(value["epoch"])
-        row = self._active_epoch_row(scope, stream, epoch)
+        derived = None
+        if epoch == 0 and value.get("state") == StreamState.CREATING.value:
+            with self._parsing(self.key(scope, stream)):
+                derived = self._epoch0_of(value)  # its rows may not be stored yet
+        row = derived if derived is not None else self._active_epoch_row(scope, stream, epoch)
         with self._parsing(self.key(scope, stream)):
             return self._info(scope, stream, value, epoch, row)
 

@@ -92,6 +92,54 @@ def test_creates_racing_on_one_name_on_two_instances_create_it_once(cluster) -> 
         assert core.list_streams("sc") == ["s0", "s1", "s2", "s3"]
 
 
+def test_creates_of_one_name_with_different_segment_counts_racing_never_tear_it(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Creates of one stream racing with different configurations: one wins, and the stored
+    record, its epoch 0 and the segments created are all the winner's (a loser used to
+    overwrite epoch 0 before its record write failed)."""
+    instances = [cluster.core, _instance(cluster)]
+    cluster.core.create_scope("sc")
+    for round_ in range(6):
+        name = f"torn{round_}"
+        calls: list[Callable[[], Any]] = [
+            lambda core=instances[t % 2], t=t, name=name: (
+                t + 1,
+                core.create_stream(
+                    "sc", name, pr.StreamConfiguration(pr.ScalingPolicy.fixed(t + 1)), f"r{t}"
+                ),
+            )
+            for t in range(8)
+        ]
+        winners = [count for count, created in _run_together(calls) if created]
+        assert len(winners) == 1
+        for core in instances:
+            info = core.get_stream_info("sc", name)
+            assert info.state is StreamState.ACTIVE
+            assert info.configuration.scaling.min_segments == winners[0]
+            assert len(info.segments) == winners[0]
+            assert core.get_epoch_segments("sc", name, 0) == list(info.segments)
+        for segment in info.segments:
+            assert cluster.segments.get_info(segment.name).result(10).length == 0
+    assert instances[0].damaged_records() == {}
+
+
+def test_a_create_cut_short_between_its_record_and_its_epoch_completes(cluster) -> None:  # type: ignore[no-untyped-def]
+    """A create stopped after its stream record, before its history row (a killed instance):
+    the stream reads as CREATING with the record's segments, and a repeat finishes it."""
+    core = cluster.core
+    core.create_scope("sc")
+    store = StreamMetadataStore(cluster.metadata)
+    store.create_stream("sc", "half", pr.StreamConfiguration().to_dict(), 3, 0, "r1")
+    cluster.metadata.delete("history/sc/half/0000000000")
+    cluster.metadata.delete("index/sc/half")
+    info = core.get_stream_info("sc", "half")
+    assert info.state is StreamState.CREATING and len(info.segments) == 3
+    assert core.create_stream("sc", "half", None, "r1")  # the caller's repeat
+    after = _instance(cluster).get_stream_info("sc", "half")
+    assert after.state is StreamState.ACTIVE and after.segments == info.segments
+    assert core.get_epoch_segments("sc", "half", 0) == list(info.segments)
+    assert core.damaged_records() == {}
+
+
 def test_key_value_table_creates_racing_on_two_instances_create_it_once(cluster) -> None:  # type: ignore[no-untyped-def]
     instances = [cluster.core, _instance(cluster)]
     cluster.core.create_scope("sc")
