@@ -62,6 +62,7 @@ from pravega_ray.logging_setup import (
     verbose_logging,
 )
 from pravega_ray.segmentstore.builder import default_tier_urls, parse_storage_url
+from pravega_ray.timing import SYSTEM_CLOCK, Clock
 from pravega_ray_actors.abort_processor_actor import AbortProcessorActor
 from pravega_ray_actors.cluster_manager_actor import (
     ClusterManagerActor,
@@ -143,7 +144,7 @@ class RayControllerConnection:
     names it. Ray's errors are unwrapped in ``actors/ray_calls.py``.
     """
 
-    def __init__(self, handles: list[Any], *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, handles: list[Any], *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._handles = list(handles)
         if not self._handles:
             raise InvalidArgumentError("a controller connection needs at least one instance")
@@ -158,7 +159,7 @@ class RayControllerConnection:
 
     def _pick(self) -> int:
         with self._lock:
-            now = self._clock()
+            now = self._clock.monotonic()
             count = len(self._handles)
             for step in range(count):
                 index = (self._next + step) % count
@@ -180,7 +181,7 @@ class RayControllerConnection:
             )
         except ControllerUnavailableError:
             with self._lock:
-                self._avoid_until[index] = self._clock() + UNAVAILABLE_AVOID_S
+                self._avoid_until[index] = self._clock.monotonic() + UNAVAILABLE_AVOID_S
             raise
         return result
 
