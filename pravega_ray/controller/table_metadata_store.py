@@ -731,6 +731,10 @@ def migrate_chunk_records(source: ChunkMetadataStore, target: TableMetadataStore
     in the marker's ``skipped`` (key -> reason). ``source`` is left unchanged. Other
     errors (the target unavailable, a record too big for a table entry) propagate with
     no marker written: the copy is not complete.
+
+    Several controller instances starting at once may copy side by side: a record or the
+    marker another start wrote first is left as it is, and once the marker exists a record
+    that differs from its source is a live update, never overwritten.
     """
     copied = 0
     skipped: dict[str, str] = {}
@@ -752,13 +756,22 @@ def migrate_chunk_records(source: ChunkMetadataStore, target: TableMetadataStore
             skipped[key] = str(e)
             continue
         if current is None:
-            target.put(key, record.value, None)
+            with contextlib.suppress(ConflictingUpdateError):  # a racing start copied it
+                target.put(key, record.value, None)
         elif current.value != record.value:
-            target.put(key, record.value, current.version)
+            finished = target.get(MIGRATION_MARKER)
+            if finished is not None:  # another start finished the copy: records may be live
+                log.info("migration: finished by another controller start meanwhile")
+                return int(finished.value.get("records", copied))
+            with contextlib.suppress(ConflictingUpdateError):  # a racing start copied it
+                target.put(key, record.value, current.version)
         copied += 1
     marker = {"records": copied, "skipped": skipped}
     current_marker = target.get(MIGRATION_MARKER)
-    target.put(MIGRATION_MARKER, marker, None if current_marker is None else current_marker.version)
+    with contextlib.suppress(ConflictingUpdateError):  # a racing start wrote it: complete
+        target.put(
+            MIGRATION_MARKER, marker, None if current_marker is None else current_marker.version
+        )
     log.info("migration: %d controller records in table segments, %d skipped", copied, len(skipped))
     return copied
 

@@ -9,7 +9,7 @@ import inspect
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -475,6 +475,45 @@ def test_a_migration_cut_short_is_finished_by_the_next_start(
     store = open_metadata_store(SegmentStoreClient(cluster), storage)
     _assert_migrated(store, records)
     assert store.get(MIGRATION_MARKER).value["records"] == len(records)  # type: ignore[union-attr]
+
+
+def test_controller_instances_starting_at_once_migrate_side_by_side(
+    cluster: InProcessCluster,
+) -> None:
+    """Two starts copying at once (controller instances start together): both open the
+    store, every record is copied once, and the marker is written (a start used to fail
+    with ConflictingUpdateError on a record or the marker the other had written)."""
+    storage = InMemoryChunkStorage()
+    records = _chunk_records(storage)
+    for _ in range(5):
+        target = _table_store(cluster)
+        for key in [*records, MIGRATION_MARKER]:
+            target.delete(key)
+        barrier = threading.Barrier(3)
+
+        def start(barrier: threading.Barrier = barrier) -> TableMetadataStore:
+            barrier.wait()
+            return open_metadata_store(SegmentStoreClient(cluster), storage)
+
+        with ThreadPoolExecutor(3) as pool:
+            stores = [f.result(30) for f in [pool.submit(start) for _ in range(3)]]
+        for store in stores:
+            _assert_migrated(store, records)
+            assert store.get(MIGRATION_MARKER).value["records"] == len(records)  # type: ignore[union-attr]
+
+
+def test_a_live_update_after_another_start_finished_the_copy_is_kept(
+    cluster: InProcessCluster,
+) -> None:
+    storage = InMemoryChunkStorage()
+    records = _chunk_records(storage)
+    store = open_metadata_store(SegmentStoreClient(cluster), storage)
+    current = store.get("scopes/a")
+    assert current is not None
+    store.put("scopes/a", {"created_ms": 1, "live": True}, current.version)
+    # A slower start, which read no marker before, copies now: the live record stays.
+    assert migrate_chunk_records(ChunkMetadataStore(storage), _table_store(cluster)) == len(records)
+    assert store.get("scopes/a").value == {"created_ms": 1, "live": True}  # type: ignore[union-attr]
 
 
 def test_a_damaged_source_record_is_skipped_and_reported(cluster: InProcessCluster) -> None:
