@@ -203,6 +203,10 @@ REQUEST_EXPIRY_S = 60.0
 """...until it is this old; then it is dropped (the caller that posted it failed)."""
 REQUEST_TRUNCATE_BYTES = 1 * MIB
 """Handled requests are truncated from the request stream once this many bytes are behind."""
+REQUEST_READ_WAIT_S = 1.0
+"""How long an event processor's reading loop waits at the tail of its request stream when
+no stream rests (a new request wakes the read at once; a resting stream shortens the wait
+to the end of its rest). Short waits cost idle CPU: each is a Ray call to a container."""
 WORKFLOW_WAIT_S = 120.0
 """How long a stream manager call (scale, update, seal, delete) waits for its workflow."""
 WORKFLOW_POLL_S = 0.02

@@ -60,6 +60,7 @@ from pravega_ray.constants import (
     REQUEST_EXPIRY_S,
     REQUEST_POSTPONE_MAX_S,
     REQUEST_POSTPONE_S,
+    REQUEST_READ_WAIT_S,
     REQUEST_TRUNCATE_BYTES,
 )
 from pravega_ray.controller.request_stream import Request, RequestStream
@@ -180,6 +181,16 @@ class RequestEventProcessor:
         if queue.rest_until is not None:  # it may run now: end the rest
             queue.rest_until = None
             self._submit(request.key)
+
+    def read_wait_s(self) -> float:
+        """How long the reading loop may wait at the tail: :data:`REQUEST_READ_WAIT_S`, or
+        less so that the earliest rest ends on time (a new request wakes the read anyway)."""
+        now = self._clock.monotonic()
+        with self._lock:
+            ends = [q.rest_until for q in self._queues.values() if q.rest_until is not None]
+        if not ends:
+            return REQUEST_READ_WAIT_S
+        return max(0.005, min(REQUEST_READ_WAIT_S, min(ends) - now))
 
     def _wake_rested(self) -> None:
         now = self._clock.monotonic()
@@ -363,7 +374,7 @@ class RequestEventProcessor:
         def loop() -> None:
             while not self._stopping.is_set():
                 try:
-                    self.run_once(0.05)
+                    self.run_once(self.read_wait_s())
                 except Exception:  # the stream's container restarting, say: try again
                     if self._stopping.is_set():
                         return  # stopped meanwhile: what the read brought is dropped anyway
@@ -380,9 +391,10 @@ class RequestEventProcessor:
         """Stop reading and handling; returns once no handler runs any more.
 
         Queued handlers are cancelled and running ones finish. The reading thread is not
-        waited for: it ends after the read it is in (at most 0.05 s), and whatever that
-        read brings finds the pool shut down and is dropped (a successor reads it again
-        from the checkpoint), so nothing of this processor acts after ``stop`` returns.
+        waited for: it ends after the read it is in (at most ``REQUEST_READ_WAIT_S``), and
+        whatever that read brings finds the pool shut down and is dropped (a successor reads
+        it again from the checkpoint), so nothing of this processor acts after ``stop``
+        returns.
         """
         self._stopping.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
