@@ -43,6 +43,7 @@ import dataclasses
 import logging
 import threading
 import uuid
+from collections.abc import Iterable
 from typing import Any, Generic, TypeVar, cast
 
 from pravega_ray import constants
@@ -163,6 +164,18 @@ class Transaction(Generic[T]):
             if writer is None:
                 writer = self._writer = self._owner._new_writer(self._info)
         return writer.write_event(event, routing_key)
+
+    def write_events(self, events: Iterable[T], routing_key: str | None = None) -> WriteFuture:
+        """Queue several events for one routing key in the transaction, in order, with one
+        future for all: one append block, as :meth:`EventStreamWriter.write_events` (whose
+        errors it raises, nothing queued then), and the errors of :meth:`write_event`.
+        """
+        with self._lock:
+            self._check_usable()
+            writer = self._writer
+            if writer is None:
+                writer = self._writer = self._owner._new_writer(self._info)
+        return writer.write_events(events, routing_key)
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until every event written so far is durable in the transaction.

@@ -158,6 +158,26 @@ def test_aborted_txn_never_appears(cluster) -> None:
     assert [e.event["s"] for e in read_everything(cluster, 1)] == ["kept"]
 
 
+def test_write_events_batches_of_one_key_commit_in_order_beside_single_events(cluster) -> None:
+    make_stream(cluster, 3)
+    with txn_writer(cluster) as tw:
+        txn = tw.begin_txn()
+        for key in ("a", "b"):
+            txn.write_events([{"k": key, "n": n, "s": "txn"} for n in range(100)], key)
+        txn.write_event({"k": "a", "n": 100, "s": "txn"}, routing_key="a")
+        txn.write_events([{"k": "a", "n": n, "s": "txn"} for n in range(101, 110)], "a")
+        with pytest.raises(pr.InvalidArgumentError):
+            txn.write_events([], "a")  # nothing queued
+        with pytest.raises(pr.InvalidArgumentError):
+            txn.write_events(b"not a batch", "a")  # type: ignore[arg-type]
+        txn.commit()
+        with pytest.raises(pr.TxnFailedError):
+            txn.write_events([{"k": "a", "n": 110, "s": "txn"}], "a")
+    events = [e.event for e in read_everything(cluster, 210)]
+    for key, count in (("a", 110), ("b", 100)):
+        assert [e["n"] for e in events if e["k"] == key] == list(range(count))
+
+
 def test_commit_twice_is_a_no_op_and_writes_after_commit_fail(cluster) -> None:
     make_stream(cluster, 1)
     with txn_writer(cluster) as tw:

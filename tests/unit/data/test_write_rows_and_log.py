@@ -13,9 +13,11 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.constants import MAX_EVENT_SIZE_BYTES
+from pravega_ray.data.datasink import WRITE_BATCH_BYTES, _write_batched
 from pravega_ray.data.write_log import WRITE_LOG_TABLE, WriteLog, WriteState, check_write_id
 from pravega_ray.data.write_rows import check_schema, events_of_table
 from pravega_ray.inprocess import InProcessCluster
+from tests.checks import read_exactly
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,5 +102,32 @@ def test_write_log_records_transactions_under_races_and_refuses_stale_runs() -> 
         assert WriteLog(cluster, "sc", "other").get("w") is None  # keyed per stream
         log.remove("w")
         assert log.get("w") is None
+    finally:
+        cluster.shutdown()
+
+
+def test_write_tasks_batch_rows_per_key_and_keep_each_keys_order_and_every_row() -> None:
+    """A write task's rows go to its transaction in per-key batches (a payload over the batch
+    size alone, keyless rows batched too): every row once, each key's rows in order."""
+    cluster = InProcessCluster(container_count=2)
+    try:
+        mgr = cluster.stream_manager()
+        mgr.create_scope("sc")
+        mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(4)))
+        big = WRITE_BATCH_BYTES  # over the batch size once framed: written alone
+        pending: list[tuple[str | None, bytes]] = []
+        for n in range(3000):
+            key = None if n % 7 == 0 else f"k{n % 5}"
+            pad = "x" * (big if n in (10, 1500) else 50 + n % 13)
+            pending.append((key, json.dumps({"k": key, "n": n, "p": pad}).encode()))
+        with cluster.create_transactional_writer("sc", "st") as tw:
+            txn = tw.begin_txn()
+            assert _write_batched(txn, pending) == sum(len(p) for _, p in pending)
+            txn.commit()
+        got = [e.event for e in read_exactly(cluster, "sc", "st", len(pending))]
+        assert sorted(e["n"] for e in got) == list(range(len(pending)))
+        for key in {k for k, _ in pending} - {None}:  # keyless rows have no order
+            mine = [e["n"] for e in got if e["k"] == key]
+            assert mine == sorted(mine), f"key {key} out of order"
     finally:
         cluster.shutdown()
