@@ -7,6 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+FAST_TIER := not ray and not spark and not s3
 
 .PHONY: demo demo-features test test-fast lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data clean check-java venv
 
@@ -17,13 +18,16 @@ demo: venv check-java
 demo-features: venv check-java
 	$(PY) examples/feature_ingestion.py
 
+# The whole suite in two runs: first the fast tier (no Ray, Spark or S3 server) on one worker
+# process per core (pytest-xdist), then every test that needs Ray, Spark or an S3 server in one
+# process, which shares one Ray, one Spark and one S3 server. Together they are every test.
 test: lint check-java
-	$(PY) -m pytest tests
+	PRAVEGA_TEST_TIER=fast $(PY) -m pytest tests -m "$(FAST_TIER)" -n auto
+	$(PY) -m pytest tests -m "not ($(FAST_TIER))"
 
-# The inner loop: ruff, mypy and the tests that need no Ray, Spark or S3 server, one worker
-# process per core (pytest-xdist); the whole suite runs in one process (it shares one Ray).
+# The inner loop: ruff, mypy and the fast tier alone.
 test-fast: lint
-	PRAVEGA_TEST_TIER=fast $(PY) -m pytest tests -m "not ray and not spark and not s3" -n auto
+	PRAVEGA_TEST_TIER=fast $(PY) -m pytest tests -m "$(FAST_TIER)" -n auto
 
 lint: venv
 	$(PY) -m ruff check pravega_ray actors tests examples benchmarks
