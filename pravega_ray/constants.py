@@ -204,9 +204,12 @@ REQUEST_EXPIRY_S = 60.0
 REQUEST_TRUNCATE_BYTES = 1 * MIB
 """Handled requests are truncated from the request stream once this many bytes are behind."""
 REQUEST_READ_WAIT_S = 1.0
-"""How long an event processor's reading loop waits at the tail of its request stream when
-no stream rests (a new request wakes the read at once; a resting stream shortens the wait
-to the end of its rest). Short waits cost idle CPU: each is a Ray call to a container."""
+"""How long an event processor's reading loop waits at the tail of its request stream while it
+handles nothing and no stream rests (a new request wakes the read at once; a resting stream
+shortens the wait to the end of its rest). Short waits cost idle CPU: each is a Ray call to a
+container."""
+REQUEST_POLL_S = 0.05
+"""...and while requests are being handled (a handler may start a rest meanwhile)."""
 WORKFLOW_WAIT_S = 120.0
 """How long a stream manager call (scale, update, seal, delete) waits for its workflow."""
 WORKFLOW_POLL_S = 0.02

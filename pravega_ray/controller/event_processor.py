@@ -58,6 +58,7 @@ from pravega_ray import metrics
 from pravega_ray.constants import (
     REQUEST_CONCURRENCY,
     REQUEST_EXPIRY_S,
+    REQUEST_POLL_S,
     REQUEST_POSTPONE_MAX_S,
     REQUEST_POSTPONE_S,
     REQUEST_READ_WAIT_S,
@@ -183,10 +184,17 @@ class RequestEventProcessor:
             self._submit(request.key)
 
     def read_wait_s(self) -> float:
-        """How long the reading loop may wait at the tail: :data:`REQUEST_READ_WAIT_S`, or
-        less so that the earliest rest ends on time (a new request wakes the read anyway)."""
+        """How long the reading loop may wait at the tail of the request stream.
+
+        :data:`REQUEST_READ_WAIT_S` while no request is being handled and no stream rests:
+        a new request wakes the read anyway, and only a running handler can start a rest.
+        Less while a stream rests (until its rest ends), and :data:`REQUEST_POLL_S` while
+        handlers run (one of them may start a rest meanwhile, which the read must not
+        outlast by much)."""
         now = self._clock.monotonic()
         with self._lock:
+            if self._tasks:
+                return REQUEST_POLL_S
             ends = [q.rest_until for q in self._queues.values() if q.rest_until is not None]
         if not ends:
             return REQUEST_READ_WAIT_S

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pravega_ray.constants import REQUEST_POLL_S, REQUEST_POSTPONE_S, REQUEST_READ_WAIT_S
 from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT, RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
@@ -202,4 +203,48 @@ def test_a_checkpoint_that_cannot_be_stored_does_not_stop_the_stream() -> None:
         wait_for(lambda: p.handled == 4)
         assert workflows.done == [f"a:{n}" for n in range(4)]
     finally:
+        p.stop()
+
+
+def test_the_reading_loop_waits_long_only_while_nothing_runs_or_rests() -> None:
+    """Idle, the loop's read waits REQUEST_READ_WAIT_S (each wait is a Ray call to a container:
+    short ones burned idle CPU); while a handler runs it waits REQUEST_POLL_S, since the
+    handler may start a rest that a long read would outlast; while a stream rests, until the
+    rest ends."""
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    entered, leave = threading.Event(), threading.Event()
+
+    def handle(body: dict[str, Any]) -> str:
+        entered.set()
+        assert leave.wait(20)
+        return WAIT
+
+    stream = RequestStream(MemorySegments())
+    p = RequestEventProcessor(
+        stream,
+        handle,
+        ChunkMetadataStore(InMemoryChunkStorage()),
+        name="t",
+        concurrency=1,
+        expiry_s=600,
+        clock=clock,
+        scheduler=ManualThreadScheduler(clock),
+    )
+    try:
+        p.run_once()  # loads the checkpoint
+        assert p.read_wait_s() == REQUEST_READ_WAIT_S
+        post(stream, "a", 0, clock.wall_time_ms())
+        p.run_once()
+        assert entered.wait(20)
+        assert p.read_wait_s() == REQUEST_POLL_S  # a handler runs
+        leave.set()
+        assert p.wait_settled(20)
+        wait = p.read_wait_s()  # "a" answered WAIT: it rests, REQUEST_POSTPONE_S first
+        assert 0 < wait <= REQUEST_POSTPONE_S
+        clock.advance(REQUEST_POSTPONE_S / 2)
+        assert p.read_wait_s() == pytest.approx(wait - REQUEST_POSTPONE_S / 2)
+        clock.advance(REQUEST_POSTPONE_S)
+        assert p.read_wait_s() == 0.005  # over: the next turn wakes it at once
+    finally:
+        leave.set()
         p.stop()
