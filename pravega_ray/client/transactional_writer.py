@@ -158,24 +158,24 @@ class Transaction(Generic[T]):
         aborting, aborted or its lease ran out, TxnNotFoundError if the controller forgot it,
         ClientClosedError once the transactional writer is closed.
         """
-        with self._lock:
-            self._check_usable()
-            writer = self._writer
-            if writer is None:
-                writer = self._writer = self._owner._new_writer(self._info)
-        return writer.write_event(event, routing_key)
+        return self._usable_writer().write_event(event, routing_key)
 
     def write_events(self, events: Iterable[T], routing_key: str | None = None) -> WriteFuture:
         """Queue several events for one routing key in the transaction, in order, with one
         future for all: one append block, as :meth:`EventStreamWriter.write_events` (whose
         errors it raises, nothing queued then), and the errors of :meth:`write_event`.
         """
+        return self._usable_writer().write_events(events, routing_key)
+
+    def _usable_writer(self) -> EventStreamWriter[T]:
+        """The writer of this transaction's segments (made on first use), after checking the
+        transaction still takes events (the errors of :meth:`write_event`)."""
         with self._lock:
             self._check_usable()
             writer = self._writer
             if writer is None:
                 writer = self._writer = self._owner._new_writer(self._info)
-        return writer.write_events(events, routing_key)
+        return writer
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until every event written so far is durable in the transaction.
