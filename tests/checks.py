@@ -82,6 +82,21 @@ def read_exactly(
     return events
 
 
+def read_count(reader: Any, expected: int, *, timeout_s: float = 30.0) -> list[Any]:
+    """Exactly ``expected`` events (``EventRead``) from ``reader``: waits up to ``timeout_s``
+    for them (on a loaded machine a reader can take longer than one read's timeout to be
+    handed its successors), then 0.5 s more to see that nothing else arrives."""
+    events: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(events) < expected and time.monotonic() < deadline:
+        if (event := reader.read_next_event(timeout_s=0.5)) is not None:
+            events.append(event)
+    extra = reader.read_next_event(timeout_s=0.5)
+    assert extra is None, f"an event beyond the {expected} expected: {extra.event}"
+    assert len(events) == expected, f"read {len(events)} events, expected {expected}"
+    return events
+
+
 def by_segment(events: list[Any]) -> dict[str, list[Any]]:
     """Each segment's events (their decoded values) in offset order."""
     segments: dict[str, list[Any]] = defaultdict(list)

@@ -15,7 +15,7 @@ from pravega_ray.client.reader_group import ReaderGroup
 from pravega_ray.constants import CHECKPOINTS_OUTSTANDING_MAX, READER_GROUP_SYNC_INTERVAL_S
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.timing import ManualClock, ManualThreadScheduler
-from tests.checks import group_test_cluster, write_numbered
+from tests.checks import group_test_cluster, read_count, write_numbered
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -418,9 +418,7 @@ def test_retention_never_truncates_past_the_last_checkpoint(cluster: InProcessCl
     reader.close()
     group.reset_to(checkpoint)
     with cluster.create_reader("again", "sc", "sub", pr.JsonSerializer()) as again:
-        rest = []
-        while (ev := again.read_next_event(0.5)) is not None:
-            rest.append(ev.event["n"])
+        rest = [ev.event["n"] for ev in read_count(again, 60 - len(got))]
     assert sorted(got + rest) == list(range(60))
 
 
@@ -461,7 +459,5 @@ def test_a_new_subscriber_holds_retention_at_its_start_before_any_checkpoint(
     truncated = cluster.core._store.streams.truncation("sc", "held")["cut"]
     assert all(int(offset) == 0 for offset in truncated.values()), truncated  # its start
     with cluster.create_reader("r", "sc", "late", pr.JsonSerializer()) as reader:
-        got = []
-        while (ev := reader.read_next_event(0.5)) is not None:
-            got.append(ev.event["n"])
+        got = [ev.event["n"] for ev in read_count(reader, 80)]
     assert got == list(range(80))
