@@ -93,9 +93,17 @@ def _read_until_marker(readers: list[Any], name: str, got: list[int]) -> dict[st
     return seen
 
 
-def _drain(readers: list[Any], got: list[int], idle_rounds: int = 6) -> None:
+def _drain(
+    readers: list[Any], got: list[int], idle_rounds: int = 6, until: int | None = None
+) -> None:
+    """Read in turn into ``got`` until ``idle_rounds`` rounds bring nothing; with ``until``,
+    not before ``got`` holds that many (up to 30 s: a loaded machine can take longer than the
+    idle rounds to hand a reader its segments)."""
+    deadline = time.monotonic() + 30
     idle = 0
-    while idle < idle_rounds:
+    while idle < idle_rounds or (
+        until is not None and len(got) < until and time.monotonic() < deadline
+    ):
         any_event = False
         for reader in readers:
             ev = reader.read_next_event(0.05)
@@ -110,7 +118,7 @@ def test_checkpoint_one_reader_marker_and_cut(cluster: InProcessCluster) -> None
     group = _group(cluster)
     reader = cluster.create_reader("r1", "sc", "g", pr.JsonSerializer())
     got: list[int] = []
-    _drain([reader], got)
+    _drain([reader], got, until=30)
     assert sorted(got) == list(range(30))
     waiter = _Checkpointer(group, "cp1")
     _read_until_marker([reader], "cp1", got)
@@ -142,11 +150,11 @@ def test_checkpoint_three_readers_then_reset_to_rereads_exactly_after(
     assert sorted(before) == list(range(40))
     _write(cluster, 40, 20)
     after: list[int] = []
-    _drain(readers, after)
+    _drain(readers, after, until=20)
     assert sorted(after) == list(range(40, 60))
     group.reset_to(checkpoint)
     again: list[int] = []
-    _drain(readers, again)
+    _drain(readers, again, until=20)
     assert sorted(again) == list(range(40, 60))  # exactly the events after it, once
     for reader in readers:
         reader.close()
@@ -192,7 +200,7 @@ def test_checkpoint_reader_killed_then_declared_offline(cluster: InProcessCluste
     _after_a_sync_interval()  # readers notice a reset at their next sync
     _write(cluster, 20, 5)
     more: list[int] = []
-    _drain([r1], more)
+    _drain([r1], more, until=5)
     assert sorted(more) == list(range(20, 25))
     r1.close()
 
@@ -209,7 +217,7 @@ def test_reader_offline_goes_back_to_the_last_checkpoint(cluster: InProcessClust
     waiter.join()
     _write(cluster, 15, 10)
     after: list[int] = []
-    _drain([r1], after)
+    _drain([r1], after, until=10)
     assert sorted(after) == list(range(15, 25))
     assert group.reader_offline("r1")  # no position: at the checkpoint
     r2 = cluster.create_reader("r2", "sc", "g", pr.JsonSerializer())

@@ -36,10 +36,10 @@ def _read_all(cluster: InProcessCluster, group: str, readers: int = 1, **options
     ]
     got: list[Any] = []
     idle = 0
-    while idle < 8:
+    while idle < 8:  # 2 s with nothing new (a loaded machine hands segments over slowly)
         found = False
         for r in rs:
-            ev = r.read_next_event(0.05)
+            ev = r.read_next_event(0.25)
             if ev is not None and ev.checkpoint_name is None:
                 got.append(ev)
                 found = True
@@ -156,7 +156,7 @@ def test_reset_to_cuts_and_config(cluster: InProcessCluster) -> None:
     time.sleep(0.3)
     again = []
     while True:
-        ev = reader.read_next_event(0.5)
+        ev = reader.read_next_event(2.0)
         if ev is None:
             break
         again.append(ev.event["n"])

@@ -117,7 +117,7 @@ def _drain(readers: list[Any], got: list[bytes]) -> None:
     while idle < 20:
         progressed = False
         for reader in readers:
-            event = reader.read_next_event(timeout_s=0.02)
+            event = reader.read_next_event(timeout_s=0.1)  # 20 idle rounds: 2 s
             if event is not None:
                 got.append(event.event)
                 progressed = True

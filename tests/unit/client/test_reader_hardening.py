@@ -79,7 +79,9 @@ def _write(cluster: InProcessCluster, events: list[bytes], key: str | None = Non
             writer.write_event(event, routing_key=key or f"k{i}")
 
 
-def _drain(reader: pr.EventStreamReader, timeout_s: float = 0.5) -> list[Any]:
+def _drain(reader: pr.EventStreamReader, timeout_s: float = 2.0) -> list[Any]:
+    """Events until a read of ``timeout_s`` brings nothing (2 s: a loaded machine hands a
+    reader its segments slowly)."""
     events = []
     while (event := reader.read_next_event(timeout_s=timeout_s)) is not None:
         events.append(event.event)
