@@ -16,7 +16,8 @@ sends them to another instance); the later ones 0.5 s apart:
 * reads (``list_*``, ``get_*``, ``damaged_records``);
 * ``seal_stream``, ``update_stream`` and ``scale_stream``: a repeated request runs the same
   idempotent workflow (a repeated scale of the scale under way answers its epoch; one that
-  finished in between fails with ScaleConflictError, its segments being sealed);
+  finished in between fails with ScaleConflictError, its segments being sealed, and the
+  client then answers the epoch that scale made if the stream's history shows exactly it);
 * transaction calls: a repeated commit (waiting or not) or abort answers the status it
   reached, a repeated ping renews the lease again; a repeated ``create_transaction`` may
   leave the first transaction behind, unused: its lease runs out and the timer aborts it;
@@ -48,7 +49,8 @@ from pravega_ray.contracts.records import (
     TxnInfo,
     TxnStatus,
 )
-from pravega_ray.errors import ControllerUnavailableError
+from pravega_ray.errors import ControllerUnavailableError, ScaleConflictError
+from pravega_ray.naming import segment_epoch
 from pravega_ray.retry import repeat_while
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
@@ -123,21 +125,22 @@ class ControllerClient:
         """Repeated on ControllerUnavailableError, up to ``attempts_max`` calls in all: the
         first ``instance_count - 1`` repeats at once (on other instances), then ``pause_s``
         apart."""
+        return self._repeated_call(
+            lambda: self._invoker.invoke(method, *args, **kwargs), method.__name__
+        )
+
+    def _repeated_call(self, call: Callable[[], R], name: str) -> R:
+        """``call`` (one controller call, ``name``) repeated as :meth:`_repeated` says."""
         failovers = min(self._instances - 1, self._attempts_max - 1)
         for attempt in range(1, failovers + 1):
             try:
-                return self._invoker.invoke(method, *args, **kwargs)
+                return call()
             except ControllerUnavailableError as e:
-                log.info(
-                    "controller call %s: %s; trying another instance (%d)",
-                    method.__name__,
-                    e,
-                    attempt,
-                )
+                log.info("controller call %s: %s; trying another instance (%d)", name, e, attempt)
         return repeat_while(
             ControllerUnavailableError,
-            lambda: self._invoker.invoke(method, *args, **kwargs),
-            what=f"controller call {method.__name__}",
+            call,
+            what=f"controller call {name}",
             log=log,
             attempts_max=self._attempts_max - failovers,
             pause_s=self._pause_s,
@@ -221,9 +224,55 @@ class ControllerClient:
         sealed_segment_ids: list[int],
         new_key_ranges: list[tuple[float, float]],
     ) -> int:
-        return self._repeated(
-            ControllerService.scale_stream, scope, stream, sealed_segment_ids, new_key_ranges
-        )
+        """Repeated as the module docstring says; a repeat after an unknown outcome that
+        fails with ScaleConflictError because the scale finished in between (its segments
+        were sealed and replaced by exactly ``new_key_ranges``) answers the epoch that scale
+        created, as the lost reply would have. A first call's ScaleConflictError stands."""
+        repeated = [False]
+
+        def call() -> int:
+            try:
+                return self._invoker.invoke(
+                    ControllerService.scale_stream,
+                    scope,
+                    stream,
+                    sealed_segment_ids,
+                    new_key_ranges,
+                )
+            except ControllerUnavailableError:
+                repeated[0] = True
+                raise
+
+        try:
+            return self._repeated_call(call, "scale_stream")
+        except ScaleConflictError:
+            if not repeated[0]:
+                raise
+            epoch = self._finished_scale(scope, stream, sealed_segment_ids, new_key_ranges)
+            if epoch is None:
+                raise
+            log.info("scale of %s/%s: done by the call whose reply was lost", scope, stream)
+            return epoch
+
+    def _finished_scale(
+        self,
+        scope: str,
+        stream: str,
+        sealed_segment_ids: list[int],
+        new_key_ranges: list[tuple[float, float]],
+    ) -> int | None:
+        """The epoch of the scale that sealed exactly ``sealed_segment_ids`` and replaced
+        them by exactly ``new_key_ranges``, if one did; else None."""
+        if not sealed_segment_ids:
+            return None
+        successors = self.get_successors(scope, stream, sealed_segment_ids[0])
+        ranges = sorted((r.key_low, r.key_high) for r in successors)
+        predecessors = {p for preds in successors.values() for p in preds}
+        epochs = {segment_epoch(r.segment_id) for r in successors}
+        wanted = sorted((float(low), float(high)) for low, high in new_key_ranges)
+        if ranges != wanted or predecessors != set(sealed_segment_ids) or len(epochs) != 1:
+            return None
+        return epochs.pop()
 
     def check_scale(self, scope: str, stream: str, epoch: int) -> bool:
         return self._repeated(ControllerService.check_scale, scope, stream, epoch)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ import pravega_ray as pr
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.controller_connection import ControllerClient, ControllerInvoker
 from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
-from pravega_ray.contracts.controller_service import SERVICE_METHODS
+from pravega_ray.contracts.controller_service import SERVICE_METHODS, ControllerService
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore
 from pravega_ray.errors import ControllerUnavailableError
@@ -238,3 +239,49 @@ def test_every_call_follows_the_retry_policy(name: str) -> None:
         assert isinstance(request_id, str) and len(request_id) == 32
     else:
         assert "request_id" not in first[2]
+
+
+class ReplyLostAfterWorkflow(ReplyLost):
+    """A ReplyLost whose lost scale replies are lost only once the scale's workflow finished,
+    so the repeat finds its segments sealed (the actor died after answering, and the request
+    processor ran the scale meanwhile)."""
+
+    def invoke(self, method: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().invoke(method, *args, **kwargs)
+        except ControllerUnavailableError:
+            if method.__name__ == "scale_stream":
+                scope, stream = args[0], args[1]
+                deadline = time.monotonic() + 30
+                while not self._inner.invoke(ControllerService.check_scale, scope, stream, 1):
+                    assert time.monotonic() < deadline, "the scale never finished"
+                    time.sleep(0.01)
+            raise
+
+
+def test_a_scale_whose_reply_was_lost_and_that_finished_meanwhile_answers_its_epoch() -> None:
+    cluster = InProcessCluster(container_count=2)
+    try:
+        lost = ReplyLostAfterWorkflow(cluster._locked)
+        mgr = ClientFactory(ControllerClient(lost, pause_s=0.0), cluster._segments).stream_manager()
+        mgr.create_scope("sc")
+        mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
+        (segment,) = mgr.get_stream_info("sc", "st").segments
+        halves = [(0.0, 0.5), (0.5, 1.0)]
+        lost.lose["scale_stream"] = 1
+        assert mgr.scale_stream("sc", "st", [segment.segment_id], halves)
+        assert lost.calls["scale_stream"] == 2  # the repeat met ScaleConflictError: done
+        info = mgr.get_stream_info("sc", "st")
+        assert info.epoch == 1
+        assert [(s.key_low, s.key_high) for s in info.segments] == halves
+        # Without a lost reply the same (stale) scale is a conflict, as before; and a repeat
+        # after a lost reply that finds another scale done is one too.
+        with pytest.raises(pr.ScaleConflictError):
+            mgr.scale_stream("sc", "st", [segment.segment_id], halves)
+        lost.lose["scale_stream"] = 1
+        first = info.segments[0].segment_id
+        with pytest.raises(pr.ScaleConflictError):
+            mgr.scale_stream("sc", "st", [segment.segment_id], [(0.0, 1.0)])
+        assert mgr.get_stream_info("sc", "st").segments[0].segment_id == first  # unchanged
+    finally:
+        cluster.shutdown()
