@@ -69,29 +69,30 @@ def read_exactly(
     check that nothing else arrives). Events decode as JSON."""
     group = "rg" + uuid.uuid4().hex[:8]
     cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}"))
-    events: list[Any] = []
     with cluster.create_reader("r", scope, group, pr.JsonSerializer()) as reader:
-        deadline = time.monotonic() + timeout_s
-        while len(events) < expected and time.monotonic() < deadline:
-            event = reader.read_next_event(timeout_s=poll_s)
-            if event is not None:
-                events.append(event)
-        extra = reader.read_next_event(timeout_s=extra_wait_s)
-        assert extra is None, f"an event beyond the {expected} expected: {extra.event}"
-    assert len(events) == expected, f"read {len(events)} events, expected {expected}"
-    return events
+        return read_count(
+            reader, expected, timeout_s=timeout_s, poll_s=poll_s, extra_wait_s=extra_wait_s
+        )
 
 
-def read_count(reader: Any, expected: int, *, timeout_s: float = 30.0) -> list[Any]:
+def read_count(
+    reader: Any,
+    expected: int,
+    *,
+    timeout_s: float = 30.0,
+    poll_s: float = 0.5,
+    extra_wait_s: float = 0.5,
+) -> list[Any]:
     """Exactly ``expected`` events (``EventRead``) from ``reader``: waits up to ``timeout_s``
-    for them (on a loaded machine a reader can take longer than one read's timeout to be
-    handed its successors), then 0.5 s more to see that nothing else arrives."""
+    for them (reads of ``poll_s``; on a loaded machine a reader can take longer than one read
+    to be handed its successors), then ``extra_wait_s`` more to see that nothing else
+    arrives."""
     events: list[Any] = []
     deadline = time.monotonic() + timeout_s
     while len(events) < expected and time.monotonic() < deadline:
-        if (event := reader.read_next_event(timeout_s=0.5)) is not None:
+        if (event := reader.read_next_event(timeout_s=poll_s)) is not None:
             events.append(event)
-    extra = reader.read_next_event(timeout_s=0.5)
+    extra = reader.read_next_event(timeout_s=extra_wait_s)
     assert extra is None, f"an event beyond the {expected} expected: {extra.event}"
     assert len(events) == expected, f"read {len(events)} events, expected {expected}"
     return events

@@ -124,7 +124,8 @@ _MARKS_BY_PATH = {
 RUN_FIRST = ("test_public_api_stateful.py", "btree/test_tree.py")
 """Files of the fast tier's longest tests (minutes and tens of seconds), collected first."""
 FAST_TIER = os.environ.get("PRAVEGA_TEST_TIER") == "fast"
-"""Set by `make test-fast`: the run must not start Ray (checked at its end)."""
+"""Set by `make test-fast` and for `make test`'s fast-tier run: the run must not start Ray
+(checked at its end)."""
 
 
 def _run_first_rank(item: pytest.Item) -> int:
