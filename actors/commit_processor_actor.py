@@ -51,7 +51,7 @@ class CommitProcessorActor:
     def __init__(self, tier1: str, tier2: str, container_count: int, namespace: str) -> None:
         setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
-        parts = controller_parts(tier2, container_count, namespace)
+        parts = controller_parts(tier2, container_count, namespace, watch=True)
         self._processor = commit_processor(parts.metadata, parts.segments)
         self._processor.start()
 

@@ -53,7 +53,7 @@ class ControllerActor:
         setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
         self._instance = instance
-        parts = controller_parts(tier2, container_count, namespace)
+        parts = controller_parts(tier2, container_count, namespace, watch=True)
         segments = parts.segments
         store = parts.metadata
         self._controller = Controller(

@@ -26,12 +26,18 @@ class ControllerParts:
     metadata: TableMetadataStore
 
 
-def controller_parts(tier2: str, container_count: int, namespace: str) -> ControllerParts:
-    """Look the containers up by name and open the controller's metadata store."""
+def controller_parts(
+    tier2: str, container_count: int, namespace: str, *, watch: bool = False
+) -> ControllerParts:
+    """Look the containers up by name and open the controller's metadata store (``watch``:
+    holding leases on its table segments, for the actors that serve most reads: the
+    controller API instances and the commit processor)."""
     handles = [
         ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
     ]
     invoker = RayServiceInvoker(handles, namespace)
     segments = SegmentHelper(SegmentStoreClient(invoker))
-    metadata = open_metadata_store(SegmentStoreClient(invoker), build_chunk_storage(tier2))
+    metadata = open_metadata_store(
+        SegmentStoreClient(invoker), build_chunk_storage(tier2), watch=watch
+    )
     return ControllerParts(segments, metadata)

@@ -194,6 +194,14 @@ class SegmentContainerActor:
     ) -> tuple[list[TableEntry], int, int]:
         return await self._container.table_changes(segment, from_offset, max_bytes)
 
+    async def table_watch(
+        self, segment: str, holder: bytes, from_offset: int | None, wait_s: float, max_bytes: int
+    ) -> tuple[list[TableEntry], int, int, float]:
+        return await self._container.table_watch(segment, holder, from_offset, wait_s, max_bytes)
+
+    async def table_unwatch(self, segment: str, holder: bytes) -> None:
+        await self._container.table_unwatch(segment, holder)
+
     # --- SegmentStoreService: the whole container ----------------------------------------------
     async def list_segments(self) -> list[str]:
         return await self._container.list_segments()

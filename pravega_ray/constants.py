@@ -290,3 +290,10 @@ partition of its parent key). Fixed for a data directory: changing it strands re
 CONTROLLER_METADATA_CACHE_BYTES = 64 * MIB
 """Most bytes of controller records one metadata store keeps cached in memory (values as
 stored, plus a per-entry overhead); the least recently used go first."""
+TABLE_WATCH_LEASE_S = 2.5
+"""How long a controller instance's lease on a table segment of its records lasts after each
+``table_watch`` call (``segmentstore/table_watches.py``): an update waits at most this long for
+a watcher that died, and a recovered container holds updates of those segments this long."""
+TABLE_WATCH_WAIT_S = 1.0
+"""How long a ``table_watch`` call waits for a change before it answers none (the lease is
+renewed at each call, so this must be well under ``TABLE_WATCH_LEASE_S``)."""

@@ -46,6 +46,9 @@ from pravega_ray.timing import SYSTEM_CLOCK, Clock
 
 R = TypeVar("R")
 
+IN_PROCESS_LEASE_S = 1.0
+"""``table_watch_lease_s`` of an in-process cluster's containers unless told otherwise."""
+
 
 class _LockedController:
     """Invokes each controller call on a controller in this process, one call at a time
@@ -68,9 +71,17 @@ class _LockedController:
 
 
 class InProcessCluster(ClientFactory):
-    def __init__(self, container_count: int = 4, **container_options: Any) -> None:
+    def __init__(
+        self, container_count: int = 4, *, watch_metadata: bool = False, **container_options: Any
+    ) -> None:
+        """``watch_metadata``: the controller's record store holds leases on its table
+        segments (``segmentstore/table_watches.py``), as the controller actors on Ray do;
+        off by default here, where every call is in-process anyway."""
         self.container_count = container_count
-        self._options = container_options
+        self._watch_metadata = watch_metadata
+        # A short lease: each container restart of a test holds updates of the controller's
+        # records for it (the grace period of segmentstore/table_watches.py).
+        self._options = {"table_watch_lease_s": IN_PROCESS_LEASE_S, **container_options}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, daemon=True, name="pravega-inprocess"
@@ -103,7 +114,9 @@ class InProcessCluster(ClientFactory):
         return SegmentHelper(SegmentStoreClient(self), attempts_max=1, call_timeout_s=30)
 
     def _new_controller(self) -> Controller:
-        self.metadata = open_metadata_store(SegmentStoreClient(self), self.storage)
+        self.metadata = open_metadata_store(
+            SegmentStoreClient(self), self.storage, watch=self._watch_metadata
+        )
         helper = self._segment_helper()
         return Controller(
             self.metadata, helper, self.container_count, set_policy=helper.set_scale_policy
@@ -226,6 +239,7 @@ class InProcessCluster(ClientFactory):
         self._stop_processors()
         for container_id in range(self.container_count):
             self.restart_container(container_id)
+        self.metadata.close()
         self._locked.replace(self._new_controller())
         self.processor = self._new_processor()
         self.processor.start()
@@ -233,6 +247,7 @@ class InProcessCluster(ClientFactory):
 
     def shutdown(self) -> None:
         self._stop_processors()
+        self.metadata.close()
         for container in self._containers:
             if container is not None:
                 self.run(container.close()).result(10)

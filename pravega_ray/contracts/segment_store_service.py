@@ -176,6 +176,20 @@ class SegmentStoreService(Protocol):
         ``from_offset=None``: no entries, the segment's length."""
         ...
 
+    async def table_watch(
+        self, segment: str, holder: bytes, from_offset: int | None, wait_s: float, max_bytes: int
+    ) -> tuple[list[TableEntry], int, int, float]:
+        """Renew ``holder``'s lease on a system table segment, acknowledging the changes
+        before ``from_offset``; ``table_changes`` from there once there is one (or none
+        after ``wait_s``), and the lease's length in seconds. Until the lease expires, an
+        update of the segment is not acknowledged before the holder acknowledged it
+        (``segmentstore/table_watches.py``)."""
+        ...
+
+    async def table_unwatch(self, segment: str, holder: bytes) -> None:
+        """Drop ``holder``'s lease on ``segment``."""
+        ...
+
     # --- the whole container -------------------------------------------------------------------
     async def list_segments(self) -> list[str]: ...
 
@@ -333,3 +347,13 @@ class SegmentStoreClient:
         return self.invoker.invoke(
             SegmentStoreService.table_changes, segment, from_offset, max_bytes
         )
+
+    def table_watch(
+        self, segment: str, holder: bytes, from_offset: int | None, wait_s: float, max_bytes: int
+    ) -> Future[tuple[list[TableEntry], int, int, float]]:
+        return self.invoker.invoke(
+            SegmentStoreService.table_watch, segment, holder, from_offset, wait_s, max_bytes
+        )
+
+    def table_unwatch(self, segment: str, holder: bytes) -> Future[None]:
+        return self.invoker.invoke(SegmentStoreService.table_unwatch, segment, holder)

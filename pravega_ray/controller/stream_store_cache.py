@@ -26,6 +26,15 @@ Values are kept as their stored bytes and decoded on every hit, so a caller muta
 returned dict never changes the cache, and a value that fails its checksum is dropped, never
 served. Memory is bounded by ``max_bytes`` (least recently used first out).
 
+Leases
+------
+
+A store that *watches* its partitions (``table_watch``, ``segmentstore/table_watches.py``)
+skips validation while a partition's lease holds: the container acknowledges no update of
+the segment before the watcher applied it here, so every write completed before now is
+applied already (:meth:`RecordCache.lease`). When the lease cannot be renewed in time the
+partition is validated per operation again.
+
 Thread-safe: one lock guards the entries; validations of one partition are serialized by
 the store (concurrent readers of a partition share one validation round).
 """
@@ -35,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
@@ -84,13 +94,15 @@ class _Partition:
     offset: int | None = None  # change-log offset applied; None: never validated
     epoch: int | None = None  # log epoch of the container that answered the validations
     validated: int = -1  # tick at which the last completed validation started
+    leased_until: float = 0.0  # monotonic: until then the partition's watcher keeps it fresh
     generation: int = 0  # bumped when dropped wholesale, or ``changed`` overflowed
     in_flight: int = 0  # fetches and writes of its keys in flight
     changed: dict[str, int] = field(default_factory=dict)  # while in_flight: key -> version
     lock: threading.Lock = field(default_factory=threading.Lock)  # one validation at a time
-    # A change read sent (from ``offset``) by a validation that did not wait for it, and the
-    # tick at which it was sent; used or dropped by the next validation (under ``lock``).
-    pending: tuple[Future[tuple[list[TableEntry], int, int]], int] | None = None
+    # A change read sent by a validation that did not wait for it, the tick at which it was
+    # sent and the offset it reads from; used or dropped by the next validation (under
+    # ``lock``).
+    pending: tuple[Future[tuple[list[TableEntry], int, int]], int, int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +163,27 @@ class RecordCache:
         return start
 
     def stale(self, partitions: Iterable[int], since: int) -> list[int]:
-        """Those of ``partitions`` not validated by a round started after tick ``since``."""
-        return [p for p in partitions if self.partitions[p].validated <= since]
+        """Those of ``partitions`` neither validated by a round started after tick ``since``
+        nor under a watcher's lease now (:meth:`lease`)."""
+        now = time.monotonic()
+        return [
+            p
+            for p in partitions
+            if self.partitions[p].validated <= since and self.partitions[p].leased_until <= now
+        ]
+
+    def lease(self, partition: int, until: float) -> None:
+        """Note that until ``until`` (``time.monotonic()``) the container acknowledges no
+        update of the partition before its changes were applied here (the caller applied
+        every change up to the segment's end first: ``segmentstore/table_watches.py``)."""
+        with self._lock:
+            state = self.partitions[partition]
+            state.leased_until = max(state.leased_until, until)
+
+    def lapse(self, partition: int) -> None:
+        """The partition's lease is no longer known to hold: validate again."""
+        with self._lock:
+            self.partitions[partition].leased_until = 0.0
 
     # --- entries ---------------------------------------------------------------------------------
     def lookup(self, key: str) -> Cached | None:
@@ -250,6 +281,7 @@ class RecordCache:
         with self._lock:
             state = self.partitions[partition]
             state.epoch = epoch
+            state.leased_until = 0.0
             for key in [k for k in self._entries if self._partition_of(k) == partition]:
                 self._remove(key)
             state.generation += 1

@@ -70,6 +70,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -85,6 +86,7 @@ from pravega_ray.constants import (
     TABLE_ITERATE_LIMIT,
     TABLE_KEY_BYTES_MAX,
     TABLE_VALUE_BYTES_MAX,
+    TABLE_WATCH_WAIT_S,
 )
 from pravega_ray.contracts.attributes import NULL_VALUE
 from pravega_ray.contracts.segment_store import (
@@ -119,6 +121,7 @@ from pravega_ray.errors import (
 from pravega_ray.naming import stable_hash64, system_table_segment_name
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES, HEADER_BYTES
+from pravega_ray.segmentstore.table_watches import HOLDER_BYTES
 from pravega_ray.storage.chunk_storage import ChunkStorage, validate_chunk_name
 from pravega_ray.timing import DAEMON_THREADS, ThreadScheduler
 
@@ -138,6 +141,9 @@ CONTROLLER_TABLE = "controller"
 
 MIGRATION_MARKER = "meta/migrated-from-chunks"
 """Written last by :func:`migrate_chunk_records`: the chunk records were copied."""
+
+WATCH_LEASE_MARGIN = 0.1
+"""Share of a lease a watcher does not trust (clock rates of two processes may differ)."""
 
 CALL_TIMEOUT_S = 30.0
 """Default bound of one table call; past it the outcome is unknown and the call repeats."""
@@ -194,6 +200,11 @@ class TableMetadataStore:
     timeout) reaches the caller, outcome still unknown. Call :meth:`ensure_created` once before use.
     Thread-safe (client slots, see the module docstring).
 
+    ``watch=True`` holds a lease on each table segment from a thread per partition
+    (``table_watch``; ``segmentstore/table_watches.py``): while it holds, reads of the
+    partition need no validation round, and the container acknowledges no update of it
+    before this store applied it. Call :meth:`close` to give the leases back.
+
     One gap against the chunk store: a put naming the *current* version of an entry
     whose value was damaged in place (the version unchanged) replaces it, as the table
     checks versions, not values; the damaged bytes stay in the append-only segment.
@@ -210,6 +221,8 @@ class TableMetadataStore:
         scheduler: ThreadScheduler = DAEMON_THREADS,
         new_client_id: Callable[[], bytes] = lambda: os.urandom(CLIENT_ID_BYTES),
         cache_bytes: int = CONTROLLER_METADATA_CACHE_BYTES,
+        watch: bool = False,
+        watch_wait_s: float = TABLE_WATCH_WAIT_S,
     ) -> None:
         if not is_int(partitions) or not 1 <= partitions <= KVT_PARTITIONS_MAX:
             raise InvalidArgumentError(
@@ -238,6 +251,11 @@ class TableMetadataStore:
         self.cache = RecordCache(partitions, self.partition_of, cache_bytes)
         """The record cache (``stream_store_cache.py``); ``cache_bytes=0`` turns it off."""
         self._caching = cache_bytes > 0
+        self._holder = os.urandom(HOLDER_BYTES)
+        self._watch_wait_s = watch_wait_s
+        self._closed = threading.Event()
+        self._watchers: list[threading.Thread] = []
+        self._watching = watch and self._caching  # from ensure_created() on
         self.entries_scanned = 0
         """Table entries read by listings so far (iterated or read as changes), a diagnostic
         (not locked across partitions): tests check that listing one stream's children
@@ -253,10 +271,20 @@ class TableMetadataStore:
         return stable_hash64(parent) % len(self.segments)
 
     def ensure_created(self) -> None:
-        """Create the table segments; those that exist already are left as they are."""
+        """Create the table segments; those that exist already are left as they are. A
+        watching store starts watching them."""
         for segment in self.segments:
             with contextlib.suppress(SegmentExistsError):
                 self._call(f"create {segment}", partial(self._client.table_create, segment))
+        with self._lock:
+            if not self._watching or self._watchers or self._closed.is_set():
+                return
+            for p in range(len(self.segments)):
+                thread = threading.Thread(
+                    target=self._watch, args=(p,), daemon=True, name=f"pravega-watch-{p}"
+                )
+                self._watchers.append(thread)
+                thread.start()
 
     # --- MetadataStore ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -394,7 +422,12 @@ class TableMetadataStore:
         finally:
             self._end(ticket, answer, key)
         if result is None:
-            self.get(key)  # a damaged current entry is DataCorruptionError, not a conflict
+            # Read from the table, not the cache: the write that won may be durable and not
+            # acknowledged yet (its watchers are applying it), and a caller reading after a
+            # conflict expects to see it. A damaged entry is DataCorruptionError here.
+            self.cache.drop(key)
+            ticket = self.cache.begin(partition, key) if self._caching else None
+            self._fetch(key, raw_key, partition, None, ticket)
             if expected_version is None:
                 raise ConflictingUpdateError(f"record {key} exists")
             raise ConflictingUpdateError(f"record {key} changed concurrently")
@@ -515,8 +548,8 @@ class TableMetadataStore:
             for p in todo:
                 state = cache.partitions[p]
                 pending, state.pending = state.pending, None
-                if pending is not None and pending[1] > since:
-                    sent[p] = pending  # sent after the operation started: fresh enough
+                if pending is not None and pending[1] > since and pending[2] == state.offset:
+                    sent[p] = pending[:2]  # sent after the operation started: fresh enough
                 else:
                     segment, offset = self.segments[p], state.offset
                     sent[p] = (self._client.table_changes(segment, offset, READ_BYTES_MAX), started)
@@ -526,7 +559,7 @@ class TableMetadataStore:
                 cache.validated(needed, tick)
             for p, (future, tick) in sent.items():
                 if not future.done():
-                    cache.partitions[p].pending = (future, tick)
+                    cache.partitions[p].pending = (future, tick, cache.partitions[p].offset)
                     continue
                 if future.exception() is not None:
                     continue  # validated when a read needs it
@@ -581,6 +614,69 @@ class TableMetadataStore:
             # the end.
             if not entries or end - offset <= READ_BYTES_MAX - _ENTRY_BYTES_MAX:
                 return
+
+    # --- watching (segmentstore/table_watches.py) -----------------------------------------------
+    def _watch(self, partition: int) -> None:
+        """Hold a lease on the partition's table segment for as long as the store is open:
+        apply each change the container answers, then call again (the acknowledgement), and
+        note the lease in the cache while it is known to hold (module docstring of
+        ``stream_store_cache.py``). Any failure lapses the lease; the next call renews it."""
+        cache, segment = self.cache, self.segments[partition]
+        state = cache.partitions[partition]
+        wait_s = self._watch_wait_s
+        while not self._closed.is_set():
+            with state.lock:
+                offset = state.offset
+            sent_at = time.monotonic()
+            try:
+                future = self._client.table_watch(
+                    segment, self._holder, offset, wait_s, READ_BYTES_MAX
+                )
+                entries, end, epoch, lease_s = future.result(wait_s + CALL_TIMEOUT_S)
+                wait_s = min(self._watch_wait_s, lease_s / 3)  # renewed well before it ends
+            except (PravegaError, TimeoutError) as e:
+                cache.lapse(partition)
+                if not self._closed.is_set():
+                    log.debug("controller: watch of %s failed: %r", segment, e)
+                    self._closed.wait(self._pause_s)
+                continue
+            with state.lock:
+                if state.offset != offset:
+                    continue  # a validation moved on meanwhile: acknowledge from there
+                if offset is None or epoch != state.epoch:
+                    cache.reset(partition, end, epoch)  # nothing cached predates this answer
+                    if offset is not None and entries:
+                        continue  # the changes after them are read next
+                else:
+                    changes = []
+                    for entry in entries:
+                        with contextlib.suppress(UnicodeDecodeError):  # never a record's key
+                            changes.append((entry.key.decode("utf-8"), entry))
+                    cache.apply(partition, changes, end)
+                # Trusted only once the answer reached the segment's end (as in _listing),
+                # and never after close() began (it gives the lease back).
+                if self._closed.is_set():
+                    break
+                if offset is None or end - offset <= READ_BYTES_MAX - _ENTRY_BYTES_MAX:
+                    cache.lease(partition, sent_at + lease_s * (1 - WATCH_LEASE_MARGIN))
+
+    def close(self) -> None:
+        """Stop watching (leases are given back, so updates stop waiting for this store);
+        reads go on, validated per operation. Idempotent."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for p, state in enumerate(self.cache.partitions):
+            with state.lock:  # a watcher leases under it, and only while not closed
+                self.cache.lapse(p)
+        if self._watchers:
+            # Giving a lease back also wakes the watcher's waiting call, so its thread ends.
+            released = [self._client.table_unwatch(s, self._holder) for s in self.segments]
+            for future in released:
+                with contextlib.suppress(Exception):  # a container down: the lease runs out
+                    future.result(1.0)
+            for thread in self._watchers:
+                thread.join(self._watch_wait_s + 1.0)
 
     # --- whole store -----------------------------------------------------------------------------
     def all_keys(self) -> list[str]:
@@ -777,15 +873,16 @@ def migrate_chunk_records(source: ChunkMetadataStore, target: TableMetadataStore
 
 
 def open_metadata_store(
-    client: SegmentStoreClient, chunk_storage: ChunkStorage
+    client: SegmentStoreClient, chunk_storage: ChunkStorage, *, watch: bool = False
 ) -> TableMetadataStore:
     """The controller's record store: its table segments created, the chunk records of a
     format-5 data directory copied into them on the first start (see
     :func:`migrate_chunk_records`; a start after a crash mid-copy finishes it).
 
-    Once :data:`MIGRATION_MARKER` exists, a start costs one table get.
+    Once :data:`MIGRATION_MARKER` exists, a start costs one table get. ``watch``: hold leases
+    on the table segments (:class:`TableMetadataStore`), for a process that serves many reads.
     """
-    store = TableMetadataStore(client)
+    store = TableMetadataStore(client, watch=watch)
     store.ensure_created()
     if store.get(MIGRATION_MARKER) is None:
         migrate_chunk_records(ChunkMetadataStore(chunk_storage), store)

@@ -27,6 +27,9 @@ class ContainerConfig:
     """An unmerged transient segment unused this long is deleted (``transient_segments.py``)."""
     transient_cleanup_period_s: float = constants.TRANSIENT_CLEANUP_PERIOD_S
     """How often the container looks for such transient segments."""
+    table_watch_lease_s: float = constants.TABLE_WATCH_LEASE_S
+    """A watcher's lease on a system table segment, and the grace period after a recovery
+    (``table_watches.py``)."""
 
     def __post_init__(self) -> None:
         if self.container_id < 0:
@@ -43,6 +46,8 @@ class ContainerConfig:
             raise InvalidArgumentError("group_commit_delay_s must be in [0, 1]")
         if self.storage_flush_interval_s <= 0 or self.append_reorder_wait_s < 0:
             raise InvalidArgumentError("intervals must be positive")
+        if not self.table_watch_lease_s > 0:
+            raise InvalidArgumentError("table_watch_lease_s must be positive")
         if not self.transient_segment_idle_s >= 0 or not self.transient_cleanup_period_s > 0:
             raise InvalidArgumentError(
                 "transient_segment_idle_s must be >= 0 and transient_cleanup_period_s > 0"

@@ -92,6 +92,7 @@ from pravega_ray.segmentstore.read_index import ReadIndex
 from pravega_ray.segmentstore.segment_merger import SegmentMerger
 from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
 from pravega_ray.segmentstore.table_segment import TableSegments
+from pravega_ray.segmentstore.table_watches import WATCH_WAIT_S_MAX, TableWatches
 from pravega_ray.segmentstore.time_index import (
     TimeIndex,
     TimeIndexCalls,
@@ -168,6 +169,7 @@ class SegmentContainer(TimeIndexCalls):
             fenced=self.fenced,
         )
         self._tables = TableSegments(self)
+        self._watches = TableWatches(config.table_watch_lease_s)
         self.transients = TransientSegments(self, clock=clock, scheduler=scheduler)
         parts = (self.metadata, self._attributes, self._storage_writer, self._read_index)
         self._merger = SegmentMerger(*parts, self._add, clock)
@@ -187,8 +189,11 @@ class SegmentContainer(TimeIndexCalls):
         invariant(not self._recovered, "recover() called twice")
         try:
             # Tier-2's fences show whether an owner had the log: then it must not be empty.
-            epoch = self._durable_log.initialize(must_exist=self._storage.owned_before())
+            had_owner = self._storage.owned_before()
+            epoch = self._durable_log.initialize(must_exist=had_owner)
             self._storage.claim(epoch)  # before any Tier-2 write of this owner
+            if had_owner:  # it may have granted leases on table segments
+                self._watches.begin_grace()
             stats = self._durable_log.replay()
         except DataCorruptionError as e:
             self._damage = e
@@ -255,6 +260,10 @@ class SegmentContainer(TimeIndexCalls):
     async def _barrier(self) -> None:
         self._ensure_running()
         await self._durable_log.barrier()
+
+    async def durable_barrier(self) -> None:
+        """Return once every operation accepted so far is durable (or failed)."""
+        await self._barrier()
 
     async def _record_attribute_root(self, segment: str, root: int) -> None:
         await self._add(ops.AttributeIndexUpdated(segment, root))
@@ -555,7 +564,11 @@ class SegmentContainer(TimeIndexCalls):
         client_id: bytes | None = None,
         client_last: int = NULL_VALUE,
     ) -> TableUpdateResult:
-        return await self._tables.update(segment, updates, client_id, client_last)
+        """See :meth:`TableSegments.update`; an update of a watched segment returns once its
+        watchers read it (``table_watches.py``)."""
+        result = await self._tables.update(segment, updates, client_id, client_last)
+        await self._watches.settle(segment, lambda: self.metadata.get(segment).length)
+        return result
 
     async def table_get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:
         return await self._tables.get(segment, keys)
@@ -580,6 +593,31 @@ class SegmentContainer(TimeIndexCalls):
             from_offset = (await self.get_info(segment)).length
         entries, offset = await self._tables.read_changes(segment, from_offset, max_bytes)
         return entries, offset, self._durable_log.epoch
+
+    async def table_watch(
+        self, segment: str, holder: bytes, from_offset: int | None, wait_s: float, max_bytes: int
+    ) -> tuple[list[TableEntry], int, int, float]:
+        """Renew ``holder``'s lease on ``segment`` (a system table segment), acknowledging
+        every change before ``from_offset``, and answer :meth:`table_changes` from there
+        once there is one, or none after ``wait_s``; plus the lease's length in seconds
+        (``table_watches.py``). ``from_offset=None``: no entries, the segment's length (the
+        holder starts there)."""
+        self._ensure_running()
+        if isinstance(wait_s, bool) or not isinstance(wait_s, int | float):
+            raise InvalidArgumentError(f"wait_s must be a number, got {wait_s!r}")
+        if not 0 <= wait_s <= WATCH_WAIT_S_MAX:
+            raise InvalidArgumentError(f"wait_s must be in [0, {WATCH_WAIT_S_MAX}], got {wait_s}")
+        length = (await self.get_info(segment)).length
+        start = length if from_offset is None else from_offset
+        self._watches.renew(segment, holder, start)
+        if from_offset is not None and from_offset >= length and wait_s > 0:
+            await self._watches.wait_for_change(segment, wait_s)
+        entries, offset, epoch = await self.table_changes(segment, start, max_bytes)
+        return entries, offset, epoch, self._watches.lease_s
+
+    async def table_unwatch(self, segment: str, holder: bytes) -> None:
+        """Drop ``holder``'s lease on ``segment``: updates no longer wait for it."""
+        self._watches.release(segment, holder)
 
     # --- the whole container -------------------------------------------------------------------
     async def list_segments(self) -> list[str]:

@@ -262,7 +262,13 @@ class TableSegments:
             outcome.append(TableUpdateResult(tuple(versions), offset if data else None))
             return bytes(data), changed
 
-        await self._container.append_composed(segment, keys, compose)
+        try:
+            await self._container.append_composed(segment, keys, compose)
+        except (BadKeyVersionError, NoSuchKeyError):
+            # The update that made the condition fail may not be durable yet: answer once it
+            # is, so a read after the conflict sees the winner (reads return durable state).
+            await self._container.durable_barrier()
+            raise
         return outcome[-1]
 
     async def get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:

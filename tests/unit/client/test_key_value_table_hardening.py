@@ -132,9 +132,7 @@ def test_get_all_splits_each_partition_into_bounded_requests(cluster) -> None:
     found = kvt.get_all(keys)
     assert max(counting.get_sizes) <= constants.TABLE_GET_KEYS_MAX
     assert sum(counting.get_sizes) == len(keys)
-    assert [e.value for e in found if e is not None] == [
-        str(i).encode() for i in range(0, 3000, 7)
-    ]
+    assert [e.value for e in found if e is not None] == [str(i).encode() for i in range(0, 3000, 7)]
     assert all(e is None for e, k in zip(found, keys, strict=True) if int(k[1:]) % 7)
 
 
@@ -156,15 +154,16 @@ def test_a_client_of_a_deleted_and_recreated_table_gets_a_typed_error(cluster) -
         list(stale.iter_keys())
     for i in range(64):
         fresh.put(f"key-{i}".encode(), b"fresh")
-    assert all(e is not None and e.value == b"fresh" for e in fresh.get_all(
-        [f"key-{i}".encode() for i in range(64)]))
+    assert all(
+        e is not None and e.value == b"fresh"
+        for e in fresh.get_all([f"key-{i}".encode() for i in range(64)])
+    )
     assert fresh.get(b"before") is None
     # And once more: numbering keeps moving on.
     mgr.delete_key_value_table("sc", "t")
     mgr.create_key_value_table("sc", "t", partitions=4)
     third = cluster.key_value_table("sc", "t")
     assert set(third.info.segments).isdisjoint(fresh.info.segments + stale.info.segments)
-
 
 
 def test_undecodable_entries_raise_typed_errors_and_iteration_goes_on(cluster) -> None:
@@ -195,7 +194,6 @@ def test_undecodable_entries_raise_typed_errors_and_iteration_goes_on(cluster) -
     assert len(list(raw.iter_entries())) == 22  # nothing was consumed or changed
 
 
-
 def test_get_all_of_more_keys_than_one_request_may_carry(cluster) -> None:
     cluster.stream_manager().create_key_value_table("sc", "t", partitions=1)
     kvt = cluster.key_value_table("sc", "t")
@@ -207,4 +205,3 @@ def test_get_all_of_more_keys_than_one_request_may_carry(cluster) -> None:
     assert sum(e is not None for e in found) == 50
     with pytest.raises(pr.InvalidArgumentError):
         kvt.get_all(b"not a list of keys")
-

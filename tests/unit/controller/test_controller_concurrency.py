@@ -33,7 +33,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def cluster():  # type: ignore[no-untyped-def]
-    c = InProcessCluster(container_count=2)
+    c = InProcessCluster(container_count=2, watch_metadata=True)
     yield c
     c.shutdown()
 

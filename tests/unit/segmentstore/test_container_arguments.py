@@ -51,8 +51,11 @@ BAD_CALLS: dict[str, Callable[[SegmentContainer, TableSegments], Awaitable[Any]]
         SEG, b"\x80" + bytes(15), NO_EVENT_NUMBER, 0, 1, frame_events([b"x"])
     ),
     "too many attribute updates": lambda c, t: c.update_attributes(
-        SEG, tuple(AttributeUpdate(i.to_bytes(16, "big"), AttributeUpdateType.REPLACE, 1)
-                   for i in range(1, 70_000))
+        SEG,
+        tuple(
+            AttributeUpdate(i.to_bytes(16, "big"), AttributeUpdateType.REPLACE, 1)
+            for i in range(1, 70_000)
+        ),
     ),
     "attribute updates not a sequence": lambda c, t: c.update_attributes(SEG, {_update(1)}),
     "accumulate past int64": lambda c, t: c.update_attributes(

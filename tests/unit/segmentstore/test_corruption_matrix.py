@@ -272,8 +272,9 @@ def test_log_record_damaged_in_the_middle_stops_only_that_container(tier: Tier) 
         events = []
         for i in range(20):
             events.append(f"event-{i}".encode())
-            await c.append(DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1,
-                           frame_events([events[-1]]))
+            await c.append(
+                DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1, frame_events([events[-1]])
+            )
         await c.close()
         return events
 
@@ -285,8 +286,10 @@ def test_log_record_damaged_in_the_middle_stops_only_that_container(tier: Tier) 
         path.write_bytes(bytes(data))
         named = str(path)
     else:
-        keys = sorted(o["Key"] for o in tier.client.list_objects_v2(
-            Bucket=tier.bucket, Prefix="log/0/")["Contents"])  # type: ignore[attr-defined]
+        keys = sorted(
+            o["Key"]
+            for o in tier.client.list_objects_v2(Bucket=tier.bucket, Prefix="log/0/")["Contents"]
+        )  # type: ignore[attr-defined]
         named = keys[len(keys) // 2]
         body = bytearray(tier.client.get_object(Bucket=tier.bucket, Key=named)["Body"].read())
         body[-3] ^= 0x01
@@ -305,8 +308,9 @@ def test_torn_log_tail_loses_nothing_acknowledged(tmp_path: Path) -> None:
         await c.create_segment(DAMAGED)
         events = [f"event-{i}".encode() for i in range(10)]
         for i, event in enumerate(events):
-            await c.append(DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1,
-                           frame_events([event]))
+            await c.append(
+                DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1, frame_events([event])
+            )
         await c.close()
         return events
 
@@ -329,8 +333,9 @@ def _write_events(tier: Tier, count: int) -> list[bytes]:
         await c.create_segment(DAMAGED)
         events = [f"event-{i}".encode() for i in range(count)]
         for i, event in enumerate(events):
-            await c.append(DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1,
-                           frame_events([event]))
+            await c.append(
+                DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1, frame_events([event])
+            )
         await c.close()
         return events
 
@@ -407,8 +412,9 @@ def test_container_with_a_damaged_log_keeps_raising_the_damage(tmp_path: Path) -
         c = _container(tier)
         await c.create_segment(DAMAGED)
         for i in range(10):
-            await c.append(DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1,
-                           frame_events([b"e"]))
+            await c.append(
+                DAMAGED, WRITER, i - 1 if i else NO_EVENT_NUMBER, i, 1, frame_events([b"e"])
+            )
         await c.close()
 
     _run(write())
@@ -477,8 +483,18 @@ def test_a_format_3_checkpoint_without_checksums_still_recovers() -> None:
     storage = InMemoryChunkStorage()
     chunk = f"segments/{DAMAGED}/{0:020d}"
     storage.create(chunk, data)
-    entry = {"n": DAMAGED, "t": 1, "so": 0, "r": "normal", "l": len(data), "s": False, "e": 2,
-             "a": {}, "sl": len(data), "c": [[0, len(data), chunk]]}
+    entry = {
+        "n": DAMAGED,
+        "t": 1,
+        "so": 0,
+        "r": "normal",
+        "l": len(data),
+        "s": False,
+        "e": 2,
+        "a": {},
+        "sl": len(data),
+        "c": [[0, len(data), chunk]],
+    }
     store = InMemoryLogStore()
     store.records[7] = ops.encode([ops.MetadataCheckpoint((entry,))])
     store.next_sequence = 8

@@ -757,6 +757,7 @@ def test_take_dead_chunks_after_replay_never_names_a_live_chunk() -> None:
 def test_checkpoint_while_a_metadata_only_merge_is_queued_matches_the_merged_state() -> None:
     """Found by this suite: the checkpoint once mixed pending lengths with durable chunks, so
     a merge queued behind it stopped the container for good (it is now taken when written)."""
+
     async def body() -> None:
         p = parts()
         await two_flushed_segments(p)

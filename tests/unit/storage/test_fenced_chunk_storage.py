@@ -31,9 +31,7 @@ def test_older_owner_cannot_create_or_delete_after_a_newer_claim(storage) -> Non
 
 def test_claim_fences_every_skipped_epoch_and_stops_at_the_newest_fence(storage) -> None:
     FencedChunkStorage(storage, "container-3").claim(2)  # epochs 2 and 1 (a legacy directory)
-    assert storage.list("fences/container-3/") == [
-        f"fences/container-3/{e:020d}" for e in (1, 2)
-    ]
+    assert storage.list("fences/container-3/") == [f"fences/container-3/{e:020d}" for e in (1, 2)]
     zombie_at_4 = FencedChunkStorage(storage, "container-3")
     zombie_at_4.claim(4)  # 4 and 3, stops at 2
     FencedChunkStorage(storage, "container-3").claim(7)
@@ -56,7 +54,6 @@ def test_the_lower_of_two_racing_claims_stops_in_claim(storage) -> None:
 def test_writing_before_claim_is_a_bug() -> None:
     with pytest.raises(InvariantViolation):
         FencedChunkStorage(InMemoryChunkStorage(), "container-0").create("x", b"")
-
 
 
 def test_owned_before_says_whether_any_owner_claimed(storage) -> None:

@@ -1,0 +1,183 @@
+"""Leases on system table segments (``segmentstore/table_watches.py``): an update of a watched
+segment is acknowledged only once every live watcher read past it, a watcher that stops
+calling costs writers at most its lease, a recovered container holds updates for a grace
+period, users' tables never wait, and bad arguments change nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+
+import pytest
+
+from pravega_ray.constants import READ_BYTES_MAX
+from pravega_ray.contracts.segment_store import TableUpdate
+from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.naming import system_table_segment_name
+from pravega_ray.segmentstore.container import SegmentContainer
+from pravega_ray.segmentstore.table_watches import HOLDER_BYTES, watchable
+
+pytestmark = pytest.mark.timeout(60)
+
+LEASE_S = 4.0
+"""Long enough that a starved machine never lets a lease run out where a test relies on it;
+bounds checked from above allow 3/4 of it."""
+SYSTEM = system_table_segment_name("probe", 0)
+USER = "sc/_kvt.t/0.#epoch.0"
+
+
+def _cluster() -> tuple[InProcessCluster, SegmentContainer]:
+    """One container with a short lease (new: no grace period), with a system table nobody
+    else watches (not the controller's) and a user's table created."""
+    cluster = InProcessCluster(container_count=1, table_watch_lease_s=LEASE_S)
+    container = cluster.container(0)
+    for segment in (SYSTEM, USER):
+        cluster.run(container.table_create(segment)).result(10)
+    return cluster, container
+
+
+def _put(container: SegmentContainer, segment: str, key: bytes) -> asyncio.Task[object]:
+    return asyncio.ensure_future(container.table_update(segment, [TableUpdate(key, b"v")]))
+
+
+def test_only_system_tables_are_watchable() -> None:
+    assert watchable(SYSTEM)
+    assert not watchable(USER) and not watchable("_system/other/0.#epoch.0")
+
+
+def test_an_update_waits_until_the_watcher_read_past_it() -> None:
+    cluster, container = _cluster()
+    holder = os.urandom(HOLDER_BYTES)
+
+    async def go() -> None:
+        _, start, _, lease_s = await container.table_watch(SYSTEM, holder, None, 0, READ_BYTES_MAX)
+        assert lease_s == LEASE_S
+        update = _put(container, SYSTEM, b"k1")
+        await asyncio.sleep(LEASE_S / 4)
+        assert not update.done()  # the watcher has not read it
+        entries, end, _, _ = await container.table_watch(SYSTEM, holder, start, 0, READ_BYTES_MAX)
+        assert [e.key for e in entries] == [b"k1"] and end > start
+        await asyncio.sleep(LEASE_S / 4)
+        assert not update.done()  # read, not yet acknowledged: the next call is the ack
+        await container.table_watch(SYSTEM, holder, end, 0, READ_BYTES_MAX)
+        await asyncio.wait_for(update, LEASE_S * 3 / 4)
+
+    try:
+        cluster.run(go()).result(30)
+    finally:
+        cluster.shutdown()
+
+
+def test_a_watch_call_waits_for_the_next_update_and_answers_it() -> None:
+    cluster, container = _cluster()
+    holder = os.urandom(HOLDER_BYTES)
+
+    async def go() -> None:
+        _, start, _, _ = await container.table_watch(SYSTEM, holder, None, 0, READ_BYTES_MAX)
+        began = time.monotonic()
+        entries, end, _, _ = await container.table_watch(SYSTEM, holder, start, 0.5, READ_BYTES_MAX)
+        assert entries == [] and end == start  # nothing changed: none, after wait_s
+        assert time.monotonic() - began >= 0.45
+        watch = asyncio.ensure_future(
+            container.table_watch(SYSTEM, holder, start, LEASE_S * 3 / 4, READ_BYTES_MAX)
+        )
+        await asyncio.sleep(0.01)
+        update = _put(container, SYSTEM, b"k2")
+        entries, end, _, _ = await asyncio.wait_for(watch, LEASE_S / 4)  # woken by it
+        assert [e.key for e in entries] == [b"k2"]
+        await container.table_watch(SYSTEM, holder, end, 0, READ_BYTES_MAX)
+        await asyncio.wait_for(update, LEASE_S * 3 / 4)
+
+    try:
+        cluster.run(go()).result(30)
+    finally:
+        cluster.shutdown()
+
+
+def test_a_watcher_that_stops_calling_holds_updates_for_its_lease_at_most() -> None:
+    cluster, container = _cluster()
+
+    async def go() -> None:
+        await container.table_watch(SYSTEM, os.urandom(HOLDER_BYTES), None, 0, READ_BYTES_MAX)
+        began = time.monotonic()
+        await asyncio.wait_for(_put(container, SYSTEM, b"k3"), LEASE_S * 3)
+        assert time.monotonic() - began >= LEASE_S * 0.8  # the lease ran out first
+        began = time.monotonic()
+        await _put(container, SYSTEM, b"k4")  # the expired lease is never waited for again
+        assert time.monotonic() - began < LEASE_S * 3 / 4
+
+    try:
+        cluster.run(go()).result(30)
+    finally:
+        cluster.shutdown()
+
+
+def test_an_unwatch_releases_waiting_updates_and_users_tables_never_wait() -> None:
+    cluster, container = _cluster()
+    holder = os.urandom(HOLDER_BYTES)
+
+    async def go() -> None:
+        await container.table_watch(SYSTEM, holder, None, 0, READ_BYTES_MAX)
+        update = _put(container, SYSTEM, b"k5")
+        await asyncio.sleep(LEASE_S / 4)
+        assert not update.done()
+        await container.table_unwatch(SYSTEM, holder)
+        await asyncio.wait_for(update, LEASE_S * 3 / 4)
+        with pytest.raises(InvalidArgumentError):  # a user's table cannot be watched
+            await container.table_watch(USER, holder, None, 0, READ_BYTES_MAX)
+        await asyncio.wait_for(_put(container, USER, b"k6"), LEASE_S * 3 / 4)
+
+    try:
+        cluster.run(go()).result(30)
+    finally:
+        cluster.shutdown()
+
+
+def test_a_recovered_container_holds_system_table_updates_for_its_grace_period() -> None:
+    cluster, container = _cluster()
+    try:
+        began = time.monotonic()
+        cluster.run(container.table_update(SYSTEM, [TableUpdate(b"s0", b"v")])).result(10)
+        assert time.monotonic() - began < LEASE_S * 3 / 4  # a first owner: nothing to wait out
+        cluster.restart_container(0)
+        container = cluster.container(0)
+        began = time.monotonic()
+        cluster.run(container.table_update(USER, [TableUpdate(b"u", b"v")])).result(10)
+        assert time.monotonic() - began < LEASE_S * 3 / 4  # users' tables: no grace period
+        cluster.run(container.table_update(SYSTEM, [TableUpdate(b"s", b"v")])).result(10)
+        # A lease the predecessor granted may still be trusted until then.
+        assert time.monotonic() - began >= LEASE_S * 0.8
+    finally:
+        cluster.shutdown()
+
+
+@pytest.mark.parametrize(
+    "holder, wait_s",
+    [
+        (b"short", 0),
+        ("0" * HOLDER_BYTES, 0),
+        (b"h" * HOLDER_BYTES, -1),
+        (b"h" * HOLDER_BYTES, math.nan),
+        (b"h" * HOLDER_BYTES, 11),
+        (b"h" * HOLDER_BYTES, True),
+        (b"h" * HOLDER_BYTES, "1"),
+    ],
+    ids=["short-holder", "str-holder", "negative", "nan", "over-max", "bool", "str"],
+)
+def test_bad_watch_arguments_are_invalid_and_grant_no_lease(holder: object, wait_s: object) -> None:
+    cluster, container = _cluster()
+
+    async def go() -> None:
+        with pytest.raises(InvalidArgumentError):
+            await container.table_watch(SYSTEM, holder, None, wait_s, READ_BYTES_MAX)  # type: ignore[arg-type]
+        await asyncio.wait_for(
+            _put(container, SYSTEM, b"k7"), LEASE_S * 3 / 4
+        )  # nobody to wait for
+
+    try:
+        cluster.run(go()).result(30)
+    finally:
+        cluster.shutdown()
