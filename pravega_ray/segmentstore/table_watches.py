@@ -84,7 +84,8 @@ class TableWatches:
         self._clock = clock
         self._grace_until = 0.0
         self._holders: dict[str, dict[bytes, _Holder]] = {}
-        self._pulses: dict[str, asyncio.Event] = {}
+        self._changes: dict[str, asyncio.Event] = {}  # pulsed by updates: wakes watch calls
+        self._acks: dict[str, asyncio.Event] = {}  # pulsed by renewals: wakes waiting updates
 
     def begin_grace(self) -> None:
         """Start the grace period: the container took over from a predecessor, whose leases
@@ -102,7 +103,7 @@ class TableWatches:
             raise InvalidArgumentError(f"a watcher's id is {HOLDER_BYTES} bytes")
         holders = self._holders.setdefault(segment, {})
         holders[holder] = _Holder(from_offset, self._clock() + self.lease_s)
-        self._pulse(segment)
+        self._pulse(self._acks, segment)
 
     def release(self, segment: str, holder: bytes) -> None:
         """Drop ``holder``'s lease (it stops watching): updates no longer wait for it."""
@@ -110,11 +111,13 @@ class TableWatches:
         if holders is not None and holders.pop(holder, None) is not None:
             if not holders:
                 del self._holders[segment]
-            self._pulse(segment)
+            self._pulse(self._acks, segment)
+            self._pulse(self._changes, segment)  # its waiting call answers: it stops sooner
 
     async def wait_for_change(self, segment: str, wait_s: float) -> None:
-        """Return at the segment's next update (or lease change), or after ``wait_s``."""
-        await self._wait_pulse(segment, wait_s)
+        """Return at the segment's next update, or after ``wait_s``. (Only updates wake it:
+        were watchers woken by each other's renewals, they would wake each other for ever.)"""
+        await self._wait_pulse(self._changes, segment, wait_s)
 
     # --- updates ---------------------------------------------------------------------------------
     async def settle(self, segment: str, length: Callable[[], int]) -> None:
@@ -124,7 +127,7 @@ class TableWatches:
         period, for a watchable one)."""
         if not watchable(segment):
             return
-        self._pulse(segment)
+        self._pulse(self._changes, segment)
         end = length()
         while True:
             now = self._clock()
@@ -138,21 +141,24 @@ class TableWatches:
             if not waits:
                 return
             # Woken by an acknowledgement, or at the first expiry (or the grace's end).
-            await self._wait_pulse(segment, min(waits))
+            await self._wait_pulse(self._acks, segment, min(waits))
 
     def holders(self, segment: str) -> int:
         """How many leases on ``segment`` have not expired (a diagnostic)."""
         now = self._clock()
         return sum(1 for h in self._holders.get(segment, {}).values() if h.expires > now)
 
-    async def _wait_pulse(self, segment: str, timeout_s: float) -> None:
-        """Wait for the segment's next pulse, at most ``timeout_s``."""
-        pulse = self._pulses.setdefault(segment, asyncio.Event())
+    @staticmethod
+    async def _wait_pulse(pulses: dict[str, asyncio.Event], segment: str, timeout_s: float) -> None:
+        """Wait for the segment's next pulse in ``pulses``, at most ``timeout_s``."""
+        pulse = pulses.setdefault(segment, asyncio.Event())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(pulse.wait(), timeout_s)
 
-    def _pulse(self, segment: str) -> None:
-        """Wake every coroutine waiting on ``segment``'s pulse; later waits wait anew."""
-        pulse = self._pulses.pop(segment, None)
+    @staticmethod
+    def _pulse(pulses: dict[str, asyncio.Event], segment: str) -> None:
+        """Wake every coroutine waiting on ``segment``'s pulse in ``pulses``; later waits
+        wait anew."""
+        pulse = pulses.pop(segment, None)
         if pulse is not None:
             pulse.set()

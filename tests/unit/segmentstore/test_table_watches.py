@@ -97,6 +97,33 @@ def test_a_watch_call_waits_for_the_next_update_and_answers_it() -> None:
         cluster.shutdown()
 
 
+def test_watchers_renewing_never_wake_each_other() -> None:
+    """Only updates answer a waiting watch call: two watchers woken by each other's renewals
+    called the container in a loop (found on Ray: two cores busy on an idle cluster)."""
+    cluster, container = _cluster()
+    first, second = os.urandom(HOLDER_BYTES), os.urandom(HOLDER_BYTES)
+
+    async def go() -> None:
+        _, start, _, _ = await container.table_watch(SYSTEM, first, None, 0, READ_BYTES_MAX)
+        waiting = asyncio.ensure_future(
+            container.table_watch(SYSTEM, first, start, LEASE_S / 2, READ_BYTES_MAX)
+        )
+        await asyncio.sleep(0.05)
+        for _ in range(5):
+            await container.table_watch(SYSTEM, second, None, 0, READ_BYTES_MAX)
+            await container.table_watch(SYSTEM, second, start, 0, READ_BYTES_MAX)
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        _put(container, SYSTEM, b"k")
+        entries, _, _, _ = await asyncio.wait_for(waiting, LEASE_S / 4)  # an update does
+        assert [e.key for e in entries] == [b"k"]
+
+    try:
+        cluster.run(go()).result(30)
+    finally:
+        cluster.shutdown()
+
+
 def test_a_watcher_that_stops_calling_holds_updates_for_its_lease_at_most() -> None:
     cluster, container = _cluster()
 
