@@ -238,9 +238,18 @@ class StreamTransactionMetadataTasks:
     def _lookup(
         self, scope: str, stream: str, txn_id: uuid.UUID
     ) -> tuple[TxnRecord | None, TxnStatus]:
-        """The active record (None once ended) and the status; TxnNotFoundError if unknown."""
+        """The active record (None once ended) and the status; TxnNotFoundError if unknown.
+
+        A transaction ends with its completed record written first and its active record
+        removed after: a COMMITTING or ABORTING active record whose completed record exists
+        has ended (its commit was answered COMMITTED from that record already), so the
+        completed record answers."""
         record = self._workflows.find(scope, stream, txn_id)
         if record is not None:
+            if record.status in (TxnStatus.COMMITTING, TxnStatus.ABORTING):
+                ended = self._store.txns.completed(scope, stream, txn_id)
+                if ended is not None:
+                    return None, ended.status
             return record, record.status
         return None, self._completed(scope, stream, txn_id).status
 
@@ -260,7 +269,7 @@ class StreamTransactionMetadataTasks:
         """The transaction's info (to resume it elsewhere). For an ended one (COMMITTED or
         ABORTED) both deadlines are the time it ended. TxnNotFoundError if unknown."""
         txn_id = self._txn_args(scope, stream, txn_id)
-        record = self._workflows.find(scope, stream, txn_id)
+        record = self._lookup(scope, stream, txn_id)[0]
         return self._txn_info(record or self._completed(scope, stream, txn_id))
 
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:

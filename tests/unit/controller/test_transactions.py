@@ -201,3 +201,27 @@ def test_create_on_a_sealed_stream_is_refused(cluster) -> None:  # type: ignore[
     with pytest.raises(pr.StreamSealedError):
         cluster._controller.create_transaction("sc", "st", 10.0)
     assert cluster._controller.list_transactions("sc", "st") == {}
+
+
+def test_a_transaction_whose_completed_record_is_written_is_committed_to_every_call(
+    cluster: InProcessCluster,
+) -> None:
+    """The commit processor ends a transaction with two writes: the completed record, then the
+    active record's removal; ``commit()`` answers COMMITTED from the first. Between the two,
+    every call must say COMMITTED too (``check_status`` said COMMITTING from the active record:
+    found by the Ray test of writers committing while a controller instance dies, once writes
+    waited for the instances' watchers and the gap between the two writes grew)."""
+    make_stream(cluster)
+    cluster.commit_processor.request_stop()
+    cluster.commit_processor.stop()  # the commit stays COMMITTING: the records are ours
+    controller = cluster._controller
+    txn = controller.create_transaction("sc", "st", 30.0)
+    assert controller.commit_transaction("sc", "st", txn.txn_id) is TxnStatus.COMMITTING
+    key = f"completedtxn/sc/st/{txn.txn_id.hex}"
+    now = int(time.time() * 1000)
+    cluster.metadata.put(key, {"status": "committed", "epoch": 0, "completed_ms": now}, None)
+    assert controller.check_transaction_status("sc", "st", txn.txn_id) is TxnStatus.COMMITTED
+    assert controller.get_transaction("sc", "st", txn.txn_id).status is TxnStatus.COMMITTED
+    assert controller.commit_transaction("sc", "st", txn.txn_id) is TxnStatus.COMMITTED
+    with pytest.raises(pr.TxnFailedError):
+        controller.abort_transaction("sc", "st", txn.txn_id)
