@@ -174,7 +174,8 @@ class StreamRecords:
         if row is None:
             return
         for key in (f"sealedsizes/{scope}/{stream}", f"transition/{scope}/{stream}"):
-            self._records.delete(key)
+            if self._records.get(key) is not None:  # a read (cached) costs less than a write
+                self._records.delete(key)  # left by an earlier stream of the same name
         self._put_same(f"history/{scope}/{stream}/{0:010d}", row.to_dict())
         self._put_same(f"index/{scope}/{stream}", {"rows": [[row.created_ms, 0]]})
 
