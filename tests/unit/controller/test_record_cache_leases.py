@@ -12,9 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from pravega_ray.controller.table_metadata_store import TableMetadataStore
 from pravega_ray.inprocess import IN_PROCESS_LEASE_S, InProcessCluster
 from pravega_ray.naming import container_for_segment
-from tests.unit.controller.test_stream_store_cache import _store
+from tests.unit.controller.test_stream_store_cache import CountingInvoker, _store
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,6 +34,20 @@ def _leased(store: object) -> None:
     while cache.stale(range(len(cache.partitions)), cache.tick()):
         assert time.monotonic() < deadline, "the watchers never took their leases"
         time.sleep(0.01)
+
+
+def _pair(
+    cluster: InProcessCluster, key: str
+) -> tuple[TableMetadataStore, TableMetadataStore, CountingInvoker, int]:
+    """A plain writer store and a watching reader store (leased), ``key`` written as
+    ``{"n": 0}`` and read through the reader (cached); with the reader's calls and the
+    record's version."""
+    writer, _ = _store(cluster)
+    reader, calls = _store(cluster, watch=True)
+    _leased(reader)
+    version = writer.put(key, {"n": 0}, None)
+    assert reader.get(key).value == {"n": 0}  # type: ignore[union-attr]
+    return writer, reader, calls, version
 
 
 def test_a_watching_store_reads_what_another_wrote_without_a_validation_round(
@@ -61,11 +76,7 @@ def test_a_watching_store_reads_what_another_wrote_without_a_validation_round(
 def test_a_closed_store_gives_its_leases_back_and_validates_again(
     cluster: InProcessCluster,
 ) -> None:
-    writer, _ = _store(cluster)
-    reader, calls = _store(cluster, watch=True)
-    _leased(reader)
-    version = writer.put("streams/sc/b", {"n": 0}, None)
-    assert reader.get("streams/sc/b").value == {"n": 0}  # type: ignore[union-attr]
+    writer, reader, calls, version = _pair(cluster, "streams/sc/b")
     reader.close()
     reader.close()  # idempotent
     for segment in reader.segments:  # nobody left for an update to wait for
@@ -79,11 +90,7 @@ def test_a_closed_store_gives_its_leases_back_and_validates_again(
 def test_a_watcher_that_dies_silently_never_lets_its_store_serve_an_older_value(
     cluster: InProcessCluster,
 ) -> None:
-    writer, _ = _store(cluster)
-    reader, _ = _store(cluster, watch=True)
-    _leased(reader)
-    version = writer.put("streams/sc/c", {"n": 0}, None)
-    assert reader.get("streams/sc/c").value == {"n": 0}  # type: ignore[union-attr]
+    writer, reader, _, version = _pair(cluster, "streams/sc/c")
     reader._closed.set()  # the watcher threads stop; no lease is given back or lapsed
     for thread in reader._watchers:
         thread.join(10)

@@ -9,6 +9,8 @@ import asyncio
 import math
 import os
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -39,6 +41,15 @@ def _cluster() -> tuple[InProcessCluster, SegmentContainer]:
     return cluster, container
 
 
+def _run(body: Callable[[SegmentContainer], Coroutine[Any, Any, None]]) -> None:
+    """Run ``body(container)`` on a new :func:`_cluster`'s loop, then shut the cluster down."""
+    cluster, container = _cluster()
+    try:
+        cluster.run(body(container)).result(30)
+    finally:
+        cluster.shutdown()
+
+
 def _put(container: SegmentContainer, segment: str, key: bytes) -> asyncio.Task[object]:
     return asyncio.ensure_future(container.table_update(segment, [TableUpdate(key, b"v")]))
 
@@ -49,10 +60,9 @@ def test_only_system_tables_are_watchable() -> None:
 
 
 def test_an_update_waits_until_the_watcher_read_past_it() -> None:
-    cluster, container = _cluster()
     holder = os.urandom(HOLDER_BYTES)
 
-    async def go() -> None:
+    async def go(container: SegmentContainer) -> None:
         _, start, _, lease_s = await container.table_watch(SYSTEM, holder, None, 0, READ_BYTES_MAX)
         assert lease_s == LEASE_S
         update = _put(container, SYSTEM, b"k1")
@@ -65,17 +75,13 @@ def test_an_update_waits_until_the_watcher_read_past_it() -> None:
         await container.table_watch(SYSTEM, holder, end, 0, READ_BYTES_MAX)
         await asyncio.wait_for(update, LEASE_S * 3 / 4)
 
-    try:
-        cluster.run(go()).result(30)
-    finally:
-        cluster.shutdown()
+    _run(go)
 
 
 def test_a_watch_call_waits_for_the_next_update_and_answers_it() -> None:
-    cluster, container = _cluster()
     holder = os.urandom(HOLDER_BYTES)
 
-    async def go() -> None:
+    async def go(container: SegmentContainer) -> None:
         _, start, _, _ = await container.table_watch(SYSTEM, holder, None, 0, READ_BYTES_MAX)
         began = time.monotonic()
         entries, end, _, _ = await container.table_watch(SYSTEM, holder, start, 0.5, READ_BYTES_MAX)
@@ -91,19 +97,15 @@ def test_a_watch_call_waits_for_the_next_update_and_answers_it() -> None:
         await container.table_watch(SYSTEM, holder, end, 0, READ_BYTES_MAX)
         await asyncio.wait_for(update, LEASE_S * 3 / 4)
 
-    try:
-        cluster.run(go()).result(30)
-    finally:
-        cluster.shutdown()
+    _run(go)
 
 
 def test_watchers_renewing_never_wake_each_other() -> None:
     """Only updates answer a waiting watch call: two watchers woken by each other's renewals
     called the container in a loop (found on Ray: two cores busy on an idle cluster)."""
-    cluster, container = _cluster()
     first, second = os.urandom(HOLDER_BYTES), os.urandom(HOLDER_BYTES)
 
-    async def go() -> None:
+    async def go(container: SegmentContainer) -> None:
         _, start, _, _ = await container.table_watch(SYSTEM, first, None, 0, READ_BYTES_MAX)
         waiting = asyncio.ensure_future(
             container.table_watch(SYSTEM, first, start, LEASE_S / 2, READ_BYTES_MAX)
@@ -118,16 +120,12 @@ def test_watchers_renewing_never_wake_each_other() -> None:
         entries, _, _, _ = await asyncio.wait_for(waiting, LEASE_S / 4)  # an update does
         assert [e.key for e in entries] == [b"k"]
 
-    try:
-        cluster.run(go()).result(30)
-    finally:
-        cluster.shutdown()
+    _run(go)
 
 
 def test_a_watcher_that_stops_calling_holds_updates_for_its_lease_at_most() -> None:
-    cluster, container = _cluster()
 
-    async def go() -> None:
+    async def go(container: SegmentContainer) -> None:
         await container.table_watch(SYSTEM, os.urandom(HOLDER_BYTES), None, 0, READ_BYTES_MAX)
         began = time.monotonic()
         await asyncio.wait_for(_put(container, SYSTEM, b"k3"), LEASE_S * 3)
@@ -136,17 +134,13 @@ def test_a_watcher_that_stops_calling_holds_updates_for_its_lease_at_most() -> N
         await _put(container, SYSTEM, b"k4")  # the expired lease is never waited for again
         assert time.monotonic() - began < LEASE_S * 3 / 4
 
-    try:
-        cluster.run(go()).result(30)
-    finally:
-        cluster.shutdown()
+    _run(go)
 
 
 def test_an_unwatch_releases_waiting_updates_and_users_tables_never_wait() -> None:
-    cluster, container = _cluster()
     holder = os.urandom(HOLDER_BYTES)
 
-    async def go() -> None:
+    async def go(container: SegmentContainer) -> None:
         await container.table_watch(SYSTEM, holder, None, 0, READ_BYTES_MAX)
         update = _put(container, SYSTEM, b"k5")
         await asyncio.sleep(LEASE_S / 4)
@@ -157,10 +151,7 @@ def test_an_unwatch_releases_waiting_updates_and_users_tables_never_wait() -> No
             await container.table_watch(USER, holder, None, 0, READ_BYTES_MAX)
         await asyncio.wait_for(_put(container, USER, b"k6"), LEASE_S * 3 / 4)
 
-    try:
-        cluster.run(go()).result(30)
-    finally:
-        cluster.shutdown()
+    _run(go)
 
 
 def test_a_recovered_container_holds_system_table_updates_for_its_grace_period() -> None:
@@ -195,16 +186,12 @@ def test_a_recovered_container_holds_system_table_updates_for_its_grace_period()
     ids=["short-holder", "str-holder", "negative", "nan", "over-max", "bool", "str"],
 )
 def test_bad_watch_arguments_are_invalid_and_grant_no_lease(holder: object, wait_s: object) -> None:
-    cluster, container = _cluster()
 
-    async def go() -> None:
+    async def go(container: SegmentContainer) -> None:
         with pytest.raises(InvalidArgumentError):
             await container.table_watch(SYSTEM, holder, None, wait_s, READ_BYTES_MAX)  # type: ignore[arg-type]
         await asyncio.wait_for(
             _put(container, SYSTEM, b"k7"), LEASE_S * 3 / 4
         )  # nobody to wait for
 
-    try:
-        cluster.run(go()).result(30)
-    finally:
-        cluster.shutdown()
+    _run(go)
