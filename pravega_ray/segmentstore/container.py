@@ -608,6 +608,12 @@ class SegmentContainer(TimeIndexCalls):
         if not 0 <= wait_s <= WATCH_WAIT_S_MAX:
             raise InvalidArgumentError(f"wait_s must be in [0, {WATCH_WAIT_S_MAX}], got {wait_s}")
         length = (await self.get_info(segment)).length
+        if from_offset is not None and (
+            isinstance(from_offset, bool)
+            or not isinstance(from_offset, int)
+            or not 0 <= from_offset <= length
+        ):
+            raise InvalidArgumentError(f"from_offset {from_offset!r} is outside {segment}")
         start = length if from_offset is None else from_offset
         self._watches.renew(segment, holder, start)
         if from_offset is not None and from_offset >= length and wait_s > 0:

@@ -173,25 +173,42 @@ def test_a_recovered_container_holds_system_table_updates_for_its_grace_period()
 
 
 @pytest.mark.parametrize(
-    "holder, wait_s",
+    "holder, from_offset, wait_s",
     [
-        (b"short", 0),
-        ("0" * HOLDER_BYTES, 0),
-        (b"h" * HOLDER_BYTES, -1),
-        (b"h" * HOLDER_BYTES, math.nan),
-        (b"h" * HOLDER_BYTES, 11),
-        (b"h" * HOLDER_BYTES, True),
-        (b"h" * HOLDER_BYTES, "1"),
+        (b"short", None, 0),
+        ("0" * HOLDER_BYTES, None, 0),
+        (b"h" * HOLDER_BYTES, None, -1),
+        (b"h" * HOLDER_BYTES, None, math.nan),
+        (b"h" * HOLDER_BYTES, None, 11),
+        (b"h" * HOLDER_BYTES, None, True),
+        (b"h" * HOLDER_BYTES, None, "1"),
+        (b"h" * HOLDER_BYTES, -1, 0),
+        (b"h" * HOLDER_BYTES, 10**9, 0),
+        (b"h" * HOLDER_BYTES, 1.5, 0),
+        (b"h" * HOLDER_BYTES, True, 0),
     ],
-    ids=["short-holder", "str-holder", "negative", "nan", "over-max", "bool", "str"],
+    ids=[
+        "short-holder",
+        "str-holder",
+        "negative-wait",
+        "nan-wait",
+        "over-max-wait",
+        "bool-wait",
+        "str-wait",
+        "negative-offset",
+        "offset-past-the-end",
+        "float-offset",
+        "bool-offset",
+    ],
 )
-def test_bad_watch_arguments_are_invalid_and_grant_no_lease(holder: object, wait_s: object) -> None:
-
+def test_bad_watch_arguments_are_invalid_and_grant_no_lease(
+    holder: object, from_offset: object, wait_s: object
+) -> None:
     async def go(container: SegmentContainer) -> None:
         with pytest.raises(InvalidArgumentError):
-            await container.table_watch(SYSTEM, holder, None, wait_s, READ_BYTES_MAX)  # type: ignore[arg-type]
-        await asyncio.wait_for(
-            _put(container, SYSTEM, b"k7"), LEASE_S * 3 / 4
-        )  # nobody to wait for
+            await container.table_watch(SYSTEM, holder, from_offset, wait_s, READ_BYTES_MAX)  # type: ignore[arg-type]
+        # No lease was granted: an update has nobody to wait for.
+        await asyncio.wait_for(_put(container, SYSTEM, b"k7"), LEASE_S * 3 / 4)
+        assert container._watches.holders(SYSTEM) == 0
 
     _run(go)
