@@ -348,8 +348,14 @@ class TableMetadataStore:
         try:
             return Versioned(decode_record(key, where, cached.raw), cached.version)
         except DataCorruptionError:
-            self.cache.drop(key)
-            return self._fetch(key, raw_key, partition, None, self.cache.begin(partition, key))
+            return self._refetch(key, raw_key, partition)
+
+    def _refetch(self, key: str, raw_key: bytes, partition: int) -> Versioned | None:
+        """The record read from its table segment, whatever the cache holds (dropped first),
+        and cached again as :meth:`_fetch` caches."""
+        self.cache.drop(key)
+        ticket = self.cache.begin(partition, key) if self._caching else None
+        return self._fetch(key, raw_key, partition, None, ticket)
 
     def _fetch(
         self,
@@ -425,9 +431,7 @@ class TableMetadataStore:
             # Read from the table, not the cache: the write that won may be durable and not
             # acknowledged yet (its watchers are applying it), and a caller reading after a
             # conflict expects to see it. A damaged entry is DataCorruptionError here.
-            self.cache.drop(key)
-            ticket = self.cache.begin(partition, key) if self._caching else None
-            self._fetch(key, raw_key, partition, None, ticket)
+            self._refetch(key, raw_key, partition)
             if expected_version is None:
                 raise ConflictingUpdateError(f"record {key} exists")
             raise ConflictingUpdateError(f"record {key} changed concurrently")
@@ -515,9 +519,7 @@ class TableMetadataStore:
                     )
                     continue
                 listing.apply(key, entry.value is not None)
-            # A read short of READ_BYTES_MAX by more than one entry reached the end (a
-            # table segment holds whole entries only): no second call to learn that.
-            read_to_end = offset - listing.offset <= READ_BYTES_MAX - _ENTRY_BYTES_MAX
+            read_to_end = _reached_end(listing.offset, offset)
             listing.offset = offset
             if not entries or read_to_end:
                 return listing
@@ -603,16 +605,8 @@ class TableMetadataStore:
                 if offset is None or not entries:
                     return  # none of the changes matter: nothing of the partition is cached
                 continue  # read on from there
-            changes = []
-            for entry in entries:
-                try:
-                    changes.append((entry.key.decode("utf-8"), entry))
-                except UnicodeDecodeError:
-                    continue  # never a record's key (list_keys logs it)
-            cache.apply(partition, changes, end)
-            # As in _listing: a read short of READ_BYTES_MAX by more than one entry reached
-            # the end.
-            if not entries or end - offset <= READ_BYTES_MAX - _ENTRY_BYTES_MAX:
+            cache.apply(partition, _record_changes(entries), end)
+            if not entries or _reached_end(offset, end):
                 return
 
     # --- watching (segmentstore/table_watches.py) -----------------------------------------------
@@ -648,16 +642,12 @@ class TableMetadataStore:
                     if offset is not None and entries:
                         continue  # the changes after them are read next
                 else:
-                    changes = []
-                    for entry in entries:
-                        with contextlib.suppress(UnicodeDecodeError):  # never a record's key
-                            changes.append((entry.key.decode("utf-8"), entry))
-                    cache.apply(partition, changes, end)
-                # Trusted only once the answer reached the segment's end (as in _listing),
-                # and never after close() began (it gives the lease back).
+                    cache.apply(partition, _record_changes(entries), end)
+                # Trusted only once the answer reached the segment's end, and never after
+                # close() began (it gives the lease back).
                 if self._closed.is_set():
                     break
-                if offset is None or end - offset <= READ_BYTES_MAX - _ENTRY_BYTES_MAX:
+                if offset is None or _reached_end(offset, end):
                     cache.lease(partition, sent_at + lease_s * (1 - WATCH_LEASE_MARGIN))
 
     def close(self) -> None:
@@ -789,6 +779,23 @@ class TableMetadataStore:
         if not isinstance(client_id, bytes) or len(client_id) != CLIENT_ID_BYTES:
             raise InvalidArgumentError(f"new_client_id must return {CLIENT_ID_BYTES} bytes")
         return _ClientSlot(client_id)
+
+
+def _reached_end(start: int, end: int) -> bool:
+    """Whether a read of a table segment's changes from ``start`` that stopped at ``end``
+    reached the segment's end: it fell short of ``READ_BYTES_MAX`` by more than one entry (a
+    table segment holds whole entries only), so no second call is needed to learn that."""
+    return end - start <= READ_BYTES_MAX - _ENTRY_BYTES_MAX
+
+
+def _record_changes(entries: list[TableEntry]) -> list[tuple[str, TableEntry]]:
+    """Changes as ``(record key, entry)`` for the record cache; a key that is not UTF-8 is
+    never a record's (``list_keys`` logs it) and is left out."""
+    changes = []
+    for entry in entries:
+        with contextlib.suppress(UnicodeDecodeError):
+            changes.append((entry.key.decode("utf-8"), entry))
+    return changes
 
 
 def _first(sent: Future[R] | None, call: Callable[[], Future[R]]) -> Callable[[], Future[R]]:
