@@ -54,6 +54,10 @@ def assert_exactly_once_in_key_order(events: list[Any], n: int) -> None:
         assert seq == sorted(seq), f"routing key {key} out of order"
 
 
+JSON = pr.JsonSerializer()
+"""The serializer :func:`read_exactly` decodes with unless told."""
+
+
 def read_exactly(
     cluster: Any,
     scope: str,
@@ -63,13 +67,15 @@ def read_exactly(
     timeout_s: float = 30.0,
     poll_s: float = 0.2,
     extra_wait_s: float = 0.3,
+    serializer: Any = JSON,
 ) -> list[Any]:
     """Every event of ``scope/stream``, read by one reader of a fresh group: exactly
     ``expected`` of them (waits up to ``timeout_s`` for them, then ``extra_wait_s`` more to
-    check that nothing else arrives). Events decode as JSON."""
+    check that nothing else arrives). Events decode with ``serializer`` (JSON unless told;
+    None: bytes)."""
     group = "rg" + uuid.uuid4().hex[:8]
     cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}"))
-    with cluster.create_reader("r", scope, group, pr.JsonSerializer()) as reader:
+    with cluster.create_reader("r", scope, group, serializer) as reader:
         return read_count(
             reader, expected, timeout_s=timeout_s, poll_s=poll_s, extra_wait_s=extra_wait_s
         )

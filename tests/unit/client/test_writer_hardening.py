@@ -6,7 +6,6 @@ import logging
 import re
 import threading
 import time
-import uuid
 from concurrent.futures import Future
 from typing import Any
 
@@ -24,7 +23,7 @@ from pravega_ray.errors import (
     SerializationError,
 )
 from pravega_ray.inprocess import InProcessCluster
-from tests.checks import read_count
+from tests.checks import read_exactly
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,12 +42,12 @@ def cluster():  # type: ignore[no-untyped-def]
 
 
 def read_all(cluster: InProcessCluster, expected: int) -> list[bytes]:
-    """Exactly ``expected`` events of sc/st through a new reader group (up to 30 s for them,
-    then nothing more within 0.5 s: see ``tests.checks.read_count``)."""
-    group = "rg" + uuid.uuid4().hex[:8]
-    cluster.create_reader_group("sc", group, pr.ReaderGroupConfig.for_streams("sc/st"))
-    with cluster.create_reader("r", "sc", group) as reader:
-        return [event.event for event in read_count(reader, expected)]
+    """Exactly ``expected`` events of sc/st, as bytes, through a new reader group
+    (``tests.checks.read_exactly``: up to 30 s for them, then nothing more within 0.5 s)."""
+    events = read_exactly(
+        cluster, "sc", "st", expected, poll_s=0.5, extra_wait_s=0.5, serializer=None
+    )
+    return [event.event for event in events]
 
 
 # --- WriterConfig ---------------------------------------------------------------------------
