@@ -21,6 +21,7 @@ from pravega_ray.contracts.records import (
     TxnStatus,
 )
 from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.stream_transaction_metadata_tasks import WatchedCommitWaiter
 from pravega_ray.stream_configuration import ReaderGroupConfig, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
 from pravega_ray_actors.commit_processor_actor import ProcessorCommitWaiter
@@ -37,8 +38,9 @@ class ControllerActor:
     ``tests/unit/controller/test_service_surface.py``. The actor is threaded: the controller
     core is thread-safe, and each call runs in the concurrency group of its family
     (:data:`CALL_GROUPS`), so reads never wait behind a slow create or scale, and a
-    ``commit_transaction_and_wait`` waits on a thread of the transactions group (through the
-    commit processor, :class:`ProcessorCommitWaiter`) while other calls are answered.
+    ``commit_transaction_and_wait`` waits on a thread of the transactions group (for its
+    store's watcher to apply the completed record, :class:`WatchedCommitWaiter`, or through
+    the commit processor, :class:`ProcessorCommitWaiter`) while other calls are answered.
     ``instance`` is this actor's number among the cluster's controller instances.
     """
 
@@ -61,7 +63,7 @@ class ControllerActor:
             segments,
             container_count,
             set_policy=segments.set_scale_policy,
-            commit_waiter=ProcessorCommitWaiter(namespace),
+            commit_waiter=WatchedCommitWaiter(store, ProcessorCommitWaiter(namespace)),
         )
 
     def describe(self) -> dict[str, object]:

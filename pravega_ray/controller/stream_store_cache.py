@@ -13,8 +13,9 @@ it starts, and may serve a record from memory only once the record's partition w
 *validated* by a round that started after it (a later tick): one ``table_read_changes``
 call from the offset the cache has applied, which answers the entries appended since (none,
 usually). Every write completed before the operation started is in the segment before that
-call, so it is among those changes: the cached value of its key is replaced (or dropped if
-it does not decode), and a key removed is cached as absent. No time-to-live is involved.
+call, so it is among those changes: the value of its key is cached (replacing the one held,
+whether or not the key was cached: a record another process just wrote is usually read
+next), and a key removed is cached as absent. No time-to-live is involved.
 
 Values fetched from the table (a miss) or written by this process (a put) enter the cache
 only if no newer change of the key was applied while they were in flight
@@ -34,6 +35,11 @@ skips validation while a partition's lease holds: the container acknowledges no 
 the segment before the watcher applied it here, so every write completed before now is
 applied already (:meth:`RecordCache.lease`). When the lease cannot be renewed in time the
 partition is validated per operation again.
+
+A caller may also *subscribe* to a key (:meth:`RecordCache.subscribe`): it is called at the
+key's next change applied, or when the partition's lease lapses. A controller instance
+waits for a transaction's commit so (the commit processor's write of its completed record
+is acknowledged only once this instance applied it).
 
 Thread-safe: one lock guards the entries; validations of one partition are serialized by
 the store (concurrent readers of a partition share one validation round).
@@ -134,6 +140,7 @@ class RecordCache:
         self._bytes = 0
         self._ticks = itertools.count()
         self._local = threading.local()
+        self._subscribers: dict[str, list[Callable[[], None]]] = {}
         self.hits = 0
         """Reads served from memory (a diagnostic, not locked)."""
 
@@ -181,9 +188,12 @@ class RecordCache:
             state.leased_until = max(state.leased_until, until)
 
     def lapse(self, partition: int) -> None:
-        """The partition's lease is no longer known to hold: validate again."""
+        """The partition's lease is no longer known to hold: validate again (and wake the
+        partition's subscribers: no change of theirs may come)."""
         with self._lock:
             self.partitions[partition].leased_until = 0.0
+            woken = self._partition_subscribers(partition)
+        _call_all(woken)
 
     # --- entries ---------------------------------------------------------------------------------
     def lookup(self, key: str) -> Cached | None:
@@ -256,9 +266,12 @@ class RecordCache:
             return key in self._entries
 
     def apply(self, partition: int, changes: list[tuple[str, TableEntry]], offset: int) -> None:
-        """Apply the partition's change log up to ``offset``: each changed key's cached entry
-        becomes the change (removals: absent), or is dropped if the change is unusable
-        (``raw`` not checked here: :meth:`lookup`'s caller decodes and drops damage)."""
+        """Apply the partition's change log up to ``offset`` (every change after the offset
+        applied so far, in log order): each changed key's entry becomes the change
+        (removals: absent), cached whether or not the key was (a record another process
+        just wrote is read here next, usually), and its subscribers (:meth:`subscribe`) are
+        called. ``raw`` is not checked here: :meth:`lookup`'s caller decodes and drops
+        damage."""
         with self._lock:
             state = self.partitions[partition]
             for key, entry in changes:
@@ -268,11 +281,52 @@ class RecordCache:
                         state.changed.clear()
                         state.generation += 1
                 cached = self._entries.get(key)
-                if cached is None or cached.version > entry.version:
+                if cached is not None and cached.version > entry.version:
                     continue
                 raw: bytes | Absent = ABSENT if entry.value is None else entry.value
                 self._store(key, Cached(raw, entry.version), touch=False)
             state.offset = offset
+            woken = self._take_subscribers(key for key, _ in changes)
+        _call_all(woken)
+
+    # --- subscriptions ---------------------------------------------------------------------------
+    def subscribe(self, key: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once, at the next change of ``key`` applied here (by
+        :meth:`apply`), or when its partition's lease lapses or the partition is dropped
+        (:meth:`lapse`, :meth:`reset`: the subscriber reads the record then, and subscribes
+        again or stops relying on the cache). Returns the call that cancels the
+        subscription (harmless after it fired). Callbacks run on the applying thread,
+        outside the lock, and must not block."""
+        with self._lock:
+            self._subscribers.setdefault(key, []).append(callback)
+
+        def cancel() -> None:
+            with self._lock:
+                callbacks = self._subscribers.get(key)
+                if callbacks is not None and callback in callbacks:
+                    callbacks.remove(callback)
+                    if not callbacks:
+                        del self._subscribers[key]
+
+        return cancel
+
+    def leased(self, partition: int) -> bool:
+        """Whether the partition is under a watcher's lease now (:meth:`lease`)."""
+        with self._lock:
+            return self.partitions[partition].leased_until > time.monotonic()
+
+    def _take_subscribers(self, keys: Iterable[str]) -> list[Callable[[], None]]:
+        """Remove and return the subscriptions of ``keys`` (the caller holds the lock)."""
+        woken: list[Callable[[], None]] = []
+        if self._subscribers:
+            for key in keys:
+                woken.extend(self._subscribers.pop(key, ()))
+        return woken
+
+    def _partition_subscribers(self, partition: int) -> list[Callable[[], None]]:
+        """Remove and return every subscription of the partition's keys (under the lock)."""
+        keys = [k for k in self._subscribers if self._partition_of(k) == partition]
+        return self._take_subscribers(keys)
 
     def reset(self, partition: int, offset: int, epoch: int | None) -> None:
         """Drop every cached entry of the partition and start its change log at ``offset``
@@ -286,6 +340,8 @@ class RecordCache:
                 self._remove(key)
             state.generation += 1
             state.offset = offset
+            woken = self._partition_subscribers(partition)
+        _call_all(woken)
 
     def keys(self) -> list[str]:
         """The cached keys (least recently used first)."""
@@ -319,3 +375,8 @@ class RecordCache:
         old = self._entries.pop(key, None)
         if old is not None:
             self._bytes -= old.size(key)
+
+
+def _call_all(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        callback()

@@ -19,9 +19,11 @@ A service of :class:`~pravega_ray.controller.controller.Controller`. Records are
   transaction is COMMITTED or ``timeout_s`` passed (it answers the status reached then:
   COMMITTING means "still committing; it will"). It waits through a :data:`CommitWaiter`:
   by default on this process's ``COMMIT_NOTICES`` (the commit handler of an in-process
-  cluster notifies them), re-reading the record at least every ``COMMIT_RECHECK_S``; the
-  Ray controller's waiter asks the commit processor actor, which notifies from its own
-  process. A waiter is only a hint: the answer is always read from the record.
+  cluster notifies them), re-reading the record at least every ``COMMIT_RECHECK_S``; a
+  Ray controller instance waits for its own store's watcher to apply the completed record
+  (:class:`WatchedCommitWaiter`), and asks the commit processor actor, which notifies from
+  its own process, while it holds no lease. A waiter is only a hint: the answer is always
+  read from the record.
 
 Every argument is checked before anything is stored: ``txn_id`` must be a ``uuid.UUID``,
 ``lease_s`` a finite number (not a bool) in ``(0, TXN_LEASE_S_MAX]``.
@@ -30,9 +32,10 @@ Every argument is checked before anything is stored: ``txn_id`` must be a ``uuid
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pravega_ray.constants import TXN_LEASE_S_MAX, TXN_MAX_EXECUTION_S
 from pravega_ray.contracts.arguments import check_seconds
@@ -46,10 +49,11 @@ from pravega_ray.controller.transaction_workflows import (
     TransactionSegments,
     TransactionWorkflows,
 )
-from pravega_ray.controller.transactions import TxnRecord
+from pravega_ray.controller.transactions import TxnRecord, TxnRecords
 from pravega_ray.errors import (
     InvalidArgumentError,
     LeaseExpiredError,
+    PravegaError,
     SegmentExistsError,
     SegmentNotFoundError,
     StreamNotFoundError,
@@ -62,7 +66,9 @@ from pravega_ray.timing import Clock, ThreadScheduler
 __all__ = [
     "COMMIT_WAIT_S_MAX",
     "CommitWaiter",
+    "RecordSubscriptions",
     "StreamTransactionMetadataTasks",
+    "WatchedCommitWaiter",
     "check_lease",
     "check_txn_id",
     "local_commit_waiter",
@@ -86,6 +92,44 @@ def local_commit_waiter(scope: str, stream: str, txn_id: uuid.UUID, timeout_s: f
     """Wait on this process's ``COMMIT_NOTICES`` (the in-process cluster's commit handler
     runs here)."""
     return COMMIT_NOTICES.wait(txn_id, timeout_s)
+
+
+class RecordSubscriptions(Protocol):
+    """A store that announces the changes its watcher applies
+    (:meth:`~pravega_ray.controller.table_metadata_store.TableMetadataStore.subscribe`)."""
+
+    def subscribe(self, key: str, callback: Callable[[], None]) -> Callable[[], None] | None: ...
+
+    def get(self, key: str) -> Any: ...
+
+
+class WatchedCommitWaiter:
+    """The ``CommitWaiter`` of a controller instance whose store watches its records: it
+    waits for this process's watcher to apply the transaction's completed record (the
+    commit processor's write of it is acknowledged only once every watcher applied it, so
+    the wait ends before that write returns, and costs no call). While the record's
+    partition is not under a lease it asks ``fallback`` (the commit processor) instead.
+    Thread-safe."""
+
+    def __init__(self, store: RecordSubscriptions, fallback: CommitWaiter) -> None:
+        self._store = store
+        self._fallback = fallback
+
+    def __call__(self, scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float) -> bool:
+        key = TxnRecords.completed_key(scope, stream, txn_id)
+        changed = threading.Event()
+        cancel = self._store.subscribe(key, changed.set)
+        if cancel is None:
+            return self._fallback(scope, stream, txn_id, timeout_s)
+        try:
+            try:
+                if self._store.get(key) is not None:  # completed before the subscription
+                    return True
+            except PravegaError:
+                return True  # the caller reads it again, and reports what it finds
+            return changed.wait(timeout_s)
+        finally:
+            cancel()
 
 
 def check_lease(lease_s: object) -> float:

@@ -650,6 +650,20 @@ class TableMetadataStore:
                 if offset is None or _reached_end(offset, end):
                     cache.lease(partition, sent_at + lease_s * (1 - WATCH_LEASE_MARGIN))
 
+    def subscribe(self, key: str, callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``callback`` once, when this store's watcher applies the next change of
+        record ``key``, or when the key's partition stops being under its lease (the
+        caller reads the record then); returns the call that cancels it. None (nothing
+        subscribed) if the partition is not under a lease now: no change would be
+        announced. ``callback`` runs on a watcher's thread and must not block."""
+        if not self._watching:
+            return None
+        cancel = self.cache.subscribe(key, callback)
+        if not self.cache.leased(self.partition_of(key)):
+            cancel()  # a lapse after this check calls it: the caller is never left waiting
+            return None
+        return cancel
+
     def close(self) -> None:
         """Stop watching (leases are given back, so updates stop waiting for this store);
         reads go on, validated per operation. Idempotent."""

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from pravega_ray.controller.stream_transaction_metadata_tasks import WatchedCommitWaiter
 from pravega_ray.controller.table_metadata_store import TableMetadataStore
+from pravega_ray.controller.transactions import TxnRecords
 from pravega_ray.inprocess import IN_PROCESS_LEASE_S, InProcessCluster
 from pravega_ray.naming import container_for_segment
 from tests.unit.controller.test_stream_store_cache import CountingInvoker, _store
@@ -67,7 +70,7 @@ def test_a_watching_store_reads_what_another_wrote_without_a_validation_round(
             assert reader.get("streams/sc/a").value == {"n": n}  # type: ignore[union-attr]
         writer.delete("streams/sc/gone")
         assert reader.get("streams/sc/gone") is None
-        assert calls.count("table_get") == 2  # the first reads; every change came pushed
+        assert calls.count("table_get") == 0  # every record came pushed, new ones too
         assert calls.count("table_changes") == 0
     finally:
         reader.close()
@@ -174,3 +177,51 @@ def test_two_watching_stores_never_read_older_than_a_completed_write(
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_subscriber_hears_of_the_next_change_before_the_write_returns_and_of_a_lapse(
+    cluster: InProcessCluster,
+) -> None:
+    writer, reader, _, version = _pair(cluster, "streams/sc/d")
+    heard = threading.Event()
+    cancel = reader.subscribe("streams/sc/d", heard.set)
+    assert cancel is not None
+    writer.put("streams/sc/d", {"n": 1}, version)
+    assert heard.is_set()  # acknowledged only once the watcher applied it
+    cancel()  # harmless after it fired
+    lapsed = threading.Event()
+    assert reader.subscribe("streams/sc/d", lapsed.set) is not None
+    reader.close()  # the lease lapses: no change would be announced any more
+    assert lapsed.is_set()
+    assert reader.subscribe("streams/sc/d", lapsed.set) is None
+    plain, _ = _store(cluster)
+    assert plain.subscribe("streams/sc/d", lapsed.set) is None  # a store that never watched
+
+
+def test_a_watched_commit_waiter_waits_for_the_completed_record_without_the_fallback(
+    cluster: InProcessCluster,
+) -> None:
+    writer, reader, _, _ = _pair(cluster, "streams/sc/e")
+    asked: list[uuid.UUID] = []
+
+    def fallback(scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float) -> bool:
+        asked.append(txn_id)
+        return False
+
+    waiter = WatchedCommitWaiter(reader, fallback)
+    txn = uuid.uuid4()
+    key = TxnRecords.completed_key("sc", "s", txn)
+    timer = threading.Timer(0.2, lambda: writer.put(key, {"status": "committed"}, None))
+    timer.start()
+    try:
+        started = time.monotonic()
+        assert waiter("sc", "s", txn, 30.0)
+        assert time.monotonic() - started < 10  # the change woke it, not the time-out
+        assert waiter("sc", "s", txn, 30.0)  # written already: answers at once
+        assert not waiter("sc", "s", uuid.uuid4(), 0.05)  # nothing came: the time-out
+        assert asked == []
+    finally:
+        timer.join()
+    reader.close()
+    assert not waiter("sc", "s", txn, 0.05)  # no lease: the fallback answers
+    assert asked == [txn]

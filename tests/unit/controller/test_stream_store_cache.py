@@ -7,6 +7,7 @@ and memory stays bounded. Counted in container calls, never timed."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
@@ -332,7 +333,7 @@ def test_a_change_replaces_a_cached_value_and_a_removal_makes_it_absent() -> Non
     cache.end(cache.begin(0, "k"), Cached(b"v1", 10))
     cache.apply(0, [("k", _entry(20, b"v2")), ("other", _entry(30))], 40)
     assert cache.lookup("k") == Cached(b"v2", 20)
-    assert cache.lookup("other") is None  # not cached: changes of it are not kept
+    assert cache.lookup("other") == Cached(b"x", 30)  # not cached before: cached now
     cache.apply(0, [("k", _entry(50, None))], 60)
     assert cache.lookup("k") == Cached(ABSENT, 50)
     cache.reset(0, 100, 7)
@@ -467,3 +468,23 @@ def test_changes_remembered_for_fetches_in_flight_stay_bounded() -> None:
     assert len(cache.partitions[0].changed) <= CHANGED_KEYS_MAX
     cache.end(ticket, Cached(b"v2", 5))  # not cached, and the older v1 goes
     assert cache.lookup("k") is None
+
+
+def test_subscribers_are_called_once_at_their_keys_change_or_their_partitions_lapse() -> None:
+    cache = RecordCache(2, lambda key: 0 if key.startswith("a") else 1)
+    calls: list[str] = []
+    cache.subscribe("a1", lambda: calls.append("a1"))
+    cancelled = cache.subscribe("a2", lambda: calls.append("a2"))
+    cache.subscribe("b1", lambda: calls.append("b1"))
+    cancelled()
+    cache.apply(0, [("a1", _entry(10)), ("a2", _entry(11))], 20)
+    cache.apply(0, [("a1", _entry(30))], 40)  # once only
+    assert calls == ["a1"]
+    cache.subscribe("a1", lambda: calls.append("a1 again"))
+    cache.lapse(1)  # another partition's lapse
+    assert calls == ["a1", "b1"]
+    cache.reset(0, 100, 3)
+    assert calls == ["a1", "b1", "a1 again"]
+    assert not cache.leased(0)
+    cache.lease(0, time.monotonic() + 60)
+    assert cache.leased(0) and not cache.leased(1)
