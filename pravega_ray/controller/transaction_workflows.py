@@ -4,7 +4,8 @@ controller API, the timer and the stream workflows share.
 
 **Commit.** The API moves the active record OPEN -> COMMITTING (compare-and-set), then posts a
 commit event to the internal commit stream (``_system/_commitstream``). The *commit event
-processor* (serial: one thread, :func:`commit_processor`) runs :meth:`handle_commit`:
+processor* (:func:`commit_processor`; one stream's requests one batch at a time, in the order
+posted) runs :meth:`handle_commit`:
 
 1. the record is gone or not COMMITTING: done (a repeat);
 2. the transaction's epoch is not active yet (created against the partial epoch of a scale
@@ -77,6 +78,11 @@ CAS_ATTEMPTS_MAX = 20
 """Compare-and-set attempts on one transaction record before ConflictingUpdateError."""
 COMMIT_BATCH_MAX = 64
 """Commit requests of one stream the commit processor takes in one round at most."""
+COMMIT_THREADS = 2
+"""Threads of the commit processor. One stream's batches still run one at a time, in order
+(the event processor serializes per stream); the second thread lets another stream's batch,
+or the next batch of the same stream, start while a thread stores the checkpoint of the
+batch it finished (a table write)."""
 NOTICES_REMEMBERED = 10_000
 """Commits a process's :class:`CommitNotices` remembers, for a waiter that comes late."""
 
@@ -430,7 +436,8 @@ def commit_processor(
     step: Callable[[str], None] = lambda name: None,
 ) -> RequestEventProcessor:
     """The commit event processor over ``metadata`` (the controller's MetadataStore):
-    serial (one thread), checkpointed under ``eventprocessors/commits``."""
+    one batch of a stream at a time on :data:`COMMIT_THREADS` threads, checkpointed under
+    ``eventprocessors/commits``."""
     workflows = TransactionWorkflows(
         StreamMetadataStore(metadata), segments, clock=clock, scheduler=scheduler, step=step
     )
@@ -439,7 +446,7 @@ def commit_processor(
         workflows.handle_commit,
         metadata,
         name="commits",
-        concurrency=1,
+        concurrency=COMMIT_THREADS,
         batch_handler=workflows.handle_commits,
         batch_max=COMMIT_BATCH_MAX,
         clock=clock,
