@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pravega_ray.contracts.controller_service import ControllerService
@@ -113,6 +113,8 @@ class SegmentStoreAdmin(Protocol):
     def create_transaction_segment(self, segment: str) -> None: ...
 
     def merge(self, target: str, source: str) -> int: ...
+
+    def seal_and_merge(self, target: str, sources: Sequence[str]) -> None: ...
 
 
 class Controller:

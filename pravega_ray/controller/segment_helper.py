@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -22,7 +22,7 @@ from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.contracts.attributes import AttributeUpdate
 from pravega_ray.contracts.segment_store import ReadResult, SegmentRole
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient, SegmentStoreService
-from pravega_ray.errors import RetriableError
+from pravega_ray.errors import IllegalStateError, RetriableError, SegmentNotFoundError
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.auto_scale import policy_removal_updates, policy_updates
 from pravega_ray.stream_configuration import ScaleType, ScalingPolicy
@@ -140,6 +140,44 @@ class SegmentHelper:
         target's new length. SegmentNotFoundError if ``source`` is gone (merged already, when
         repeated after an unknown outcome)."""
         return self._call(target, lambda t: self._merge(t, source))
+
+    def seal_and_merge(self, target: str, sources: Sequence[str]) -> None:
+        """Seal each of ``sources`` and merge them into ``target``, in order: one round trip,
+        not two. The seals are sent together and each merge right behind them; the
+        container marks a segment sealed as its seal call starts, so the merge finds it
+        sealed. A merge that overtook its seal anyway (IllegalStateError: not sealed) waits
+        for the seal and is made again. A source that is gone (SegmentNotFoundError) was
+        merged already, by an earlier run cut short, and is skipped. A merge that fails
+        otherwise stops the later ones (they must not overtake it) and raises. Repeated
+        while the container restarts, as every call here."""
+        timeout = self._call_timeout_s
+
+        def merged(source: str, seal: Future[int]) -> None:
+            try:
+                self._merge(target, source).result(timeout)
+            except SegmentNotFoundError:
+                return  # merged already
+            except IllegalStateError:  # it overtook its seal: wait for the seal, again
+                try:
+                    seal.result(timeout)
+                    self._merge(target, source).result(timeout)
+                except SegmentNotFoundError:
+                    return
+
+        def once() -> None:
+            seals = [self._client.seal(source) for source in sources]
+            for source, seal in zip(sources, seals, strict=True):
+                merged(source, seal)
+
+        repeat_while(
+            RetriableError,
+            once,
+            what=f"seal and merge into {target}",
+            log=log,
+            attempts_max=self._attempts_max,
+            pause_s=self._pause_s,
+            scheduler=self._scheduler,
+        )
 
     def _merge(self, target: str, source: str) -> Future[int]:
         merge = getattr(self._client, "merge", None)

@@ -10,10 +10,12 @@ posted) runs :meth:`handle_commit`:
 1. the record is gone or not COMMITTING: done (a repeat);
 2. the transaction's epoch is not active yet (created against the partial epoch of a scale
    under way): :data:`WAIT`, tried again later, never expiring;
-3. seal every transaction segment (idempotent; gone = merged already);
+3. seal every transaction segment (idempotent; gone = merged already) and
 4. merge each into its parent (one atomic merge per parent; SegmentNotFoundError for the
-   source = merged already by an earlier, interrupted run). Steps 3 and 4 call the parents'
-   containers side by side (``run_each``): each parent's merge is independent;
+   source = merged already by an earlier, interrupted run). Steps 3 and 4 are one round trip
+   per parent (``SegmentHelper.seal_and_merge``: the seals sent, each merge right behind),
+   and the parents' containers are called side by side (``run_each``): each parent's merge
+   is independent;
 5. record COMMITTED: the completed record, then the active one removed.
 
 Each step is idempotent, so a processor killed after any step and run again from its
@@ -165,6 +167,8 @@ class TransactionSegments(Protocol):
     def seal_segment(self, segment: str) -> int: ...
 
     def merge(self, target: str, source: str) -> int: ...
+
+    def seal_and_merge(self, target: str, sources: Sequence[str]) -> None: ...
 
     def delete_segment(self, segment: str) -> None: ...
 
@@ -376,20 +380,13 @@ class TransactionWorkflows:
         for parent, source in pairs:
             sources.setdefault(parent, []).append(source)
 
-        def seal(pair: tuple[str, str]) -> None:
-            with contextlib.suppress(SegmentNotFoundError):  # merged already
-                self._segments.seal_segment(pair[1])
-
         def merge(parent: str) -> None:
-            # In the order posted; a failure stops this parent's later merges (they must
-            # not overtake it), and the request is tried again.
-            for source in sources[parent]:
-                with contextlib.suppress(SegmentNotFoundError):  # merged already
-                    self._segments.merge(parent, source)
+            # Sealed and merged in the order posted, in one round trip (a merged source is
+            # gone: skipped); a failure stops this parent's later merges (they must not
+            # overtake it), and the request is tried again.
+            self._segments.seal_and_merge(parent, sources[parent])
 
-        run_each(seal, pairs)  # the parents are independent: one round trip, not one each
-        self._step("txn segments sealed")
-        run_each(merge, list(sources))
+        run_each(merge, list(sources))  # the parents are independent: side by side
         self._step("txn segments merged")
         now = self._clock.wall_time_ms()
         run_each(lambda record: self.txns.complete(record, TxnStatus.COMMITTED, now), ready)

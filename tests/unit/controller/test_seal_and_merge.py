@@ -1,0 +1,125 @@
+"""``SegmentHelper.seal_and_merge``, the commit's one round trip per parent: the seals sent
+together and each merge right behind them. The merges land in order, a repeat skips what
+was merged, a merge that overtook its seal waits for it and is made again, a failed merge
+stops the later ones, and a call whose outcome was unknown is repeated to the same end."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
+from pravega_ray.controller.segment_helper import SegmentHelper
+from pravega_ray.errors import SegmentSealedError, SegmentStoreUnavailableError
+from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.naming import stream_segment_name, transaction_segment_name
+from tests.unit.controller.test_transactions import append, read_all
+
+pytestmark = pytest.mark.timeout(60)
+
+TARGET = stream_segment_name("sc", "st", 0)
+
+
+@pytest.fixture
+def cluster() -> Iterator[InProcessCluster]:
+    c = InProcessCluster(container_count=1)
+    yield c
+    c.shutdown()
+
+
+class Client:
+    """The cluster's client, with seals that can be held back and merges that can fail."""
+
+    def __init__(self, cluster: InProcessCluster) -> None:
+        self._client = SegmentStoreClient(cluster)
+        self.invoker = self._client.invoker
+        self.seal_delay_s = 0.0
+        self.merges: list[str] = []
+        self.fail_merges = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def seal(self, segment: str) -> Future[int]:
+        if not self.seal_delay_s:
+            return self._client.seal(segment)
+        held: Future[int] = Future()
+
+        def later() -> None:
+            time.sleep(self.seal_delay_s)
+            try:
+                held.set_result(self._client.seal(segment).result(10))
+            except BaseException as e:
+                held.set_exception(e)
+
+        threading.Thread(target=later, daemon=True).start()
+        return held
+
+    def merge(self, target: str, source: str) -> Future[int]:
+        self.merges.append(source)
+        if self.fail_merges:
+            self.fail_merges -= 1
+            failed: Future[int] = Future()
+            failed.set_exception(SegmentStoreUnavailableError("restarting, outcome unknown"))
+            return failed
+        return self._client.merge(target, source)
+
+
+def _setup(cluster: InProcessCluster, count: int) -> tuple[Client, SegmentHelper, list[str]]:
+    client = Client(cluster)
+    helper = SegmentHelper(client, attempts_max=3, pause_s=0.01, call_timeout_s=10)  # type: ignore[arg-type]
+    helper.create_segment(TARGET)
+    append(cluster, TARGET, b"T;")
+    sources = []
+    for n in range(count):
+        source = transaction_segment_name(TARGET, uuid.uuid4().bytes)
+        helper.create_transaction_segment(source)
+        append(cluster, source, f"<{n}>".encode())
+        sources.append(source)
+    return client, helper, sources
+
+
+def test_sources_are_merged_in_order_and_a_repeat_skips_the_merged(
+    cluster: InProcessCluster,
+) -> None:
+    client, helper, sources = _setup(cluster, 3)
+    helper.seal_and_merge(TARGET, sources)
+    assert read_all(cluster, TARGET) == b"T;<0><1><2>"
+    assert client.merges == sources  # one merge each: none overtook its seal
+    helper.seal_and_merge(TARGET, sources)  # a processor's repeat: all merged already
+    assert read_all(cluster, TARGET) == b"T;<0><1><2>"
+
+
+def test_a_merge_that_overtook_its_seal_waits_for_it_and_is_made_again(
+    cluster: InProcessCluster,
+) -> None:
+    client, helper, sources = _setup(cluster, 2)
+    client.seal_delay_s = 0.2  # every merge arrives before its seal
+    helper.seal_and_merge(TARGET, sources)
+    assert read_all(cluster, TARGET) == b"T;<0><1>"
+    assert client.merges[:2] == [sources[0], sources[0]]  # refused, then made again
+    assert client.merges[2:] in ([sources[1]], [sources[1], sources[1]])  # its seal may be in
+
+
+def test_an_unknown_outcome_is_repeated_and_a_refused_merge_stops_the_later_ones(
+    cluster: InProcessCluster,
+) -> None:
+    client, helper, sources = _setup(cluster, 2)
+    client.fail_merges = 1  # the first merge's outcome is unknown: the whole call again
+    helper.seal_and_merge(TARGET, sources)
+    assert read_all(cluster, TARGET) == b"T;<0><1>"
+    more = [transaction_segment_name(TARGET, uuid.uuid4().bytes) for _ in range(2)]
+    for n, source in enumerate(more):
+        helper.create_transaction_segment(source)
+        append(cluster, source, f"[{n}]".encode())
+    helper.seal_segment(TARGET)  # the parent sealed: the first merge is refused
+    with pytest.raises(SegmentSealedError):
+        helper.seal_and_merge(TARGET, more)
+    assert client.merges[-1] == more[0]  # the second was never tried
+    assert read_all(cluster, TARGET) == b"T;<0><1>"
