@@ -2,8 +2,9 @@
 
 One detached named actor runs the commit event processor
 (``controller/transaction_workflows.commit_processor``): it reads the internal commit
-stream and, one batch of a stream at a time, merges the transaction segments of the committing transactions into
-their parents, in commit order (the requests of one stream queued together in one round),
+stream and, one batch of a stream at a time, merges the transaction segments of the
+committing transactions into their parents, in commit order (the requests of one stream
+queued together in one round),
 retrying until done. Its work runs on threads of its own from the constructor on; the actor
 answers ``describe`` and ``wait_committed`` meanwhile. Killed at any moment, Ray restarts it
 (``max_restarts=-1``) and the new one resumes from the processor's stored checkpoint: every
