@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pravega_ray.contracts.controller_service import ControllerService
@@ -114,7 +114,7 @@ class SegmentStoreAdmin(Protocol):
 
     def merge(self, target: str, source: str) -> int: ...
 
-    def seal_and_merge(self, target: str, sources: Sequence[str]) -> None: ...
+    def seal_and_merge(self, sources: Mapping[str, Sequence[str]]) -> None: ...
 
 
 class Controller:

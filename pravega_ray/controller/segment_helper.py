@@ -11,18 +11,25 @@ apart; any other error reaches the workflow.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.contracts.attributes import AttributeUpdate
 from pravega_ray.contracts.segment_store import ReadResult, SegmentRole
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient, SegmentStoreService
-from pravega_ray.errors import IllegalStateError, RetriableError, SegmentNotFoundError
+from pravega_ray.errors import (
+    IllegalStateError,
+    PravegaError,
+    RetriableError,
+    SegmentNotFoundError,
+)
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.auto_scale import policy_removal_updates, policy_updates
 from pravega_ray.stream_configuration import ScaleType, ScalingPolicy
@@ -141,38 +148,71 @@ class SegmentHelper:
         repeated after an unknown outcome)."""
         return self._call(target, lambda t: self._merge(t, source))
 
-    def seal_and_merge(self, target: str, sources: Sequence[str]) -> None:
-        """Seal each of ``sources`` and merge them into ``target``, in order: one round trip,
-        not two. The seals are sent together and each merge right behind them; the
+    def seal_and_merge(self, sources: Mapping[str, Sequence[str]]) -> None:
+        """Seal each parent's ``sources`` and merge them into it, in order, every parent at
+        once from this thread: one round trip per source, not two, and no thread per parent.
+
+        Every seal is sent first, and each parent's first merge right behind them; the
         container marks a segment sealed as its seal call starts, so the merge finds it
         sealed. A merge that overtook its seal anyway (IllegalStateError: not sealed) waits
-        for the seal and is made again. A source that is gone (SegmentNotFoundError) was
-        merged already, by an earlier run cut short, and is skipped. A merge that fails
-        otherwise stops the later ones (they must not overtake it) and raises. Repeated
-        while the container restarts, as every call here."""
+        for the seal and is made again. Each parent's next merge is sent when its last one
+        answered (merges into one parent must not overtake each other); the parents go side
+        by side. A source that is gone (SegmentNotFoundError) was merged already, by an
+        earlier run cut short, and is skipped. A merge that fails otherwise stops that
+        parent's later merges, the other parents go on, and the first such failure is
+        raised at the end. An unknown outcome (RetriableError) repeats the whole call, as
+        every call here: seals and merges done already are skipped then."""
         timeout = self._call_timeout_s
 
-        def merged(source: str, seal: Future[int]) -> None:
-            try:
-                self._merge(target, source).result(timeout)
-            except SegmentNotFoundError:
-                return  # merged already
-            except IllegalStateError:  # it overtook its seal: wait for the seal, again
-                try:
-                    seal.result(timeout)
-                    self._merge(target, source).result(timeout)
-                except SegmentNotFoundError:
-                    return
-
         def once() -> None:
-            seals = [self._client.seal(source) for source in sources]
-            for source, seal in zip(sources, seals, strict=True):
-                merged(source, seal)
+            seals = {src: self._client.seal(src) for srcs in sources.values() for src in srcs}
+            queues = {parent: deque(srcs) for parent, srcs in sources.items() if srcs}
+            sent: dict[Future[int], tuple[str, str, bool]] = {}  # -> parent, source, again
+
+            def send(parent: str, again: bool = False) -> None:
+                source = queues[parent][0]
+                sent[self._merge(parent, source)] = (parent, source, again)
+
+            for parent in queues:
+                send(parent)
+            failures: list[PravegaError] = []
+            while sent:
+                done, _ = wait(list(sent), timeout, FIRST_COMPLETED)
+                if not done:
+                    raise TimeoutError(f"merges unanswered within {timeout} s")
+                for future in done:
+                    parent, source, again = sent.pop(future)
+                    try:
+                        future.result()
+                    except SegmentNotFoundError:
+                        pass  # merged already
+                    except IllegalStateError as e:
+                        if again:
+                            failures.append(e)
+                            queues[parent].clear()
+                            continue
+                        # It overtook its seal: wait for the seal, then again (a source
+                        # merged meanwhile is gone: the repeat skips it).
+                        with contextlib.suppress(SegmentNotFoundError):
+                            seals[source].result(timeout)
+                        send(parent, again=True)
+                        continue
+                    except RetriableError:
+                        raise
+                    except PravegaError as e:  # this parent stops; the others go on
+                        failures.append(e)
+                        queues[parent].clear()
+                        continue
+                    queues[parent].popleft()
+                    if queues[parent]:
+                        send(parent)
+            if failures:
+                raise failures[0]
 
         repeat_while(
             RetriableError,
             once,
-            what=f"seal and merge into {target}",
+            what=f"seal and merge into {len(sources)} segments",
             log=log,
             attempts_max=self._attempts_max,
             pause_s=self._pause_s,

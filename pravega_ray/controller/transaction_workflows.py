@@ -13,9 +13,9 @@ posted) runs :meth:`handle_commit`:
 3. seal every transaction segment (idempotent; gone = merged already) and
 4. merge each into its parent (one atomic merge per parent; SegmentNotFoundError for the
    source = merged already by an earlier, interrupted run). Steps 3 and 4 are one round trip
-   per parent (``SegmentHelper.seal_and_merge``: the seals sent, each merge right behind),
-   and the parents' containers are called side by side (``run_each``): each parent's merge
-   is independent;
+   per source (``SegmentHelper.seal_and_merge``: the seals sent, each merge right behind),
+   the parents side by side from one thread: each parent's merges are independent of the
+   others';
 5. record COMMITTED: the completed record, then the active one removed.
 
 Each step is idempotent, so a processor killed after any step and run again from its
@@ -41,7 +41,7 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pravega_ray.constants import REQUEST_CONCURRENCY, SYSTEM_SCOPE
@@ -168,7 +168,7 @@ class TransactionSegments(Protocol):
 
     def merge(self, target: str, source: str) -> int: ...
 
-    def seal_and_merge(self, target: str, sources: Sequence[str]) -> None: ...
+    def seal_and_merge(self, sources: Mapping[str, Sequence[str]]) -> None: ...
 
     def delete_segment(self, segment: str) -> None: ...
 
@@ -380,13 +380,10 @@ class TransactionWorkflows:
         for parent, source in pairs:
             sources.setdefault(parent, []).append(source)
 
-        def merge(parent: str) -> None:
-            # Sealed and merged in the order posted, in one round trip (a merged source is
-            # gone: skipped); a failure stops this parent's later merges (they must not
-            # overtake it), and the request is tried again.
-            self._segments.seal_and_merge(parent, sources[parent])
-
-        run_each(merge, list(sources))  # the parents are independent: side by side
+        # Sealed and merged in the order posted, one round trip per source, the parents side
+        # by side (a merged source is gone: skipped); a failure stops that parent's later
+        # merges (they must not overtake it), and the request is tried again.
+        self._segments.seal_and_merge(sources)
         self._step("txn segments merged")
         now = self._clock.wall_time_ms()
         run_each(lambda record: self.txns.complete(record, TxnStatus.COMMITTED, now), ready)

@@ -1,7 +1,8 @@
-"""``SegmentHelper.seal_and_merge``, the commit's one round trip per parent: the seals sent
-together and each merge right behind them. The merges land in order, a repeat skips what
-was merged, a merge that overtook its seal waits for it and is made again, a failed merge
-stops the later ones, and a call whose outcome was unknown is repeated to the same end."""
+"""``SegmentHelper.seal_and_merge``, the commit's one round trip per source, every parent from
+one thread: the seals sent together and each merge right behind them. The merges land in
+order, a repeat skips what was merged, a merge that overtook its seal waits for it and is
+made again, a failed merge stops that parent's later ones (not the other parents'), and a
+call whose outcome was unknown is repeated to the same end."""
 
 from __future__ import annotations
 
@@ -74,25 +75,33 @@ class Client:
 def _setup(cluster: InProcessCluster, count: int) -> tuple[Client, SegmentHelper, list[str]]:
     client = Client(cluster)
     helper = SegmentHelper(client, attempts_max=3, pause_s=0.01, call_timeout_s=10)  # type: ignore[arg-type]
-    helper.create_segment(TARGET)
-    append(cluster, TARGET, b"T;")
+    return client, helper, _sources(cluster, helper, TARGET, count)
+
+
+def _sources(
+    cluster: InProcessCluster, helper: SegmentHelper, target: str, count: int
+) -> list[str]:
+    """``target`` created holding ``T;``, and ``count`` transaction segments of it holding
+    ``<n>``."""
+    helper.create_segment(target)
+    append(cluster, target, b"T;")
     sources = []
     for n in range(count):
-        source = transaction_segment_name(TARGET, uuid.uuid4().bytes)
+        source = transaction_segment_name(target, uuid.uuid4().bytes)
         helper.create_transaction_segment(source)
         append(cluster, source, f"<{n}>".encode())
         sources.append(source)
-    return client, helper, sources
+    return sources
 
 
 def test_sources_are_merged_in_order_and_a_repeat_skips_the_merged(
     cluster: InProcessCluster,
 ) -> None:
     client, helper, sources = _setup(cluster, 3)
-    helper.seal_and_merge(TARGET, sources)
+    helper.seal_and_merge({TARGET: sources})
     assert read_all(cluster, TARGET) == b"T;<0><1><2>"
     assert client.merges == sources  # one merge each: none overtook its seal
-    helper.seal_and_merge(TARGET, sources)  # a processor's repeat: all merged already
+    helper.seal_and_merge({TARGET: sources})  # a processor's repeat: all merged already
     assert read_all(cluster, TARGET) == b"T;<0><1><2>"
 
 
@@ -101,7 +110,7 @@ def test_a_merge_that_overtook_its_seal_waits_for_it_and_is_made_again(
 ) -> None:
     client, helper, sources = _setup(cluster, 2)
     client.seal_delay_s = 0.2  # every merge arrives before its seal
-    helper.seal_and_merge(TARGET, sources)
+    helper.seal_and_merge({TARGET: sources})
     assert read_all(cluster, TARGET) == b"T;<0><1>"
     assert client.merges[:2] == [sources[0], sources[0]]  # refused, then made again
     assert client.merges[2:] in ([sources[1]], [sources[1], sources[1]])  # its seal may be in
@@ -112,7 +121,7 @@ def test_an_unknown_outcome_is_repeated_and_a_refused_merge_stops_the_later_ones
 ) -> None:
     client, helper, sources = _setup(cluster, 2)
     client.fail_merges = 1  # the first merge's outcome is unknown: the whole call again
-    helper.seal_and_merge(TARGET, sources)
+    helper.seal_and_merge({TARGET: sources})
     assert read_all(cluster, TARGET) == b"T;<0><1>"
     more = [transaction_segment_name(TARGET, uuid.uuid4().bytes) for _ in range(2)]
     for n, source in enumerate(more):
@@ -120,6 +129,21 @@ def test_an_unknown_outcome_is_repeated_and_a_refused_merge_stops_the_later_ones
         append(cluster, source, f"[{n}]".encode())
     helper.seal_segment(TARGET)  # the parent sealed: the first merge is refused
     with pytest.raises(SegmentSealedError):
-        helper.seal_and_merge(TARGET, more)
+        helper.seal_and_merge({TARGET: more})
     assert client.merges[-1] == more[0]  # the second was never tried
     assert read_all(cluster, TARGET) == b"T;<0><1>"
+
+
+def test_parents_go_side_by_side_and_one_refused_stops_only_its_own_merges(
+    cluster: InProcessCluster,
+) -> None:
+    client, helper, first = _setup(cluster, 2)
+    targets = [stream_segment_name("sc", "st", n) for n in (1, 2)]
+    second, third = (_sources(cluster, helper, t, 2) for t in targets)
+    helper.seal_segment(targets[0])  # its merges are refused
+    with pytest.raises(SegmentSealedError):
+        helper.seal_and_merge({TARGET: first, targets[0]: second, targets[1]: third})
+    assert read_all(cluster, TARGET) == b"T;<0><1>"
+    assert read_all(cluster, targets[0]) == b"T;"
+    assert read_all(cluster, targets[1]) == b"T;<0><1>"
+    assert second[0] in client.merges and second[1] not in client.merges  # stopped there
