@@ -18,7 +18,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.contracts.attributes import AttributeUpdate
@@ -28,6 +28,7 @@ from pravega_ray.errors import (
     IllegalStateError,
     PravegaError,
     RetriableError,
+    SegmentExistsError,
     SegmentNotFoundError,
 )
 from pravega_ray.retry import repeat_while
@@ -141,6 +142,58 @@ class SegmentHelper:
     def create_transaction_segment(self, segment: str) -> None:
         """Create a transaction segment (role TRANSACTION, in its parent's container)."""
         self._call(segment, lambda s: self._client.create_segment(s, SegmentRole.TRANSACTION))
+
+    def create_transaction_segments(self, segments: Sequence[str]) -> None:
+        """Create transaction segments (role TRANSACTION, each in its parent's container),
+        all sent at once from this thread; one that exists already (an earlier run cut
+        short) is fine."""
+        self._each(
+            lambda s: self._client.create_segment(s, SegmentRole.TRANSACTION),
+            segments,
+            SegmentExistsError,
+            "create",
+        )
+
+    def delete_segments(self, segments: Sequence[str]) -> None:
+        """Delete ``segments``, all sent at once from this thread; one that is gone already
+        is fine."""
+        self._each(self._client.delete_segment, segments, SegmentNotFoundError, "delete")
+
+    def _each(
+        self,
+        call: Callable[[str], Future[Any]],
+        segments: Sequence[str],
+        done_already: type[PravegaError],
+        what: str,
+    ) -> None:
+        """``call(segment)`` for every segment, sent together from this thread (futures, no
+        thread each): one round trip for all. Every call is answered before the first
+        failure (in segment order) is raised; ``done_already`` is no failure. An unknown
+        outcome repeats the whole set (the calls are idempotent with ``done_already``)."""
+        timeout = self._call_timeout_s
+
+        def once() -> None:
+            futures = [call(segment) for segment in segments]
+            first: BaseException | None = None
+            for future in futures:
+                try:
+                    future.result(timeout)
+                except done_already:
+                    pass
+                except BaseException as e:  # every call is answered first
+                    first = first or e
+            if first is not None:
+                raise first
+
+        repeat_while(
+            RetriableError,
+            once,
+            what=f"{what} of {len(segments)} segments",
+            log=log,
+            attempts_max=self._attempts_max,
+            pause_s=self._pause_s,
+            scheduler=self._scheduler,
+        )
 
     def merge(self, target: str, source: str) -> int:
         """Atomically move sealed ``source``'s bytes to the end of ``target``; returns the

@@ -31,7 +31,6 @@ Every argument is checked before anything is stored: ``txn_id`` must be a ``uuid
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import uuid
 from collections.abc import Callable
@@ -54,8 +53,6 @@ from pravega_ray.errors import (
     InvalidArgumentError,
     LeaseExpiredError,
     PravegaError,
-    SegmentExistsError,
-    SegmentNotFoundError,
     StreamNotFoundError,
     StreamSealedError,
     TxnFailedError,
@@ -233,16 +230,14 @@ class StreamTransactionMetadataTasks:
         pairs = self._workflows.pairs_of(row, scope, stream, txn_id)
         closed = False
 
-        def create(item: tuple[str, str] | None) -> None:
+        def check_mark() -> None:  # checked after the record was written
             nonlocal closed
-            if item is None:  # the mark, checked after the record was written
-                closed = txns.is_closed(scope, stream, epoch)
-                return
-            with contextlib.suppress(SegmentExistsError):
-                self._segments.create_transaction_segment(item[1])
+            closed = txns.is_closed(scope, stream, epoch)
 
-        # The mark and the segments side by side: one round trip for all the parents.
-        run_each(create, [None, *pairs])
+        def create() -> None:  # every parent's, sent together: one round trip
+            self._segments.create_transaction_segments([source for _, source in pairs])
+
+        run_each(lambda step: step(), [check_mark, create])  # side by side
         if closed:  # a scale or seal closed the epoch meanwhile: the next one
             txns.remove(scope, stream, epoch, txn_id)
             self._delete_segments(pairs)
@@ -272,11 +267,7 @@ class StreamTransactionMetadataTasks:
         return epoch, rows[epoch]
 
     def _delete_segments(self, pairs: list[tuple[str, str]]) -> None:
-        def delete(pair: tuple[str, str]) -> None:
-            with contextlib.suppress(SegmentNotFoundError):
-                self._segments.delete_segment(pair[1])
-
-        run_each(delete, pairs)
+        self._segments.delete_segments([source for _, source in pairs])  # gone = done
 
     # --- reads -----------------------------------------------------------------------------------
     def _lookup(

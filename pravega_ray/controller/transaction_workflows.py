@@ -36,7 +36,6 @@ active, behind everything acknowledged before the commit (no rolling transaction
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import uuid
@@ -55,7 +54,6 @@ from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transactions import TxnRecord
 from pravega_ray.errors import (
     ConflictingUpdateError,
-    SegmentNotFoundError,
     StreamNotFoundError,
 )
 from pravega_ray.naming import segment_id, stream_segment_name, transaction_segment_name
@@ -163,6 +161,10 @@ class TransactionSegments(Protocol):
     def create_segment(self, segment: str) -> None: ...
 
     def create_transaction_segment(self, segment: str) -> None: ...
+
+    def create_transaction_segments(self, segments: Sequence[str]) -> None: ...
+
+    def delete_segments(self, segments: Sequence[str]) -> None: ...
 
     def seal_segment(self, segment: str) -> int: ...
 
@@ -402,11 +404,7 @@ class TransactionWorkflows:
         except StreamNotFoundError:
             pairs = []
 
-        def delete(pair: tuple[str, str]) -> None:
-            with contextlib.suppress(SegmentNotFoundError):
-                self._segments.delete_segment(pair[1])
-
-        run_each(delete, pairs)
+        self._segments.delete_segments([source for _, source in pairs])  # gone = done
         self._step("txn segments deleted")
         self.txns.complete(record, TxnStatus.ABORTED, self._clock.wall_time_ms())
         self._step("aborted")

@@ -1,4 +1,6 @@
-"""``SegmentHelper.seal_and_merge``, the commit's one round trip per source, every parent from
+"""The segment calls a transaction makes for all its parents at once, from one thread.
+
+``SegmentHelper.seal_and_merge``, the commit's one round trip per source, every parent from
 one thread: the seals sent together and each merge right behind them. The merges land in
 order, a repeat skips what was merged, a merge that overtook its seal waits for it and is
 made again, a failed merge stops that parent's later ones (not the other parents'), and a
@@ -17,7 +19,11 @@ import pytest
 
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.segment_helper import SegmentHelper
-from pravega_ray.errors import SegmentSealedError, SegmentStoreUnavailableError
+from pravega_ray.errors import (
+    SegmentNotFoundError,
+    SegmentSealedError,
+    SegmentStoreUnavailableError,
+)
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import stream_segment_name, transaction_segment_name
 from tests.unit.controller.test_transactions import append, read_all
@@ -43,6 +49,7 @@ class Client:
         self.seal_delay_s = 0.0
         self.merges: list[str] = []
         self.fail_merges = 0
+        self.fail_deletes = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -61,6 +68,14 @@ class Client:
 
         threading.Thread(target=later, daemon=True).start()
         return held
+
+    def delete_segment(self, segment: str) -> Future[None]:
+        if self.fail_deletes:
+            self.fail_deletes -= 1
+            failed: Future[None] = Future()
+            failed.set_exception(SegmentStoreUnavailableError("restarting, outcome unknown"))
+            return failed
+        return self._client.delete_segment(segment)
 
     def merge(self, target: str, source: str) -> Future[int]:
         self.merges.append(source)
@@ -147,3 +162,19 @@ def test_parents_go_side_by_side_and_one_refused_stops_only_its_own_merges(
     assert read_all(cluster, targets[0]) == b"T;"
     assert read_all(cluster, targets[1]) == b"T;<0><1>"
     assert second[0] in client.merges and second[1] not in client.merges  # stopped there
+
+
+def test_transaction_segments_are_created_and_deleted_together_idempotently(
+    cluster: InProcessCluster,
+) -> None:
+    client, helper, existing = _setup(cluster, 1)
+    names = [*existing, *(transaction_segment_name(TARGET, uuid.uuid4().bytes) for _ in range(3))]
+    helper.create_transaction_segments(names)  # one exists already: fine
+    helper.create_transaction_segments(names)  # a repeat: fine
+    assert read_all(cluster, names[0]) == b"<0>"  # the existing one untouched
+    assert all(read_all(cluster, n) == b"" for n in names[1:])
+    client.fail_deletes = 1  # one outcome unknown: the set again
+    helper.delete_segments([*names, transaction_segment_name(TARGET, b"x" * 16)])  # one absent
+    for name in names:
+        with pytest.raises(SegmentNotFoundError):
+            read_all(cluster, name)
