@@ -36,7 +36,7 @@ def controller_parts(
         ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
     ]
     invoker = RayServiceInvoker(handles, namespace)
-    segments = SegmentHelper(SegmentStoreClient(invoker))
+    segments = SegmentHelper(SegmentStoreClient(invoker), container_count=container_count)
     metadata = open_metadata_store(
         SegmentStoreClient(invoker), build_chunk_storage(tier2), watch=watch
     )

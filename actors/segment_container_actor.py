@@ -36,7 +36,12 @@ from pravega_ray.contracts.segment_store import (
     TableUpdate,
     TableUpdateResult,
 )
-from pravega_ray.errors import ContainerNotReadyError, DataCorruptionError, RetriableError
+from pravega_ray.errors import (
+    ContainerNotReadyError,
+    DataCorruptionError,
+    PravegaError,
+    RetriableError,
+)
 from pravega_ray.segmentstore.builder import build_container_on
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray_actors.ray_metrics import setup_actor_process
@@ -150,6 +155,11 @@ class SegmentContainerActor:
 
     async def delete_segment(self, segment: str) -> None:
         await self._container.delete_segment(segment)
+
+    async def seal_and_merge(
+        self, target: str, sources: Sequence[str], more: Sequence[tuple[str, Sequence[str]]] = ()
+    ) -> list[PravegaError | None]:
+        return await self._container.seal_and_merge(target, sources, more)
 
     # --- SegmentStoreService: attributes -------------------------------------------------------
     async def get_attributes(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:

@@ -111,7 +111,12 @@ class InProcessCluster(ClientFactory):
 
     def _segment_helper(self) -> SegmentHelper:
         # No repeats: a container of this cluster is down only while a test restarts it.
-        return SegmentHelper(SegmentStoreClient(self), attempts_max=1, call_timeout_s=30)
+        return SegmentHelper(
+            SegmentStoreClient(self),
+            attempts_max=1,
+            call_timeout_s=30,
+            container_count=self.container_count,
+        )
 
     def _new_controller(self) -> Controller:
         self.metadata = open_metadata_store(

@@ -39,6 +39,7 @@ from pravega_ray.contracts.segment_store import (
     TableUpdate,
     TableUpdateResult,
 )
+from pravega_ray.errors import PravegaError
 
 __all__ = ["SegmentStoreClient", "SegmentStoreService", "ServiceInvoker"]
 
@@ -133,6 +134,18 @@ class SegmentStoreService(Protocol):
         ``attributes`` are applied to ``target`` in the same operation, all or none
         (ConditionalUpdateError merges nothing). Returns the target's new length.
         """
+        ...
+
+    async def seal_and_merge(
+        self, target: str, sources: Sequence[str], more: Sequence[tuple[str, Sequence[str]]] = ()
+    ) -> list[PravegaError | None]:
+        """Seal each of ``sources`` and merge them into ``target``, in order, in one call;
+        likewise each ``(target, sources)`` of ``more`` (targets of the same container), the
+        targets side by side (a transaction's commit: one call per container, not two per
+        segment). A source that is gone was merged already: skipped. One outcome per
+        target, ``target`` first: None once all its sources are merged, else the error that
+        stopped its merges (its later sources untouched). InvalidArgumentError (nothing
+        done) for arguments of the wrong shape."""
         ...
 
     async def delete_segment(self, segment: str) -> None: ...
@@ -309,6 +322,11 @@ class SegmentStoreClient:
 
     def delete_segment(self, segment: str) -> Future[None]:
         return self.invoker.invoke(SegmentStoreService.delete_segment, segment)
+
+    def seal_and_merge(
+        self, target: str, sources: Sequence[str], more: Sequence[tuple[str, Sequence[str]]] = ()
+    ) -> Future[list[PravegaError | None]]:
+        return self.invoker.invoke(SegmentStoreService.seal_and_merge, target, sources, more)
 
     def table_create(self, segment: str) -> Future[None]:
         return self.invoker.invoke(SegmentStoreService.table_create, segment)

@@ -11,13 +11,11 @@ apart; any other error reaches the workflow.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
@@ -25,12 +23,12 @@ from pravega_ray.contracts.attributes import AttributeUpdate
 from pravega_ray.contracts.segment_store import ReadResult, SegmentRole
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient, SegmentStoreService
 from pravega_ray.errors import (
-    IllegalStateError,
     PravegaError,
     RetriableError,
     SegmentExistsError,
     SegmentNotFoundError,
 )
+from pravega_ray.naming import container_for_segment
 from pravega_ray.retry import repeat_while
 from pravega_ray.segmentstore.auto_scale import policy_removal_updates, policy_updates
 from pravega_ray.stream_configuration import ScaleType, ScalingPolicy
@@ -107,7 +105,8 @@ class SegmentHelper:
 
     ``call_timeout_s``: how long one call may take (None: no limit; a Ray call to a live
     actor always answers). ``scheduler`` paces the repeats (tests pass
-    a manual one).
+    a manual one). ``container_count`` (when known) lets calls for several segments of one
+    container go as one call.
     """
 
     def __init__(
@@ -118,8 +117,10 @@ class SegmentHelper:
         pause_s: float = RETRY_PAUSE_S,
         call_timeout_s: float | None = None,
         scheduler: ThreadScheduler = DAEMON_THREADS,
+        container_count: int | None = None,
     ) -> None:
         self._client = client
+        self._container_count = container_count
         self._attempts_max = attempts_max
         self._pause_s = pause_s
         self._call_timeout_s = call_timeout_s
@@ -202,65 +203,41 @@ class SegmentHelper:
         return self._call(target, lambda t: self._merge(t, source))
 
     def seal_and_merge(self, sources: Mapping[str, Sequence[str]]) -> None:
-        """Seal each parent's ``sources`` and merge them into it, in order, every parent at
-        once from this thread: one round trip per source, not two, and no thread per parent.
+        """Seal each parent's ``sources`` and merge them into it, in order: one call per
+        container for all its parents (``SegmentStoreService.seal_and_merge``; one per
+        parent if the helper does not know the container count), all sent at once.
 
-        Every seal is sent first, and each parent's first merge right behind them; the
-        container marks a segment sealed as its seal call starts, so the merge finds it
-        sealed. A merge that overtook its seal anyway (IllegalStateError: not sealed) waits
-        for the seal and is made again. Each parent's next merge is sent when its last one
-        answered (merges into one parent must not overtake each other); the parents go side
-        by side. A source that is gone (SegmentNotFoundError) was merged already, by an
-        earlier run cut short, and is skipped. A merge that fails otherwise stops that
-        parent's later merges, the other parents go on, and the first such failure is
-        raised at the end. An unknown outcome (RetriableError) repeats the whole call, as
-        every call here: seals and merges done already are skipped then."""
+        A source that is gone was merged already, by an earlier run cut short: skipped. A
+        merge that fails stops that parent's later merges, the other parents go on, and
+        the first such failure is raised once every call answered. An unknown outcome
+        (RetriableError) repeats the whole call, as every call here: seals and merges
+        done already are skipped then."""
         timeout = self._call_timeout_s
+        groups: dict[object, list[tuple[str, list[str]]]] = {}
+        for target, srcs in sources.items():
+            if srcs:
+                key = (
+                    container_for_segment(target, self._container_count)
+                    if self._container_count
+                    else target
+                )
+                groups.setdefault(key, []).append((target, list(srcs)))
 
         def once() -> None:
-            seals = {src: self._client.seal(src) for srcs in sources.values() for src in srcs}
-            queues = {parent: deque(srcs) for parent, srcs in sources.items() if srcs}
-            sent: dict[Future[int], tuple[str, str, bool]] = {}  # -> parent, source, again
-
-            def send(parent: str, again: bool = False) -> None:
-                source = queues[parent][0]
-                sent[self._merge(parent, source)] = (parent, source, again)
-
-            for parent in queues:
-                send(parent)
-            failures: list[PravegaError] = []
-            while sent:
-                done, _ = wait(list(sent), timeout, FIRST_COMPLETED)
-                if not done:
-                    raise TimeoutError(f"merges unanswered within {timeout} s")
-                for future in done:
-                    parent, source, again = sent.pop(future)
-                    try:
-                        future.result()
-                    except SegmentNotFoundError:
-                        pass  # merged already
-                    except IllegalStateError as e:
-                        if again:
-                            failures.append(e)
-                            queues[parent].clear()
-                            continue
-                        # It overtook its seal: wait for the seal, then again (a source
-                        # merged meanwhile is gone: the repeat skips it).
-                        with contextlib.suppress(SegmentNotFoundError):
-                            seals[source].result(timeout)
-                        send(parent, again=True)
-                        continue
-                    except RetriableError:
-                        raise
-                    except PravegaError as e:  # this parent stops; the others go on
-                        failures.append(e)
-                        queues[parent].clear()
-                        continue
-                    queues[parent].popleft()
-                    if queues[parent]:
-                        send(parent)
-            if failures:
-                raise failures[0]
+            futures = [
+                self._client.seal_and_merge(jobs[0][0], jobs[0][1], jobs[1:])
+                for jobs in groups.values()
+            ]
+            first: BaseException | None = None
+            for future in futures:
+                try:
+                    outcomes = future.result(timeout)
+                except BaseException as e:  # every call is answered first
+                    first = first or e
+                    continue
+                first = first or next((o for o in outcomes if o is not None), None)
+            if first is not None:
+                raise first
 
         repeat_while(
             RetriableError,

@@ -12,10 +12,10 @@ posted) runs :meth:`handle_commit`:
    under way): :data:`WAIT`, tried again later, never expiring;
 3. seal every transaction segment (idempotent; gone = merged already) and
 4. merge each into its parent (one atomic merge per parent; SegmentNotFoundError for the
-   source = merged already by an earlier, interrupted run). Steps 3 and 4 are one round trip
-   per source (``SegmentHelper.seal_and_merge``: the seals sent, each merge right behind),
-   the parents side by side from one thread: each parent's merges are independent of the
-   others';
+   source = merged already by an earlier, interrupted run). Steps 3 and 4 are one call per
+   container for all its parents (``SegmentStoreService.seal_and_merge``: the container
+   starts every seal, then each parent's merges in order, the parents side by side), the
+   containers called side by side: each parent's merges are independent of the others';
 5. record COMMITTED: the completed record, then the active one removed.
 
 Each step is idempotent, so a processor killed after any step and run again from its
@@ -382,8 +382,8 @@ class TransactionWorkflows:
         for parent, source in pairs:
             sources.setdefault(parent, []).append(source)
 
-        # Sealed and merged in the order posted, one round trip per source, the parents side
-        # by side (a merged source is gone: skipped); a failure stops that parent's later
+        # Sealed and merged in the order posted, one call per container, the parents side by
+        # side (a merged source is gone: skipped); a failure stops that parent's later
         # merges (they must not overtake it), and the request is tried again.
         self._segments.seal_and_merge(sources)
         self._step("txn segments merged")

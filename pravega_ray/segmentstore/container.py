@@ -32,6 +32,7 @@ Not thread-safe: all methods run on one asyncio event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
@@ -71,7 +72,9 @@ from pravega_ray.errors import (
     DataCorruptionError,
     FencedError,
     InvalidArgumentError,
+    PravegaError,
     SegmentExistsError,
+    SegmentNotFoundError,
 )
 from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
@@ -89,7 +92,7 @@ from pravega_ray.segmentstore.container_metadata import (
 )
 from pravega_ray.segmentstore.durable_log import DurableLog, RecoveryStats
 from pravega_ray.segmentstore.read_index import ReadIndex
-from pravega_ray.segmentstore.segment_merger import SegmentMerger
+from pravega_ray.segmentstore.segment_merger import SegmentMerger, check_merge_jobs
 from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
 from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.segmentstore.table_watches import WATCH_WAIT_S_MAX, TableWatches
@@ -473,6 +476,38 @@ class SegmentContainer(TimeIndexCalls):
         """
         self._ensure_running()
         return await self._merger.merge(target, source, attributes)
+
+    async def seal_and_merge(
+        self, target: str, sources: Sequence[str], more: Sequence[tuple[str, Sequence[str]]] = ()
+    ) -> list[PravegaError | None]:
+        """Seal each of ``sources`` and merge them into ``target`` in order; likewise each
+        ``(target, sources)`` of ``more``; the contract of
+        :meth:`SegmentStoreService.seal_and_merge`.
+
+        Every seal starts first (a seal marks its segment sealed as it starts, and its log
+        operation goes before the merges'), then each target's merges run in order, the
+        targets side by side: one log round for the seals and one per merge of a target,
+        not a call each."""
+        self._ensure_running()
+        jobs = check_merge_jobs(target, sources, more)
+        seals = [asyncio.ensure_future(self.seal(source)) for _, srcs in jobs for source in srcs]
+        await asyncio.sleep(0)  # each seal runs to its log operation, in order
+
+        async def merge_all(job_target: str, job_sources: list[str]) -> PravegaError | None:
+            for source in job_sources:
+                try:
+                    await self.merge(job_target, source)
+                except SegmentNotFoundError:
+                    continue  # merged already
+                except PravegaError as e:
+                    return e
+            return None
+
+        try:
+            return list(await asyncio.gather(*(merge_all(t, s) for t, s in jobs)))
+        finally:
+            # A seal's own failure (gone: merged already) is its merge's to report.
+            await asyncio.gather(*seals, return_exceptions=True)
 
     async def delete_segment(self, segment: str) -> None:
         """Durably delete the segment and, in the background, its Tier-2 chunks."""

@@ -28,7 +28,7 @@ from pravega_ray.segmentstore.storage_writer import StorageWriter
 from pravega_ray.segmentstore.time_index import index_entries, index_keys
 from pravega_ray.timing import Clock
 
-__all__ = ["SegmentMerger"]
+__all__ = ["SegmentMerger", "check_merge_jobs"]
 
 log = logging.getLogger("pravega_ray.segmentstore.container")
 
@@ -92,3 +92,24 @@ class SegmentMerger:
             ops.MergeSegment(target, source, offset, length, data, tuple(changed.items()))
         )
         return offset + length
+
+
+def check_merge_jobs(target: object, sources: object, more: object) -> list[tuple[str, list[str]]]:
+    """The jobs of ``SegmentContainer.seal_and_merge``: ``(target, sources)`` then each pair
+    of ``more``, checked: InvalidArgumentError unless
+    every target is a str and every sources a list or tuple of str."""
+    if not isinstance(more, list | tuple):
+        raise InvalidArgumentError(f"more must be a list of (target, sources), got {more!r}")
+    jobs = []
+    for pair in [(target, sources), *more]:
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise InvalidArgumentError(f"a merge is (target, sources), got {pair!r}")
+        job_target, job_sources = pair
+        if not isinstance(job_target, str):
+            raise InvalidArgumentError(f"a merge target is a str, got {job_target!r}")
+        if not isinstance(job_sources, list | tuple) or not all(
+            isinstance(s, str) for s in job_sources
+        ):
+            raise InvalidArgumentError(f"merge sources are a list of str, got {job_sources!r}")
+        jobs.append((job_target, list(job_sources)))
+    return jobs
