@@ -272,3 +272,37 @@ def _named(namespace: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+@pytest.mark.ray
+def test_where_a_new_container_runs_is_known_before_its_recovery_ends(
+    ray_session: None, tmp_path: Path
+) -> None:
+    """``placed_node`` reads the node as soon as Ray places the actor, so a misplaced
+    container is stopped before its recovery, not after it (``start_container_on``)."""
+    import ray
+
+    from pravega_ray_actors.cluster_manager_actor import placed_node
+
+    gate = tmp_path / "open"
+
+    @ray.remote(num_cpus=0)
+    class Recovering:
+        def __init__(self, gate: str) -> None:  # a constructor that ends when told
+            deadline = time.monotonic() + 120
+            while not Path(gate).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+        def node(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+    handle = Recovering.remote(str(gate))  # type: ignore[attr-defined]
+    try:
+        node = placed_node(handle, wait_s=60)
+        assert node is not None  # known while the constructor still waits
+        gate.touch()
+        assert node == ray.get(handle.node.remote(), timeout=60)
+        assert placed_node(object()) is None  # not an actor: unknown, never an error
+    finally:
+        gate.touch()
+        ray.kill(handle)
