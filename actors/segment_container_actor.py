@@ -183,8 +183,9 @@ class SegmentContainerActor:
         updates: Sequence[TableUpdate],
         client_id: bytes | None = None,
         client_last: int = NULL_VALUE,
+        watcher: bytes | None = None,
     ) -> TableUpdateResult:
-        return await self._container.table_update(segment, updates, client_id, client_last)
+        return await self._container.table_update(segment, updates, client_id, client_last, watcher)
 
     async def table_get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:
         return await self._container.table_get(segment, keys)

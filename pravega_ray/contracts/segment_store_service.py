@@ -170,7 +170,13 @@ class SegmentStoreService(Protocol):
         updates: Sequence[TableUpdate],
         client_id: bytes | None = None,
         client_last: int = NULL_VALUE,
-    ) -> TableUpdateResult: ...
+        watcher: bytes | None = None,
+    ) -> TableUpdateResult:
+        """Apply ``updates`` atomically (``TableSegments.update``). An update of a watched
+        system table is acknowledged once its watchers read it (``table_watches.py``),
+        except ``watcher``'s own lease: the writer's id when the writer watches the segment
+        and applies its own update itself."""
+        ...
 
     async def table_get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]: ...
 
@@ -337,9 +343,10 @@ class SegmentStoreClient:
         updates: Sequence[TableUpdate],
         client_id: bytes | None = None,
         client_last: int = NULL_VALUE,
+        watcher: bytes | None = None,
     ) -> Future[TableUpdateResult]:
         return self.invoker.invoke(
-            SegmentStoreService.table_update, segment, updates, client_id, client_last
+            SegmentStoreService.table_update, segment, updates, client_id, client_last, watcher
         )
 
     def table_get(self, segment: str, keys: Sequence[bytes]) -> Future[list[TableEntry | None]]:

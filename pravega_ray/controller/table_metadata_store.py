@@ -761,8 +761,12 @@ class TableMetadataStore:
         )
 
     def _update(self, partition: int, update: TableUpdate, key: str) -> TableUpdateResult:
-        """Apply one update exactly once, repeated while its outcome is unknown."""
+        """Apply one update exactly once, repeated while its outcome is unknown. A watching
+        store names its own lease, so the update does not wait for this store's watcher:
+        the caller applies the update to the cache itself when it answers (``put``,
+        ``delete``)."""
         segment = self.segments[partition]
+        own_lease = self._holder if self._watching else None
         slot = self._checkout()
         known = False
         try:
@@ -770,7 +774,9 @@ class TableMetadataStore:
             try:
                 result = self._call(
                     f"update {key}",
-                    lambda: self._client.table_update(segment, [update], slot.client_id, last),
+                    lambda: self._client.table_update(
+                        segment, [update], slot.client_id, last, own_lease
+                    ),
                 )
             except (BadKeyVersionError, NoSuchKeyError):
                 known = True  # nothing was appended: the slot's offsets still hold

@@ -95,7 +95,7 @@ from pravega_ray.segmentstore.read_index import ReadIndex
 from pravega_ray.segmentstore.segment_merger import SegmentMerger, check_merge_jobs
 from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
 from pravega_ray.segmentstore.table_segment import TableSegments
-from pravega_ray.segmentstore.table_watches import WATCH_WAIT_S_MAX, TableWatches
+from pravega_ray.segmentstore.table_watches import WATCH_WAIT_S_MAX, TableWatches, check_holder
 from pravega_ray.segmentstore.time_index import (
     TimeIndex,
     TimeIndexCalls,
@@ -598,11 +598,15 @@ class SegmentContainer(TimeIndexCalls):
         updates: Sequence[TableUpdate],
         client_id: bytes | None = None,
         client_last: int = NULL_VALUE,
+        watcher: bytes | None = None,
     ) -> TableUpdateResult:
         """See :meth:`TableSegments.update`; an update of a watched segment returns once its
-        watchers read it (``table_watches.py``)."""
+        watchers read it (``table_watches.py``), but for ``watcher``'s lease (the writer's
+        own, when it watches the segment: it applies its update itself). InvalidArgumentError
+        (nothing changed) for a ``watcher`` that is not a watcher's id."""
+        check_holder(watcher, optional=True)
         result = await self._tables.update(segment, updates, client_id, client_last)
-        await self._watches.settle(segment, lambda: self.metadata.get(segment).length)
+        await self._watches.settle(segment, lambda: self.metadata.get(segment).length, skip=watcher)
         return result
 
     async def table_get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:

@@ -20,7 +20,9 @@ Protocol
   again as soon as it applied an answer: that call is its acknowledgement.
 * An update of a watched segment (:meth:`TableWatches.settle`) returns once each holder
   whose lease has not expired acknowledged the segment's length after the update, or its lease
-  expired (a holder that died costs writers at most ``lease_s``).
+  expired (a holder that died costs writers at most ``lease_s``). The writer's own lease is
+  not waited for when the writer names it (``table_update(..., watcher=)``): it applies its
+  own update to its copy when the update answers, so it never trusts a copy without it.
 * A holder may trust its copy from the moment it applied an answer until ``lease_s`` after it
   *sent* that call (sent before the container renewed the lease on arrival), minus a margin;
   after that it validates as before (``table_changes``).
@@ -50,13 +52,22 @@ from pravega_ray.constants import SYSTEM_SCOPE
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.naming import KVT_STREAM_PREFIX
 
-__all__ = ["HOLDER_BYTES", "TableWatches", "watchable"]
+__all__ = ["HOLDER_BYTES", "TableWatches", "check_holder", "watchable"]
 
 HOLDER_BYTES = 16
 """Length of a watcher's id."""
 
 WATCH_WAIT_S_MAX = 10.0
 """Longest a ``table_watch`` call waits for a change."""
+
+
+def check_holder(holder: object, *, optional: bool = False) -> None:
+    """InvalidArgumentError unless ``holder`` is a watcher's id (``HOLDER_BYTES`` bytes), or
+    None when ``optional``."""
+    if holder is None and optional:
+        return
+    if not isinstance(holder, bytes) or len(holder) != HOLDER_BYTES:
+        raise InvalidArgumentError(f"a watcher's id is {HOLDER_BYTES} bytes, got {holder!r}")
 
 
 def watchable(segment: str) -> bool:
@@ -99,8 +110,8 @@ class TableWatches:
         holder id); wakes updates waiting for it."""
         if not watchable(segment):
             raise InvalidArgumentError(f"segment {segment} cannot be watched (system tables only)")
-        if not isinstance(holder, bytes) or len(holder) != HOLDER_BYTES:
-            raise InvalidArgumentError(f"a watcher's id is {HOLDER_BYTES} bytes")
+        check_holder(holder)
+        assert isinstance(holder, bytes)
         holders = self._holders.setdefault(segment, {})
         holders[holder] = _Holder(from_offset, self._clock() + self.lease_s)
         self._pulse(self._acks, segment)
@@ -120,11 +131,13 @@ class TableWatches:
         await self._wait_pulse(self._changes, segment, wait_s)
 
     # --- updates ---------------------------------------------------------------------------------
-    async def settle(self, segment: str, length: Callable[[], int]) -> None:
+    async def settle(
+        self, segment: str, length: Callable[[], int], skip: bytes | None = None
+    ) -> None:
         """Called after an update of ``segment`` became durable: wakes its watchers and
-        returns once each live lease acknowledged ``length()`` (as it was on entry) and the
-        grace period is over. A segment nobody watches returns at once (after the grace
-        period, for a watchable one)."""
+        returns once each live lease but ``skip``'s (the writer's own) acknowledged
+        ``length()`` (as it was on entry) and the grace period is over. A segment nobody
+        watches returns at once (after the grace period, for a watchable one)."""
         if not watchable(segment):
             return
         self._pulse(self._changes, segment)
@@ -135,7 +148,7 @@ class TableWatches:
             for holder_id, holder in list(holders.items()):
                 if holder.expires <= now:
                     del holders[holder_id]  # expired: never waited for again
-            waits = [h.expires - now for h in holders.values() if h.acked < end]
+            waits = [h.expires - now for k, h in holders.items() if h.acked < end and k != skip]
             if self._grace_until > now:
                 waits.append(self._grace_until - now)
             if not waits:

@@ -212,3 +212,27 @@ def test_bad_watch_arguments_are_invalid_and_grant_no_lease(
         assert container._watches.holders(SYSTEM) == 0
 
     _run(go)
+
+
+def test_an_update_never_waits_for_its_writers_own_lease_but_for_the_others() -> None:
+    writer, other = os.urandom(HOLDER_BYTES), os.urandom(HOLDER_BYTES)
+
+    async def go(container: SegmentContainer) -> None:
+        _, start, _, _ = await container.table_watch(SYSTEM, writer, None, 0, READ_BYTES_MAX)
+        own = container.table_update(SYSTEM, [TableUpdate(b"k", b"v")], watcher=writer)
+        await asyncio.wait_for(own, LEASE_S * 3 / 4)  # the writer's own lease: not waited for
+        await container.table_watch(SYSTEM, other, None, 0, READ_BYTES_MAX)
+        update = asyncio.ensure_future(
+            container.table_update(SYSTEM, [TableUpdate(b"k", b"w")], watcher=writer)
+        )
+        await asyncio.sleep(LEASE_S / 4)
+        assert not update.done()  # the other watcher has not acknowledged it
+        for bad in (b"short", "a str", 7):
+            with pytest.raises(InvalidArgumentError):
+                await container.table_update(SYSTEM, [TableUpdate(b"bad", b"v")], watcher=bad)  # type: ignore[arg-type]
+        assert await container.table_get(SYSTEM, [b"bad"]) == [None]  # nothing changed
+        _, end, _, _ = await container.table_watch(SYSTEM, other, start, 0, READ_BYTES_MAX)
+        await container.table_watch(SYSTEM, other, end, 0, READ_BYTES_MAX)
+        await asyncio.wait_for(update, LEASE_S * 3 / 4)
+
+    _run(go)
