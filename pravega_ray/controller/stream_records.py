@@ -42,11 +42,13 @@ import bisect
 import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 from pravega_ray.constants import STREAM_SEGMENTS_MAX
 from pravega_ray.contracts.records import STATE_TRANSITIONS, StreamInfo, StreamState
 from pravega_ray.controller.epochs import EpochRecord, Row, ScaleRecord, overlaps, to_range, union
+from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.errors import (
     ConflictingUpdateError,
     IllegalStateTransitionError,
@@ -170,24 +172,42 @@ class StreamRecords:
         return EpochRecord(0, int(value["created_ms"]), rows, (), False)
 
     def _write_epoch0(self, scope: str, stream: str, value: dict[str, Any]) -> None:
+        """Epoch 0's history and index rows, and the leftovers of an earlier stream of the
+        name removed: four independent keys, written side by side (a create cut short
+        between them is completed by :meth:`ensure_epoch0`)."""
         row = self._epoch0_of(value)
         if row is None:
             return
-        for key in (f"sealedsizes/{scope}/{stream}", f"transition/{scope}/{stream}"):
+
+        def clear(key: str) -> None:
             if self._records.get(key) is not None:  # a read (cached) costs less than a write
                 self._records.delete(key)  # left by an earlier stream of the same name
-        self._put_same(f"history/{scope}/{stream}/{0:010d}", row.to_dict())
-        self._put_same(f"index/{scope}/{stream}", {"rows": [[row.created_ms, 0]]})
+
+        steps: list[Callable[[], None]] = [
+            partial(clear, f"sealedsizes/{scope}/{stream}"),
+            partial(clear, f"transition/{scope}/{stream}"),
+            partial(self._put_same, f"history/{scope}/{stream}/{0:010d}", row.to_dict()),
+            partial(self._put_same, self._index_key(scope, stream), _index0(row.created_ms)),
+        ]
+        run_each(lambda step: step(), steps)
 
     def ensure_epoch0(self, scope: str, stream: str) -> None:
-        """For a stream still CREATING: store the epoch 0 its record names unless it is
-        stored already. Idempotent; callers racing on it store the same rows."""
+        """For a stream still CREATING: store the epoch 0 its record names unless both its
+        rows (history and index) are stored already. Idempotent; callers racing on it store
+        the same rows."""
         value = self.get(scope, stream)[0]
         if value["state"] != StreamState.CREATING.value:
             return
         row = self._epoch0_of(value)
-        if row is not None and self.epoch(scope, stream, 0) != row:
+        if row is not None and (
+            self.epoch(scope, stream, 0) != row
+            or self._read(self._index_key(scope, stream)) != _index0(row.created_ms)
+        ):
             self._write_epoch0(scope, stream, value)
+
+    @staticmethod
+    def _index_key(scope: str, stream: str) -> str:
+        return f"index/{scope}/{stream}"
 
     def _put_same(self, key: str, value: dict[str, Any]) -> None:
         """Store ``value`` under ``key`` unless it is stored already; a concurrent writer
@@ -610,3 +630,8 @@ class StreamRecords:
     def _put_any(self, key: str, value: dict[str, Any]) -> None:
         current = self._records.get(key)
         self._records.put(key, value, None if current is None else current.version)
+
+
+def _index0(created_ms: int) -> dict[str, Any]:
+    """The index of a stream that has only its epoch 0, created at ``created_ms``."""
+    return {"rows": [[created_ms, 0]]}

@@ -178,6 +178,21 @@ def test_a_create_cut_short_resumed_by_two_instances_at_once_completes_once(clus
     assert instances[1].create_stream("sc", "cut3", None, "r3")
 
 
+def test_a_create_cut_short_between_its_history_and_index_rows_gets_both(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Epoch 0's rows are written side by side: a create killed after its history row and
+    before its index row is resumed with both (an index left missing would place every
+    time before the stream's first scale in the epoch after it)."""
+    cluster.core.create_scope("sc")
+    store = StreamMetadataStore(cluster.metadata)
+    store.create_stream("sc", "half", pr.StreamConfiguration().to_dict(), 2, 1234, None)
+    cluster.metadata.delete("index/sc/half")  # the kill, between the two rows
+    instance = _instance(cluster)
+    instance.create_scope("other")  # its first call resumes the create
+    assert instance.get_stream_info("sc", "half").state is StreamState.ACTIVE
+    assert store.streams.index("sc", "half") == [(1234, 0)]
+    assert store.streams.epoch("sc", "half", 0) is not None
+
+
 class _BlockingSegments:
     """The cluster's segment helper, but creating a segment of stream ``slow`` waits for
     ``release`` (a create of a big stream, or a container answering slowly)."""
