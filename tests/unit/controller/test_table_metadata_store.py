@@ -70,6 +70,7 @@ class FaultyClient(SegmentStoreClient):
         updates: Sequence[TableUpdate],
         client_id: bytes | None = None,
         client_last: int = NULL_VALUE,
+        watcher: bytes | None = None,
     ) -> Future[TableUpdateResult]:
         with self._lock:
             self.client_ids.append(client_id)
@@ -77,7 +78,7 @@ class FaultyClient(SegmentStoreClient):
             lose, self.lose_replies = self.lose_replies > 0, max(0, self.lose_replies - 1)
         if fail:
             return _failed(SegmentStoreUnavailableError("not sent"))
-        future = super().table_update(segment, updates, client_id, client_last)
+        future = super().table_update(segment, updates, client_id, client_last, watcher)
         if lose:
             wait([future], 10)  # it lands (or fails); the reply is lost either way
             return _failed(SegmentStoreUnavailableError("reply lost"))
