@@ -47,7 +47,7 @@ from pravega_ray.errors import (
     StreamSealedError,
 )
 from pravega_ray.naming import validate_name
-from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
+from pravega_ray.stream_configuration import ScaleType, ScalingPolicy, StreamConfiguration
 from pravega_ray.timing import Clock
 
 __all__ = ["StreamMetadataTasks", "StreamSegments"]
@@ -169,16 +169,24 @@ class StreamMetadataTasks:
     def _finish_create(self, scope: str, stream: str) -> None:
         """Create the stream's segments (side by side, ``run_each``) with their scaling
         policy, then make it ACTIVE. Idempotent: a segment created before a crash is fine,
-        and so is another caller (instance) finishing the same create meanwhile."""
+        and so is another caller (instance) finishing the same create meanwhile.
+
+        A fixed policy is not handed to the new segments: handing it over removes an
+        auto-scale policy, and a new segment has none (its name is new: a re-created
+        stream numbers its segments after the old one's; one created by an earlier try of
+        this create got this same configuration)."""
         info = self.get_stream_info(scope, stream)
         if info.state is not StreamState.CREATING:
             return
         self._store.streams.ensure_epoch0(scope, stream)  # if its create stopped short
+        scaling = info.configuration.scaling
+        hand_over = scaling.scale_type is not ScaleType.FIXED_NUM_SEGMENTS
 
         def create(segment: SegmentRange) -> None:
             with contextlib.suppress(SegmentExistsError):
                 self._segments.create_segment(segment.name)
-            self._set_policy(segment.name, info.configuration.scaling)
+            if hand_over:
+                self._set_policy(segment.name, scaling)
 
         run_each(create, info.segments)
         try:
