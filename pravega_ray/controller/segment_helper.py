@@ -127,10 +127,18 @@ class SegmentHelper:
         self._scheduler = scheduler
 
     def _call(self, segment: str, call: Callable[[str], Future[R]]) -> R:
+        return self._repeat(
+            f"segment call {getattr(call, '__name__', 'call')} on {segment}",
+            lambda: call(segment).result(self._call_timeout_s),
+        )
+
+    def _repeat(self, what: str, once: Callable[[], R]) -> R:
+        """``once()``, repeated while its outcome is unknown (RetriableError), paced and
+        bounded by this helper's settings."""
         return repeat_while(
             RetriableError,
-            lambda: call(segment).result(self._call_timeout_s),
-            what=f"segment call {getattr(call, '__name__', 'call')} on {segment}",
+            once,
+            what=what,
             log=log,
             attempts_max=self._attempts_max,
             pause_s=self._pause_s,
@@ -186,15 +194,7 @@ class SegmentHelper:
             if first is not None:
                 raise first
 
-        repeat_while(
-            RetriableError,
-            once,
-            what=f"{what} of {len(segments)} segments",
-            log=log,
-            attempts_max=self._attempts_max,
-            pause_s=self._pause_s,
-            scheduler=self._scheduler,
-        )
+        self._repeat(f"{what} of {len(segments)} segments", once)
 
     def merge(self, target: str, source: str) -> int:
         """Atomically move sealed ``source``'s bytes to the end of ``target``; returns the
@@ -239,15 +239,7 @@ class SegmentHelper:
             if first is not None:
                 raise first
 
-        repeat_while(
-            RetriableError,
-            once,
-            what=f"seal and merge into {len(sources)} segments",
-            log=log,
-            attempts_max=self._attempts_max,
-            pause_s=self._pause_s,
-            scheduler=self._scheduler,
-        )
+        self._repeat(f"seal and merge into {len(sources)} segments", once)
 
     def _merge(self, target: str, source: str) -> Future[int]:
         merge = getattr(self._client, "merge", None)
