@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX
 from pravega_ray.contracts.attributes import AttributeUpdate
 from pravega_ray.contracts.segment_store import ReadResult, SegmentRole
-from pravega_ray.contracts.segment_store_service import SegmentStoreClient, SegmentStoreService
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import (
     PravegaError,
     RetriableError,
@@ -148,10 +148,6 @@ class SegmentHelper:
     def create_segment(self, segment: str) -> None:
         self._call(segment, self._client.create_segment)
 
-    def create_transaction_segment(self, segment: str) -> None:
-        """Create a transaction segment (role TRANSACTION, in its parent's container)."""
-        self._call(segment, lambda s: self._client.create_segment(s, SegmentRole.TRANSACTION))
-
     def create_transaction_segments(self, segments: Sequence[str]) -> None:
         """Create transaction segments (role TRANSACTION, each in its parent's container),
         all sent at once from this thread; one that exists already (an earlier run cut
@@ -182,25 +178,10 @@ class SegmentHelper:
         timeout = self._call_timeout_s
 
         def once() -> None:
-            futures = [call(segment) for segment in segments]
-            first: BaseException | None = None
-            for future in futures:
-                try:
-                    future.result(timeout)
-                except done_already:
-                    pass
-                except BaseException as e:  # every call is answered first
-                    first = first or e
-            if first is not None:
-                raise first
+            answers = _answers([call(segment) for segment in segments], timeout)
+            _raise_first(a for a in answers if not isinstance(a, done_already))
 
         self._repeat(f"{what} of {len(segments)} segments", once)
-
-    def merge(self, target: str, source: str) -> int:
-        """Atomically move sealed ``source``'s bytes to the end of ``target``; returns the
-        target's new length. SegmentNotFoundError if ``source`` is gone (merged already, when
-        repeated after an unknown outcome)."""
-        return self._call(target, lambda t: self._merge(t, source))
 
     def seal_and_merge(self, sources: Mapping[str, Sequence[str]]) -> None:
         """Seal each parent's ``sources`` and merge them into it, in order: one call per
@@ -228,25 +209,13 @@ class SegmentHelper:
                 self._client.seal_and_merge(jobs[0][0], jobs[0][1], jobs[1:])
                 for jobs in groups.values()
             ]
-            first: BaseException | None = None
-            for future in futures:
-                try:
-                    outcomes = future.result(timeout)
-                except BaseException as e:  # every call is answered first
-                    first = first or e
-                    continue
-                first = first or next((o for o in outcomes if o is not None), None)
-            if first is not None:
-                raise first
+            # A call's own failure, or the first target's that stopped its merges.
+            _raise_first(
+                a if isinstance(a, BaseException) else next((o for o in a if o is not None), None)
+                for a in _answers(futures, timeout)
+            )
 
         self._repeat(f"seal and merge into {len(sources)} segments", once)
-
-    def _merge(self, target: str, source: str) -> Future[int]:
-        merge = getattr(self._client, "merge", None)
-        if merge is not None:  # the typed client's call, once the segment store has one
-            result: Future[int] = merge(target, source)
-            return result
-        return self._client.invoker.invoke(SegmentStoreService.merge, target, source)
 
     def create_table_segment(self, segment: str) -> None:
         self._call(segment, self._client.table_create)
@@ -293,3 +262,21 @@ class SegmentHelper:
         else:
             updates = policy_removal_updates()
         self.update_attributes(segment, updates)
+
+
+def _answers(futures: list[Future[Any]], timeout: float | None) -> list[Any]:
+    """Each future's result, or the error it failed with, once every one answered."""
+    answers: list[Any] = []
+    for future in futures:
+        try:
+            answers.append(future.result(timeout))
+        except BaseException as e:  # every call is answered first
+            answers.append(e)
+    return answers
+
+
+def _raise_first(answers: Iterable[object]) -> None:
+    """Raise the first of ``answers`` that is an error (in order); others are no failure."""
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer

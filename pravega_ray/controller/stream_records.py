@@ -305,7 +305,7 @@ class StreamRecords:
             self._records.put(key, {**current.value, "partial": False}, current.version)
 
     def _index_add(self, scope: str, stream: str, created_ms: int, epoch: int) -> None:
-        key = f"index/{scope}/{stream}"
+        key = self._index_key(scope, stream)
         current = self._records.get(key)
         rows = list(current.value["rows"]) if current else []
         if rows and rows[-1][1] >= epoch:
@@ -315,7 +315,7 @@ class StreamRecords:
         self._records.put(key, {"rows": rows}, None if current is None else current.version)
 
     def index(self, scope: str, stream: str) -> list[tuple[int, int]]:
-        value = self._read(f"index/{scope}/{stream}")
+        value = self._read(self._index_key(scope, stream))
         return [(int(t), int(e)) for t, e in value["rows"]] if value else [(0, 0)]
 
     def epoch_at(self, scope: str, stream: str, time_ms: int) -> int:

@@ -59,6 +59,10 @@ class WorkflowSegments(TransactionSegments, Protocol):
     """The segment calls workflows make (``SegmentHelper``): create, seal, delete and
     truncate segments, and their transaction steps' calls."""
 
+    def seal_segment(self, segment: str) -> int: ...
+
+    def delete_segment(self, segment: str) -> None: ...
+
 
 class StreamWorkflows:
     """The request handler of the controller's request event processor. ``clock`` stamps

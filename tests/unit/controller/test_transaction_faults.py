@@ -288,8 +288,8 @@ def test_an_orphaned_creation_is_aborted_by_the_timer(cluster) -> None:  # type:
     txn_id = uuid.uuid4()
     store.txns.create("sc", "st", txn_id, 0, now + 1000, now + 60_000, now)
     parent = cluster._controller.get_stream_info("sc", "st").segments[0].name
-    cluster._segment_helper().create_transaction_segment(
-        transaction_segment_name(parent, txn_id.bytes)
+    cluster._segment_helper().create_transaction_segments(
+        [transaction_segment_name(parent, txn_id.bytes)]
     )  # only one of two segments was created
     clock = ManualClock(wall_start_ms=now + 2000)
     assert manual_timer(cluster, clock).run_once() == 1

@@ -100,7 +100,7 @@ def _sources(
     sources = []
     for n in range(count):
         source = transaction_segment_name(target, uuid.uuid4().bytes)
-        helper.create_transaction_segment(source)
+        helper.create_transaction_segments([source])
         append(cluster, source, f"<{n}>".encode())
         sources.append(source)
     return sources
