@@ -47,7 +47,16 @@ from pravega_ray.timing import SYSTEM_CLOCK, Clock
 R = TypeVar("R")
 
 IN_PROCESS_LEASE_S = 1.0
-"""``table_watch_lease_s`` of an in-process cluster's containers unless told otherwise."""
+"""``table_watch_lease_s`` of an in-process cluster's containers unless told otherwise,
+when its controller watches its records (``watch_metadata``)."""
+
+IN_PROCESS_UNWATCHED_LEASE_S = 0.02
+"""``table_watch_lease_s`` of an in-process cluster whose controller does not watch its
+records: nothing holds a lease there (unless a test calls ``table_watch`` itself, and
+passes its own lease), so the grace period a restarted container waits out before it
+acknowledges an update of the controller's records protects nobody. At a second, each
+restart of a test cost a second (the hostile-user state machine restarts hundreds of
+times)."""
 
 
 class _LockedController:
@@ -81,7 +90,8 @@ class InProcessCluster(ClientFactory):
         self._watch_metadata = watch_metadata
         # A short lease: each container restart of a test holds updates of the controller's
         # records for it (the grace period of segmentstore/table_watches.py).
-        self._options = {"table_watch_lease_s": IN_PROCESS_LEASE_S, **container_options}
+        lease_s = IN_PROCESS_LEASE_S if watch_metadata else IN_PROCESS_UNWATCHED_LEASE_S
+        self._options = {"table_watch_lease_s": lease_s, **container_options}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, daemon=True, name="pravega-inprocess"

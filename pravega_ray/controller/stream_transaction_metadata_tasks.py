@@ -308,7 +308,10 @@ class StreamTransactionMetadataTasks:
         return self._txn_info(record or self._completed(scope, stream, txn_id))
 
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
-        """The stream's active transactions (OPEN, COMMITTING, ABORTING) and their status."""
+        """The stream's active transactions (OPEN, COMMITTING, ABORTING) and their status.
+        A transaction whose completed record is written has ended, though its active record
+        may not be removed yet: it is not listed (as :meth:`check_transaction_status`
+        answers COMMITTED or ABORTED for it)."""
         self._steps.ready()
         self._steps.check_stream(scope, stream)
         workflows, txns = self._workflows, self._store.txns
@@ -316,8 +319,12 @@ class StreamTransactionMetadataTasks:
         for epoch in workflows.candidate_epochs(scope, stream):
             for txn_id in txns.list_epoch(scope, stream, epoch):
                 record = txns.active(scope, stream, epoch, txn_id)
-                if record is not None:
-                    out[txn_id] = record.status
+                if record is None:
+                    continue
+                ending = record.status in (TxnStatus.COMMITTING, TxnStatus.ABORTING)
+                if ending and txns.completed(scope, stream, txn_id) is not None:
+                    continue
+                out[txn_id] = record.status
         return out
 
     # --- ping, commit, abort ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.transaction_timer import STUCK_REPOST_S, TransactionTimer
 from pravega_ray.controller.transaction_workflows import COMMIT_SEGMENT
-from pravega_ray.controller.transactions import TxnRecord
+from pravega_ray.controller.transactions import TxnRecord, TxnRecords
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import container_for_segment, transaction_segment_name
 from pravega_ray.timing import ManualClock
@@ -552,3 +552,27 @@ def test_a_damaged_transaction_record_is_named_and_the_others_still_time_out(clu
     clock.advance(6)
     assert manual_timer(cluster, clock).run_once() == 1
     wait_for(lambda: status(cluster, healthy) is TxnStatus.ABORTED)
+
+
+@pytest.mark.parametrize("ending", [TxnStatus.COMMITTING, TxnStatus.ABORTING])
+def test_an_ended_transaction_whose_active_record_is_not_removed_yet_is_not_listed(
+    cluster, ending: TxnStatus
+) -> None:  # type: ignore[no-untyped-def]
+    """A processor ends a transaction by writing its completed record, then removing the
+    active one: between the two, status says it ended, and the listing agrees."""
+    make_stream(cluster, 1)
+    cluster._stop_processors()  # nothing finishes the ending below
+    txn = cluster._controller.create_transaction("sc", "st", 60.0)
+    other = cluster._controller.create_transaction("sc", "st", 60.0)
+    txns = StreamMetadataStore(cluster.metadata).txns
+    record = txns.update(record_of(cluster, txn), status=ending.value)
+    ended = TxnStatus.COMMITTED if ending is TxnStatus.COMMITTING else TxnStatus.ABORTED
+    listed = cluster._controller.list_transactions("sc", "st")
+    assert listed == {txn.txn_id: ending, other.txn_id: TxnStatus.OPEN}
+    # The processor's first step of the end; it is killed before the second.
+    key = TxnRecords.completed_key("sc", "st", txn.txn_id)
+    cluster.metadata.put(
+        key, {"status": ended.value, "epoch": record.epoch, "completed_ms": 1}, None
+    )
+    assert status(cluster, txn) is ended
+    assert cluster._controller.list_transactions("sc", "st") == {other.txn_id: TxnStatus.OPEN}
