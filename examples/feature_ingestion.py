@@ -236,9 +236,11 @@ def run(
     step(f"writing {readings.num_rows:,} sensor readings to {scope}/sensors exactly once ...")
     ingest_started = time.monotonic()
     write_readings(cluster, scope, readings)
+    phases = {"readings written": time.monotonic() - ingest_started}
 
     step(f"computing features over windows of {window} readings (Ray Data) ...")
     features = compute_features(scope, window, cluster)
+    phases["features computed (read, map_batches)"] = time.monotonic() - ingest_started
     step(f"writing {features.num_rows} feature rows to {scope}/features exactly once ...")
     import ray.data
 
@@ -250,6 +252,7 @@ def run(
         cluster=cluster,
     )
 
+    phases["features written"] = time.monotonic() - ingest_started
     step("reading the features back into a training loop ...")
     back = pr.data.read_stream(
         f"{scope}/features", serializer=pr.ArrowIpcSerializer(FEATURE_SCHEMA), cluster=cluster
@@ -268,6 +271,7 @@ def run(
             f"({len(keys)} distinct)"
         )
     ingest_s = time.monotonic() - ingest_started  # readings in -> features committed, read back
+    phases["features read back"] = ingest_s
     loss_before, loss_after = train(table, epochs)
     return {
         "events in": readings.num_rows,
@@ -279,6 +283,7 @@ def run(
         "readings per window": window,
         "training loss before (MSE)": round(loss_before, 4),
         "training loss after (MSE)": round(loss_after, 4),
+        **{f"seconds to: {name}": round(at, 1) for name, at in phases.items()},
         "seconds": round(time.monotonic() - started, 1),
         "end-to-end readings/s (write, features, write, read back)": int(
             readings.num_rows / ingest_s

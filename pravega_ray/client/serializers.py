@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
+from pravega_ray.client.json_columns import decode_rows, encode_rows
 from pravega_ray.constants import MIB
 from pravega_ray.errors import InvalidArgumentError, SerializationError
 
@@ -340,6 +341,9 @@ class JsonSerializer:
         """One row per payload, in order (SerializationError for one that does not decode)."""
         schema = self._require_schema()
         pa = _import_pyarrow()
+        fast = decode_rows(list(payloads), schema)  # the same rows, all payloads at once
+        if fast is not None:
+            return fast
         rows = [self.deserialize(p) for p in payloads]
         arrays = [pa.array([row[f.name] for row in rows], type=f.type) for f in schema]
         return pa.Table.from_arrays(arrays, schema=schema)
@@ -350,6 +354,9 @@ class JsonSerializer:
         pa = _import_pyarrow()
         if not isinstance(table, pa.Table):
             raise _encode_error(f"encode_table needs a pyarrow.Table, got {type(table).__name__}")
+        fast = encode_rows(table, schema)  # the same bytes, column at a time
+        if fast is not None:
+            return fast
         columns: list[list[Any]] = []
         for field in schema:
             if field.name in table.column_names:
