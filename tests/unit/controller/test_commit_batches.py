@@ -149,6 +149,9 @@ def test_commits_queued_together_are_merged_in_one_round_in_commit_order(cluster
     counts: dict[str, int] = {}
     cluster.restart_commit_processor(step=counting_steps(counts))
     wait_for(lambda: all(status(cluster, t) is TxnStatus.COMMITTED for t in txns))
+    # The statuses read COMMITTED once the completed records are written; the processor
+    # calls its "committed" step a moment after.
+    wait_for(lambda: "committed" in counts)
     assert counts == {"txn segments merged": 1, "committed": 1}
     for parent in txns[0].segments:
         append(cluster, parent.name, b";after")
