@@ -99,6 +99,8 @@ def decode_rows(payloads: list[Any], schema: pa.Schema) -> pa.Table | None:
 
     if not payloads or not all(_flat(f.type) for f in schema):
         return None
+    if not all(isinstance(p, (bytes, bytearray, memoryview)) for p in payloads):
+        return None  # the per-row path names what is not bytes
     joined = b"\n".join(payloads)
     if joined.count(b"\n") != len(payloads) - 1 or b"\r" in joined:
         return None  # a payload holds a line break: rows would not line up

@@ -149,14 +149,17 @@ def test_payloads_other_writers_wrote_are_read_as_the_row_path_reads_them(
         b'["a",1,1.0]',  # not an object
         b"not json",
         b"",
+        "a str",  # not bytes: a typed error, as before the column path
+        None,
+        7,
     ],
 )
-def test_a_payload_the_row_path_refuses_is_refused(payload: bytes) -> None:
+def test_a_payload_the_row_path_refuses_is_refused(payload: object) -> None:
     serializer = pr.JsonSerializer(schema=SCHEMA)
     canonical = b'{"name":"b","n":2,"x":0.25}'
     assert decode_rows([canonical, payload], SCHEMA) is None
     with pytest.raises(SerializationError):
-        serializer.decode_table([canonical, payload])
+        serializer.decode_table([canonical, payload])  # type: ignore[list-item]
 
 
 def test_a_big_batch_round_trips_through_the_fast_path() -> None:
