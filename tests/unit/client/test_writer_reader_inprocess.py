@@ -277,3 +277,34 @@ def test_write_event_blocks_when_too_much_is_queued(cluster) -> None:
         w.close()
     finally:
         connection.append = real_append
+
+
+def test_a_reader_polling_with_short_timeouts_keeps_one_tail_read_per_segment(
+    cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 1)
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    reader = cluster.create_reader("r1", "sc", "rg")
+    assert reader.read_next_event(0.5) is None  # owns the segment, a tail read outstanding
+    reads: list[str] = []
+    invoke = cluster.invoke
+
+    def counting(method, segment, *args):  # type: ignore[no-untyped-def]
+        if method.__name__ == "read" and segment.startswith("sc/st/"):
+            reads.append(segment)
+        return invoke(method, segment, *args)
+
+    monkeypatch.setattr(cluster, "invoke", counting)
+    began = time.monotonic()
+    for _ in range(40):
+        assert reader.read_next_event(0.01) is None
+    # One read per long poll that ran out meanwhile (none, unless the machine is slow):
+    # before, one per call.
+    polls = 1 + int((time.monotonic() - began) / constants.READER_LONG_POLL_S)
+    assert len(reads) <= polls, reads
+    with cluster.create_writer("sc", "st") as writer:  # the outstanding read answers it
+        writer.write_event(b"new")
+        writer.flush()
+    event = reader.read_next_event(5.0)
+    assert event is not None and event.event == b"new"
+    reader.close()
