@@ -281,12 +281,18 @@ class StreamTransactionMetadataTasks:
         completed record answers."""
         record = self._workflows.find(scope, stream, txn_id)
         if record is not None:
-            if record.status in (TxnStatus.COMMITTING, TxnStatus.ABORTING):
-                ended = self._store.txns.completed(scope, stream, txn_id)
-                if ended is not None:
-                    return None, ended.status
+            ended = self._ended(record)
+            if ended is not None:
+                return None, ended.status
             return record, record.status
         return None, self._completed(scope, stream, txn_id).status
+
+    def _ended(self, record: TxnRecord) -> TxnRecord | None:
+        """The completed record of an active record that is COMMITTING or ABORTING, if it is
+        written (the transaction has ended, its active record not removed yet); else None."""
+        if record.status not in (TxnStatus.COMMITTING, TxnStatus.ABORTING):
+            return None
+        return self._store.txns.completed(record.scope, record.stream, record.txn_id)
 
     def _completed(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnRecord:
         # Read after the active record: an ending transaction writes this one first.
@@ -319,12 +325,8 @@ class StreamTransactionMetadataTasks:
         for epoch in workflows.candidate_epochs(scope, stream):
             for txn_id in txns.list_epoch(scope, stream, epoch):
                 record = txns.active(scope, stream, epoch, txn_id)
-                if record is None:
-                    continue
-                ending = record.status in (TxnStatus.COMMITTING, TxnStatus.ABORTING)
-                if ending and txns.completed(scope, stream, txn_id) is not None:
-                    continue
-                out[txn_id] = record.status
+                if record is not None and self._ended(record) is None:
+                    out[txn_id] = record.status
         return out
 
     # --- ping, commit, abort ---------------------------------------------------------------------
