@@ -50,7 +50,6 @@ def _column_text(column: Any, arrow_type: Any) -> list[str] | None:
     import pyarrow.compute as pc
 
     types = pa.types
-    values = column.to_pylist()
     if types.is_floating(arrow_type):
         finite = pc.is_finite(column)
         if finite.null_count != column.null_count or pc.all(finite).as_py() not in (True, None):
@@ -62,6 +61,7 @@ def _column_text(column: Any, arrow_type: Any) -> list[str] | None:
         encode = {True: "true", False: "false"}.__getitem__
     else:
         encode = encode_basestring_ascii
+    values = column.to_pylist()
     if column.null_count:
         return ["null" if v is None else encode(v) for v in values]
     return list(map(encode, values))
