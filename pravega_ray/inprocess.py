@@ -15,6 +15,7 @@ durable log and Tier-2, as a Ray restart would.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
@@ -44,6 +45,7 @@ from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.timing import SYSTEM_CLOCK, Clock
 
+log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 IN_PROCESS_LEASE_S = 1.0
@@ -266,8 +268,15 @@ class InProcessCluster(ClientFactory):
         for container in self._containers:
             if container is not None:
                 self.run(container.close()).result(10)
+        # The loop's default executor threads would outlive it (two per cluster a test made).
+        try:
+            self.run(self._loop.shutdown_default_executor()).result(10)
+        except TimeoutError:
+            log.warning("in-process cluster: executor threads still busy at shutdown")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 async def _translate(coro: Coroutine[Any, Any, R]) -> R:

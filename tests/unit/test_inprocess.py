@@ -1,0 +1,40 @@
+"""The in-process cluster (pravega_ray/inprocess.py) as tests use it: made and shut down many
+times in one process."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import pravega_ray as pr
+from pravega_ray.inprocess import InProcessCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.is_alive()}
+
+
+def test_a_shut_down_cluster_leaves_no_thread_behind() -> None:
+    """Its event loop, its executor's threads (file and storage work runs there), its
+    processors and timer all stop: a test session that makes hundreds of clusters does not
+    collect threads. (Process-wide pools, made once by the first cluster, stay.)"""
+
+    def one(n: int) -> None:
+        cluster = InProcessCluster(container_count=2)
+        manager = cluster.stream_manager()
+        manager.create_scope("sc")
+        manager.create_stream("sc", f"st{n}", pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
+        with cluster.create_writer("sc", f"st{n}", pr.Utf8Serializer()) as writer:
+            writer.write_event("x", routing_key="k").result(10)
+        cluster.shutdown()
+
+    one(0)
+    before = _threads()
+    for n in range(1, 4):
+        one(n)
+    for thread in _threads() - before:
+        thread.join(5)
+    assert [t.name for t in _threads() - before] == []
