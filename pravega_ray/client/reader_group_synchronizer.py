@@ -32,15 +32,17 @@ checkpoints only, give or take one round.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.client.table_rounds import table_rounds
 from pravega_ray.contracts.checkpoint_state import ack_key, ack_key_checkpoint_id
 from pravega_ray.contracts.reader_group_state import (
     STATE_KEY,
@@ -96,6 +98,7 @@ class ReaderGroupSynchronizer:
             scope, group, self.group_id
         )
         self._segments = segments
+        self._rounds = table_rounds(segments, self.segment)  # shared by the process's members
         self._attempts_max = (
             constants.READER_GROUP_STATE_ATTEMPTS_MAX if attempts_max is None else attempts_max
         )
@@ -109,7 +112,7 @@ class ReaderGroupSynchronizer:
         another incarnation); DataCorruptionError for a stored state that does not load;
         SegmentStoreUnavailableError if the container did not answer.
         """
-        entry = self._call(self._segments.table_get(self.segment, [STATE_KEY]))[0]
+        entry = self._get([STATE_KEY])[0]
         if entry is None or entry.value is None:
             return self._seed()
         state = self._parse(entry.value)
@@ -213,7 +216,8 @@ class ReaderGroupSynchronizer:
         update = TableUpdate(ack_key(checkpoint_id, reader_id), value)
         for attempt in range(self._attempts_max):
             try:
-                self._call(self._segments.table_update(self.segment, [update]))
+                with self._errors():
+                    self._rounds.put([update], constants.READER_GROUP_STATE_CALL_TIMEOUT_S)
                 return
             except RetriableError as e:
                 if attempt + 1 >= self._attempts_max:
@@ -228,8 +232,7 @@ class ReaderGroupSynchronizer:
         if not wanted:
             return {}
         keys = [ack_key(checkpoint_id, reader_id) for checkpoint_id, reader_id in wanted]
-        entries = self._call(self._segments.table_get(self.segment, keys))
-        return self._loaded(wanted, entries)
+        return self._loaded(wanted, self._get(keys))
 
     def look(
         self, hint: Sequence[tuple[str, str]]
@@ -240,7 +243,7 @@ class ReaderGroupSynchronizer:
         two. Raises as :meth:`fetch` does."""
         hint = list(dict.fromkeys(hint))
         keys = [STATE_KEY] + [ack_key(c, r) for c, r in hint]
-        entries = self._call(self._segments.table_get(self.segment, keys))
+        entries = self._get(keys)
         entry = entries[0]
         if entry is None or entry.value is None:
             state = self._seed()[0]
@@ -378,9 +381,22 @@ class ReaderGroupSynchronizer:
         )
         self._scheduler.sleep(constants.READER_GROUP_STATE_RETRY_PAUSE_S)
 
+    def _get(self, keys: Sequence[bytes]) -> list[TableEntry | None]:
+        """``table_get`` of ``keys``, in a round with the process's other members' reads
+        (``client/table_rounds.py``: as fresh as a call of its own)."""
+        with self._errors():
+            return self._rounds.get(keys, constants.READER_GROUP_STATE_CALL_TIMEOUT_S)
+
     def _call(self, future: Future[R]) -> R:
-        try:
+        with self._errors():
             return future.result(constants.READER_GROUP_STATE_CALL_TIMEOUT_S)
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """A call's errors as the synchronizer's callers see them: a gone state segment is
+        a deleted group; no answer in time, outcome unknown."""
+        try:
+            yield
         except SegmentNotFoundError:
             raise ReaderGroupNotFoundError(
                 f"reader group {self.scope}/{self.group} was deleted (its state segment "
