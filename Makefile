@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 FAST_TIER := not ray and not spark and not s3
 FAST_LOG := .fast-tier.log
 
-.PHONY: demo demo-features test test-fast lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data clean check-java venv
+.PHONY: demo demo-features test test-fast lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data bench-idle-container clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -71,6 +71,9 @@ bench-spark-bridge: venv check-java
 
 bench-ray-data: venv
 	RAY_ADDRESS=local $(PY) -m benchmarks.ray_data_read
+
+bench-idle-container: venv
+	$(PY) -m benchmarks.idle_container
 
 venv: $(STAMP)
 

@@ -5,7 +5,10 @@ an attribute it validates against. Before an operation is validated, the keys
 it names are *prefetched* from the attribute index into the segment's pending
 view; the storage writer later *flushes* applied values (coalesced: latest
 wins) into the index and *evicts* clean ones once the container holds more than
-``attribute_cache_entries_max``. Values are kept in
+``attribute_cache_entries_max``. Flushes visit only the container's busy segments
+(``ContainerMetadata.busy``: a segment with dirty values is busy); eviction counts the
+cached values of every segment, only after a round that saw busy segments or prefetches
+(nothing else caches values), so an idle container counts nothing. Values are kept in
 :class:`~pravega_ray.segmentstore.container_metadata.SegmentMetadata`
 (``attributes``, ``pending_attributes``, ``dirty_attributes``); this class owns
 the policy and the index I/O.
@@ -86,6 +89,7 @@ class AttributeCache:
         self._lock = asyncio.Lock()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="attribute-index")
         self._deleted: list[str] = []  # segments whose index awaits deletion
+        self._loaded = False  # values prefetched since eviction last counted
 
     def expect_root(self, storage_name: str, root: int) -> None:
         """Recovery: the log recorded that the segment's index reached ``root``."""
@@ -138,6 +142,7 @@ class AttributeCache:
                     value = found.get(key, NULL_VALUE)
                     state.pending_attributes[key] = value
                     state.attributes.setdefault(key, value)
+                    self._loaded = True
 
     async def get(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
         """Durable values of ``keys`` (absent ones left out), core keys (event count,
@@ -216,12 +221,17 @@ class AttributeCache:
         The log needs no flush to be truncated: checkpoints carry dirty values.
         """
         now = self._clock.monotonic()
-        for state in list(self._metadata):
+        busy = self._metadata.busy()  # the others have no dirty value
+        for state in busy:
             await self._flush_segment(state, now, force)
         deleted, self._deleted = self._deleted, []
         for segment in deleted:
             await self._call(self._index.delete, segment)
-        self._evict()
+        # Values are cached by prefetches and by changes (whose segments are busy till the
+        # round after they are durable): with neither, the count cannot have grown.
+        if busy or self._loaded or force:
+            self._loaded = False
+            self._evict()
 
     async def _flush_segment(self, state: SegmentMetadata, now: float, force: bool) -> None:
         if not state.dirty_attributes or state.pending_deleted:
@@ -252,7 +262,7 @@ class AttributeCache:
 
     def _evict(self) -> None:
         """Drop clean cached attributes once the container holds more than the bound."""
-        cached = sum(len(s.pending_attributes) for s in self._metadata)
+        cached = sum(map(len, self._metadata.pending_attribute_maps()))
         excess = cached - self._entries_max
         for state in self._metadata:
             if excess <= 0:

@@ -259,7 +259,7 @@ class DurableLog:
         tags = self._metric_tags
         metrics.LOG_BYTES.set(self._log_bytes, tags)
         metrics.LOG_RECORDS.set(len(self._records), tags)
-        lag = sum(max(0, state.length - state.storage_length) for state in self._metadata)
+        lag = sum(max(0, s.length - s.storage_length) for s in self._metadata.busy())
         metrics.STORAGE_WRITER_LAG.set(lag, tags)
         hits, misses = self._read_index.hits, self._read_index.misses
         counted_hits, counted_misses = self._reads_counted
@@ -296,6 +296,7 @@ class DurableLog:
         state.unflushed_appends.append((offset, sequence))
         if state.unflushed_since is None:
             state.unflushed_since = self._clock.monotonic()
+        self._metadata.touch(state)
 
     def _apply_append(self, op: ops.Append, sequence: int, _: bytes | None) -> None:
         state = self._metadata.find(op.segment)
@@ -311,6 +312,8 @@ class DurableLog:
         state.event_count += op.event_count
         state.attributes.update(op.attributes)
         state.dirty_attributes.update(op.attributes)
+        if op.attributes:
+            self._metadata.touch(state)
         if state.traffic is not None:  # live, not replayed: recovery leaves it "long ago"
             now = self._clock.monotonic()
             state.traffic.record(op.event_count, len(op.data), now)
@@ -367,6 +370,7 @@ class DurableLog:
         assert state is not None
         state.attributes.update(op.attributes)
         state.dirty_attributes.update(op.attributes)
+        self._metadata.touch(state)
 
     def _apply_truncate(self, op: ops.TruncateSegment, _: int, __: bytes | None) -> None:
         state = self._metadata.find(op.segment)
@@ -421,6 +425,7 @@ class DurableLog:
         target.event_count += source.event_count
         target.attributes.update(op.attributes)
         target.dirty_attributes.update(op.attributes)
+        self._metadata.touch(target)
         wake_all(target.data_waiters)
         wake_all(source.data_waiters)
         wake_all(source.attribute_waiters)

@@ -19,6 +19,12 @@ Pravega's ``StorageWriter``. Every ``storage_writer_tick_s`` it runs one round:
 5. The durable log writes a checkpoint if due and truncates itself as far as
    Tier-2 allows, so Tier-1 stays bounded under sustained load.
 
+A round visits only the container's *busy* segments (``ContainerMetadata.busy``: those
+that may hold data or attribute values not in Tier-2) and forgets the clean ones at its end,
+so its cost follows the segments written to, not all the container holds. Every
+``REVISIT_ALL_S`` a round visits every segment once (``revisit_all``) and logs any it
+finds not clean that was not busy.
+
 It talks to its container only through the narrow interfaces below, never through the
 container's members. A :class:`FencedError` from Tier-2 (a newer owner took over)
 stops the container; any other error of a timed round is logged and the next round
@@ -31,20 +37,23 @@ import asyncio
 import logging
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Protocol
 
 from pravega_ray.errors import AlreadyExistsError, ContainerNotReadyError, FencedError
 from pravega_ray.invariant import invariant
 from pravega_ray.segmentstore import operations as ops
 from pravega_ray.segmentstore.chunk_layout import chunk_name
-from pravega_ray.segmentstore.container_metadata import SegmentMetadata
+from pravega_ray.segmentstore.container_metadata import ContainerMetadata, SegmentMetadata
 from pravega_ray.storage.chunk_storage import ChunkStorage
 from pravega_ray.timing import Clock, Scheduler
 
 __all__ = ["AttributeFlusher", "FlushPolicy", "OperationLog", "StorageWriter", "UnflushedData"]
 
 log = logging.getLogger(__name__)
+
+REVISIT_ALL_S = 10.0
+"""How often a round visits every segment, not only the busy ones (module docstring)."""
 
 
 class UnflushedData(Protocol):
@@ -93,7 +102,7 @@ class StorageWriter:
     def __init__(
         self,
         container_id: int,
-        segments: Iterable[SegmentMetadata],
+        segments: ContainerMetadata,
         data: UnflushedData,
         storage: ChunkStorage,
         operations: OperationLog,
@@ -121,6 +130,7 @@ class StorageWriter:
         # Chunks no longer referenced, taken from the durable log, not yet deleted: a delete
         # that fails leaves its chunk (and those after it) here for the next round.
         self._dead_chunks: deque[str] = deque()
+        self._revisit_at = clock.monotonic() + REVISIT_ALL_S
 
     def start(self) -> None:
         """Start the timed rounds on the running event loop."""
@@ -135,7 +145,7 @@ class StorageWriter:
     def flush_candidates(self, force: bool) -> list[SegmentMetadata]:
         """The segments due for a flush now."""
         now = self._clock.monotonic()
-        return [s for s in self._segments if self._policy.is_due(s, now, force)]
+        return [s for s in self._segments.busy() if self._policy.is_due(s, now, force)]
 
     async def _run(self) -> None:
         while True:
@@ -166,12 +176,29 @@ class StorageWriter:
     async def _flush_round(self, force: bool, checkpoint: bool) -> None:
         assert self._lock is not None
         async with self._lock:
+            self._revisit_if_due()
             for state in self.flush_candidates(force):
                 await self._flush_segment(state)
             await self._delete_dead_chunks()
             await self._attributes.flush(force)
             # Under the lock: no ChunkAdded is queued, so the checkpoint's snapshot is exact.
             await self._operations.checkpoint_and_truncate(force=checkpoint)
+            self._segments.drop_clean()
+
+    def _revisit_if_due(self) -> None:
+        """Every REVISIT_ALL_S: this round visits every segment (module docstring)."""
+        now = self._clock.monotonic()
+        if now < self._revisit_at:
+            return
+        self._revisit_at = now + REVISIT_ALL_S
+        escaped = self._segments.revisit_all()
+        if escaped:  # a change applied without touch(): a defect, made harmless here
+            log.warning(
+                "container %d: %d segments had work for Tier-2 but were not busy, e.g. %s",
+                self._container_id,
+                len(escaped),
+                escaped[:3],
+            )
 
     async def _delete_dead_chunks(self) -> None:
         """Delete the chunks no longer referenced (idempotent); failures wait for a later round."""

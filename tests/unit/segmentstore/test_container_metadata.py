@@ -208,6 +208,60 @@ def test_merge_pair_with_a_missing_segment_raises_not_found(missing: str) -> Non
         metadata.merge_pair(A, B)
 
 
+# --- busy segments ---------------------------------------------------------------------------
+def test_a_segment_is_busy_from_its_add_until_a_drop_finds_it_clean() -> None:
+    metadata = metadata_with(A, B)
+    assert [s.name for s in metadata.busy()] == [A, B]
+    metadata.get(B).length = 5  # durable bytes not in Tier-2
+    metadata.drop_clean()
+    assert [s.name for s in metadata.busy()] == [B]
+    metadata.get(B).storage_length = 5
+    metadata.get(B).dirty_attributes[K1] = 1  # but a dirty attribute value
+    metadata.drop_clean()
+    assert [s.name for s in metadata.busy()] == [B]
+    metadata.get(B).dirty_attributes.clear()
+    metadata.get(B).unflushed_appends.append((5, 9))  # a log position not released
+    metadata.drop_clean()
+    assert [s.name for s in metadata.busy()] == [B]
+    metadata.get(B).unflushed_appends.clear()
+    metadata.drop_clean()
+    assert metadata.busy() == []
+
+
+def test_touch_makes_a_segment_busy_again_but_not_one_removed_or_replaced() -> None:
+    metadata = metadata_with(A, B)
+    metadata.drop_clean()
+    old_a = metadata.get(A)
+    metadata.touch(old_a)
+    assert metadata.busy() == [old_a]
+    metadata.remove(A)
+    assert metadata.busy() == []
+    metadata.touch(old_a)  # gone: not brought back
+    metadata.add(SegmentMetadata(A, 2000))  # a new incarnation of the name
+    metadata.drop_clean()
+    metadata.touch(old_a)  # the old object does not stand for the new segment
+    assert metadata.busy() == []
+
+
+def test_revisit_all_makes_every_segment_busy_and_names_those_that_escaped() -> None:
+    metadata = metadata_with(A, B, C)
+    metadata.drop_clean()
+    metadata.get(B).length = 3  # changed without touch(): a defect the check names
+    assert metadata.revisit_all() == [B]
+    assert [s.name for s in metadata.busy()] == [A, B, C]
+    assert metadata.revisit_all() == []
+
+
+def test_the_oldest_unflushed_sequence_is_found_among_busy_segments() -> None:
+    metadata = metadata_with(A, B)
+    metadata.get(A).length = 10
+    metadata.get(A).unflushed_appends.append((0, 7))
+    metadata.get(B).length = 10
+    metadata.get(B).unflushed_appends.append((0, 4))
+    metadata.drop_clean()
+    assert metadata.oldest_unflushed_sequence() == 4
+
+
 # --- checkpoints ----------------------------------------------------------------------------------
 def busy_segment() -> SegmentMetadata:
     """A segment with durable data in Tier-2 and in memory, attributes and queued operations."""

@@ -195,6 +195,74 @@ def logged(p: Parts) -> list[list[ops.Operation]]:
     return [list(ops.decode(payload)) for _, payload in sorted(p.store.records.items())]
 
 
+# --- busy segments: what the storage writer's rounds visit -------------------------------------
+D = "sc/st/3.#epoch.0"
+E = "sc/st/4.#epoch.0"
+
+
+def test_every_applied_change_that_leaves_work_for_tier2_makes_its_segment_busy() -> None:
+    """A round visits only busy segments (ContainerMetadata.busy): a change the durable log
+    applies without touching its segment would never reach Tier-2 (nor let the log be
+    truncated). Each kind of change, on a segment that was clean and not busy."""
+
+    async def body() -> None:
+        p = parts()
+        p.log.start()
+        for name in (A, B, C, D, E):
+            await p.create(name)
+        await p.append(E, b"merged")
+        await p.seal(E)
+        p.metadata.drop_clean()
+        assert [s.name for s in p.metadata.busy()] == [E]  # the others are clean
+        await p.append(A, b"data")
+        await p.append(B, b"", {K1: 1}, events=0)  # attributes only
+        await p.update_attributes(C, {K2: 2})
+        await p.merge(D, E, copy=True)  # E's bytes copied into D, not in Tier-2
+        assert sorted(s.name for s in p.metadata.busy()) == [A, B, C, D]
+        p.metadata.drop_clean()  # none is clean yet
+        assert sorted(s.name for s in p.metadata.busy()) == [A, B, C, D]
+        assert p.metadata.revisit_all() == []  # nothing escaped
+
+    run(body())
+
+
+def test_a_flushed_segment_leaves_the_busy_set_and_comes_back_with_its_next_append() -> None:
+    async def body() -> None:
+        p = parts()
+        p.log.start()
+        await p.create(A)
+        await p.append(A, b"abc")
+        await p.flush(A)
+        state = p.metadata.get(A)
+        state.dirty_attributes.clear()  # as the attribute cache's flush does
+        p.metadata.drop_clean()
+        assert p.metadata.busy() == [] and p.metadata.oldest_unflushed_sequence() is None
+        await p.append(A, b"def")
+        assert p.metadata.busy() == [state]
+        assert p.metadata.oldest_unflushed_sequence() is not None
+
+    run(body())
+
+
+def test_a_recovered_container_starts_with_every_segment_busy() -> None:
+    """Its checkpoint and log may leave data, log positions and dirty attributes that are
+    not in Tier-2 on any segment: the first round visits them all."""
+
+    async def body() -> None:
+        p = parts()
+        p.log.start()
+        for name in (A, B):
+            await p.create(name)
+        await p.append(A, b"abc", {K1: 1})
+        await p.log.stop()
+        again = p.restarted()
+        assert sorted(s.name for s in again.metadata.busy()) == [A, B]
+        again.metadata.drop_clean()
+        assert [s.name for s in again.metadata.busy()] == [A]
+
+    run(body())
+
+
 # --- apply, one operation at a time ---------------------------------------------------------------
 def test_apply_append_updates_the_durable_view() -> None:
     async def body() -> None:

@@ -21,7 +21,7 @@ from pravega_ray.segmentstore import operations as ops
 from pravega_ray.segmentstore.chunk_layout import ChunkRef, chunk_name
 from pravega_ray.segmentstore.container_metadata import ContainerMetadata, SegmentMetadata
 from pravega_ray.segmentstore.read_index import ReadIndex
-from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
+from pravega_ray.segmentstore.storage_writer import REVISIT_ALL_S, FlushPolicy, StorageWriter
 from pravega_ray.storage.fenced import FencedChunkStorage
 from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.timing import AsyncioScheduler, ManualClock
@@ -184,6 +184,7 @@ class Writer:
             state.length += len(data)
             if state.unflushed_since is None:
                 state.unflushed_since = self.clock.monotonic()
+        self.metadata.touch(state)  # as the durable log does: the rounds visit it again
 
     def chunks_added(self) -> list[ops.ChunkAdded]:
         return [op for op, _ in self.operations.added]  # type: ignore[misc]
@@ -342,6 +343,34 @@ def test_timed_round_flushes_only_due_segments() -> None:
         w.clock.advance(INTERVAL_S)
         await w.scheduler.tick()
         assert [c.segment for c in w.chunks_added()] == [A, B]
+
+    run(body)
+
+
+def test_rounds_visit_busy_segments_only_and_every_segment_at_each_revisit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After a round the clean segments are no longer visited; data that reached a segment
+    without the durable log's touch (a defect) is found by the next revisit and named."""
+
+    async def body(w: Writer) -> None:
+        names = [f"sc/st/{n}.#epoch.0" for n in range(50)]
+        for name in names:
+            w.append(name, b"x")
+        await w.writer.flush_all()
+        assert len(w.chunks_added()) == 50 and w.metadata.busy() == []
+        state = w.metadata.get(names[7])  # bytes applied without touch():
+        w.read_index.append(state.name, state.length, b"y")
+        state.length += 1
+        state.unflushed_since = w.clock.monotonic()
+        await w.writer.flush_all()
+        assert len(w.chunks_added()) == 50  # not visited
+        w.clock.advance(REVISIT_ALL_S)
+        with caplog.at_level("WARNING"):
+            await w.writer.flush_all()
+        assert [c.segment for c in w.chunks_added()[50:]] == [state.name]
+        assert "were not busy" in caplog.text and state.name in caplog.text
+        assert w.metadata.busy() == []
 
     run(body)
 
