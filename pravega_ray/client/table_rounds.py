@@ -20,7 +20,8 @@ Contracts:
   an outcome-unknown error, perhaps all of it).
 * A round is sent by the first of its callers once no round of its kind is in flight; it
   waits at most ``timeout_s`` for the answer, and every caller of the round gets
-  ``concurrent.futures.TimeoutError`` if it does not come (outcome unknown). A caller whose
+  ``concurrent.futures.TimeoutError`` if it does not come, or if the sending thread is
+  interrupted (KeyboardInterrupt: it alone gets that; outcome unknown). A caller whose
   keys do not fit in the round (``TABLE_BATCH_KEYS_MAX``, ``TABLE_BATCH_BYTES_MAX``) sends
   its own call.
 
@@ -40,6 +41,8 @@ from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import InvalidArgumentError
 
 __all__ = ["TableRounds", "table_rounds"]
+
+_INTERRUPTED = "the thread sending this round was interrupted: outcome unknown"
 
 
 @dataclass
@@ -129,8 +132,11 @@ class TableRounds:
                 sent = list(round_.keys)
                 entries = self._segments.table_get(self.segment, sent).result(timeout_s)
                 round_.answer = dict(zip(sent, entries, strict=True))
-            except BaseException as e:  # every caller of the round gets it
+            except Exception as e:  # every caller of the round gets it
                 round_.error = e
+            except BaseException:  # the sender was interrupted: the others know nothing
+                round_.error = TimeoutError(_INTERRUPTED)
+                raise
             finally:
                 self._reads.answered(round_)
         if round_.error is not None:
@@ -154,8 +160,11 @@ class TableRounds:
             try:
                 batch = [u for u in round_.keys.values() if u is not None]
                 self._segments.table_update(self.segment, batch).result(timeout_s)
-            except BaseException as e:
+            except Exception as e:
                 round_.error = e
+            except BaseException:
+                round_.error = TimeoutError(_INTERRUPTED)
+                raise
             finally:
                 self._writes.answered(round_)
         if round_.error is not None:

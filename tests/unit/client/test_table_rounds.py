@@ -38,6 +38,7 @@ class Gate:
         self.calls: Counter[str] = Counter()
         self.keys: list[list[bytes]] = []
         self.held: dict[str, threading.Event] = {}
+        self.interrupt: set[int] = set()  # numbers of calls (1: the first) that are interrupted
         self.arrived: dict[str, threading.Event] = {}
         self._pool = ThreadPoolExecutor(8)
 
@@ -54,6 +55,10 @@ class Gate:
             return self._cluster.invoke(method, segment, *args)
         self.calls[name] += 1
         self.keys.append([k if isinstance(k, bytes) else k.key for k in args[0]])
+        if len(self.keys) in self.interrupt:
+            interrupted: Future[Any] = Future()
+            interrupted.set_exception(KeyboardInterrupt())
+            return interrupted
         held = self.held.get(name)
         if held is None:
             return self._cluster.invoke(method, segment, *args)
@@ -188,6 +193,26 @@ def test_a_round_without_an_answer_in_time_fails_every_caller_with_a_timeout(
     # Nothing is left in flight: the next callers are served.
     rounds.put([TableUpdate(b"after", b"v")], 10)
     assert _value(rounds.get([b"after"], 10)[0]) == b"v"
+
+
+def test_an_interrupted_sender_alone_gets_the_interrupt_the_others_an_unknown_outcome(
+    gate: Gate,
+) -> None:
+    """A KeyboardInterrupt in the thread that sends a round is that thread's: the other
+    callers of the round get TimeoutError (outcome unknown), not the interrupt."""
+    rounds = _rounds(gate)
+    gate.hold("table_get")
+    gate.interrupt.add(2)  # the second round
+    with ThreadPoolExecutor(8) as pool:
+        first = pool.submit(rounds.get, [b"a"], 30)
+        assert gate.arrived["table_get"].wait(10)
+        second = [pool.submit(rounds.get, [b"a"], 30) for _ in range(4)]
+        time.sleep(0.2)
+        gate.open("table_get")
+        assert first.result(10) == [None]
+        errors = [type(future.exception(10)) for future in second]
+    assert sorted(e.__name__ for e in errors) == ["KeyboardInterrupt"] + ["TimeoutError"] * 3
+    assert rounds.get([b"a"], 10) == [None]  # and the rounds go on
 
 
 def test_conditional_updates_and_a_key_twice_in_one_call_are_refused_unsent(gate: Gate) -> None:
