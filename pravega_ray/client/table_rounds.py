@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pravega_ray import constants
@@ -100,6 +100,23 @@ class _Rounds:
             self._sending = False
             self._cond.notify_all()
 
+    def serve(self, round_: _Round, send: Callable[[_Round], None]) -> None:
+        """Wait for ``round_``'s answer, or send it with ``send`` (which sets ``answer``) if
+        that falls to the caller; then raise the round's error, if any. An error of the call
+        is every caller's; an interrupt of the sender is its own (the others: TimeoutError)."""
+        if self.lead_or_wait(round_):
+            try:
+                send(round_)
+            except Exception as e:
+                round_.error = e
+            except BaseException:
+                round_.error = TimeoutError(_INTERRUPTED)
+                raise
+            finally:
+                self.answered(round_)
+        if round_.error is not None:
+            raise round_.error
+
 
 def _fits(round_: _Round, keys: Sequence[bytes], size: int) -> bool:
     new = sum(1 for k in keys if k not in round_.keys)
@@ -127,20 +144,13 @@ class TableRounds:
         round_ = self._reads.join(keys, None)
         if round_ is None:
             return self._segments.table_get(self.segment, keys).result(timeout_s)
-        if self._reads.lead_or_wait(round_):
-            try:
-                sent = list(round_.keys)
-                entries = self._segments.table_get(self.segment, sent).result(timeout_s)
-                round_.answer = dict(zip(sent, entries, strict=True))
-            except Exception as e:  # every caller of the round gets it
-                round_.error = e
-            except BaseException:  # the sender was interrupted: the others know nothing
-                round_.error = TimeoutError(_INTERRUPTED)
-                raise
-            finally:
-                self._reads.answered(round_)
-        if round_.error is not None:
-            raise round_.error
+
+        def send(round_: _Round) -> None:
+            sent = list(round_.keys)
+            entries = self._segments.table_get(self.segment, sent).result(timeout_s)
+            round_.answer = dict(zip(sent, entries, strict=True))
+
+        self._reads.serve(round_, send)
         return [round_.answer[k] for k in keys]
 
     def put(self, updates: Sequence[TableUpdate], timeout_s: float) -> None:
@@ -156,19 +166,12 @@ class TableRounds:
         if round_ is None:
             self._segments.table_update(self.segment, updates).result(timeout_s)
             return
-        if self._writes.lead_or_wait(round_):
-            try:
-                batch = [u for u in round_.keys.values() if u is not None]
-                self._segments.table_update(self.segment, batch).result(timeout_s)
-            except Exception as e:
-                round_.error = e
-            except BaseException:
-                round_.error = TimeoutError(_INTERRUPTED)
-                raise
-            finally:
-                self._writes.answered(round_)
-        if round_.error is not None:
-            raise round_.error
+
+        def send(round_: _Round) -> None:
+            batch = [u for u in round_.keys.values() if u is not None]
+            self._segments.table_update(self.segment, batch).result(timeout_s)
+
+        self._writes.serve(round_, send)
 
 
 _PerSegment = weakref.WeakValueDictionary[str, "TableRounds"]
