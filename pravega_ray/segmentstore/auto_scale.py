@@ -528,21 +528,28 @@ class AutoScaler:
     async def _observe(
         self, now: float
     ) -> tuple[list[SegmentTraffic], dict[str, ScalePolicy], set[str]]:
-        traffic: list[SegmentTraffic] = []
+        # Rates are worked out only for segments with a policy: the monitor looks at no other.
         policies: dict[str, ScalePolicy] = {}
         sealed: set[str] = set()
         unread: list[str] = []
+        live: set[str] = set()
+        normal = SegmentRole.NORMAL.value
+        kind, rate, factor = POLICY_KEYS
         for state in list(self._metadata):
-            if state.role != SegmentRole.NORMAL.value or not state.durable:
+            if state.role != normal or not state.durable:
                 continue
             if state.pending_deleted or state.traffic is None:
                 continue
-            events, size = state.traffic.rates(now)
-            traffic.append(SegmentTraffic(state.name, events, size))
+            live.add(state.name)
             if state.sealed or state.pending_sealed:
                 sealed.add(state.name)
                 continue
-            raw = self._in_memory(state.attributes, state.attributes_complete)
+            attributes = state.attributes
+            if state.attributes_complete and not (
+                kind in attributes or rate in attributes or factor in attributes
+            ):
+                continue  # all its attributes are in memory, no key of a policy among them
+            raw = self._in_memory(attributes, state.attributes_complete)
             if raw is None:
                 unread.append(state.name)  # evicted, or not loaded since recovery
             else:
@@ -556,8 +563,12 @@ class AutoScaler:
             if found is not None and not found.pending_sealed:
                 raw = tuple(values.get(key, NULL_VALUE) for key in POLICY_KEYS)
                 self._decode(segment, found.incarnation, raw, policies)
-        names = {t.segment for t in traffic}
-        self._policies = {k: v for k, v in self._policies.items() if k in names}
+        traffic = []
+        for name in policies:
+            found = self._metadata.find(name)  # (after the reads' awaits: as it is now)
+            if found is not None and found.traffic is not None:
+                traffic.append(SegmentTraffic(name, *found.traffic.rates(now)))
+        self._policies = {k: v for k, v in self._policies.items() if k in live}
         return traffic, policies, sealed
 
     @staticmethod

@@ -448,6 +448,27 @@ def test_segments_without_policy_table_segments_and_sealed_ones_are_not_reported
     asyncio.run(scenario())
 
 
+def test_a_round_works_out_rates_only_for_segments_with_a_policy() -> None:
+    """The monitor judges no other segment, and a container holds tens of thousands: the
+    rates of the others are never computed (they were, every round, for every segment)."""
+    clock, reporter = ManualClock(), ListReporter()
+    config = AutoScaleConfig(period_s=1.0, cooldown_s=0.0, warmup_s=0.0)
+
+    async def scenario() -> None:
+        c = scaled_container(reporter, clock, config)
+        scaler = await stepped(c)
+        plain = [f"sc/st/{n}.#epoch.0" for n in range(1, 200)]
+        for segment in [SEG, *plain]:
+            await c.create_segment(segment)
+        await c.update_attributes(SEG, policy_updates("events", 1000, 4))
+        traffic, policies, sealed = await scaler._observe(clock.monotonic())
+        assert [t.segment for t in traffic] == [SEG] and list(policies) == [SEG]
+        assert sealed == set()
+        await c.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_policy_set_or_changed_later_is_seen_by_the_next_round() -> None:
     clock, reporter = ManualClock(), ListReporter()
     config = AutoScaleConfig(period_s=1.0, cooldown_s=0.0, warmup_s=0.0, mute_s=0.0)
