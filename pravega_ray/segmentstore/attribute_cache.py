@@ -7,8 +7,9 @@ view; the storage writer later *flushes* applied values (coalesced: latest
 wins) into the index and *evicts* clean ones once the container holds more than
 ``attribute_cache_entries_max``. Flushes visit only the container's busy segments
 (``ContainerMetadata.busy``: a segment with dirty values is busy); eviction counts the
-cached values of every segment, only after a round that saw busy segments or prefetches
-(nothing else caches values), so an idle container counts nothing. Values are kept in
+cached values of every segment only when they may exceed the bound (the count known since
+the last one grows by the values prefetched and applied: nothing else caches values).
+Values are kept in
 :class:`~pravega_ray.segmentstore.container_metadata.SegmentMetadata`
 (``attributes``, ``pending_attributes``, ``dirty_attributes``); this class owns
 the policy and the index I/O.
@@ -89,7 +90,11 @@ class AttributeCache:
         self._lock = asyncio.Lock()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="attribute-index")
         self._deleted: list[str] = []  # segments whose index awaits deletion
-        self._loaded = False  # values prefetched since eviction last counted
+        # An upper bound of the values cached (None: unknown, count them), and what it
+        # knows of: the durable log's count of values applied, and values prefetched since.
+        self._cached_max: int | None = None
+        self._applied_seen = 0
+        self._loaded = 0
 
     def expect_root(self, storage_name: str, root: int) -> None:
         """Recovery: the log recorded that the segment's index reached ``root``."""
@@ -142,7 +147,7 @@ class AttributeCache:
                     value = found.get(key, NULL_VALUE)
                     state.pending_attributes[key] = value
                     state.attributes.setdefault(key, value)
-                    self._loaded = True
+                    self._loaded += 1
 
     async def get(self, segment: str, keys: list[bytes]) -> dict[bytes, int]:
         """Durable values of ``keys`` (absent ones left out), core keys (event count,
@@ -221,17 +226,12 @@ class AttributeCache:
         The log needs no flush to be truncated: checkpoints carry dirty values.
         """
         now = self._clock.monotonic()
-        busy = self._metadata.busy()  # the others have no dirty value
-        for state in busy:
+        for state in self._metadata.busy():  # the others have no dirty value
             await self._flush_segment(state, now, force)
         deleted, self._deleted = self._deleted, []
         for segment in deleted:
             await self._call(self._index.delete, segment)
-        # Values are cached by prefetches and by changes (whose segments are busy till the
-        # round after they are durable): with neither, the count cannot have grown.
-        if busy or self._loaded or force:
-            self._loaded = False
-            self._evict()
+        self._evict(force)
 
     async def _flush_segment(self, state: SegmentMetadata, now: float, force: bool) -> None:
         if not state.dirty_attributes or state.pending_deleted:
@@ -260,13 +260,24 @@ class AttributeCache:
                 del state.dirty_attributes[key]
         state.attributes_dirty_since = now if state.dirty_attributes else None
 
-    def _evict(self) -> None:
-        """Drop clean cached attributes once the container holds more than the bound."""
+    def _evict(self, count: bool = False) -> None:
+        """Drop clean cached attributes once the container holds more than the bound.
+
+        Counting the cached values visits every segment, so it is done only when they may
+        exceed the bound (or ``count``): values are cached by prefetches and by the changes
+        the durable log applies, and the bound known after a count grows by both."""
+        applied = self._metadata.values_applied
+        if self._cached_max is not None and not count:
+            self._cached_max += applied - self._applied_seen + self._loaded
+            self._applied_seen, self._loaded = applied, 0
+            if self._cached_max <= self._entries_max:
+                return
         cached = sum(map(len, self._metadata.pending_attribute_maps()))
+        self._applied_seen, self._loaded = applied, 0
         excess = cached - self._entries_max
         for state in self._metadata:
             if excess <= 0:
-                return
+                break
             clean = [
                 k
                 for k, v in state.pending_attributes.items()
@@ -278,3 +289,5 @@ class AttributeCache:
             if clean:
                 state.attributes_complete = False
             excess -= len(clean)
+            cached -= len(clean)
+        self._cached_max = cached

@@ -278,6 +278,9 @@ class ContainerMetadata:
         self.container_id = container_id
         self._segments: dict[str, SegmentMetadata] = {}
         self._busy: dict[str, SegmentMetadata] = {}
+        # Attribute values applied by the durable log, ever (the attribute cache bounds what
+        # it holds from it without counting every segment's values).
+        self.values_applied = 0
 
     def __contains__(self, segment: str) -> bool:
         return segment in self._segments
@@ -317,9 +320,11 @@ class ContainerMetadata:
         return (s.pending_attributes for s in self._segments.values())
 
     # --- busy segments (class docstring) ---------------------------------------------------------
-    def touch(self, state: SegmentMetadata) -> None:
-        """``state`` may have gained data, log positions or attribute values not in Tier-2:
-        the durable log calls this for each change it applies that adds some."""
+    def touch(self, state: SegmentMetadata, values: int = 0) -> None:
+        """``state`` may have gained data, log positions or attribute values not in Tier-2
+        (``values`` of them applied: counted in :attr:`values_applied`): the durable log
+        calls this for each change it applies that adds some."""
+        self.values_applied += values
         if self._segments.get(state.name) is state:
             self._busy[state.name] = state
 

@@ -313,7 +313,7 @@ class DurableLog:
         state.attributes.update(op.attributes)
         state.dirty_attributes.update(op.attributes)
         if op.attributes:
-            self._metadata.touch(state)
+            self._metadata.touch(state, len(op.attributes))
         if state.traffic is not None:  # live, not replayed: recovery leaves it "long ago"
             now = self._clock.monotonic()
             state.traffic.record(op.event_count, len(op.data), now)
@@ -370,7 +370,7 @@ class DurableLog:
         assert state is not None
         state.attributes.update(op.attributes)
         state.dirty_attributes.update(op.attributes)
-        self._metadata.touch(state)
+        self._metadata.touch(state, len(op.attributes))
 
     def _apply_truncate(self, op: ops.TruncateSegment, _: int, __: bytes | None) -> None:
         state = self._metadata.find(op.segment)
@@ -425,7 +425,7 @@ class DurableLog:
         target.event_count += source.event_count
         target.attributes.update(op.attributes)
         target.dirty_attributes.update(op.attributes)
-        self._metadata.touch(target)
+        self._metadata.touch(target, len(op.attributes))
         wake_all(target.data_waiters)
         wake_all(source.data_waiters)
         wake_all(source.attribute_waiters)

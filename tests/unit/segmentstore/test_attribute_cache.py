@@ -340,6 +340,49 @@ def test_eviction_under_the_bound_changes_nothing() -> None:
     run(body())
 
 
+def test_eviction_counts_the_cached_values_only_when_they_may_exceed_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counting visits every segment: after a count, flushes that saw no value applied or
+    prefetched do not count again; values applied (the durable log's count) or prefetched
+    past the bound make the next flush count, and evict."""
+    counts = []
+    maps = ContainerMetadata.pending_attribute_maps
+
+    def counted(self: ContainerMetadata) -> Any:
+        counts.append(1)
+        return maps(self)
+
+    monkeypatch.setattr(ContainerMetadata, "pending_attribute_maps", counted)
+
+    async def body() -> None:
+        h = harness(entries_max=4)
+        state = h.segment(A, clean={K1: 1, K2: 2})
+        await h.cache.flush()
+        assert len(counts) == 1  # the first flush counts (nothing known yet)
+        for _ in range(5):
+            await h.cache.flush()
+        assert len(counts) == 1  # nothing cached since
+        state.reserve(0, {K3: 3, K4: 4}, 0)
+        state.attributes.update({K3: 3, K4: 4})
+        h.metadata.touch(state, 2)  # applied, as the durable log counts it: 4 cached <= 4
+        await h.cache.flush()
+        assert len(counts) == 1 and len(state.pending_attributes) == 4
+        state.reserve(0, {K5: 5}, 0)
+        state.attributes[K5] = 5
+        h.metadata.touch(state, 1)  # 5 > 4: counted and evicted
+        await h.cache.flush()
+        assert len(counts) == 2 and len(state.pending_attributes) == 4
+        assert state.attributes_complete is False
+        await h.cache.prefetch(state, [K1, K2])  # evicted ones come back: counted again
+        await h.cache.flush()
+        assert len(counts) == 3 and len(state.pending_attributes) <= 4
+        await h.cache.flush(force=True)  # a forced flush always counts
+        assert len(counts) == 4
+
+    run(body())
+
+
 # --- damage and fencing ---------------------------------------------------------------------------
 def test_damaged_index_stops_only_that_segments_flushes() -> None:
     async def body() -> None:
