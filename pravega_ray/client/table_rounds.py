@@ -36,7 +36,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pravega_ray import constants
-from pravega_ray.contracts.segment_store import TableEntry, TableUpdate
+from pravega_ray.contracts.segment_store import (
+    TableEntry,
+    TableUpdate,
+    check_table_key,
+    check_table_update,
+)
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import InvalidArgumentError
 
@@ -139,8 +144,11 @@ class TableRounds:
 
     def get(self, keys: Sequence[bytes], timeout_s: float) -> list[TableEntry | None]:
         """The entries of ``keys`` (None: absent), as a ``table_get`` sent after this call
-        began answers them; raises what that call raises, or TimeoutError."""
+        began answers them; raises what that call raises, or TimeoutError. A key that is not
+        one (InvalidArgumentError) fails this call before it joins a round, never others."""
         keys = list(keys)
+        for key in keys:
+            check_table_key(key)
         round_ = self._reads.join(keys, None)
         if round_ is None:
             return self._segments.table_get(self.segment, keys).result(timeout_s)
@@ -157,7 +165,7 @@ class TableRounds:
         """Store ``updates`` (unconditional: InvalidArgumentError for one with a version)
         in a round's batch; raises what that batch's ``table_update`` raises, or
         TimeoutError."""
-        updates = list(updates)
+        updates = [check_table_update(u) for u in updates]  # a bad one fails this call alone
         if any(u.expected_version is not None for u in updates):
             raise InvalidArgumentError("only unconditional updates are sent in rounds")
         if len({u.key for u in updates}) != len(updates):

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from pravega_ray.constants import TABLE_KEY_BYTES_MAX, TABLE_VALUE_BYTES_MAX
+from pravega_ray.errors import InvalidArgumentError
+
 
 class SegmentRole(str, Enum):
     """What a segment is for; stored with it (table and transient behaviour build on it)."""
@@ -86,6 +89,29 @@ class TableUpdate:
     key: bytes
     value: bytes | None
     expected_version: int | None = None
+
+
+def check_table_key(key: object) -> None:
+    """InvalidArgumentError unless ``key`` is a table key: 1 to TABLE_KEY_BYTES_MAX bytes."""
+    if not isinstance(key, bytes) or not 0 < len(key) <= TABLE_KEY_BYTES_MAX:
+        raise InvalidArgumentError(f"table keys are 1 to {TABLE_KEY_BYTES_MAX} bytes")
+
+
+def check_table_update(update: object) -> TableUpdate:
+    """``update`` if it is a well-formed TableUpdate (its key, a value of bytes up to
+    TABLE_VALUE_BYTES_MAX or None, an expected version that is None, NOT_EXISTS or a version
+    >= 0), else InvalidArgumentError."""
+    if not isinstance(update, TableUpdate):
+        raise InvalidArgumentError(f"expected a TableUpdate, got {type(update).__name__}")
+    key, value, expected = update.key, update.value, update.expected_version
+    check_table_key(key)
+    if value is not None and (not isinstance(value, bytes) or len(value) > TABLE_VALUE_BYTES_MAX):
+        raise InvalidArgumentError(f"table values are bytes of at most {TABLE_VALUE_BYTES_MAX}")
+    if expected is not None and (
+        isinstance(expected, bool) or not isinstance(expected, int) or expected < NOT_EXISTS
+    ):
+        raise InvalidArgumentError(f"bad expected version {expected!r}")
+    return update
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,8 @@ from pravega_ray.contracts.segment_store import (
     TableEntry,
     TableUpdate,
     TableUpdateResult,
+    check_table_key,
+    check_table_update,
 )
 from pravega_ray.errors import (
     BadKeyVersionError,
@@ -176,25 +178,6 @@ def decode_entries(data: bytes, offset: int) -> tuple[list[TableEntry], int]:
     return entries, position
 
 
-def _check_key(key: object) -> None:
-    if not isinstance(key, bytes) or not 0 < len(key) <= TABLE_KEY_BYTES_MAX:
-        raise InvalidArgumentError(f"table keys are 1 to {TABLE_KEY_BYTES_MAX} bytes")
-
-
-def _check_update(update: object) -> TableUpdate:
-    if not isinstance(update, TableUpdate):
-        raise InvalidArgumentError(f"expected a TableUpdate, got {type(update).__name__}")
-    key, value, expected = update.key, update.value, update.expected_version
-    _check_key(key)
-    if value is not None and (not isinstance(value, bytes) or len(value) > TABLE_VALUE_BYTES_MAX):
-        raise InvalidArgumentError(f"table values are bytes of at most {TABLE_VALUE_BYTES_MAX}")
-    if expected is not None and (
-        isinstance(expected, bool) or not isinstance(expected, int) or expected < NOT_EXISTS
-    ):
-        raise InvalidArgumentError(f"bad expected version {expected!r}")
-    return update
-
-
 class TableSegments:
     """Table operations of one container (its table-segment extension).
 
@@ -229,7 +212,9 @@ class TableSegments:
         returns the first attempt's result instead of applying it again.
         """
         self._check_table(segment)
-        updates = [_check_update(u) for u in check_list("updates", updates, TABLE_BATCH_KEYS_MAX)]
+        updates = [
+            check_table_update(u) for u in check_list("updates", updates, TABLE_BATCH_KEYS_MAX)
+        ]
         if len({u.key for u in updates}) != len(updates):
             raise InvalidArgumentError("a table update batch names a key twice")
         encoded = [encode_entry(u.key, u.value) for u in updates]
@@ -276,7 +261,7 @@ class TableSegments:
         self._check_table(segment)
         keys = check_list("keys", keys, TABLE_GET_KEYS_MAX)
         for key in keys:
-            _check_key(key)
+            check_table_key(key)
         hashes = [key_hash(k) for k in keys]
         versions = await self._container.get_attributes(segment, hashes)
         result: list[TableEntry | None] = []

@@ -221,10 +221,34 @@ def test_conditional_updates_and_a_key_twice_in_one_call_are_refused_unsent(gate
         [TableUpdate(b"a", b"v", NOT_EXISTS)],
         [TableUpdate(b"a", b"v", 3)],
         [TableUpdate(b"a", b"v"), TableUpdate(b"a", None)],
+        [TableUpdate(b"", b"v")],
+        [TableUpdate(b"a", "text")],  # type: ignore[arg-type]
+        [TableUpdate(b"a", b"x" * (constants.TABLE_VALUE_BYTES_MAX + 1))],
+        [(b"a", b"v")],  # type: ignore[list-item]
     ):
         with pytest.raises(InvalidArgumentError):
             rounds.put(bad, 10)
     assert gate.calls["table_update"] == 0
+
+
+def test_a_bad_key_fails_its_own_call_never_the_rounds_other_callers(
+    cluster: InProcessCluster, gate: Gate
+) -> None:
+    cluster.segments.table_update(SEGMENT, [TableUpdate(b"a", b"1")]).result(10)
+    rounds = _rounds(gate)
+    gate.hold("table_get")
+    with ThreadPoolExecutor(8) as pool:
+        first = pool.submit(rounds.get, [b"a"], 30)
+        assert gate.arrived["table_get"].wait(10)
+        good = [pool.submit(rounds.get, [b"a"], 30) for _ in range(3)]
+        time.sleep(0.1)
+        for bad in ([b""], ["a"], [b"k" * (constants.TABLE_KEY_BYTES_MAX + 1)], [None]):
+            with pytest.raises(InvalidArgumentError):
+                rounds.get(bad, 10)  # type: ignore[arg-type]
+        gate.open("table_get")
+        for future in [first, *good]:
+            assert [_value(e) for e in future.result(10)] == [b"1"]
+    assert gate.calls["table_get"] == 2
 
 
 def test_a_caller_whose_keys_do_not_fit_in_the_pending_round_calls_alone(
