@@ -266,7 +266,7 @@ class ContainerMetadata:
     may hold durable data, log positions (``unflushed_appends``) or attribute values not yet
     in Tier-2. The storage writer's and the attribute cache's rounds visit only the busy
     segments, so an idle container's rounds cost what its busy segments cost, not what all
-    its segments do (25,000 idle segments cost 18% of a core when every round visited them).
+    its segments do (25,000 idle segments cost 12-19% of a core when every round visited them).
 
     A segment is busy from when it is added, and again each time the durable log applies a
     change that gives it such work (:meth:`touch`); a round drops the clean ones
