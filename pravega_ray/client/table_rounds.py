@@ -22,8 +22,9 @@ Contracts:
   waits at most ``timeout_s`` for the answer, and every caller of the round gets
   ``concurrent.futures.TimeoutError`` if it does not come, or if the sending thread is
   interrupted (KeyboardInterrupt: it alone gets that; outcome unknown). A caller whose
-  keys do not fit in the round (``TABLE_BATCH_KEYS_MAX``, ``TABLE_BATCH_BYTES_MAX``) sends
-  its own call.
+  keys do not fit in the round sends its own call: a read round holds at most
+  ``TABLE_GET_KEYS_MAX`` keys, a write round ``TABLE_BATCH_KEYS_MAX`` entries of at most
+  ``TABLE_BATCH_BYTES_MAX`` bytes as the container counts them (``table_update_bytes``).
 
 Nothing is cached: every answer comes from a call to the container.
 """
@@ -41,6 +42,7 @@ from pravega_ray.contracts.segment_store import (
     TableUpdate,
     check_table_key,
     check_table_update,
+    table_update_bytes,
 )
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import InvalidArgumentError
@@ -61,20 +63,21 @@ class _Round:
 
 
 class _Rounds:
-    """The rounds of one kind (reads, or writes) of one segment."""
+    """The rounds of one kind (reads, or ``writes``) of one segment."""
 
-    def __init__(self) -> None:
+    def __init__(self, writes: bool) -> None:
+        self._writes = writes
         self._cond = threading.Condition()
         self._next: _Round | None = None
         self._sending = False
 
     def join(self, keys: Sequence[bytes], updates: Sequence[TableUpdate] | None) -> _Round | None:
-        """The round the caller's keys (with ``updates``: one per key) were added to and
-        whether the caller sends it, or None if they do not fit (the caller sends alone)."""
-        size = sum(len(k) for k in keys) + sum(len(u.value or b"") for u in updates or ())
+        """The round the caller's keys (with ``updates``: one per key) were added to, or
+        None if they do not fit in the pending round (the caller sends alone)."""
+        size = sum(map(table_update_bytes, updates or ()))
         with self._cond:
             round_ = self._next
-            if round_ is None or not _fits(round_, keys, size):
+            if round_ is None or not self._fits(round_, keys, size):
                 if round_ is not None:  # full: this caller goes alone
                     return None
                 round_ = self._next = _Round()
@@ -84,9 +87,19 @@ class _Rounds:
             round_.size += size
             return round_
 
-    def lead_or_wait(self, round_: _Round) -> bool:
+    def _fits(self, round_: _Round, keys: Sequence[bytes], size: int) -> bool:
+        """Whether the round stays within the container's bounds of one call with these."""
+        new = sum(1 for k in keys if k not in round_.keys)
+        if not self._writes:
+            return len(round_.keys) + new <= constants.TABLE_GET_KEYS_MAX
+        return (
+            len(round_.keys) + new <= constants.TABLE_BATCH_KEYS_MAX
+            and round_.size + size <= constants.TABLE_BATCH_BYTES_MAX
+        )
+
+    def _lead_or_wait(self, round_: _Round) -> bool:
         """Block until ``round_`` is answered (False), or until the caller may send it
-        (True: no round of this kind in flight; the caller must then call :meth:`answered`)."""
+        (True: no round of this kind in flight; the caller must then call :meth:`_answered`)."""
         with self._cond:
             while True:
                 if round_.done:
@@ -99,7 +112,7 @@ class _Rounds:
                     return True
                 self._cond.wait()
 
-    def answered(self, round_: _Round) -> None:
+    def _answered(self, round_: _Round) -> None:
         with self._cond:
             round_.done = True
             self._sending = False
@@ -109,7 +122,7 @@ class _Rounds:
         """Wait for ``round_``'s answer, or send it with ``send`` (which sets ``answer``) if
         that falls to the caller; then raise the round's error, if any. An error of the call
         is every caller's; an interrupt of the sender is its own (the others: TimeoutError)."""
-        if self.lead_or_wait(round_):
+        if self._lead_or_wait(round_):
             try:
                 send(round_)
             except Exception as e:
@@ -118,17 +131,9 @@ class _Rounds:
                 round_.error = TimeoutError(_INTERRUPTED)
                 raise
             finally:
-                self.answered(round_)
+                self._answered(round_)
         if round_.error is not None:
             raise round_.error
-
-
-def _fits(round_: _Round, keys: Sequence[bytes], size: int) -> bool:
-    new = sum(1 for k in keys if k not in round_.keys)
-    return (
-        len(round_.keys) + new <= constants.TABLE_BATCH_KEYS_MAX
-        and round_.size + size <= constants.TABLE_BATCH_BYTES_MAX
-    )
 
 
 class TableRounds:
@@ -139,8 +144,8 @@ class TableRounds:
     def __init__(self, segments: SegmentStoreClient, segment: str) -> None:
         self._segments = segments
         self.segment = segment
-        self._reads = _Rounds()
-        self._writes = _Rounds()
+        self._reads = _Rounds(writes=False)
+        self._writes = _Rounds(writes=True)
 
     def get(self, keys: Sequence[bytes], timeout_s: float) -> list[TableEntry | None]:
         """The entries of ``keys`` (None: absent), as a ``table_get`` sent after this call

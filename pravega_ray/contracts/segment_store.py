@@ -91,6 +91,17 @@ class TableUpdate:
     expected_version: int | None = None
 
 
+TABLE_ENTRY_HEADER_BYTES = 14
+"""Bytes a table segment stores before each entry's key and value
+(``segmentstore/table_segment.py``): a batch's size against ``TABLE_BATCH_BYTES_MAX`` counts
+them."""
+
+
+def table_update_bytes(update: TableUpdate) -> int:
+    """What ``update`` adds to its batch's size: its entry's header, key and value."""
+    return TABLE_ENTRY_HEADER_BYTES + len(update.key) + len(update.value or b"")
+
+
 def check_table_key(key: object) -> None:
     """InvalidArgumentError unless ``key`` is a table key: 1 to TABLE_KEY_BYTES_MAX bytes."""
     if not isinstance(key, bytes) or not 0 < len(key) <= TABLE_KEY_BYTES_MAX:

@@ -254,7 +254,7 @@ def test_a_bad_key_fails_its_own_call_never_the_rounds_other_callers(
 def test_a_caller_whose_keys_do_not_fit_in_the_pending_round_calls_alone(
     cluster: InProcessCluster, gate: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(constants, "TABLE_BATCH_KEYS_MAX", 4)
+    monkeypatch.setattr(constants, "TABLE_GET_KEYS_MAX", 4)
     rounds = _rounds(gate)
     gate.hold("table_get")
     with ThreadPoolExecutor(4) as pool:
@@ -268,6 +268,38 @@ def test_a_caller_whose_keys_do_not_fit_in_the_pending_round_calls_alone(
         for future in (first, pending, alone):
             assert all(e is None for e in future.result(10))
     assert sorted(map(sorted, gate.keys)) == sorted([[b"a"], [b"a", b"b", b"c"], [b"d", b"e"]])
+
+
+def test_a_write_round_counts_its_size_as_the_container_does_headers_included(
+    gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting keys and values only, three puts of 31 bytes fit in 100 bytes; as entries
+    (a 14-byte header each, ``table_update_bytes``) the third does not, and goes alone."""
+    monkeypatch.setattr(constants, "TABLE_BATCH_BYTES_MAX", 100)
+    rounds = _rounds(gate)
+    gate.hold("table_update")
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(rounds.put, [TableUpdate(b"f", b"v")], 30)
+        assert gate.arrived["table_update"].wait(10)
+        pending = []
+        for key in (b"a", b"b"):
+            pending.append(pool.submit(rounds.put, [TableUpdate(key, b"x" * 30)], 30))
+            time.sleep(0.1)
+        alone = pool.submit(rounds.put, [TableUpdate(b"c", b"x" * 30)], 30)
+        time.sleep(0.1)
+        gate.open("table_update")
+        for future in (first, *pending, alone):
+            assert future.result(10) is None
+    assert sorted(map(sorted, gate.keys)) == sorted([[b"f"], [b"a", b"b"], [b"c"]])
+
+
+def test_table_update_bytes_is_the_size_of_the_entry_the_container_appends() -> None:
+    from pravega_ray.contracts.segment_store import TABLE_ENTRY_HEADER_BYTES, table_update_bytes
+    from pravega_ray.segmentstore.table_segment import HEADER_BYTES, encode_entry
+
+    assert TABLE_ENTRY_HEADER_BYTES == HEADER_BYTES
+    for update in (TableUpdate(b"k", b"value"), TableUpdate(b"key" * 9, None)):
+        assert table_update_bytes(update) == len(encode_entry(update.key, update.value))
 
 
 def test_callers_through_one_connection_share_the_rounds_of_a_segment(
