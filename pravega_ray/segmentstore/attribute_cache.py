@@ -274,8 +274,8 @@ class AttributeCache:
                 return
         cached = sum(map(len, self._metadata.pending_attribute_maps()))
         self._applied_seen, self._loaded = applied, 0
-        excess = cached - self._entries_max
         for state in self._metadata:
+            excess = cached - self._entries_max
             if excess <= 0:
                 break
             clean = [
@@ -288,6 +288,5 @@ class AttributeCache:
                 state.attributes.pop(key, None)
             if clean:
                 state.attributes_complete = False
-            excess -= len(clean)
             cached -= len(clean)
         self._cached_max = cached
