@@ -8,7 +8,6 @@ import pytest
 import ray
 
 import pravega_ray as pr
-from tests.actors.test_node_failover import check, run_scenario
 from tests.checks import assert_exactly_once_in_key_order, read_with_threads
 
 pytestmark = [pytest.mark.ray, pytest.mark.s3, pytest.mark.timeout(420)]
@@ -73,7 +72,3 @@ def test_s3_tiers_survive_a_container_kill_and_a_restart(
             )
     finally:
         second.shutdown()
-
-
-def test_removing_a_node_with_s3_tier1_loses_nothing(s3_env: str, tmp_path: Path) -> None:
-    check(run_scenario(str(tmp_path), f"s3://{s3_env}/tier1", f"s3://{s3_env}/tier2"))

@@ -1,0 +1,401 @@
+"""The load of a chaos run: writers, transactional writers, a reader group and key-value
+clients, each on threads of the driver, recording what the system acknowledged.
+
+Everything goes through the public API (``docs/api.md``). Each part runs until
+:meth:`Load.stop`; failures the system reports are recorded (a write whose future failed has an
+unknown outcome), never raised out of a thread, so a run always reaches its checks. The
+records are what :mod:`chaos.checker` judges:
+
+* :class:`KeyedWriters`: ``writers`` writers, each owning ``keys / writers`` routing keys,
+  writing ``k <key> <seq>`` events paced to ``rate`` events/s each, plus one large event
+  (over 8 MiB) every ``large_every_s`` on a key of its own.
+* :class:`TxnWriters`: transactional writers, each beginning a transaction of 10-200 events
+  in turn: half committed, a quarter aborted, a quarter left to time out (written by a writer
+  that is closed at once, so nothing pings it).
+* :class:`GroupReaders`: a reader group of ``readers`` readers over both streams, with
+  automatic checkpoints and explicit ones every ``checkpoint_every_s``; each reader closes
+  and rejoins now and then, and :meth:`GroupReaders.kill` abandons one without ``close()``
+  (declared offline at the position of the last event it returned).
+* :class:`KvClients`: clients making conditional updates (``replace`` at the version read) of
+  counters kept as lists of update ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pravega_ray as pr
+from chaos.checker import Read, TxnOutcome, decode, encode_keyed, encode_txn
+from pravega_ray.constants import MIB
+
+logger = logging.getLogger(__name__)
+
+SCOPE = "chaos"
+KEYED_STREAM = "keyed"
+TXN_STREAM = "txns"
+GROUP = "all"
+TABLE = "counters"
+JOIN_S = 120.0
+"""How long :meth:`Load.stop` waits for a part's threads."""
+
+
+@dataclass
+class Acks:
+    """What writers were told, per key: acknowledged and failed (unknown) sequence numbers,
+    and (monotonic time, seconds) of each acknowledgement."""
+
+    acked: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    unknown: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    latencies: list[tuple[float, float]] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def done(self, key: str, seq: int, started: float, error: BaseException | None) -> None:
+        now = time.monotonic()
+        with self.lock:
+            if error is None:
+                self.acked[key].add(seq)
+                self.latencies.append((now, now - started))
+            else:
+                self.unknown[key].add(seq)
+                self.errors[type(error).__name__] += 1
+
+
+class Part:
+    """A piece of load: threads running :meth:`_run` until :meth:`stop`."""
+
+    name = "part"
+
+    def __init__(self, cluster: Any, seed: int) -> None:
+        self.cluster = cluster
+        self.rng = random.Random(seed)
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.failures: list[str] = []
+
+    def spawn(self, target: Any, *args: Any) -> None:
+        def guarded() -> None:
+            try:
+                target(*args)
+            except BaseException as e:  # recorded: a run always reaches its checks
+                logger.exception("%s: a thread stopped", self.name)
+                self.failures.append(f"{self.name}: {type(e).__name__}: {e}")
+
+        thread = threading.Thread(target=guarded, name=f"chaos-{self.name}", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(JOIN_S)
+            if thread.is_alive():
+                self.failures.append(f"{self.name}: a thread did not stop in {JOIN_S}s")
+
+
+class KeyedWriters(Part):
+    name = "writers"
+
+    def __init__(
+        self,
+        cluster: Any,
+        seed: int,
+        *,
+        writers: int = 4,
+        keys: int = 64,
+        rate: float = 200.0,
+        event_bytes: int = 100,
+        large_every_s: float = 5.0,
+    ) -> None:
+        super().__init__(cluster, seed)
+        self.acks = Acks()
+        self.written = 0
+        for w in range(writers):
+            owned = [f"w{w}k{k}" for k in range(w, keys, writers)]
+            self.spawn(self._write, owned, rate, event_bytes)
+        if large_every_s > 0:
+            self.spawn(self._write_large, large_every_s)
+
+    def _write(self, keys: list[str], rate: float, size: int) -> None:
+        seqs = dict.fromkeys(keys, 0)
+        with self.cluster.create_writer(SCOPE, KEYED_STREAM) as writer:
+            started = time.monotonic()
+            n = 0
+            while not self.stopping.is_set():
+                key = keys[n % len(keys)]
+                self._one(writer, key, seqs[key], encode_keyed(key, seqs[key], size))
+                seqs[key] += 1
+                n += 1
+                ahead = started + n / rate - time.monotonic()
+                if ahead > 0:
+                    self.stopping.wait(ahead)
+            writer.flush()
+
+    def _one(self, writer: Any, key: str, seq: int, payload: bytes) -> None:
+        begun = time.monotonic()
+        try:
+            future = writer.write_event(payload, routing_key=key)
+        except pr.PravegaError as e:  # not queued: cannot be read; counts as unknown
+            self.acks.done(key, seq, begun, e)
+            return
+        self.written += 1
+        future.add_done_callback(lambda f: self.acks.done(key, seq, begun, f.exception(0)))
+
+    def _write_large(self, every_s: float) -> None:
+        seq = 0
+        with self.cluster.create_writer(SCOPE, KEYED_STREAM) as writer:
+            while not self.stopping.wait(every_s):
+                self._one(writer, "large", seq, encode_keyed("large", seq, 9 * MIB))
+                seq += 1
+            writer.flush()
+
+
+class TxnWriters(Part):
+    name = "transactions"
+
+    def __init__(
+        self,
+        cluster: Any,
+        seed: int,
+        *,
+        writers: int = 2,
+        every_s: float = 1.0,
+        lease_s: float = 4.0,
+    ) -> None:
+        super().__init__(cluster, seed)
+        self.outcomes: list[TxnOutcome] = []
+        self.lease_s = lease_s
+        self.errors: dict[str, int] = defaultdict(int)
+        self._ids: dict[str, uuid.UUID] = {}
+        for w in range(writers):
+            self.spawn(self._run, w, every_s, random.Random(self.rng.random()))
+
+    def _run(self, w: int, every_s: float, rng: random.Random) -> None:
+        writer = self.cluster.create_transactional_writer(SCOPE, TXN_STREAM, lease_s=30.0)
+        try:
+            n = 0
+            while not self.stopping.wait(every_s * rng.uniform(0.5, 1.5)):
+                tag = f"w{w}t{n}"
+                n += 1
+                count = rng.randint(10, 200)
+                fate = rng.choice(("commit", "commit", "abort", "time_out"))
+                try:
+                    self._one(writer, tag, count, fate)
+                except pr.PravegaError as e:  # begin failed: nothing of it exists
+                    self.errors[type(e).__name__] += 1
+        finally:
+            writer.close()
+
+    def _one(self, writer: Any, tag: str, count: int, fate: str) -> None:
+        if fate == "time_out":  # a writer of its own, closed at once: nothing pings it
+            lazy = self.cluster.create_transactional_writer(SCOPE, TXN_STREAM, lease_s=self.lease_s)
+            try:
+                txn = lazy.begin_txn()
+                self._write(txn, tag, count)
+                txn.flush()
+            finally:
+                lazy.close()
+            self._record(tag, count, "timed_out", txn.txn_id)
+            return
+        txn = writer.begin_txn()
+        self._ids[tag] = txn.txn_id
+        try:
+            self._write(txn, tag, count)
+            if fate == "abort":
+                txn.abort()
+                self._record(tag, count, "aborted", txn.txn_id)
+                return
+            txn.commit()
+        except pr.TxnFailedError as e:  # aborted (its lease ran out, or a failed write)
+            self.errors[type(e).__name__] += 1
+            self._record(tag, count, "aborted", txn.txn_id)
+            return
+        except Exception as e:  # the outcome is not known: settled at the end
+            self.errors[type(e).__name__] += 1
+            self._record(tag, count, "unknown", txn.txn_id)
+            return
+        self._record(tag, count, "committed", txn.txn_id)
+
+    @staticmethod
+    def _write(txn: Any, tag: str, count: int) -> None:
+        for i in range(count):
+            txn.write_event(encode_txn(tag, i, count, 100), routing_key=f"{tag}-{i % 8}")
+
+    def _record(self, tag: str, count: int, status: str, txn_id: uuid.UUID) -> None:
+        self._ids[tag] = txn_id
+        self.outcomes.append(TxnOutcome(tag, count, status))
+
+    def settle(self) -> list[str]:
+        """Ask the controller for the status of every transaction whose outcome is unknown
+        or that was left to time out; returns the contradictions found (a timed-out one that
+        committed). Call after :meth:`stop`, once leases ran out."""
+        problems: list[str] = []
+        writer = self.cluster.create_transactional_writer(SCOPE, TXN_STREAM)
+        try:
+            for i, outcome in enumerate(self.outcomes):
+                if outcome.status not in ("unknown", "timed_out"):
+                    continue
+                status = writer.get_txn(self._ids[outcome.tag]).check_status()
+                if status is pr.TxnStatus.COMMITTED:
+                    if outcome.status == "timed_out":
+                        problems.append(f"transaction {outcome.tag} left to time out committed")
+                    self.outcomes[i] = TxnOutcome(outcome.tag, outcome.count, "committed")
+                elif status is pr.TxnStatus.ABORTED:
+                    if outcome.status == "unknown":
+                        self.outcomes[i] = TxnOutcome(outcome.tag, outcome.count, "aborted")
+                else:
+                    problems.append(f"transaction {outcome.tag} still {status.name} at the end")
+        finally:
+            writer.close()
+        return problems
+
+
+class GroupReaders(Part):
+    name = "readers"
+
+    def __init__(
+        self,
+        cluster: Any,
+        seed: int,
+        *,
+        readers: int = 4,
+        checkpoint_every_s: float = 15.0,
+        rejoin_every_s: float = 45.0,
+    ) -> None:
+        super().__init__(cluster, seed)
+        self.reads: list[Read] = []
+        self.kills_wanted: set[str] = set()
+        self.kills_done: list[tuple[str, float]] = []
+        self.checkpoints: list[tuple[str, float | None]] = []  # (name, seconds or None)
+        self.errors: dict[str, int] = defaultdict(int)
+        self.draining = threading.Event()
+        self.group = cluster.reader_group(SCOPE, GROUP)
+        self.ids = [f"r{i}" for i in range(readers)]
+        for i, reader_id in enumerate(self.ids):
+            self.spawn(self._read, reader_id, rejoin_every_s, random.Random(seed * 31 + i))
+        self.spawn(self._checkpoint, checkpoint_every_s)
+
+    def kill(self, pick: int) -> str:
+        """Ask reader ``pick % readers`` to be abandoned after its next event."""
+        reader_id = self.ids[pick % len(self.ids)]
+        self.kills_wanted.add(reader_id)
+        return reader_id
+
+    def _read(self, reader_id: str, rejoin_every_s: float, rng: random.Random) -> None:
+        while not self.stopping.is_set():
+            reader = self._join(reader_id)
+            rejoin_at = time.monotonic() + rejoin_every_s * rng.uniform(0.5, 1.5)
+            last = None
+            abandoned = False
+            try:
+                while not self.stopping.is_set():
+                    if not self.draining.is_set() and time.monotonic() > rejoin_at:
+                        break
+                    if last is not None and reader_id in self.kills_wanted:
+                        abandoned = True
+                        break
+                    try:
+                        events = reader.read_next_events(100, timeout_s=0.5)
+                    except pr.SerializationError as e:  # not ours: counted as altered
+                        self.reads.append(
+                            decode(reader_id, e.segment or "", e.offset or -1, e.data or b"")
+                        )
+                        reader.skip_event(e)
+                        continue
+                    except Exception as e:  # recorded; a reader out of the group rejoins
+                        self.errors[type(e).__name__] += 1
+                        if isinstance(e, (pr.ReaderNotInGroupError, pr.ClientClosedError)):
+                            break
+                        self.stopping.wait(0.5)
+                        continue
+                    for event in events:
+                        if event.checkpoint_name is None:
+                            self.reads.append(
+                                decode(reader_id, event.segment, event.offset, event.event)
+                            )
+                            last = event.position
+            finally:
+                if abandoned:  # no close(): its threads go on until the group drops it
+                    self.kills_wanted.discard(reader_id)
+                    self.group.reader_offline(reader_id, last)
+                    self.kills_done.append((reader_id, time.monotonic()))
+                else:
+                    try:
+                        reader.close()
+                    except Exception as e:  # e.g. declared offline meanwhile
+                        self.errors[f"close: {type(e).__name__}"] += 1
+
+    def _join(self, reader_id: str) -> Any:
+        while True:
+            try:
+                return self.cluster.create_reader(reader_id, SCOPE, GROUP)
+            except pr.PravegaError as e:
+                self.errors[f"join: {type(e).__name__}"] += 1
+                if self.stopping.wait(1.0):
+                    raise
+
+    def _checkpoint(self, every_s: float) -> None:
+        n = 0
+        while not self.stopping.wait(every_s):
+            name = f"cp{n}"
+            n += 1
+            started = time.monotonic()
+            try:
+                self.group.initiate_checkpoint(name, timeout_s=60.0)
+                self.checkpoints.append((name, time.monotonic() - started))
+            except pr.PravegaError as e:
+                self.errors[f"checkpoint: {type(e).__name__}"] += 1
+                self.checkpoints.append((name, None))
+
+
+class KvClients(Part):
+    name = "key-values"
+
+    def __init__(
+        self, cluster: Any, seed: int, *, clients: int = 3, keys: int = 8, every_s: float = 0.1
+    ) -> None:
+        super().__init__(cluster, seed)
+        self.keys = [f"key{k}" for k in range(keys)]
+        self.acked: dict[str, list[str]] = defaultdict(list)
+        self.refused: dict[str, list[str]] = defaultdict(list)
+        self.unknown: dict[str, list[str]] = defaultdict(list)
+        self.errors: dict[str, int] = defaultdict(int)
+        table = self._table()
+        for key in self.keys:
+            table.put(key, [])
+        for c in range(clients):
+            self.spawn(self._run, c, every_s, random.Random(seed * 17 + c))
+
+    def _table(self) -> Any:
+        return self.cluster.key_value_table(
+            SCOPE, TABLE, key_serializer=pr.Utf8Serializer(), value_serializer=pr.JsonSerializer()
+        )
+
+    def _run(self, c: int, every_s: float, rng: random.Random) -> None:
+        table = self._table()
+        n = 0
+        while not self.stopping.wait(every_s):
+            key = rng.choice(self.keys)
+            op = f"c{c}-{n}"
+            n += 1
+            try:
+                entry = table.get(key)
+                table.replace(key, [*entry.value, op], entry.version)
+            except pr.BadKeyVersionError:
+                self.refused[key].append(op)
+            except Exception as e:  # the outcome is not known
+                self.errors[type(e).__name__] += 1
+                self.unknown[key].append(op)
+            else:
+                self.acked[key].append(op)
+
+    def final(self) -> dict[str, list[str]]:
+        table = self._table()
+        return {key: list(table.get(key).value) for key in self.keys}

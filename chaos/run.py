@@ -1,0 +1,517 @@
+"""``make chaos``: the whole system under load while its parts are killed, then checked.
+
+Starts SeaweedFS (tests/s3_server.py) behind the fault-injecting proxy of
+:mod:`chaos.s3_proxy`, a 3-node local Ray (``ray.cluster_utils.Cluster``) and
+``pr.start_local`` with both tiers on S3 through the proxy; runs the load of :mod:`chaos.load`
+for ``--minutes`` while the proxy fails ``--s3-fault-rate`` of the requests and the faults of
+:func:`chaos.schedule.build_schedule` (seeded by ``--seed``) are injected; then stops the
+faults and the load, lets the reader group read everything, and checks the invariants of
+:mod:`chaos.checker`. Prints a report; its last line is one JSON object (``seed``, ``seconds``,
+``acked_events``, ``lost``, ``duplicated``, ``reordered``, ``torn_transactions``,
+``aborted_visible``, ``faults_injected`` by kind, ...). Exits 1 when an invariant broke or a
+part of the load failed, 0 otherwise. Progress goes to stderr every 30 s.
+
+Run: ``make chaos`` (10 minutes), ``make chaos MINUTES=2``, or
+``.venv/bin/python -m chaos.run --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pravega_ray as pr
+from chaos import checker
+from chaos.load import (
+    GROUP,
+    KEYED_STREAM,
+    SCOPE,
+    TABLE,
+    TXN_STREAM,
+    GroupReaders,
+    KeyedWriters,
+    KvClients,
+    TxnWriters,
+)
+from chaos.s3_proxy import FaultyS3Proxy, ProxyFaults
+from chaos.schedule import (
+    CONTAINER_KILL,
+    NODE_ADD,
+    NODE_REMOVE,
+    READER_KILL,
+    Fault,
+    build_schedule,
+    per_ten_minutes,
+)
+
+logger = logging.getLogger("chaos")
+
+CONTAINERS = 4
+RECOVERY_WAIT_S = 180.0
+"""How long a fault's recovery is waited for before it counts as not recovered."""
+DRAIN_STALL_S = 90.0
+"""After the load, the readers read until everything is read or nothing new came for this."""
+S3_TIMEOUT_FAULT_S = 3.0
+"""A TIMEOUT fault holds the request this long, then closes the connection unanswered (the
+client's own read timeout, 60 s, would stall a container for a minute per fault)."""
+FAULT_WINDOW_S = 10.0
+"""Acknowledgements within this many seconds after a fault count as 'during faults'."""
+
+
+def log(started: float, text: str) -> None:
+    print(f"[chaos {time.monotonic() - started:7.1f}s] {text}", file=sys.stderr, flush=True)
+
+
+class Injector:
+    """Applies faults to the running cluster and times each one's recovery (the killed actor,
+    or every container after a node went, answering ``describe`` again)."""
+
+    def __init__(self, nodes: Any, namespace: str, readers: GroupReaders, started: float) -> None:
+        self.nodes = nodes
+        self.namespace = namespace
+        self.readers = readers
+        self.started = started
+        self.workers = [n for n in nodes.worker_nodes]
+        self.applied: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._timers: list[threading.Thread] = []
+
+    def apply(self, fault: Fault) -> None:
+        import ray
+
+        record: dict[str, Any] = {"kind": fault.kind, "at_s": round(fault.at_s, 1)}
+        at = time.monotonic()
+        try:
+            if fault.kind == CONTAINER_KILL:
+                name = f"segment-container-{fault.pick % CONTAINERS}"
+                record["target"] = name
+                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False)
+                self._time_recovery(record, at, [name])
+            elif fault.kind.startswith("kill:"):
+                name = self._pick_actor(fault.kind.removeprefix("kill:"), fault.pick)
+                record["target"] = name
+                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False)
+                self._time_recovery(record, at, [name])
+            elif fault.kind == NODE_REMOVE:
+                self._remove_node(record, fault.pick, at)
+            elif fault.kind == NODE_ADD:
+                node = self.nodes.add_node(num_cpus=1)
+                self.workers.append(node)
+                record["target"] = node.node_id[:12]
+                self.nodes.wait_for_nodes()
+                record["recovered_s"] = round(time.monotonic() - at, 2)
+            elif fault.kind == READER_KILL:
+                record["target"] = self.readers.kill(fault.pick)
+            else:
+                record["skipped"] = "unknown kind"
+        except Exception as e:  # recorded: one failed injection never stops the run
+            record["error"] = f"{type(e).__name__}: {e}"
+        with self._lock:
+            self.applied.append(record)
+
+    def _remove_node(self, record: dict[str, Any], pick: int, at: float) -> None:
+        """Remove a worker node that holds a container (any worker if none does); once
+        every container answers again, ``moved_off`` says none is on the removed node."""
+        names = [f"segment-container-{i}" for i in range(CONTAINERS)]
+        held = {d["node_id"] for d in self._describe(names)}
+        candidates = [w for w in self.workers if w.node_id in held] or self.workers
+        if not candidates:
+            record["skipped"] = "no worker node left"
+            return
+        node = candidates[pick % len(candidates)]
+        self.workers.remove(node)
+        record["target"] = node.node_id[:12]
+        record["held_containers"] = node.node_id in held
+        self.nodes.remove_node(node)
+
+        def moved_off() -> None:
+            placed = self._describe(names)
+            record["moved_off"] = all(d["node_id"] != node.node_id for d in placed)
+
+        self._time_recovery(record, at, names, then=moved_off)
+
+    def _describe(self, names: list[str]) -> list[dict[str, Any]]:
+        import ray
+
+        handles = [ray.get_actor(name, namespace=self.namespace) for name in names]
+        described: list[dict[str, Any]] = ray.get(
+            [h.describe.remote() for h in handles], timeout=30
+        )
+        return described
+
+    def _pick_actor(self, kind: str, pick: int) -> str:
+        import ray
+
+        names = sorted(
+            a["name"]
+            for a in ray.util.list_named_actors(all_namespaces=True)
+            if a["namespace"] == self.namespace
+        )
+        if kind == "controller":
+            chosen = [n for n in names if n == "controller" or n.startswith("controller-")]
+        elif kind == "stream-bucket":
+            chosen = [n for n in names if n.startswith("stream-bucket-")]
+        else:
+            chosen = [n for n in names if n == kind]
+        if not chosen:
+            raise LookupError(f"no actor of kind {kind} among {names}")
+        return str(chosen[pick % len(chosen)])
+
+    def _time_recovery(
+        self, record: dict[str, Any], at: float, names: list[str], then: Any = None
+    ) -> None:
+        def wait() -> None:
+            import ray
+
+            deadline = at + RECOVERY_WAIT_S
+            pending = list(names)
+            while pending and time.monotonic() < deadline:
+                try:
+                    handle = ray.get_actor(pending[0], namespace=self.namespace)
+                    ray.get(handle.describe.remote(), timeout=5)
+                    pending.pop(0)
+                except Exception:  # not back yet
+                    time.sleep(0.2)
+            with self._lock:
+                if pending:
+                    record["recovered_s"] = None
+                else:
+                    record["recovered_s"] = round(time.monotonic() - at, 2)
+            if then is not None and not pending:
+                try:
+                    then()
+                except Exception as e:  # recorded with the fault
+                    record["error"] = f"after recovery: {type(e).__name__}: {e}"
+
+        thread = threading.Thread(target=wait, daemon=True)
+        self._timers.append(thread)
+        thread.start()
+
+    def join(self) -> None:
+        for thread in self._timers:
+            thread.join(RECOVERY_WAIT_S + 10)
+
+
+def p99(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def create_objects(cluster: Any) -> None:
+    mgr = cluster.stream_manager()
+    mgr.create_scope(SCOPE)
+    mgr.create_stream(SCOPE, KEYED_STREAM, pr.StreamConfiguration(pr.ScalingPolicy.fixed(4)))
+    mgr.create_stream(SCOPE, TXN_STREAM, pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
+    mgr.create_key_value_table(SCOPE, TABLE, partitions=2)
+    config = pr.ReaderGroupConfig.for_streams(
+        f"{SCOPE}/{KEYED_STREAM}", f"{SCOPE}/{TXN_STREAM}", automatic_checkpoint_interval_s=10
+    )
+    cluster.create_reader_group(SCOPE, GROUP, config)
+
+
+def drain(readers: GroupReaders, writers: KeyedWriters, txns: TxnWriters, started: float) -> bool:
+    """Let the readers read until every acknowledged event and every committed transaction
+    was read, or nothing new came for DRAIN_STALL_S; True if everything expected was read."""
+    expected_keyed = sum(len(s) for s in writers.acks.acked.values())
+    expected_txn = sum(o.count for o in txns.outcomes if o.status == "committed")
+    readers.draining.set()
+    last_count, last_change = -1, time.monotonic()
+    while True:
+        reads = list(readers.reads)
+        keyed = {(r.ident, r.seq) for r in reads if r.kind == "k"}
+        txn = {(r.ident, r.seq) for r in reads if r.kind == "t"}
+        committed = {o.tag for o in txns.outcomes if o.status == "committed"}
+        txn_read = sum(1 for tag, _ in txn if tag in committed)
+        if len(keyed) >= expected_keyed and txn_read >= expected_txn:
+            return True
+        if len(reads) != last_count:
+            last_count, last_change = len(reads), time.monotonic()
+        elif time.monotonic() - last_change > DRAIN_STALL_S:
+            log(
+                started,
+                f"drain stalled: {len(keyed)}/{expected_keyed} keyed, "
+                f"{txn_read}/{expected_txn} committed transactional events read",
+            )
+            return False
+        time.sleep(1.0)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from tests.s3_server import running_s3_server
+
+    started = time.monotonic()
+    seconds = args.minutes * 60.0
+    schedule = build_schedule(args.seed, seconds, per_ten_minutes(seconds))
+    log(started, f"seed {args.seed}: {len(schedule)} faults over {seconds:.0f}s")
+    namespace = "chaos-" + uuid.uuid4().hex[:6]
+    data_dir = Path(tempfile.mkdtemp(prefix="pravega-chaos-"))
+    with running_s3_server() as s3:
+        bucket = "chaos-" + uuid.uuid4().hex[:8]
+        s3.client().create_bucket(Bucket=bucket)
+        faults = ProxyFaults(rate=args.s3_fault_rate, timeout_s=S3_TIMEOUT_FAULT_S)
+        with FaultyS3Proxy(s3.endpoint_url, seed=args.seed, faults=ProxyFaults(rate=0.0)) as proxy:
+            os.environ.update(s3.environment())
+            os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint
+            nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+            for _ in range(2):
+                nodes.add_node(num_cpus=1)
+            nodes.wait_for_nodes()
+            ray.init(
+                address=nodes.address,
+                namespace=namespace,
+                logging_level=logging.WARNING,
+                log_to_driver=args.verbose,
+            )
+            cluster = None
+            try:
+                log(started, "starting the cluster: 4 containers, both tiers on S3 via the proxy")
+                cluster = pr.start_local(
+                    data_dir=data_dir,
+                    container_count=CONTAINERS,
+                    tier1=f"s3://{bucket}/tier1",
+                    tier2=f"s3://{bucket}/tier2",
+                    namespace=namespace,
+                )
+                create_objects(cluster)
+                result = load_and_check(
+                    args, cluster, nodes, namespace, proxy, faults, schedule, started
+                )
+            finally:
+                log(started, "shutting down")
+                try:
+                    if cluster is not None:
+                        cluster.shutdown()
+                except Exception as e:  # best effort: the processes go with Ray below
+                    log(started, f"shutdown: {type(e).__name__}: {e}")
+                ray.shutdown()
+                nodes.shutdown()
+    return result
+
+
+def load_and_check(
+    args: argparse.Namespace,
+    cluster: Any,
+    nodes: Any,
+    namespace: str,
+    proxy: FaultyS3Proxy,
+    faults: ProxyFaults,
+    schedule: list[Fault],
+    run_started: float,
+) -> dict[str, Any]:
+    """Run the load under the faults, stop both, read everything back and check it."""
+    started = time.monotonic()  # fault times count from here
+    seconds = args.minutes * 60.0
+    seed = args.seed
+    writers = KeyedWriters(cluster, seed, rate=args.rate)
+    txns = TxnWriters(cluster, seed + 1)
+    readers = GroupReaders(cluster, seed + 2)
+    kv = KvClients(cluster, seed + 3)
+    injector = Injector(nodes, namespace, readers, started)
+    proxy.set_faults(faults)
+    log(run_started, f"load running; S3 faults on {faults.rate:.0%} of requests")
+    next_progress = started + 30
+    for fault in schedule:
+        while time.monotonic() < started + fault.at_s:
+            time.sleep(0.05)
+            if time.monotonic() > next_progress:
+                next_progress += 30
+                progress(run_started, writers, readers, injector)
+        injector.apply(fault)
+    while time.monotonic() < started + seconds:
+        time.sleep(0.2)
+    proxy.set_faults(ProxyFaults(rate=0.0))
+    log(run_started, "faults stopped; stopping the load")
+    injector.join()
+    for part in (writers, txns, kv):
+        part.stop()
+        log(run_started, f"{part.name} stopped")
+    time.sleep(txns.lease_s + 5)  # transactions left to time out are aborted by now
+    settle_problems = txns.settle()
+    log(run_started, "transactions settled")
+    log(run_started, "reading everything back")
+    drained = drain(readers, writers, txns, run_started)
+    readers.stop()
+    return report(args, proxy, writers, txns, readers, kv, injector, drained, settle_problems)
+
+
+def progress(
+    started: float, writers: KeyedWriters, readers: GroupReaders, injector: Injector
+) -> None:
+    acked = sum(len(s) for s in writers.acks.acked.values())
+    log(
+        started,
+        f"{acked:,} events acknowledged, {len(readers.reads):,} read, "
+        f"{len(injector.applied)} faults injected",
+    )
+
+
+def report(
+    args: argparse.Namespace,
+    proxy: FaultyS3Proxy,
+    writers: KeyedWriters,
+    txns: TxnWriters,
+    readers: GroupReaders,
+    kv: KvClients,
+    injector: Injector,
+    drained: bool,
+    settle_problems: list[str],
+) -> dict[str, Any]:
+    reads = list(readers.reads)
+    keyed = checker.check_keyed(writers.acks.acked, writers.acks.unknown, reads)
+    by_segment: dict[str, list[checker.Read]] = defaultdict(list)
+    for read in reads:
+        if read.kind == "t":
+            by_segment[read.segment].append(read)
+    txn = checker.check_transactions(txns.outcomes, reads, by_segment)
+    kvv = checker.check_key_values(kv.acked, kv.refused, kv.final())
+    altered = sum(1 for r in reads if r.kind == "?")
+    faults: Counter[str] = Counter(a["kind"] for a in injector.applied if "error" not in a)
+    for kind, count in proxy.counts().items():
+        if kind != "requests" and count:
+            faults[f"s3_{kind}"] += count
+    # A write is 'during a fault' if it began between a fault and FAULT_WINDOW_S after the
+    # faulted part recovered.
+    windows = [
+        (a["at_s"], a["at_s"] + (a.get("recovered_s") or 0.0) + FAULT_WINDOW_S)
+        for a in injector.applied
+    ]
+    during = [
+        lat
+        for t, lat in writers.acks.latencies
+        if any(lo <= t - lat - injector.started <= hi for lo, hi in windows)
+    ]
+    everything = [lat for _, lat in writers.acks.latencies]
+    failures = writers.failures + txns.failures + readers.failures + kv.failures
+    problems = list(settle_problems) + failures
+    if not drained:
+        problems.append("the readers did not read everything back")
+    for a in injector.applied:
+        if a["kind"] == NODE_REMOVE and a.get("moved_off") is False:
+            problems.append(f"a container stayed on the removed node: {a}")
+        if a.get("recovered_s", 0.0) is None:
+            problems.append(f"not recovered in {RECOVERY_WAIT_S:.0f}s: {a}")
+    recoveries: dict[str, list[float | None]] = defaultdict(list)
+    for a in injector.applied:
+        if "recovered_s" in a:
+            recoveries[a["kind"]].append(a["recovered_s"])
+
+    print(f"chaos run: seed {args.seed}, {args.minutes * 60:.0f}s of load")
+    print(
+        f"  keyed events: {keyed.acked:,} acknowledged, {keyed.read:,} read; "
+        f"{sum(len(s) for s in writers.acks.unknown.values())} with an unknown outcome "
+        f"{dict(writers.acks.errors)}"
+    )
+    print(
+        f"  transactions: {txn.committed} committed, {txn.aborted} aborted, "
+        f"{txn.timed_out} timed out, {txn.unknown} unknown; errors {dict(txns.errors)}"
+    )
+    print(
+        f"  key-value updates: {kvv.acked_updates} acknowledged on {kvv.keys} keys; "
+        f"{sum(len(v) for v in kv.refused.values())} refused; errors {dict(kv.errors)}"
+    )
+    good = [c for c in readers.checkpoints if c[1] is not None]
+    print(
+        f"  reader group: {len(reads):,} events read, {len(good)}/{len(readers.checkpoints)} "
+        f"checkpoints completed, {len(readers.kills_done)} readers killed; "
+        f"errors {dict(readers.errors)}"
+    )
+    print(f"  faults injected: {dict(sorted(faults.items()))}")
+    for kind, times in sorted(recoveries.items()):
+        done = [t for t in times if t is not None]
+        worst = f"{max(done):.1f}s" if done else "-"
+        print(f"  recovery {kind}: {len(done)}/{len(times)} recovered, worst {worst}")
+    for a in injector.applied:
+        if "error" in a or "skipped" in a:
+            print(f"  fault not injected: {a}")
+    p99_all, p99_during = p99(everything), p99(during)
+    print(
+        f"  ack latency p99: {_ms(p99_all)} overall, {_ms(p99_during)} for writes begun "
+        f"between a fault and {FAULT_WINDOW_S:.0f}s after its recovery"
+    )
+    for line in keyed.examples + txn.examples + kvv.examples + problems:
+        print(f"  ! {line}")
+    result = {
+        "seed": args.seed,
+        "seconds": round(args.minutes * 60, 1),
+        "acked_events": keyed.acked,
+        "lost": keyed.lost,
+        "duplicated": keyed.duplicated + txn.duplicated,
+        "reordered": keyed.reordered,
+        "phantom": keyed.phantom + txn.phantom + altered,
+        "torn_transactions": txn.torn_transactions,
+        "aborted_visible": txn.aborted_visible,
+        "kv_lost": kvv.kv_lost,
+        "kv_phantom": kvv.kv_phantom,
+        "committed_transactions": txn.committed,
+        "containers_moved_off_removed_nodes": sum(
+            1 for a in injector.applied if a.get("held_containers") and a.get("moved_off")
+        ),
+        "faults_injected": dict(sorted(faults.items())),
+        "ack_p99_ms": _round_ms(p99_all),
+        "ack_p99_during_faults_ms": _round_ms(p99_during),
+        "problems": len(problems),
+    }
+    broken = [k for k in BROKEN_IF_NONZERO if result[k]]
+    result["ok"] = not broken
+    print("  invariants: " + ("all held" if not broken else "BROKEN: " + ", ".join(broken)))
+    return result
+
+
+BROKEN_IF_NONZERO = (
+    "lost",
+    "duplicated",
+    "reordered",
+    "phantom",
+    "torn_transactions",
+    "aborted_visible",
+    "kv_lost",
+    "kv_phantom",
+    "problems",
+)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def _round_ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the load")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="replays a schedule (default: random)"
+    )
+    parser.add_argument("--s3-fault-rate", type=float, default=0.05)
+    parser.add_argument("--rate", type=float, default=100.0, help="events/s of each writer")
+    parser.add_argument("--verbose", action="store_true", help="show the actors' logs")
+    args = parser.parse_args(argv)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 31)
+    logging.basicConfig(level=logging.WARNING)
+    result = run(args)
+    print(json.dumps(result, sort_keys=True))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
