@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 FAST_TIER := not ray and not spark and not s3
 FAST_LOG := .fast-tier.log
 
-.PHONY: demo demo-features test test-fast lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data bench-idle-container chaos clean check-java venv
+.PHONY: demo demo-features test test-fast lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data bench-idle-container chaos simulate clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -39,7 +39,7 @@ test-fast: lint
 	PRAVEGA_TEST_TIER=fast $(PY) -m pytest tests -m "$(FAST_TIER)" -n auto
 
 lint: venv
-	$(PY) -m ruff check pravega_ray actors tests examples benchmarks chaos
+	$(PY) -m ruff check pravega_ray actors tests examples benchmarks chaos sim
 	$(PY) -m mypy
 
 # The chaos suite (chaos/run.py, docs/chaos.md): MINUTES of load on a 3-node local Ray with
@@ -49,6 +49,13 @@ lint: venv
 MINUTES ?= 10
 chaos: venv
 	$(PY) -m chaos.run --minutes $(MINUTES) $(if $(SEED),--seed $(SEED),)
+
+# The deterministic simulation of the data path (sim/, docs/chaos.md): SEEDS seeds from a random
+# start (printed first); exits non-zero with the first failing seed, its trace and the command
+# that replays it. `make test` runs a fixed set of seeds (tests/unit/sim).
+SEEDS ?= 1000
+simulate: venv
+	$(PY) -m sim --seeds $(SEEDS)
 
 bench: venv
 	$(PY) -m benchmarks.append_throughput

@@ -22,12 +22,16 @@ records are what :mod:`chaos.checker` judges:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +46,12 @@ KEYED_STREAM = "keyed"
 TXN_STREAM = "txns"
 GROUP = "all"
 TABLE = "counters"
+SCALING_STREAM = "scaling"
+RETAINED_STREAM = "retained"
+SUBSCRIBER_GROUP = "subscriber"
+PIPELINE_STREAM = "pipeline"
+SETTLE_S = 60.0
+"""How long :meth:`TxnWriters.settle` waits for a transaction whose lease ran out to end."""
 JOIN_S = 120.0
 """How long :meth:`Load.stop` waits for a part's threads."""
 
@@ -65,7 +75,8 @@ class Acks:
                 self.latencies.append((now, now - started))
             else:
                 self.unknown[key].add(seq)
-                self.errors[type(error).__name__] += 1
+                if str(error) != "pending":
+                    self.errors[type(error).__name__] += 1
 
 
 class Part:
@@ -94,10 +105,15 @@ class Part:
 
     def stop(self) -> None:
         self.stopping.set()
+        deadline = time.monotonic() + JOIN_S
         for thread in self.threads:
-            thread.join(JOIN_S)
+            thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
-                self.failures.append(f"{self.name}: a thread did not stop in {JOIN_S}s")
+                frame = sys._current_frames().get(thread.ident or -1)
+                where = "".join(traceback.format_stack(frame)[-6:]) if frame else "?"
+                self.failures.append(
+                    f"{self.name}: a thread did not stop in {JOIN_S}s; it was at:\n{where}"
+                )
 
 
 class KeyedWriters(Part):
@@ -108,32 +124,41 @@ class KeyedWriters(Part):
         cluster: Any,
         seed: int,
         *,
+        stream: str = KEYED_STREAM,
+        prefix: str = "w",
+        acks: Acks | None = None,
         writers: int = 4,
         keys: int = 64,
-        rate: float = 200.0,
+        rate: float | Callable[[float], float] = 200.0,
         event_bytes: int = 100,
         large_every_s: float = 5.0,
     ) -> None:
         super().__init__(cluster, seed)
-        self.acks = Acks()
+        self.name = f"writers of {stream}"
+        self.stream = stream
+        self.acks = acks if acks is not None else Acks()
         self.written = 0
+        rate_at = rate if callable(rate) else (lambda _elapsed, r=float(rate): r)
         for w in range(writers):
-            owned = [f"w{w}k{k}" for k in range(w, keys, writers)]
-            self.spawn(self._write, owned, rate, event_bytes)
+            owned = [f"{prefix}{w}k{k}" for k in range(w, keys, writers)]
+            self.spawn(self._write, owned, rate_at, event_bytes)
         if large_every_s > 0:
-            self.spawn(self._write_large, large_every_s)
+            self.spawn(self._write_large, large_every_s, f"{prefix}large")
 
-    def _write(self, keys: list[str], rate: float, size: int) -> None:
+    def _write(self, keys: list[str], rate_at: Callable[[float], float], size: int) -> None:
+        """Round-robin over ``keys``, ``rate_at(seconds since the start)`` events/s."""
         seqs = dict.fromkeys(keys, 0)
-        with self.cluster.create_writer(SCOPE, KEYED_STREAM) as writer:
+        with self.cluster.create_writer(SCOPE, self.stream) as writer:
             started = time.monotonic()
+            due = started
             n = 0
             while not self.stopping.is_set():
                 key = keys[n % len(keys)]
                 self._one(writer, key, seqs[key], encode_keyed(key, seqs[key], size))
                 seqs[key] += 1
                 n += 1
-                ahead = started + n / rate - time.monotonic()
+                due += 1.0 / rate_at(time.monotonic() - started)
+                ahead = due - time.monotonic()
                 if ahead > 0:
                     self.stopping.wait(ahead)
             writer.flush()
@@ -148,13 +173,15 @@ class KeyedWriters(Part):
         self.written += 1
         future.add_done_callback(lambda f: self.acks.done(key, seq, begun, f.exception(0)))
 
-    def _write_large(self, every_s: float) -> None:
+    def _write_large(self, every_s: float, key: str) -> None:
+        """A large event ``every_s`` after the last one was acknowledged (or failed)."""
         seq = 0
-        with self.cluster.create_writer(SCOPE, KEYED_STREAM) as writer:
+        with self.cluster.create_writer(SCOPE, self.stream) as writer:
             while not self.stopping.wait(every_s):
-                self._one(writer, "large", seq, encode_keyed("large", seq, 9 * MIB))
+                self._one(writer, key, seq, encode_keyed(key, seq, 9 * MIB))
                 seq += 1
-            writer.flush()
+                with contextlib.suppress(Exception):  # recorded by the event's future
+                    writer.flush()
 
 
 class TxnWriters(Part):
@@ -166,7 +193,7 @@ class TxnWriters(Part):
         seed: int,
         *,
         writers: int = 2,
-        every_s: float = 1.0,
+        every_s: float = 2.0,
         lease_s: float = 4.0,
     ) -> None:
         super().__init__(cluster, seed)
@@ -232,6 +259,19 @@ class TxnWriters(Part):
         self._ids[tag] = txn_id
         self.outcomes.append(TxnOutcome(tag, count, status))
 
+    @staticmethod
+    def _ended_status(writer: Any, txn_id: uuid.UUID) -> Any:
+        """The transaction's status once it is not OPEN or COMMITTING/ABORTING, waiting up
+        to SETTLE_S (its lease ran out long ago: the timer aborts it), else the last one."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            status = writer.get_txn(txn_id).check_status()
+            if status in (pr.TxnStatus.COMMITTED, pr.TxnStatus.ABORTED):
+                return status
+            if time.monotonic() > deadline:
+                return status
+            time.sleep(0.5)
+
     def settle(self) -> list[str]:
         """Ask the controller for the status of every transaction whose outcome is unknown
         or that was left to time out; returns the contradictions found (a timed-out one that
@@ -242,7 +282,7 @@ class TxnWriters(Part):
             for i, outcome in enumerate(self.outcomes):
                 if outcome.status not in ("unknown", "timed_out"):
                     continue
-                status = writer.get_txn(self._ids[outcome.tag]).check_status()
+                status = self._ended_status(writer, self._ids[outcome.tag])
                 if status is pr.TxnStatus.COMMITTED:
                     if outcome.status == "timed_out":
                         problems.append(f"transaction {outcome.tag} left to time out committed")
@@ -251,7 +291,10 @@ class TxnWriters(Part):
                     if outcome.status == "unknown":
                         self.outcomes[i] = TxnOutcome(outcome.tag, outcome.count, "aborted")
                 else:
-                    problems.append(f"transaction {outcome.tag} still {status.name} at the end")
+                    problems.append(
+                        f"transaction {outcome.tag} ({outcome.status}) still {status.name} "
+                        f"{SETTLE_S:.0f}s after the load stopped"
+                    )
         finally:
             writer.close()
         return problems
@@ -359,7 +402,7 @@ class KvClients(Part):
     name = "key-values"
 
     def __init__(
-        self, cluster: Any, seed: int, *, clients: int = 3, keys: int = 8, every_s: float = 0.1
+        self, cluster: Any, seed: int, *, clients: int = 3, keys: int = 8, every_s: float = 0.5
     ) -> None:
         super().__init__(cluster, seed)
         self.keys = [f"key{k}" for k in range(keys)]
@@ -399,3 +442,104 @@ class KvClients(Part):
     def final(self) -> dict[str, list[str]]:
         table = self._table()
         return {key: list(table.get(key).value) for key in self.keys}
+
+
+class Subscriber(Part):
+    """One reader of a consumption-based subscriber group (automatic checkpoints release what
+    it read) on a stream with a size retention policy; with ``raise_on_truncated_data`` a
+    truncation of anything it had not released would raise (counted in ``truncated``)."""
+
+    name = "subscriber"
+
+    def __init__(self, cluster: Any, seed: int) -> None:
+        super().__init__(cluster, seed)
+        self.reads: list[Read] = []
+        self.truncated: list[str] = []
+        self.errors: dict[str, int] = defaultdict(int)
+        self.spawn(self._read)
+
+    def _read(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                reader = self.cluster.create_reader("s0", SCOPE, SUBSCRIBER_GROUP)
+            except Exception as e:  # the controller restarting: try again
+                self.errors[f"join: {type(e).__name__}"] += 1
+                self.stopping.wait(1.0)
+                continue
+            try:
+                while not self.stopping.is_set():
+                    try:
+                        events = reader.read_next_events(100, timeout_s=0.5)
+                    except pr.TruncatedDataError as e:
+                        self.truncated.append(str(e))
+                        continue
+                    except Exception as e:  # recorded; goes on
+                        self.errors[type(e).__name__] += 1
+                        if isinstance(e, (pr.ReaderNotInGroupError, pr.ClientClosedError)):
+                            break
+                        self.stopping.wait(0.5)
+                        continue
+                    for event in events:
+                        if event.checkpoint_name is None:
+                            self.reads.append(
+                                decode("s0", event.segment, event.offset, event.event)
+                            )
+            finally:
+                try:
+                    reader.close()
+                except Exception as e:  # recorded
+                    self.errors[f"close: {type(e).__name__}"] += 1
+
+
+class PipelineWrites(Part):
+    """Every ``every_s``, ``pr.data.write_stream`` of ``rows`` rows with a ``write_id`` of its
+    own, repeated with the same ``write_id`` until one call returns (a failed call's rerun is
+    the pipeline's retry) and once more after that (a rerun of a finished write is a no-op).
+    Write ``n``'s rows are keyed events ``p<n>``, sequence numbers in row order."""
+
+    name = "pipeline writes"
+
+    def __init__(
+        self, cluster: Any, seed: int, acks: Acks, *, every_s: float = 60.0, rows: int = 2000
+    ) -> None:
+        super().__init__(cluster, seed)
+        self.acks = acks
+        self.results: list[tuple[str, str, int]] = []  # (write_id, outcome, events)
+        self.errors: dict[str, int] = defaultdict(int)
+        self.samples: dict[str, str] = {}  # an error message of each type
+        if every_s > 0:
+            self.spawn(self._run, every_s, rows)
+
+    def _run(self, every_s: float, rows: int) -> None:
+        import ray
+
+        n = 0
+        first = min(every_s, 20.0)
+        while not self.stopping.wait(first if n == 0 else every_s):
+            key = f"p{n}"
+            write_id = f"chaos-{key}"
+            items = [{"event": encode_keyed(key, i, 100), "key": key} for i in range(rows)]
+            begun = time.monotonic()
+            for i in range(rows):  # unknown until a call returns: it may commit meanwhile
+                self.acks.done(key, i, begun, RuntimeError("pending"))
+            done = False
+            for _attempt in range(4):  # the retry, then the rerun of a finished write
+                try:
+                    result = pr.data.write_stream(
+                        ray.data.from_items(items),
+                        f"{SCOPE}/{PIPELINE_STREAM}",
+                        routing_key_column="key",
+                        cluster=self.cluster,
+                        write_id=write_id,
+                    )
+                except Exception as e:  # a retry with the same write_id follows
+                    self.errors[type(e).__name__] += 1
+                    self.samples.setdefault(type(e).__name__, str(e)[:300])
+                    continue
+                self.results.append((write_id, str(result.outcome), result.events))
+                if done:
+                    break
+                done = True
+                for i in range(rows):
+                    self.acks.done(key, i, begun, None)
+            n += 1

@@ -37,15 +37,23 @@ from chaos import checker
 from chaos.load import (
     GROUP,
     KEYED_STREAM,
+    PIPELINE_STREAM,
+    RETAINED_STREAM,
+    SCALING_STREAM,
     SCOPE,
+    SUBSCRIBER_GROUP,
     TABLE,
     TXN_STREAM,
+    Acks,
     GroupReaders,
     KeyedWriters,
     KvClients,
+    PipelineWrites,
+    Subscriber,
     TxnWriters,
 )
-from chaos.s3_proxy import FaultyS3Proxy, ProxyFaults
+from chaos.proxy_process import ProxyProcess
+from chaos.s3_proxy import ProxyFaults
 from chaos.schedule import (
     CONTAINER_KILL,
     NODE_ADD,
@@ -59,6 +67,10 @@ from chaos.schedule import (
 logger = logging.getLogger("chaos")
 
 CONTAINERS = 4
+NODE_ARGS: dict[str, Any] = {"num_cpus": 1, "object_store_memory": 512 * 1024 * 1024}
+"""Each Ray node: one CPU (Ray Data's tasks), and an object store large enough for the
+load's large events and Ray Data's blocks (with Ray's small default, Ray Data waited for
+object store memory for ever)."""
 RECOVERY_WAIT_S = 180.0
 """How long a fault's recovery is waited for before it counts as not recovered."""
 DRAIN_STALL_S = 90.0
@@ -107,7 +119,7 @@ class Injector:
             elif fault.kind == NODE_REMOVE:
                 self._remove_node(record, fault.pick, at)
             elif fault.kind == NODE_ADD:
-                node = self.nodes.add_node(num_cpus=1)
+                node = self.nodes.add_node(**NODE_ARGS)
                 self.workers.append(node)
                 record["target"] = node.node_id[:12]
                 self.nodes.wait_for_nodes()
@@ -137,8 +149,15 @@ class Injector:
         self.nodes.remove_node(node)
 
         def moved_off() -> None:
-            placed = self._describe(names)
-            record["moved_off"] = all(d["node_id"] != node.node_id for d in placed)
+            for _ in range(30):  # a container may be restarting again (another fault)
+                try:
+                    placed = self._describe(names)
+                except Exception:
+                    time.sleep(1.0)
+                    continue
+                record["moved_off"] = all(d["node_id"] != node.node_id for d in placed)
+                return
+            record["moved_off"] = None  # not known: the containers kept restarting
 
         self._time_recovery(record, at, names, then=moved_off)
 
@@ -211,40 +230,83 @@ def p99(values: list[float]) -> float | None:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
+SCALING_TARGET_RATE = 10
+"""The auto-scaled stream's target events/s per segment (its writer alternates between 5x and
+half of it, a minute each, so it splits and, in longer runs, merges)."""
+RETAINED_MIN_BYTES = 256 * 1024
+"""The retained stream keeps at least this much; above it, what its subscriber released goes."""
+RETENTION_PERIOD_S = 5.0
+
+
 def create_objects(cluster: Any) -> None:
     mgr = cluster.stream_manager()
     mgr.create_scope(SCOPE)
-    mgr.create_stream(SCOPE, KEYED_STREAM, pr.StreamConfiguration(pr.ScalingPolicy.fixed(4)))
-    mgr.create_stream(SCOPE, TXN_STREAM, pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
+    fixed = pr.ScalingPolicy.fixed
+    mgr.create_stream(SCOPE, KEYED_STREAM, pr.StreamConfiguration(fixed(4)))
+    mgr.create_stream(SCOPE, TXN_STREAM, pr.StreamConfiguration(fixed(2)))
+    mgr.create_stream(SCOPE, PIPELINE_STREAM, pr.StreamConfiguration(fixed(2)))
+    scaling = pr.ScalingPolicy.by_event_rate(SCALING_TARGET_RATE, 2, 1)
+    mgr.create_stream(SCOPE, SCALING_STREAM, pr.StreamConfiguration(scaling))
+    retention = pr.RetentionPolicy.by_size(min_bytes=RETAINED_MIN_BYTES)
+    mgr.create_stream(SCOPE, RETAINED_STREAM, pr.StreamConfiguration(fixed(2), retention))
     mgr.create_key_value_table(SCOPE, TABLE, partitions=2)
+    streams = (KEYED_STREAM, TXN_STREAM, SCALING_STREAM, PIPELINE_STREAM)
     config = pr.ReaderGroupConfig.for_streams(
-        f"{SCOPE}/{KEYED_STREAM}", f"{SCOPE}/{TXN_STREAM}", automatic_checkpoint_interval_s=10
+        *(f"{SCOPE}/{name}" for name in streams), automatic_checkpoint_interval_s=10
     )
     cluster.create_reader_group(SCOPE, GROUP, config)
+    subscriber = pr.ReaderGroupConfig.for_streams(
+        f"{SCOPE}/{RETAINED_STREAM}",
+        automatic_checkpoint_interval_s=5,
+        retention_type=pr.RetentionConfigType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT,
+        raise_on_truncated_data=True,
+    )
+    cluster.create_reader_group(SCOPE, SUBSCRIBER_GROUP, subscriber)
 
 
-def drain(readers: GroupReaders, writers: KeyedWriters, txns: TxnWriters, started: float) -> bool:
+def scaling_rate(elapsed_s: float) -> float:
+    """The auto-scaled stream's writer: 5x its target for a minute, then half for a minute."""
+    high = int(elapsed_s // 60) % 2 == 0
+    return SCALING_TARGET_RATE * (5.0 if high else 0.5)
+
+
+def drain(
+    readers: GroupReaders,
+    acks: Acks,
+    txns: TxnWriters,
+    subscriber: Subscriber,
+    retained: Acks,
+    started: float,
+) -> bool:
     """Let the readers read until every acknowledged event and every committed transaction
-    was read, or nothing new came for DRAIN_STALL_S; True if everything expected was read."""
-    expected_keyed = sum(len(s) for s in writers.acks.acked.values())
+    was read (by the group, and the retained stream's by its subscriber), or nothing new came
+    for DRAIN_STALL_S; True if everything expected was read."""
+    expected_keyed = sum(len(s) for s in acks.acked.values())
+    expected_retained = sum(len(s) for s in retained.acked.values())
     expected_txn = sum(o.count for o in txns.outcomes if o.status == "committed")
+    committed = {o.tag for o in txns.outcomes if o.status == "committed"}
     readers.draining.set()
     last_count, last_change = -1, time.monotonic()
     while True:
         reads = list(readers.reads)
         keyed = {(r.ident, r.seq) for r in reads if r.kind == "k"}
-        txn = {(r.ident, r.seq) for r in reads if r.kind == "t"}
-        committed = {o.tag for o in txns.outcomes if o.status == "committed"}
-        txn_read = sum(1 for tag, _ in txn if tag in committed)
-        if len(keyed) >= expected_keyed and txn_read >= expected_txn:
+        txn_read = len({(r.ident, r.seq) for r in reads if r.kind == "t" and r.ident in committed})
+        got_retained = len({(r.ident, r.seq) for r in subscriber.reads if r.kind == "k"})
+        if (
+            len(keyed) >= expected_keyed
+            and txn_read >= expected_txn
+            and got_retained >= expected_retained
+        ):
             return True
-        if len(reads) != last_count:
-            last_count, last_change = len(reads), time.monotonic()
+        count = len(reads) + len(subscriber.reads)
+        if count != last_count:
+            last_count, last_change = count, time.monotonic()
         elif time.monotonic() - last_change > DRAIN_STALL_S:
             log(
                 started,
                 f"drain stalled: {len(keyed)}/{expected_keyed} keyed, "
-                f"{txn_read}/{expected_txn} committed transactional events read",
+                f"{txn_read}/{expected_txn} committed transactional, "
+                f"{got_retained}/{expected_retained} retained events read",
             )
             return False
         time.sleep(1.0)
@@ -258,7 +320,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     started = time.monotonic()
     seconds = args.minutes * 60.0
-    schedule = build_schedule(args.seed, seconds, per_ten_minutes(seconds))
+    counts = per_ten_minutes(seconds) if not args.no_faults else {}
+    schedule = build_schedule(args.seed, seconds, counts)
     log(started, f"seed {args.seed}: {len(schedule)} faults over {seconds:.0f}s")
     namespace = "chaos-" + uuid.uuid4().hex[:6]
     data_dir = Path(tempfile.mkdtemp(prefix="pravega-chaos-"))
@@ -266,12 +329,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bucket = "chaos-" + uuid.uuid4().hex[:8]
         s3.client().create_bucket(Bucket=bucket)
         faults = ProxyFaults(rate=args.s3_fault_rate, timeout_s=S3_TIMEOUT_FAULT_S)
-        with FaultyS3Proxy(s3.endpoint_url, seed=args.seed, faults=ProxyFaults(rate=0.0)) as proxy:
+        with ProxyProcess(s3.endpoint_url, seed=args.seed) as proxy:
             os.environ.update(s3.environment())
             os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint
-            nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+            nodes = Cluster(
+                initialize_head=True,
+                head_node_args={**NODE_ARGS, "include_dashboard": False},
+            )
             for _ in range(2):
-                nodes.add_node(num_cpus=1)
+                nodes.add_node(**NODE_ARGS)
             nodes.wait_for_nodes()
             ray.init(
                 address=nodes.address,
@@ -288,6 +354,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     tier1=f"s3://{bucket}/tier1",
                     tier2=f"s3://{bucket}/tier2",
                     namespace=namespace,
+                    retention_period_s=RETENTION_PERIOD_S,
                 )
                 create_objects(cluster)
                 result = load_and_check(
@@ -310,7 +377,7 @@ def load_and_check(
     cluster: Any,
     nodes: Any,
     namespace: str,
-    proxy: FaultyS3Proxy,
+    proxy: ProxyProcess,
     faults: ProxyFaults,
     schedule: list[Fault],
     run_started: float,
@@ -319,9 +386,37 @@ def load_and_check(
     started = time.monotonic()  # fault times count from here
     seconds = args.minutes * 60.0
     seed = args.seed
-    writers = KeyedWriters(cluster, seed, rate=args.rate)
+    writers = KeyedWriters(cluster, seed, rate=args.rate, large_every_s=args.large_every_s)
+    scaling = KeyedWriters(
+        cluster,
+        seed + 4,
+        stream=SCALING_STREAM,
+        prefix="a",
+        acks=writers.acks,
+        writers=1,
+        keys=16,
+        rate=scaling_rate,
+        large_every_s=0,
+    )
+    retained_acks = Acks()
+    retained = KeyedWriters(
+        cluster,
+        seed + 5,
+        stream=RETAINED_STREAM,
+        prefix="r",
+        acks=retained_acks,
+        writers=1,
+        keys=8,
+        rate=args.rate,
+        event_bytes=1000,
+        large_every_s=0,
+    )
+    pipeline = PipelineWrites(
+        cluster, seed + 6, writers.acks, every_s=args.pipeline_every_s, rows=1000
+    )
     txns = TxnWriters(cluster, seed + 1)
     readers = GroupReaders(cluster, seed + 2)
+    subscriber = Subscriber(cluster, seed + 7)
     kv = KvClients(cluster, seed + 3)
     injector = Injector(nodes, namespace, readers, started)
     proxy.set_faults(faults)
@@ -339,16 +434,43 @@ def load_and_check(
     proxy.set_faults(ProxyFaults(rate=0.0))
     log(run_started, "faults stopped; stopping the load")
     injector.join()
-    for part in (writers, txns, kv):
+    for part in (writers, scaling, retained, pipeline, txns, kv):
         part.stop()
         log(run_started, f"{part.name} stopped")
     time.sleep(txns.lease_s + 5)  # transactions left to time out are aborted by now
     settle_problems = txns.settle()
     log(run_started, "transactions settled")
     log(run_started, "reading everything back")
-    drained = drain(readers, writers, txns, run_started)
+    drained = drain(readers, writers.acks, txns, subscriber, retained_acks, run_started)
     readers.stop()
-    return report(args, proxy, writers, txns, readers, kv, injector, drained, settle_problems)
+    subscriber.stop()
+    extra = Extra(cluster, retained_acks, subscriber, pipeline, [scaling, retained])
+    return report(
+        args, proxy, writers, txns, readers, kv, injector, drained, settle_problems, extra
+    )
+
+
+class Extra:
+    """The parts the report reads besides the main ones: the retained stream's writer acks
+    and its subscriber, the pipeline writes, more writers, and the streams' final state."""
+
+    def __init__(
+        self,
+        cluster: Any,
+        retained: Acks,
+        subscriber: Subscriber,
+        pipeline: PipelineWrites,
+        writers: list[KeyedWriters],
+    ) -> None:
+        self.retained = retained
+        self.subscriber = subscriber
+        self.pipeline = pipeline
+        self.writers = writers
+        mgr = cluster.stream_manager()
+        info = mgr.get_stream_info(SCOPE, SCALING_STREAM)
+        self.scaling_epoch, self.scaling_segments = info.epoch, len(info.segments)
+        head = mgr.get_head_cut(SCOPE, RETAINED_STREAM)
+        self.retained_truncated_bytes = sum(head.positions.values())
 
 
 def progress(
@@ -364,7 +486,7 @@ def progress(
 
 def report(
     args: argparse.Namespace,
-    proxy: FaultyS3Proxy,
+    proxy: ProxyProcess,
     writers: KeyedWriters,
     txns: TxnWriters,
     readers: GroupReaders,
@@ -372,9 +494,11 @@ def report(
     injector: Injector,
     drained: bool,
     settle_problems: list[str],
+    extra: Extra,
 ) -> dict[str, Any]:
     reads = list(readers.reads)
     keyed = checker.check_keyed(writers.acks.acked, writers.acks.unknown, reads)
+    kept = checker.check_keyed(extra.retained.acked, extra.retained.unknown, extra.subscriber.reads)
     by_segment: dict[str, list[checker.Read]] = defaultdict(list)
     for read in reads:
         if read.kind == "t":
@@ -399,6 +523,9 @@ def report(
     ]
     everything = [lat for _, lat in writers.acks.latencies]
     failures = writers.failures + txns.failures + readers.failures + kv.failures
+    failures += extra.subscriber.failures + extra.pipeline.failures
+    for part in extra.writers:
+        failures += part.failures
     problems = list(settle_problems) + failures
     if not drained:
         problems.append("the readers did not read everything back")
@@ -440,21 +567,39 @@ def report(
     for a in injector.applied:
         if "error" in a or "skipped" in a:
             print(f"  fault not injected: {a}")
+    print(
+        f"  auto-scaled stream: epoch {extra.scaling_epoch}, {extra.scaling_segments} segments "
+        f"at the end"
+    )
+    print(
+        f"  retained stream: {kept.acked:,} acknowledged, {kept.read:,} read by its subscriber; "
+        f"{extra.retained_truncated_bytes:,} bytes truncated by retention; "
+        f"{len(extra.subscriber.truncated)} truncations of unreleased data; "
+        f"errors {dict(extra.subscriber.errors)}"
+    )
+    print(
+        f"  pipeline writes: {extra.pipeline.results}; errors {dict(extra.pipeline.errors)} "
+        f"{extra.pipeline.samples}"
+    )
     p99_all, p99_during = p99(everything), p99(during)
     print(
         f"  ack latency p99: {_ms(p99_all)} overall, {_ms(p99_during)} for writes begun "
         f"between a fault and {FAULT_WINDOW_S:.0f}s after its recovery"
     )
-    for line in keyed.examples + txn.examples + kvv.examples + problems:
+    for line in keyed.examples + kept.examples + txn.examples + kvv.examples + problems:
         print(f"  ! {line}")
     result = {
         "seed": args.seed,
         "seconds": round(args.minutes * 60, 1),
-        "acked_events": keyed.acked,
-        "lost": keyed.lost,
-        "duplicated": keyed.duplicated + txn.duplicated,
-        "reordered": keyed.reordered,
-        "phantom": keyed.phantom + txn.phantom + altered,
+        "acked_events": keyed.acked + kept.acked,
+        "lost": keyed.lost + kept.lost,
+        "duplicated": keyed.duplicated + kept.duplicated + txn.duplicated,
+        "reordered": keyed.reordered + kept.reordered,
+        "phantom": keyed.phantom + kept.phantom + txn.phantom + altered,
+        "truncated_unreleased": len(extra.subscriber.truncated),
+        "retained_truncated_bytes": extra.retained_truncated_bytes,
+        "scaling_epoch": extra.scaling_epoch,
+        "pipeline_writes": sum(1 for r in extra.pipeline.results if r[1] == "written"),
         "torn_transactions": txn.torn_transactions,
         "aborted_visible": txn.aborted_visible,
         "kv_lost": kvv.kv_lost,
@@ -481,6 +626,7 @@ BROKEN_IF_NONZERO = (
     "phantom",
     "torn_transactions",
     "aborted_visible",
+    "truncated_unreleased",
     "kv_lost",
     "kv_phantom",
     "problems",
@@ -502,9 +648,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--seed", type=int, default=None, help="replays a schedule (default: random)"
     )
     parser.add_argument("--s3-fault-rate", type=float, default=0.05)
-    parser.add_argument("--rate", type=float, default=100.0, help="events/s of each writer")
+    parser.add_argument("--rate", type=float, default=25.0, help="events/s of each writer")
+    parser.add_argument(
+        "--pipeline-every-s",
+        type=float,
+        default=0.0,
+        help="seconds between pr.data.write_stream calls (default 0: none; see docs/chaos.md)",
+    )
+    parser.add_argument(
+        "--large-every-s", type=float, default=10.0, help="seconds between large events (0: none)"
+    )
+    parser.add_argument(
+        "--no-faults", action="store_true", help="the same load without faults (a baseline)"
+    )
     parser.add_argument("--verbose", action="store_true", help="show the actors' logs")
     args = parser.parse_args(argv)
+    if args.no_faults:
+        args.s3_fault_rate = 0.0
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
     logging.basicConfig(level=logging.WARNING)

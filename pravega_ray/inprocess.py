@@ -5,8 +5,8 @@ controller is called directly under a lock. Clients reach the containers through
 the same service surface as on Ray (the cluster is the segment-store connection's
 invoker, calling ``SegmentStoreService`` methods on the owning container), so
 writers, readers and the stream manager behave identically. Used by unit tests,
-which also crash containers through it (there is no seeded simulation of the whole
-cluster yet; docs/design.md, "Deferred, on purpose"):
+which also crash containers through it (the seeded simulation of the data path, ``sim/``,
+builds its containers itself; docs/chaos.md):
 :meth:`InProcessCluster.restart_container` kills a container mid-flight (pending
 calls fail with an outcome-unknown error) and recovers a new one from the same
 durable log and Tier-2, as a Ray restart would.

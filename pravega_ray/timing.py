@@ -24,9 +24,9 @@ What still reads real time directly, outside this module: the Ray wiring waiting
 actors (``cluster.py``, the cluster manager and container actors), the in-process
 cluster's event-loop thread, ``spark/``, ``data/`` and ``cli/``; and, not moved yet, the
 S3 backends' backoff between conflicting conditional PUTs (``storage/s3.py``) and the
-container's ack-latency metric (``time.perf_counter``). A deterministic simulation (after
-TigerBeetle's and FoundationDB's simulators; not built yet) would supply seeded schedulers
-on a virtual clock.
+container's ack-latency metric (``time.perf_counter``). The deterministic simulation of the
+data path (``sim/``, after TigerBeetle's and FoundationDB's simulators; docs/chaos.md) runs
+containers and the writer on these seams: a virtual clock, and asyncio loops it steps itself.
 """
 
 from __future__ import annotations

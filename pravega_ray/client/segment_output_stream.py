@@ -196,10 +196,11 @@ class SegmentOutputStream:
 
         Defense in depth against a lost completion: the reconnect's setup_append finds
         out what was persisted, and resends are conditional, so a late answer can
-        neither duplicate nor lose anything.
+        neither duplicate nor lose anything. It applies while the segment is already
+        reconnecting too: the reconnect waits for every call of the segment to finish, so
+        one call whose answer is lost would otherwise stall the segment for good (found by
+        the deterministic simulation, ``sim/``: seed 7).
         """
-        if self.reconnecting:
-            return
         timeout_s = self._context.config.append_call_timeout_s
         inflight = self.blocks.inflight
         # A large event is exempt: its sender times each of its own calls.

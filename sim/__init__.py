@@ -1,0 +1,49 @@
+"""A deterministic simulation of pravega-ray's data path (after TigerBeetle's VOPR and
+FoundationDB's simulator); how it works: :mod:`sim.world`.
+
+:func:`run` runs one seed and returns its :class:`Result`: the same seed gives the same
+trace, step for step, in any process. ``python -m sim --seeds N`` runs many
+(``sim/__main__.py``); :mod:`sim.bugs` plants known defects to show the simulation finds
+them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from pravega_ray.errors import InvalidArgumentError
+from sim.world import FAULT_KINDS, MESSAGE_LOSS, Result, SimConfig, World, check_run_arguments
+
+__all__ = ["DEFAULT_STEPS", "FAULT_KINDS", "MESSAGE_LOSS", "Result", "SimConfig", "run"]
+
+DEFAULT_STEPS = 1500
+"""Steps of the faulty phase of a run unless told otherwise."""
+
+
+def run(seed: int, steps: int = DEFAULT_STEPS, config: SimConfig | None = None) -> Result:
+    """Run seed ``seed``: ``steps`` steps with faults, then settle and check everything.
+
+    The result's ``violation`` is None if every invariant held; otherwise it names the
+    first broken one, ``violation_step`` says at which step, and ``trace`` ends there.
+    The system's own log messages are silenced during the run (the trace says what
+    happened). InvalidArgumentError for a seed that is not an int >= 0, ``steps`` not an
+    int >= 1, or a ``config`` that is neither None nor a SimConfig.
+    """
+    check_run_arguments(seed, steps)
+    if config is not None and not isinstance(config, SimConfig):
+        raise InvalidArgumentError(f"config must be a SimConfig or None, got {config!r}")
+    with _quiet():
+        return World(seed, config or SimConfig()).run(steps)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    logger = logging.getLogger("pravega_ray")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

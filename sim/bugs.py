@@ -1,0 +1,122 @@
+"""Known defects to plant, one at a time, to show the simulation finds them.
+
+Each is a context manager that swaps one function of the system for a copy with the
+defect, and restores the original on exit (tests only; never nested in threads):
+
+* ``writer-resends-acked`` (client, ``SegmentOutputStream._resolve``): after a reconnect the
+  writer resends every block that was in flight, persisted or not, renumbered after the
+  writer's last persisted event (as its handshake does), so the conditional append
+  accepts them again: events written twice.
+* ``reader-rewinds-buffered`` (the simulated reader's retry): after a failed or lost read
+  the reader starts again at its position (just past the last event handed out) but
+  keeps the events it had buffered past it: events read twice.
+* ``container-acks-early`` (container, ``OperationProcessor._commit``): a group commit's
+  callers are acknowledged before the log record is durable, so a crash in between
+  loses acknowledged events.
+* ``chunk-before-write`` (container, ``StorageWriter._flush_segment``): the storage writer
+  logs a chunk's ``ChunkAdded`` before the chunk is in Tier-2, so a crash (or failed
+  write) in between leaves the segment's bytes in a chunk that does not exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pravega_ray.client.segment_output_stream import SegmentOutputStream
+from pravega_ray.segmentstore import operations as ops
+from pravega_ray.segmentstore.chunk_layout import chunk_name
+from pravega_ray.segmentstore.container_metadata import SegmentMetadata
+from pravega_ray.segmentstore.operation_processor import (
+    BARRIER,
+    CHECKPOINT,
+    OperationProcessor,
+    _Queued,
+)
+from pravega_ray.segmentstore.storage_writer import StorageWriter
+from sim.clients import SimReader, _Segment
+
+__all__ = ["BUGS", "planted"]
+
+
+def _resolve_resending_all(
+    self: SegmentOutputStream, last: int | None, error: BaseException | None, sealed: Any
+) -> None:
+    blocks = [block for block, _ in self.blocks.inflight]
+    if last is None or sealed is not None or any(b.rejection for b in blocks):
+        _ORIGINALS["writer-resends-acked"](self, last, error, sealed)
+        return
+    self.blocks.inflight.clear()
+    self.blocks.requeue(blocks)  # BUG: the persisted ones too
+    self.blocks.renumber_after(last)
+    self.sent_last = last
+    self.reconnecting = False
+    self.handshake = False
+    self._context.wake.notify()
+
+
+def _retry_rewinding(self: SimReader, s: _Segment) -> None:
+    s.fetch_offset = s.next_offset  # BUG: s.events still holds the events past it
+    s.frames.reset()
+
+
+async def _commit_acking_early(self: OperationProcessor, batch: list[_Queued]) -> None:
+    self._batch = batch
+    if batch[0].operation is CHECKPOINT:
+        assert self._checkpoint is not None
+        batch[0].operation = self._checkpoint()
+    for item in batch:  # BUG: acknowledged before the record is durable
+        if not item.future.done():
+            item.future.set_result(None)
+    to_log = [item.operation for item in batch if item.operation is not BARRIER]
+    sequence = -1
+    if to_log:
+        payload = ops.encode(to_log)
+        self.logged_bytes += len(payload)
+        sequence = await self._scheduler.run_blocking(self._log.append, payload)
+        if self._on_logged is not None:
+            self._on_logged(sequence, len(payload))
+    for item in batch:
+        if item.operation is not BARRIER:
+            self._apply(item.operation, sequence, item.chunk_data)
+    self._batch = []
+
+
+async def _flush_logging_first(self: StorageWriter, state: SegmentMetadata) -> None:
+    if not self._data.has_segment(state.name):
+        return
+    offset, entries = self._data.unflushed(state.name, self._policy.flush_bytes)
+    if not entries:
+        return
+    data = b"".join(entries)
+    name = chunk_name(state.storage_name, offset)
+    chunk = ops.ChunkAdded(state.name, name, offset, len(data), zlib.crc32(data))
+    await self._operations.add(chunk, data)  # BUG: logged before the chunk exists
+    await self._scheduler.run_blocking(self._storage.create, name, data)
+
+
+_PATCHES: dict[str, tuple[Any, str, Callable[..., Any]]] = {
+    "writer-resends-acked": (SegmentOutputStream, "_resolve", _resolve_resending_all),
+    "reader-rewinds-buffered": (SimReader, "retry", _retry_rewinding),
+    "container-acks-early": (OperationProcessor, "_commit", _commit_acking_early),
+    "chunk-before-write": (StorageWriter, "_flush_segment", _flush_logging_first),
+}
+_ORIGINALS: dict[str, Callable[..., Any]] = {
+    name: getattr(owner, attribute) for name, (owner, attribute, _) in _PATCHES.items()
+}
+
+BUGS: tuple[str, ...] = tuple(_PATCHES)
+"""The names of the defects :func:`planted` knows."""
+
+
+@contextlib.contextmanager
+def planted(name: str) -> Iterator[None]:
+    """Plant defect ``name`` (one of BUGS) for the ``with`` block; KeyError for another."""
+    owner, attribute, buggy = _PATCHES[name]
+    setattr(owner, attribute, buggy)
+    try:
+        yield
+    finally:
+        setattr(owner, attribute, _ORIGINALS[name])
