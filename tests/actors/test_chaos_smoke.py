@@ -57,8 +57,8 @@ def test_ninety_seconds_of_every_fault_break_no_invariant() -> None:
     assert result["problems"] == 0, report
     assert result["ok"] and proc.returncode == 0, report
     assert result["acked_events"] > 1000 and result["committed_transactions"] > 0, report
-    # The removed node held a container, and it moved (this run replaces the S3-tier node
-    # failover scenario that tests/actors/test_s3_tiers.py ran before).
+    # The removed node held a container, and it moved (this run replaces the node failover
+    # scenarios, on file and on S3 tiers, that the suite ran before).
     assert result["containers_moved_off_removed_nodes"] == 1, report
     injected = result["faults_injected"]
     for kind, count in per_ten_minutes(MINUTES * 60).items():
