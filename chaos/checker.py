@@ -68,14 +68,25 @@ def decode(reader: str, segment: str, offset: int, payload: bytes) -> Read:
 
 
 @dataclass
-class KeyedVerdict:
+class _Verdict:
+    """What every check returns besides its counts: a few examples of what broke."""
+
+    examples: list[str] = field(default_factory=list)
+    examples_max: int = field(default=10, repr=False)
+
+    def note(self, text: str) -> None:
+        if len(self.examples) < self.examples_max:
+            self.examples.append(text)
+
+
+@dataclass
+class KeyedVerdict(_Verdict):
     acked: int = 0
     read: int = 0
     lost: int = 0
     duplicated: int = 0
     reordered: int = 0
     phantom: int = 0
-    examples: list[str] = field(default_factory=list)
 
 
 def check_keyed(
@@ -87,14 +98,10 @@ def check_keyed(
 ) -> KeyedVerdict:
     """Keyed events: ``acked`` and ``unknown`` (failed futures) sequence numbers per key
     against ``reads`` in the order the group returned them."""
-    verdict = KeyedVerdict()
+    verdict = KeyedVerdict(examples_max=examples_max)
     acked_sets = {key: set(seqs) for key, seqs in acked.items()}
     unknown_sets = {key: set(seqs) for key, seqs in unknown.items()}
     verdict.acked = sum(len(s) for s in acked_sets.values())
-
-    def note(text: str) -> None:
-        if len(verdict.examples) < examples_max:
-            verdict.examples.append(text)
 
     seen: dict[str, set[int]] = defaultdict(set)
     highest: dict[str, int] = {}
@@ -105,21 +112,23 @@ def check_keyed(
         key, seq = read.ident, read.seq
         if seq in seen[key]:
             verdict.duplicated += 1
-            note(f"duplicate {key}#{seq} at {read.segment}@{read.offset} ({read.reader})")
+            verdict.note(f"duplicate {key}#{seq} at {read.segment}@{read.offset} ({read.reader})")
             continue
         seen[key].add(seq)
         if seq not in acked_sets.get(key, ()) and seq not in unknown_sets.get(key, ()):
             verdict.phantom += 1
-            note(f"phantom {key}#{seq} at {read.segment}@{read.offset}")
+            verdict.note(f"phantom {key}#{seq} at {read.segment}@{read.offset}")
         if key in highest and seq < highest[key]:
             verdict.reordered += 1
-            note(f"reordered {key}#{seq} after #{highest[key]} at {read.segment}@{read.offset}")
+            verdict.note(
+                f"reordered {key}#{seq} after #{highest[key]} at {read.segment}@{read.offset}"
+            )
         highest[key] = max(seq, highest.get(key, seq))
     for key, seqs in sorted(acked_sets.items()):
         missing = sorted(seqs - seen.get(key, set()))
         verdict.lost += len(missing)
         if missing:
-            note(f"lost {key}: {len(missing)} acknowledged, first #{missing[0]}")
+            verdict.note(f"lost {key}: {len(missing)} acknowledged, first #{missing[0]}")
     return verdict
 
 
@@ -134,7 +143,7 @@ class TxnOutcome:
 
 
 @dataclass
-class TxnVerdict:
+class TxnVerdict(_Verdict):
     committed: int = 0
     aborted: int = 0
     timed_out: int = 0
@@ -143,7 +152,6 @@ class TxnVerdict:
     aborted_visible: int = 0
     duplicated: int = 0
     phantom: int = 0
-    examples: list[str] = field(default_factory=list)
 
 
 def check_transactions(
@@ -155,12 +163,8 @@ def check_transactions(
 ) -> TxnVerdict:
     """Transactions: ``reads`` in group order; ``segment_reads``: every read of each
     segment that holds a transaction's events (any kind), to check contiguity by offset."""
-    verdict = TxnVerdict()
+    verdict = TxnVerdict(examples_max=examples_max)
     by_tag = {o.tag: o for o in outcomes}
-
-    def note(text: str) -> None:
-        if len(verdict.examples) < examples_max:
-            verdict.examples.append(text)
 
     got: dict[str, list[Read]] = defaultdict(list)
     for read in reads:
@@ -169,7 +173,7 @@ def check_transactions(
     for tag, events in got.items():
         if tag not in by_tag:
             verdict.phantom += len(events)
-            note(f"phantom transaction {tag}: {len(events)} events read")
+            verdict.note(f"phantom transaction {tag}: {len(events)} events read")
     for outcome in outcomes:
         events = got.get(outcome.tag, [])
         if outcome.status == "committed":
@@ -183,7 +187,9 @@ def check_transactions(
         if outcome.status in ("aborted", "timed_out"):
             if events:
                 verdict.aborted_visible += 1
-                note(f"{outcome.status} transaction {outcome.tag}: {len(events)} events read")
+                verdict.note(
+                    f"{outcome.status} transaction {outcome.tag}: {len(events)} events read"
+                )
             continue
         indexes = [e.seq for e in events]
         duplicates = len(indexes) - len(set(indexes))
@@ -193,7 +199,7 @@ def check_transactions(
         whole = sorted(set(indexes)) == list(range(outcome.count))
         if not whole or duplicates or not _contiguous(outcome.tag, events, segment_reads):
             verdict.torn_transactions += 1
-            note(
+            verdict.note(
                 f"torn transaction {outcome.tag} ({outcome.status}): {len(set(indexes))} "
                 f"of {outcome.count} events, {duplicates} duplicated"
             )
@@ -217,12 +223,11 @@ def _contiguous(
 
 
 @dataclass
-class KvVerdict:
+class KvVerdict(_Verdict):
     keys: int = 0
     acked_updates: int = 0
     kv_lost: int = 0
     kv_phantom: int = 0
-    examples: list[str] = field(default_factory=list)
 
 
 def check_key_values(
@@ -234,7 +239,7 @@ def check_key_values(
 ) -> KvVerdict:
     """Key-value counters: per key, the update ids acknowledged, refused (a failed
     condition: never applied) and the ids the final value lists."""
-    verdict = KvVerdict(keys=len(final))
+    verdict = KvVerdict(keys=len(final), examples_max=examples_max)
     for key in sorted(set(acked) | set(final)):
         present = list(final.get(key, ()))
         acked_ids = set(acked.get(key, ()))
@@ -244,8 +249,8 @@ def check_key_values(
         duplicated = len(present) - len(set(present))
         verdict.kv_lost += len(missing)
         verdict.kv_phantom += len(applied_refused) + duplicated
-        if (missing or applied_refused or duplicated) and len(verdict.examples) < examples_max:
-            verdict.examples.append(
+        if missing or applied_refused or duplicated:
+            verdict.note(
                 f"key {key}: {len(missing)} acknowledged updates missing, "
                 f"{len(applied_refused)} refused ones applied, {duplicated} applied twice"
             )

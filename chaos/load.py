@@ -12,10 +12,11 @@ records are what :mod:`chaos.checker` judges:
 * :class:`TxnWriters`: transactional writers, each beginning a transaction of 10-200 events
   in turn: half committed, a quarter aborted, a quarter left to time out (written by a writer
   that is closed at once, so nothing pings it).
-* :class:`GroupReaders`: a reader group of ``readers`` readers over both streams, with
-  automatic checkpoints and explicit ones every ``checkpoint_every_s``; each reader closes
-  and rejoins now and then, and :meth:`GroupReaders.kill` abandons one without ``close()``
-  (declared offline at the position of the last event it returned).
+* :class:`GroupReaders`: a reader group's ``readers`` readers, with explicit checkpoints
+  every ``checkpoint_every_s``; each reader closes and rejoins now and then, and
+  :meth:`GroupReaders.kill` abandons one without ``close()`` (declared offline at the
+  position of the last event it returned). The subscriber group of the retained stream is
+  one reader of its own that never rejoins.
 * :class:`KvClients`: clients making conditional updates (``replace`` at the version read) of
   counters kept as lists of update ids.
 """
@@ -301,6 +302,11 @@ class TxnWriters(Part):
 
 
 class GroupReaders(Part):
+    """The readers of ``group``, one thread each (ids ``<prefix><i>``), and a thread
+    initiating a checkpoint every ``checkpoint_every_s`` (none if 0). A reader rejoins every
+    ``rejoin_every_s`` (x0.5-1.5; ``math.inf``: never). Truncated data a reader meets is
+    recorded in ``truncated`` (the subscriber group raises on it)."""
+
     name = "readers"
 
     def __init__(
@@ -308,22 +314,28 @@ class GroupReaders(Part):
         cluster: Any,
         seed: int,
         *,
+        group: str = GROUP,
+        prefix: str = "r",
         readers: int = 4,
         checkpoint_every_s: float = 15.0,
         rejoin_every_s: float = 45.0,
     ) -> None:
         super().__init__(cluster, seed)
+        self.name = f"readers of {group}"
+        self.group_name = group
         self.reads: list[Read] = []
+        self.truncated: list[str] = []
         self.kills_wanted: set[str] = set()
         self.kills_done: list[tuple[str, float]] = []
         self.checkpoints: list[tuple[str, float | None]] = []  # (name, seconds or None)
         self.errors: dict[str, int] = defaultdict(int)
         self.draining = threading.Event()
-        self.group = cluster.reader_group(SCOPE, GROUP)
-        self.ids = [f"r{i}" for i in range(readers)]
+        self.group = cluster.reader_group(SCOPE, group)
+        self.ids = [f"{prefix}{i}" for i in range(readers)]
         for i, reader_id in enumerate(self.ids):
             self.spawn(self._read, reader_id, rejoin_every_s, random.Random(seed * 31 + i))
-        self.spawn(self._checkpoint, checkpoint_every_s)
+        if checkpoint_every_s > 0:
+            self.spawn(self._checkpoint, checkpoint_every_s)
 
     def kill(self, pick: int) -> str:
         """Ask reader ``pick % readers`` to be abandoned after its next event."""
@@ -346,6 +358,9 @@ class GroupReaders(Part):
                         break
                     try:
                         events = reader.read_next_events(100, timeout_s=0.5)
+                    except pr.TruncatedDataError as e:  # raised once; the reader goes on
+                        self.truncated.append(str(e))
+                        continue
                     except pr.SerializationError as e:  # not ours: counted as altered
                         self.reads.append(
                             decode(reader_id, e.segment or "", e.offset or -1, e.data or b"")
@@ -378,7 +393,7 @@ class GroupReaders(Part):
     def _join(self, reader_id: str) -> Any:
         while True:
             try:
-                return self.cluster.create_reader(reader_id, SCOPE, GROUP)
+                return self.cluster.create_reader(reader_id, SCOPE, self.group_name)
             except pr.PravegaError as e:
                 self.errors[f"join: {type(e).__name__}"] += 1
                 if self.stopping.wait(1.0):
@@ -442,53 +457,6 @@ class KvClients(Part):
     def final(self) -> dict[str, list[str]]:
         table = self._table()
         return {key: list(table.get(key).value) for key in self.keys}
-
-
-class Subscriber(Part):
-    """One reader of a consumption-based subscriber group (automatic checkpoints release what
-    it read) on a stream with a size retention policy; with ``raise_on_truncated_data`` a
-    truncation of anything it had not released would raise (counted in ``truncated``)."""
-
-    name = "subscriber"
-
-    def __init__(self, cluster: Any, seed: int) -> None:
-        super().__init__(cluster, seed)
-        self.reads: list[Read] = []
-        self.truncated: list[str] = []
-        self.errors: dict[str, int] = defaultdict(int)
-        self.spawn(self._read)
-
-    def _read(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                reader = self.cluster.create_reader("s0", SCOPE, SUBSCRIBER_GROUP)
-            except Exception as e:  # the controller restarting: try again
-                self.errors[f"join: {type(e).__name__}"] += 1
-                self.stopping.wait(1.0)
-                continue
-            try:
-                while not self.stopping.is_set():
-                    try:
-                        events = reader.read_next_events(100, timeout_s=0.5)
-                    except pr.TruncatedDataError as e:
-                        self.truncated.append(str(e))
-                        continue
-                    except Exception as e:  # recorded; goes on
-                        self.errors[type(e).__name__] += 1
-                        if isinstance(e, (pr.ReaderNotInGroupError, pr.ClientClosedError)):
-                            break
-                        self.stopping.wait(0.5)
-                        continue
-                    for event in events:
-                        if event.checkpoint_name is None:
-                            self.reads.append(
-                                decode("s0", event.segment, event.offset, event.event)
-                            )
-            finally:
-                try:
-                    reader.close()
-                except Exception as e:  # recorded
-                    self.errors[f"close: {type(e).__name__}"] += 1
 
 
 class PipelineWrites(Part):

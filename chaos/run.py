@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import random
 import sys
@@ -49,7 +50,6 @@ from chaos.load import (
     KeyedWriters,
     KvClients,
     PipelineWrites,
-    Subscriber,
     TxnWriters,
 )
 from chaos.proxy_process import ProxyProcess
@@ -274,7 +274,7 @@ def drain(
     readers: GroupReaders,
     acks: Acks,
     txns: TxnWriters,
-    subscriber: Subscriber,
+    subscriber: GroupReaders,
     retained: Acks,
     started: float,
 ) -> bool:
@@ -416,7 +416,15 @@ def load_and_check(
     )
     txns = TxnWriters(cluster, seed + 1)
     readers = GroupReaders(cluster, seed + 2)
-    subscriber = Subscriber(cluster, seed + 7)
+    subscriber = GroupReaders(
+        cluster,
+        seed + 7,
+        group=SUBSCRIBER_GROUP,
+        prefix="s",
+        readers=1,
+        checkpoint_every_s=0,  # its automatic checkpoints release what it read
+        rejoin_every_s=math.inf,
+    )
     kv = KvClients(cluster, seed + 3)
     injector = Injector(nodes, namespace, readers, started)
     proxy.set_faults(faults)
@@ -458,7 +466,7 @@ class Extra:
         self,
         cluster: Any,
         retained: Acks,
-        subscriber: Subscriber,
+        subscriber: GroupReaders,
         pipeline: PipelineWrites,
         writers: list[KeyedWriters],
     ) -> None:
