@@ -13,6 +13,9 @@ the two:
 * **transactions**: a committed one read whole, each event once, and on each segment as one
   contiguous run (``torn_transactions``); an aborted or timed-out one never read
   (``aborted_visible``).
+* **a zombie container's appends**: those acknowledged while it owned the container read
+  once, like keyed events; those begun after its successor started never read
+  (``zombie_visible``: the phantoms of :func:`check_keyed` over the zombie's reads).
 * **key-value tables** (counters kept as the list of update ids applied): every
   acknowledged conditional update present in the final value (``kv_lost``), none present
   that was refused (``kv_phantom``).
@@ -40,6 +43,12 @@ def encode_txn(tag: str, index: int, count: int, size: int) -> bytes:
     return head + b"." * max(0, size - len(head))
 
 
+def encode_zombie(name: str, seq: int, size: int) -> bytes:
+    """Append ``seq`` of zombie container ``name`` (:mod:`chaos.zombie`)."""
+    head = f"z {name} {seq}".encode() + HEADER_END
+    return head + b"." * max(0, size - len(head))
+
+
 @dataclass(frozen=True)
 class Read:
     """One event returned by a reader of the group: where it was and what it says it is."""
@@ -47,7 +56,7 @@ class Read:
     reader: str
     segment: str
     offset: int
-    kind: str  # "k" keyed, "t" transactional, "?" undecodable
+    kind: str  # "k" keyed, "t" transactional, "z" a zombie's, "?" undecodable
     ident: str  # the key, or the transaction's tag
     seq: int  # the sequence number, or the index in the transaction
     count: int = 0  # a transaction's event count
@@ -60,6 +69,8 @@ def decode(reader: str, segment: str, offset: int, payload: bytes) -> Read:
     try:
         if parts[0] == "k" and len(parts) == 3:
             return Read(reader, segment, offset, "k", parts[1], int(parts[2]))
+        if parts[0] == "z" and len(parts) == 3:
+            return Read(reader, segment, offset, "z", parts[1], int(parts[2]))
         if parts[0] == "t" and len(parts) == 4:
             return Read(reader, segment, offset, "t", parts[1], int(parts[2]), int(parts[3]))
     except ValueError:

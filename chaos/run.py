@@ -18,11 +18,13 @@ Run: ``make chaos`` (10 minutes), ``make chaos MINUTES=2``, or
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import threading
@@ -30,6 +32,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +62,12 @@ from chaos.schedule import (
     NODE_ADD,
     NODE_REMOVE,
     READER_KILL,
+    ZOMBIE,
     Fault,
     build_schedule,
     per_ten_minutes,
 )
+from pravega_ray.naming import container_for_segment
 
 logger = logging.getLogger("chaos")
 
@@ -80,6 +85,22 @@ S3_TIMEOUT_FAULT_S = 3.0
 client's own read timeout, 60 s, would stall a container for a minute per fault)."""
 FAULT_WINDOW_S = 10.0
 """Acknowledgements within this many seconds after a fault count as 'during faults'."""
+ZOMBIE_WRITE_S = 10.0
+"""How long a zombie container keeps writing after its successor recovered."""
+ZOMBIE_WAIT_S = 300.0
+"""A zombie process still running this long after it started is killed (an error)."""
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class ZombieSpec:
+    """Where a zombie container (:mod:`chaos.zombie`) finds the cluster's tiers: their URLs
+    and the environment with the S3 endpoint (SeaweedFS itself: a zombie's own requests are
+    not faulted, so it always recovers) and credentials."""
+
+    tier1: str
+    tier2: str
+    env: dict[str, str]
 
 
 def log(started: float, text: str) -> None:
@@ -90,7 +111,17 @@ class Injector:
     """Applies faults to the running cluster and times each one's recovery (the killed actor,
     or every container after a node went, answering ``describe`` again)."""
 
-    def __init__(self, nodes: Any, namespace: str, readers: GroupReaders, started: float) -> None:
+    def __init__(
+        self,
+        cluster: Any,
+        nodes: Any,
+        namespace: str,
+        readers: GroupReaders,
+        started: float,
+        zombie: ZombieSpec,
+    ) -> None:
+        self.cluster = cluster
+        self.zombie = zombie
         self.nodes = nodes
         self.namespace = namespace
         self.readers = readers
@@ -126,6 +157,8 @@ class Injector:
                 record["recovered_s"] = round(time.monotonic() - at, 2)
             elif fault.kind == READER_KILL:
                 record["target"] = self.readers.kill(fault.pick)
+            elif fault.kind == ZOMBIE:
+                self._start_zombie(record, fault.pick, at)
             else:
                 record["skipped"] = "unknown kind"
         except Exception as e:  # recorded: one failed injection never stops the run
@@ -161,6 +194,80 @@ class Injector:
 
         self._time_recovery(record, at, names, then=moved_off)
 
+    def _start_zombie(self, record: dict[str, Any], pick: int, at: float) -> None:
+        """Start a zombie of the container owning one of the keyed stream's segments; once it
+        took the container over, kill the actor, and once the actor's successor answers, let
+        the zombie write (:mod:`chaos.zombie`). ``zombie`` in the record is its report."""
+        info = self.cluster.stream_manager().get_stream_info(SCOPE, KEYED_STREAM)
+        segment = info.segments[pick % len(info.segments)].name
+        name = f"segment-container-{container_for_segment(segment, CONTAINERS)}"
+        record["target"] = name
+        record["segment"] = segment
+        command = [sys.executable, "-m", "chaos.zombie", "--tier1", self.zombie.tier1]
+        command += ["--tier2", self.zombie.tier2, "--container", name.rsplit("-", 1)[1]]
+        record["zombie_name"] = f"zombie{len(self.applied)}"
+        command += ["--segment", segment, "--name", record["zombie_name"]]
+        command += ["--write-s", str(ZOMBIE_WRITE_S)]
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.zombie.env,
+            cwd=REPO,
+        )
+        watchdog = threading.Timer(ZOMBIE_WAIT_S, process.kill)
+        watchdog.daemon = True
+        watchdog.start()
+
+        def play() -> None:
+            import ray
+
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                ready = process.stdout.readline().strip()
+                if ready != "READY":
+                    raise RuntimeError(f"the zombie did not start: {ready!r}")
+                took_over = time.monotonic()
+                record["took_over_s"] = round(took_over - at, 2)
+                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False)
+                if not self._wait_for([name], took_over + RECOVERY_WAIT_S):
+                    raise RuntimeError(f"{name} did not come back after the zombie took over")
+                record["recovered_s"] = round(time.monotonic() - took_over, 2)
+                process.stdin.write("GO\n")
+                process.stdin.flush()
+                out, err = process.communicate(timeout=ZOMBIE_WAIT_S)
+                lines = out.strip().splitlines()
+                if process.returncode != 0 or not lines:
+                    raise RuntimeError(f"the zombie failed ({process.returncode}): {err[-2000:]}")
+                record["zombie"] = json.loads(lines[-1])
+            except Exception as e:  # recorded with the fault
+                with self._lock:
+                    record["error"] = f"{type(e).__name__}: {e}"
+            finally:
+                watchdog.cancel()
+                if process.poll() is None:
+                    process.kill()
+
+        thread = threading.Thread(target=play, daemon=True)
+        self._timers.append(thread)
+        thread.start()
+
+    def _wait_for(self, names: list[str], deadline: float) -> bool:
+        """Whether every actor of ``names`` answers ``describe`` before ``deadline``."""
+        import ray
+
+        pending = list(names)
+        while pending and time.monotonic() < deadline:
+            try:
+                handle = ray.get_actor(pending[0], namespace=self.namespace)
+                ray.get(handle.describe.remote(), timeout=5)
+                pending.pop(0)
+            except Exception:  # not back yet
+                time.sleep(0.2)
+        return not pending
+
     def _describe(self, names: list[str]) -> list[dict[str, Any]]:
         import ray
 
@@ -192,23 +299,10 @@ class Injector:
         self, record: dict[str, Any], at: float, names: list[str], then: Any = None
     ) -> None:
         def wait() -> None:
-            import ray
-
-            deadline = at + RECOVERY_WAIT_S
-            pending = list(names)
-            while pending and time.monotonic() < deadline:
-                try:
-                    handle = ray.get_actor(pending[0], namespace=self.namespace)
-                    ray.get(handle.describe.remote(), timeout=5)
-                    pending.pop(0)
-                except Exception:  # not back yet
-                    time.sleep(0.2)
+            back = self._wait_for(names, at + RECOVERY_WAIT_S)
             with self._lock:
-                if pending:
-                    record["recovered_s"] = None
-                else:
-                    record["recovered_s"] = round(time.monotonic() - at, 2)
-            if then is not None and not pending:
+                record["recovered_s"] = round(time.monotonic() - at, 2) if back else None
+            if then is not None and back:
                 try:
                     then()
                 except Exception as e:  # recorded with the fault
@@ -220,7 +314,7 @@ class Injector:
 
     def join(self) -> None:
         for thread in self._timers:
-            thread.join(RECOVERY_WAIT_S + 10)
+            thread.join(RECOVERY_WAIT_S + ZOMBIE_WAIT_S + 10)
 
 
 def p99(values: list[float]) -> float | None:
@@ -351,14 +445,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 cluster = pr.start_local(
                     data_dir=data_dir,
                     container_count=CONTAINERS,
-                    tier1=f"s3://{bucket}/tier1",
+                    tier1=f"s3://{bucket}/tier1",  # the zombie's ZombieSpec below names both
                     tier2=f"s3://{bucket}/tier2",
                     namespace=namespace,
                     retention_period_s=RETENTION_PERIOD_S,
                 )
                 create_objects(cluster)
+                zombie = ZombieSpec(
+                    f"s3://{bucket}/tier1",
+                    f"s3://{bucket}/tier2",
+                    {**os.environ, "AWS_ENDPOINT_URL": s3.endpoint_url},
+                )
                 result = load_and_check(
-                    args, cluster, nodes, namespace, proxy, faults, schedule, started
+                    args, cluster, nodes, namespace, proxy, faults, schedule, started, zombie
                 )
             finally:
                 log(started, "shutting down")
@@ -381,6 +480,7 @@ def load_and_check(
     faults: ProxyFaults,
     schedule: list[Fault],
     run_started: float,
+    zombie: ZombieSpec,
 ) -> dict[str, Any]:
     """Run the load under the faults, stop both, read everything back and check it."""
     started = time.monotonic()  # fault times count from here
@@ -426,7 +526,7 @@ def load_and_check(
         rejoin_every_s=math.inf,
     )
     kv = KvClients(cluster, seed + 3)
-    injector = Injector(nodes, namespace, readers, started)
+    injector = Injector(cluster, nodes, namespace, readers, started, zombie)
     proxy.set_faults(faults)
     log(run_started, f"load running; S3 faults on {faults.rate:.0%} of requests")
     next_progress = started + 30
@@ -514,6 +614,13 @@ def report(
     txn = checker.check_transactions(txns.outcomes, reads, by_segment)
     kvv = checker.check_key_values(kv.acked, kv.refused, kv.final())
     altered = sum(1 for r in reads if r.kind == "?")
+    zombies = [a for a in injector.applied if a["kind"] == ZOMBIE]
+    zombie = checker.check_keyed(
+        {a["zombie_name"]: a["zombie"]["acked"] for a in zombies if "zombie" in a},
+        {a["zombie_name"]: a["zombie"]["failed"] for a in zombies if "zombie" in a},
+        [dataclasses.replace(r, kind="k") for r in reads if r.kind == "z"],
+    )
+    zombie_acked = sum(a["zombie"]["acked_after_go"] for a in zombies if "zombie" in a)
     faults: Counter[str] = Counter(a["kind"] for a in injector.applied if "error" not in a)
     for kind, count in proxy.counts().items():
         if kind != "requests" and count:
@@ -575,6 +682,22 @@ def report(
     for a in injector.applied:
         if "error" in a or "skipped" in a:
             print(f"  fault not injected: {a}")
+    for a in zombies:
+        z = a.get("zombie")
+        if z is None:  # started but no report: its events cannot be judged
+            if "zombie_name" in a:
+                problems.append(f"a zombie did not report: {a}")
+            continue
+        print(
+            f"  zombie of {a['target']}: {len(z['acked'])} appends acknowledged while it owned "
+            f"the container, {len(z['failed'])} failed; {z['attempts_after_go']} begun after "
+            f"its successor recovered, {z['acked_after_go']} of them acknowledged; "
+            f"refused with {z['errors']}; stopped by {z['fatal'][:1]}"
+        )
+    print(
+        f"  zombie events: {zombie.read} read, {zombie.lost} acknowledged but lost, "
+        f"{zombie.phantom} begun after the takeover but visible"
+    )
     print(
         f"  auto-scaled stream: epoch {extra.scaling_epoch}, {extra.scaling_segments} segments "
         f"at the end"
@@ -594,15 +717,16 @@ def report(
         f"  ack latency p99: {_ms(p99_all)} overall, {_ms(p99_during)} for writes begun "
         f"between a fault and {FAULT_WINDOW_S:.0f}s after its recovery"
     )
-    for line in keyed.examples + kept.examples + txn.examples + kvv.examples + problems:
+    examples = keyed.examples + kept.examples + zombie.examples + txn.examples + kvv.examples
+    for line in examples + problems:
         print(f"  ! {line}")
     result = {
         "seed": args.seed,
         "seconds": round(args.minutes * 60, 1),
         "acked_events": keyed.acked + kept.acked,
-        "lost": keyed.lost + kept.lost,
-        "duplicated": keyed.duplicated + kept.duplicated + txn.duplicated,
-        "reordered": keyed.reordered + kept.reordered,
+        "lost": keyed.lost + kept.lost + zombie.lost,
+        "duplicated": keyed.duplicated + kept.duplicated + txn.duplicated + zombie.duplicated,
+        "reordered": keyed.reordered + kept.reordered + zombie.reordered,
         "phantom": keyed.phantom + kept.phantom + txn.phantom + altered,
         "truncated_unreleased": len(extra.subscriber.truncated),
         "retained_truncated_bytes": extra.retained_truncated_bytes,
@@ -610,6 +734,8 @@ def report(
         "pipeline_writes": sum(1 for r in extra.pipeline.results if r[1] == "written"),
         "torn_transactions": txn.torn_transactions,
         "aborted_visible": txn.aborted_visible,
+        "zombie_acked": zombie_acked,
+        "zombie_visible": zombie.phantom,
         "kv_lost": kvv.kv_lost,
         "kv_phantom": kvv.kv_phantom,
         "committed_transactions": txn.committed,
@@ -634,6 +760,8 @@ BROKEN_IF_NONZERO = (
     "phantom",
     "torn_transactions",
     "aborted_visible",
+    "zombie_acked",
+    "zombie_visible",
     "truncated_unreleased",
     "kv_lost",
     "kv_phantom",

@@ -11,6 +11,7 @@ from chaos.checker import (
     decode,
     encode_keyed,
     encode_txn,
+    encode_zombie,
 )
 
 
@@ -27,6 +28,9 @@ def test_events_encode_their_identity_in_a_header_line_and_pad_to_the_size() -> 
     assert len(payload) == 100 and payload.startswith(b"k w1k5 42\n")
     assert decode("r", "seg", 7, payload) == Read("r", "seg", 7, "k", "w1k5", 42)
     assert decode("r", "seg", 0, encode_txn("w0t3", 2, 9, 0)).count == 9
+    assert decode("r", "seg", 0, encode_zombie("zombie3", 5, 100)) == Read(
+        "r", "seg", 0, "z", "zombie3", 5
+    )
     assert decode("r", "seg", 0, b"garbage bytes").kind == "?"
     assert decode("r", "seg", 0, b"k key notanumber\n").kind == "?"
     assert decode("r", "seg", 0, b"\xff\xfe\n").kind == "?"

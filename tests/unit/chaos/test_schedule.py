@@ -13,6 +13,7 @@ from chaos.schedule import (
     NODE_ADD,
     NODE_REMOVE,
     READER_KILL,
+    ZOMBIE,
     build_schedule,
     per_ten_minutes,
 )
@@ -21,7 +22,7 @@ from pravega_ray.errors import InvalidArgumentError
 
 def test_ten_minutes_has_the_issues_counts_and_a_short_run_every_kind_once() -> None:
     ten = per_ten_minutes(600)
-    assert ten[CONTAINER_KILL] == 20 and ten[NODE_REMOVE] == ten[NODE_ADD] == 1
+    assert ten[CONTAINER_KILL] == 20 and ten[NODE_REMOVE] == ten[NODE_ADD] == ten[ZOMBIE] == 1
     assert all(ten[f"kill:{actor}"] == 5 for actor in CONTROLLER_ACTORS)
     short = per_ten_minutes(90)
     assert set(short) == set(ten) and all(n >= 1 for n in short.values())
