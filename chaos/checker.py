@@ -60,22 +60,27 @@ class Read:
     ident: str  # the key, or the transaction's tag
     seq: int  # the sequence number, or the index in the transaction
     count: int = 0  # a transaction's event count
+    at: float = 0.0  # when it was read (seconds into the run; for the examples)
 
 
-def decode(reader: str, segment: str, offset: int, payload: bytes) -> Read:
+def decode(reader: str, segment: str, offset: int, payload: bytes, at: float = 0.0) -> Read:
     """The :class:`Read` of ``payload`` (kind ``?`` if it is not one of ours: altered)."""
     head, _, _ = payload.partition(HEADER_END)
     parts = head.decode("ascii", "replace").split(" ")
     try:
-        if parts[0] == "k" and len(parts) == 3:
-            return Read(reader, segment, offset, "k", parts[1], int(parts[2]))
-        if parts[0] == "z" and len(parts) == 3:
-            return Read(reader, segment, offset, "z", parts[1], int(parts[2]))
+        if parts[0] in ("k", "z") and len(parts) == 3:
+            return Read(reader, segment, offset, parts[0], parts[1], int(parts[2]), at=at)
         if parts[0] == "t" and len(parts) == 4:
-            return Read(reader, segment, offset, "t", parts[1], int(parts[2]), int(parts[3]))
+            count = int(parts[3])
+            return Read(reader, segment, offset, "t", parts[1], int(parts[2]), count, at)
     except ValueError:
         pass
-    return Read(reader, segment, offset, "?", head[:40].decode("ascii", "replace"), -1)
+    return Read(reader, segment, offset, "?", head[:40].decode("ascii", "replace"), -1, at=at)
+
+
+def where(read: Read) -> str:
+    """``segment@offset (reader, at N s)``: where an example was read."""
+    return f"{read.segment}@{read.offset} ({read.reader}, at {read.at:.1f}s)"
 
 
 @dataclass
@@ -114,29 +119,28 @@ def check_keyed(
     unknown_sets = {key: set(seqs) for key, seqs in unknown.items()}
     verdict.acked = sum(len(s) for s in acked_sets.values())
 
-    seen: dict[str, set[int]] = defaultdict(set)
+    seen: dict[str, dict[int, Read]] = defaultdict(dict)
     highest: dict[str, int] = {}
     for read in reads:
         if read.kind != "k":
             continue
         verdict.read += 1
         key, seq = read.ident, read.seq
-        if seq in seen[key]:
+        first = seen[key].get(seq)
+        if first is not None:
             verdict.duplicated += 1
-            verdict.note(f"duplicate {key}#{seq} at {read.segment}@{read.offset} ({read.reader})")
+            verdict.note(f"duplicate {key}#{seq} at {where(read)}, first at {where(first)}")
             continue
-        seen[key].add(seq)
+        seen[key][seq] = read
         if seq not in acked_sets.get(key, ()) and seq not in unknown_sets.get(key, ()):
             verdict.phantom += 1
-            verdict.note(f"phantom {key}#{seq} at {read.segment}@{read.offset}")
+            verdict.note(f"phantom {key}#{seq} at {where(read)}")
         if key in highest and seq < highest[key]:
             verdict.reordered += 1
-            verdict.note(
-                f"reordered {key}#{seq} after #{highest[key]} at {read.segment}@{read.offset}"
-            )
+            verdict.note(f"reordered {key}#{seq} after #{highest[key]} at {where(read)}")
         highest[key] = max(seq, highest.get(key, seq))
     for key, seqs in sorted(acked_sets.items()):
-        missing = sorted(seqs - seen.get(key, set()))
+        missing = sorted(seqs - seen.get(key, {}).keys())
         verdict.lost += len(missing)
         if missing:
             verdict.note(f"lost {key}: {len(missing)} acknowledged, first #{missing[0]}")

@@ -330,6 +330,8 @@ class GroupReaders(Part):
         self.checkpoints: list[tuple[str, float | None]] = []  # (name, seconds or None)
         self.errors: dict[str, int] = defaultdict(int)
         self.draining = threading.Event()
+        self.started = time.monotonic()
+        self.journal: list[tuple[float, str, str]] = []  # (at, reader, what): joins, closes
         self.group = cluster.reader_group(SCOPE, group)
         self.ids = [f"{prefix}{i}" for i in range(readers)]
         for i, reader_id in enumerate(self.ids):
@@ -362,39 +364,52 @@ class GroupReaders(Part):
                         self.truncated.append(str(e))
                         continue
                     except pr.SerializationError as e:  # not ours: counted as altered
-                        self.reads.append(
-                            decode(reader_id, e.segment or "", e.offset or -1, e.data or b"")
-                        )
+                        at = time.monotonic() - self.started
+                        segment, offset = e.segment or "", e.offset or -1
+                        self.reads.append(decode(reader_id, segment, offset, e.data or b"", at))
                         reader.skip_event(e)
                         continue
                     except Exception as e:  # recorded; a reader out of the group rejoins
                         self.errors[type(e).__name__] += 1
+                        self._note(reader_id, f"read failed: {e!r}"[:300])
                         if isinstance(e, (pr.ReaderNotInGroupError, pr.ClientClosedError)):
                             break
                         self.stopping.wait(0.5)
                         continue
+                    at = time.monotonic() - self.started
                     for event in events:
                         if event.checkpoint_name is None:
                             self.reads.append(
-                                decode(reader_id, event.segment, event.offset, event.event)
+                                decode(reader_id, event.segment, event.offset, event.event, at)
                             )
                             last = event.position
+                        else:
+                            self._note(reader_id, f"checkpoint {event.checkpoint_name}")
             finally:
                 if abandoned:  # no close(): its threads go on until the group drops it
                     self.kills_wanted.discard(reader_id)
                     self.group.reader_offline(reader_id, last)
                     self.kills_done.append((reader_id, time.monotonic()))
+                    self._note(reader_id, f"abandoned, offline at {last}")
                 else:
                     try:
                         reader.close()
+                        self._note(reader_id, "closed")
                     except Exception as e:  # e.g. declared offline meanwhile
                         self.errors[f"close: {type(e).__name__}"] += 1
+                        self._note(reader_id, f"close failed: {e!r}"[:300])
+
+    def _note(self, reader_id: str, what: str) -> None:
+        self.journal.append((round(time.monotonic() - self.started, 2), reader_id, what))
 
     def _join(self, reader_id: str) -> Any:
         while True:
             try:
-                return self.cluster.create_reader(reader_id, SCOPE, self.group_name)
+                reader = self.cluster.create_reader(reader_id, SCOPE, self.group_name)
+                self._note(reader_id, "joined")
+                return reader
             except pr.PravegaError as e:
+                self._note(reader_id, f"join failed: {e!r}"[:300])
                 self.errors[f"join: {type(e).__name__}"] += 1
                 if self.stopping.wait(1.0):
                     raise

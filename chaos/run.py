@@ -525,6 +525,7 @@ def load_and_check(
         checkpoint_every_s=0,  # its automatic checkpoints release what it read
         rejoin_every_s=math.inf,
     )
+    readers.started = subscriber.started = started  # their reads' times count from here too
     kv = KvClients(cluster, seed + 3)
     injector = Injector(cluster, nodes, namespace, readers, started, zombie)
     proxy.set_faults(faults)
@@ -750,6 +751,18 @@ def report(
     broken = [k for k in BROKEN_IF_NONZERO if result[k]]
     result["ok"] = not broken
     print("  invariants: " + ("all held" if not broken else "BROKEN: " + ", ".join(broken)))
+    if broken:
+        dump = Path(tempfile.gettempdir()) / f"pravega-chaos-{args.seed}-{int(time.time())}.json"
+        evidence = {
+            "result": result,
+            "faults": injector.applied,
+            "journal": readers.journal,
+            "reads": [dataclasses.astuple(r) for r in reads],
+            "acked": {k: sorted(v) for k, v in writers.acks.acked.items()},
+            "unknown": {k: sorted(v) for k, v in writers.acks.unknown.items()},
+        }
+        dump.write_text(json.dumps(evidence))
+        print(f"  evidence (every read, fault and reader join/close): {dump}")
     return result
 
 
