@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from pravega_ray.constants import READ_BYTES_MAX, READ_WAIT_S_MAX
 from pravega_ray.contracts.segment_store import ReadResult
-from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
 from pravega_ray.invariant import invariant
 from pravega_ray.segmentstore.chunk_layout import ChunkRef, read_chunk
 from pravega_ray.segmentstore.container_metadata import SegmentMetadata, wait_on
@@ -200,8 +200,14 @@ class ReadIndex:
             loading = self._loading.get(chunk.name)
             if loading is None:
                 loading = self._start_load(state.name, chunk)
-            # Shielded: a cancelled read (its caller gone) does not cancel a shared load.
-            data = await asyncio.shield(loading)
+            try:
+                # Shielded: a cancelled read (its caller gone) does not cancel a shared load.
+                data = await asyncio.shield(loading)
+            except DataCorruptionError:
+                # The segment was truncated past this chunk while it loaded, and the chunk
+                # deleted: the bytes are gone by the user's wish, not damaged.
+                state.check_not_truncated(offset)
+                raise
         start = offset - chunk.offset
         if self._read_ahead:
             self._load_ahead(state, chunk)

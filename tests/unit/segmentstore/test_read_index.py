@@ -282,6 +282,26 @@ def test_read_from_a_damaged_chunk_raises_data_corruption_naming_it() -> None:
     run(body())
 
 
+def test_a_chunk_deleted_by_a_truncation_while_it_loads_is_truncated_not_damaged() -> None:
+    # Found by the chaos run: a subscriber's retention cut was checked by a read whose chunk
+    # retention deleted meanwhile, and the read reported the chunk as damaged.
+    async def body() -> None:
+        s = Segment(read_delay_s=0.2)
+        first, _ = flushed_chunks(s, b"aaaa", b"bbbb")
+        reading = asyncio.ensure_future(s.read(1))
+        await asyncio.sleep(0.05)  # the load is under way
+        s.state.start_offset = 4  # truncated past the first chunk, which goes
+        s.storage.delete(first)
+        with pytest.raises(SegmentTruncatedError, match="truncated at 4"):
+            await reading
+        # A chunk missing below the truncation point only is still damage.
+        s.storage.delete(s.state.chunks.chunk_at(4).name)  # type: ignore[union-attr]
+        with pytest.raises(DataCorruptionError, match="is missing"):
+            await s.read(5)
+
+    run(body())
+
+
 def test_cache_is_bounded_and_evicts_the_least_recently_used_chunk() -> None:
     async def body() -> None:
         s = Segment(cache_bytes_max=10)
