@@ -53,6 +53,8 @@ SUBSCRIBER_GROUP = "subscriber"
 PIPELINE_STREAM = "pipeline"
 SETTLE_S = 60.0
 """How long :meth:`TxnWriters.settle` waits for a transaction whose lease ran out to end."""
+SETTLE_EVERY_S = 30.0
+"""While the load runs, transactions are settled this often (:meth:`TxnWriters.settle`)."""
 JOIN_S = 120.0
 """How long :meth:`Load.stop` waits for a part's threads."""
 
@@ -201,9 +203,14 @@ class TxnWriters(Part):
         self.outcomes: list[TxnOutcome] = []
         self.lease_s = lease_s
         self.errors: dict[str, int] = defaultdict(int)
+        self.problems: list[str] = []  # contradictions settling found
+        self.settled: set[str] = set()  # tags whose end the controller confirmed (or forgot)
+        self.forgotten = 0
         self._ids: dict[str, uuid.UUID] = {}
+        self._recorded_at: dict[str, float] = {}
         for w in range(writers):
             self.spawn(self._run, w, every_s, random.Random(self.rng.random()))
+        self.spawn(self._settle_now)
 
     def _run(self, w: int, every_s: float, rng: random.Random) -> None:
         writer = self.cluster.create_transactional_writer(SCOPE, TXN_STREAM, lease_s=30.0)
@@ -258,13 +265,14 @@ class TxnWriters(Part):
 
     def _record(self, tag: str, count: int, status: str, txn_id: uuid.UUID) -> None:
         self._ids[tag] = txn_id
+        self._recorded_at[tag] = time.monotonic()
         self.outcomes.append(TxnOutcome(tag, count, status))
 
     @staticmethod
-    def _ended_status(writer: Any, txn_id: uuid.UUID) -> Any:
+    def _ended_status(writer: Any, txn_id: uuid.UUID, wait_s: float) -> Any:
         """The transaction's status once it is not OPEN or COMMITTING/ABORTING, waiting up
-        to SETTLE_S (its lease ran out long ago: the timer aborts it), else the last one."""
-        deadline = time.monotonic() + SETTLE_S
+        to ``wait_s`` (its lease ran out long ago: the timer aborts it), else the last one."""
+        deadline = time.monotonic() + wait_s
         while True:
             status = writer.get_txn(txn_id).check_status()
             if status in (pr.TxnStatus.COMMITTED, pr.TxnStatus.ABORTED):
@@ -273,32 +281,56 @@ class TxnWriters(Part):
                 return status
             time.sleep(0.5)
 
-    def settle(self) -> list[str]:
-        """Ask the controller for the status of every transaction whose outcome is unknown
-        or that was left to time out; returns the contradictions found (a timed-out one that
-        committed). Call after :meth:`stop`, once leases ran out."""
-        problems: list[str] = []
+    def _settle_now(self) -> None:
+        """Every SETTLE_EVERY_S while the load runs: settle what ended long enough ago (the
+        controller forgets a completed transaction TXN_COMPLETED_KEEP_S after it ended, 10
+        minutes: a run's end is too late for those of its start)."""
+        while not self.stopping.wait(SETTLE_EVERY_S):
+            try:
+                self.settle(older_than_s=self.lease_s + SETTLE_EVERY_S, wait_s=0.0)
+            except pr.PravegaError as e:  # the controller restarting: next time
+                self.errors[f"settle: {type(e).__name__}"] += 1
+
+    def settle(self, older_than_s: float = 0.0, wait_s: float = SETTLE_S) -> None:
+        """Ask the controller for the status of every transaction recorded more than
+        ``older_than_s`` ago whose outcome is unknown or that was left to time out, and not
+        settled yet, waiting up to ``wait_s`` for each to end. Contradictions (a timed-out one
+        that committed; one still open after ``wait_s``, when that is not 0) go to
+        ``problems``. A transaction the controller no longer knows (TxnNotFoundError: it
+        ended over 10 minutes ago) keeps its status: the checker judges it by what was
+        read (``forgotten`` counts them)."""
         writer = self.cluster.create_transactional_writer(SCOPE, TXN_STREAM)
+        now = time.monotonic()
         try:
-            for i, outcome in enumerate(self.outcomes):
-                if outcome.status not in ("unknown", "timed_out"):
+            for i, outcome in enumerate(list(self.outcomes)):
+                tag = outcome.tag
+                if outcome.status not in ("unknown", "timed_out") or tag in self.settled:
                     continue
-                status = self._ended_status(writer, self._ids[outcome.tag])
+                if now - self._recorded_at[tag] < older_than_s:
+                    continue
+                try:
+                    status = self._ended_status(writer, self._ids[tag], wait_s)
+                except pr.TxnNotFoundError:
+                    self.forgotten += 1
+                    self.settled.add(tag)
+                    continue
                 if status is pr.TxnStatus.COMMITTED:
                     if outcome.status == "timed_out":
-                        problems.append(f"transaction {outcome.tag} left to time out committed")
-                    self.outcomes[i] = TxnOutcome(outcome.tag, outcome.count, "committed")
+                        self.problems.append(f"transaction {tag} left to time out committed")
+                    self.outcomes[i] = TxnOutcome(tag, outcome.count, "committed")
                 elif status is pr.TxnStatus.ABORTED:
                     if outcome.status == "unknown":
-                        self.outcomes[i] = TxnOutcome(outcome.tag, outcome.count, "aborted")
-                else:
-                    problems.append(
-                        f"transaction {outcome.tag} ({outcome.status}) still {status.name} "
-                        f"{SETTLE_S:.0f}s after the load stopped"
+                        self.outcomes[i] = TxnOutcome(tag, outcome.count, "aborted")
+                elif wait_s > 0:
+                    self.problems.append(
+                        f"transaction {tag} ({outcome.status}) still {status.name} "
+                        f"{wait_s:.0f}s after the load stopped"
                     )
+                else:
+                    continue  # not ended yet: asked again next time
+                self.settled.add(tag)
         finally:
             writer.close()
-        return problems
 
 
 class GroupReaders(Part):

@@ -52,6 +52,7 @@ from chaos.load import (
     GroupReaders,
     KeyedWriters,
     KvClients,
+    Part,
     PipelineWrites,
     TxnWriters,
 )
@@ -484,7 +485,6 @@ def load_and_check(
 ) -> dict[str, Any]:
     """Run the load under the faults, stop both, read everything back and check it."""
     started = time.monotonic()  # fault times count from here
-    seconds = args.minutes * 60.0
     seed = args.seed
     writers = KeyedWriters(cluster, seed, rate=args.rate, large_every_s=args.large_every_s)
     scaling = KeyedWriters(
@@ -528,6 +528,34 @@ def load_and_check(
     readers.started = subscriber.started = started  # their reads' times count from here too
     kv = KvClients(cluster, seed + 3)
     injector = Injector(cluster, nodes, namespace, readers, started, zombie)
+    parts: list[Part] = [writers, scaling, retained, pipeline, txns, kv, readers, subscriber]
+    try:
+        return run_load(
+            args, run_started, started, proxy, faults, schedule, injector, parts, retained_acks
+        )
+    except BaseException:
+        for part in parts:  # no thread may call Ray once the run shuts it down
+            part.stopping.set()
+        for part in parts:
+            for thread in part.threads:
+                thread.join(10.0)
+        raise
+
+
+def run_load(
+    args: argparse.Namespace,
+    run_started: float,
+    started: float,
+    proxy: ProxyProcess,
+    faults: ProxyFaults,
+    schedule: list[Fault],
+    injector: Injector,
+    parts: list[Any],
+    retained_acks: Acks,
+) -> dict[str, Any]:
+    """Inject the faults while the load runs, stop both, read everything back, report."""
+    writers, scaling, retained, pipeline, txns, kv, readers, subscriber = parts
+    seconds = args.minutes * 60.0
     proxy.set_faults(faults)
     log(run_started, f"load running; S3 faults on {faults.rate:.0%} of requests")
     next_progress = started + 30
@@ -540,6 +568,9 @@ def load_and_check(
         injector.apply(fault)
     while time.monotonic() < started + seconds:
         time.sleep(0.2)
+        if time.monotonic() > next_progress:
+            next_progress += 30
+            progress(run_started, writers, readers, injector)
     proxy.set_faults(ProxyFaults(rate=0.0))
     log(run_started, "faults stopped; stopping the load")
     injector.join()
@@ -547,16 +578,14 @@ def load_and_check(
         part.stop()
         log(run_started, f"{part.name} stopped")
     time.sleep(txns.lease_s + 5)  # transactions left to time out are aborted by now
-    settle_problems = txns.settle()
-    log(run_started, "transactions settled")
+    txns.settle()
+    log(run_started, f"transactions settled ({txns.forgotten} ended too long ago to ask)")
     log(run_started, "reading everything back")
     drained = drain(readers, writers.acks, txns, subscriber, retained_acks, run_started)
     readers.stop()
     subscriber.stop()
-    extra = Extra(cluster, retained_acks, subscriber, pipeline, [scaling, retained])
-    return report(
-        args, proxy, writers, txns, readers, kv, injector, drained, settle_problems, extra
-    )
+    extra = Extra(injector.cluster, retained_acks, subscriber, pipeline, [scaling, retained])
+    return report(args, proxy, writers, txns, readers, kv, injector, drained, txns.problems, extra)
 
 
 class Extra:
@@ -663,7 +692,8 @@ def report(
     )
     print(
         f"  transactions: {txn.committed} committed, {txn.aborted} aborted, "
-        f"{txn.timed_out} timed out, {txn.unknown} unknown; errors {dict(txns.errors)}"
+        f"{txn.timed_out} timed out, {txn.unknown} unknown ({txns.forgotten} ended too long "
+        f"ago for the controller to say); errors {dict(txns.errors)}"
     )
     print(
         f"  key-value updates: {kvv.acked_updates} acknowledged on {kvv.keys} keys; "
