@@ -2,9 +2,12 @@
 FoundationDB's simulator); how it works: :mod:`sim.world`.
 
 :func:`run` runs one seed and returns its :class:`Result`: the same seed gives the same
-trace, step for step, in any process. ``python -m sim --seeds N`` runs many
-(``sim/__main__.py``); :mod:`sim.bugs` plants known defects to show the simulation finds
-them.
+trace, step for step, in any process. Faults (:data:`FAULT_KINDS`): crashes and restarts,
+delayed and lost calls and replies, I/O errors, torn log tails (:mod:`sim.disk`) and a
+wall-clock jump (:mod:`sim.clock`); the invariants: :mod:`sim.invariants`.
+``python -m sim --seeds N`` runs many (``sim/__main__.py``) and shrinks the first failing
+seed to the shortest run that still fails (:mod:`sim.shrink`); :mod:`sim.bugs` plants
+known defects to show the simulation finds them.
 """
 
 from __future__ import annotations
@@ -14,12 +17,17 @@ import logging
 from collections.abc import Iterator
 
 from pravega_ray.errors import InvalidArgumentError
-from sim.world import FAULT_KINDS, MESSAGE_LOSS, Result, SimConfig, World, check_run_arguments
+from sim.world import (
+    DEFAULT_STEPS,
+    FAULT_KINDS,
+    MESSAGE_LOSS,
+    Result,
+    SimConfig,
+    World,
+    check_run_arguments,
+)
 
 __all__ = ["DEFAULT_STEPS", "FAULT_KINDS", "MESSAGE_LOSS", "Result", "SimConfig", "run"]
-
-DEFAULT_STEPS = 1500
-"""Steps of the faulty phase of a run unless told otherwise."""
 
 
 def run(seed: int, steps: int = DEFAULT_STEPS, config: SimConfig | None = None) -> Result:
@@ -35,7 +43,11 @@ def run(seed: int, steps: int = DEFAULT_STEPS, config: SimConfig | None = None) 
     if config is not None and not isinstance(config, SimConfig):
         raise InvalidArgumentError(f"config must be a SimConfig or None, got {config!r}")
     with _quiet():
-        return World(seed, config or SimConfig()).run(steps)
+        world = World(seed, config or SimConfig())
+        try:
+            return world.run(steps)
+        finally:
+            world.close()  # its temporary files too, if the run failed unexpectedly
 
 
 @contextlib.contextmanager

@@ -24,77 +24,90 @@ INJECTED = "sim: injected I/O error"
 _FAILABLE = ("log-append", "chunk-create")
 _SETTLE_TICK = 0.3
 _WRITE_WEIGHT = 0.1
+_INF = float("inf")
 _SLOW_TICK_S = 0.01
 """A tick taken while something else could run moves the clock at most this far: that
 part was slow (the watchdog and timeouts may fire before it goes on)."""
 
 
 def enabled(world: World, clients: bool, deadline: float) -> list[Action]:
-    """The actions possible now; ``clients=False`` leaves the clients' own out (one waits)."""
+    """The actions possible now; ``clients=False`` leaves the clients' own out (one waits).
+
+    The last is a tick, if anything is ever due after now: to the earliest such time, or a
+    short way towards it if something else can happen now. (One pass finds the actions
+    and that time: this runs every step.)
+    """
     actions: list[Action] = []
+    add = actions.append
     faults = world.faults if world.faulty else None
     now = world.clock.monotonic()
+    later = deadline if deadline > now else _INF  # the earliest time after now when ...
     for node in world.nodes:
-        if node.up:
-            if node.loop.has_ready():
-                actions.append((1.0, partial(_run, node)))
-            if any(io.due <= now for io in node.ios):
-                actions.append((1.0, partial(_io, world, node)))
-                if faults and faults.io_error and any(io.kind in _FAILABLE for io in node.ios):
-                    actions.append((faults.io_error, partial(_io_error, world, node)))
+        incarnation = node.current
+        if incarnation is not None:
+            loop = incarnation.loop
+            if loop.has_ready():
+                add((1.0, partial(_run, node)))
+            when = loop.next_timer()
+            if when is not None and now < when < later:
+                later = when
+            ios = node.ios
+            if ios:
+                due = False
+                for io in ios:
+                    if io.due <= now:
+                        due = True
+                    elif io.due < later:
+                        later = io.due
+                if due:
+                    add((1.0, partial(_io, world, node)))
+                    if faults and faults.io_error and any(io.kind in _FAILABLE for io in ios):
+                        add((faults.io_error, partial(_io_error, world, node)))
             if faults and faults.crash:
-                actions.append((faults.crash, partial(_crash, world, node)))
-        elif node.restart_at is not None and node.restart_at <= now:
-            actions.append((1.0, partial(world._restart, node)))
+                add((faults.crash, partial(_crash, world, node)))
+            if faults and faults.torn_tail and any(io.kind == "log-append" for io in ios):
+                add((faults.torn_tail, partial(_crash_tearing, world, node)))
+        elif node.restart_at is not None:
+            if node.restart_at <= now:
+                add((1.0, partial(world._restart, node)))
+            elif node.restart_at < later:
+                later = node.restart_at
     network = world.network
-    if network.calls:
-        if any(call.due <= now for call in network.calls):
-            actions.append((1.0, partial(_deliver_call, world)))
-        if faults and faults.drop_call:
-            actions.append((faults.drop_call, partial(_drop_call, world)))
-    if network.replies:
-        if any(reply.due <= now for reply in network.replies):
-            actions.append((1.0, partial(_deliver_reply, world)))
-        if faults and faults.drop_reply:
-            actions.append((faults.drop_reply, partial(_drop_reply, world)))
+    for messages, deliver, drop, weight in (
+        (network.calls, _deliver_call, _drop_call, faults.drop_call if faults else 0.0),
+        (network.replies, _deliver_reply, _drop_reply, faults.drop_reply if faults else 0.0),
+    ):
+        if messages:
+            due = False
+            for message in messages:
+                if message.due <= now:
+                    due = True
+                elif message.due < later:
+                    later = message.due
+            if due:
+                add((1.0, partial(deliver, world)))
+            if weight:
+                add((weight, partial(drop, world)))
     if clients:
         if world.to_write:  # spread over the faulty phase
-            actions.append((_WRITE_WEIGHT, partial(_write, world)))
-        if world.writer.next_pump_at <= now:
-            actions.append((1.0, partial(_pump, world)))
+            add((_WRITE_WEIGHT, partial(_write, world)))
+        pump_at = world.writer.next_pump_at
+        if pump_at <= now:
+            add((1.0, partial(_pump, world)))
+        elif pump_at < later:
+            later = pump_at
         if world.reader.due():
-            actions.append((1.0, partial(_read, world)))
-    target = _next_time(world, clients, deadline, now)
-    if target is not None:
+            add((1.0, partial(_read, world)))
+        timeout = world.reader.next_timeout()
+        if timeout is not None and now < timeout < later:
+            later = timeout
+    if later < _INF:
         if actions:  # a slow part: a short tick
             weight = faults.tick if faults else _SETTLE_TICK
-            actions.append((weight, partial(_tick, world, min(target, now + _SLOW_TICK_S))))
+            add((weight, partial(_tick, world, min(later, now + _SLOW_TICK_S))))
         else:  # nothing to do until then
-            actions.append((1.0, partial(_tick, world, target)))
+            add((1.0, partial(_tick, world, later)))
     return actions
-
-
-def _next_time(world: World, clients: bool, deadline: float, now: float) -> float | None:
-    """The earliest time after ``now`` at which something is due (None: nothing ever is)."""
-    times = [deadline]
-    times.extend(call.due for call in world.network.calls)
-    times.extend(reply.due for reply in world.network.replies)
-    for node in world.nodes:
-        if node.up:
-            when = node.loop.next_timer()
-            if when is not None:
-                times.append(when)
-            times.extend(io.due for io in node.ios)
-        elif node.restart_at is not None:
-            times.append(node.restart_at)
-    if clients:
-        times.append(world.writer.next_pump_at)
-        timeout = world.reader.next_timeout()
-        if timeout is not None:
-            times.append(timeout)
-    later = [t for t in times if t > now]
-    target = min(later, default=float("inf"))
-    return None if target == float("inf") else target
 
 
 def _run(node: Node) -> str:
@@ -116,15 +129,29 @@ def _io(world: World, node: Node) -> str:
 
 
 def _io_error(world: World, node: Node) -> str:
+    """A blocking call fails with an injected OSError. A failing log append may first have
+    written part of its record (the ``torn_tail`` fault): a write cut short by the error."""
     failable = [i for i, io in enumerate(node.ios) if io.kind in _FAILABLE]
     io = node.ios.pop(failable[world.rng.randrange(len(failable))])
+    how = None
+    if world.faults.torn_tail and io.kind == "log-append" and world.rng.random() < 0.5:
+        how = node.disk.write_torn(io.function, io.args, world.rng)
+        if how is not None:
+            world._count("torn_writes")
     io.run(OSError(INJECTED))
     world._count("io_errors")
-    return f"c{node.container_id} io {io.kind} FAILS"
+    return f"c{node.container_id} io {io.kind} FAILS" + (f" ({how})" if how else "")
 
 
 def _crash(world: World, node: Node) -> str:
     return f"c{node.container_id} " + world._crash(node)
+
+
+def _crash_tearing(world: World, node: Node) -> str:
+    """The ``torn_tail`` fault: ``node`` dies in the middle of one of its log appends."""
+    appends = [io for io in node.ios if io.kind == "log-append"]
+    tear = appends[world.rng.randrange(len(appends))]
+    return f"c{node.container_id} " + world._crash(node, tear)
 
 
 def _deliver_call(world: World) -> str:
@@ -159,6 +186,7 @@ def _write(world: World) -> str:
     key = world.keys[world.rng.randrange(len(world.keys))]
     seq = world.checker.next_seq(key)
     world.to_write -= 1
+    world.wall_marks.append(world.clock.wall_time_ms())
     world.writer.write(key, seq)
     return f"write {key}:{seq}"
 

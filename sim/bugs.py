@@ -16,6 +16,13 @@ defect, and restores the original on exit (tests only; never nested in threads):
 * ``chunk-before-write`` (container, ``StorageWriter._flush_segment``): the storage writer
   logs a chunk's ``ChunkAdded`` before the chunk is in Tier-2, so a crash (or failed
   write) in between leaves the segment's bytes in a chunk that does not exist.
+* ``log-skips-checksum`` (file-system log, ``filesystem._frame_at``): reading the log
+  trusts a frame's header and skips its checksum, so a torn record whose size reached the
+  disk but whose bytes did not (zeros, garbage) is replayed: found by ``torn_tail``.
+* ``time-index-follows-clock`` (container, ``time_index.index_entries`` as the container
+  calls it): a new time-index entry is written whenever the slot differs from the newest
+  one, not only when it is later, so after the wall clock jumps back a later time can
+  answer an earlier offset: found by ``clock_jump``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pravega_ray.client.segment_output_stream import SegmentOutputStream
+from pravega_ray.constants import TIME_INDEX_RESOLUTION_MS
+from pravega_ray.contracts.attributes import NULL_VALUE
+from pravega_ray.logs import filesystem
+from pravega_ray.segmentstore import container as container_module
 from pravega_ray.segmentstore import operations as ops
 from pravega_ray.segmentstore.chunk_layout import chunk_name
 from pravega_ray.segmentstore.container_metadata import SegmentMetadata
@@ -36,6 +47,7 @@ from pravega_ray.segmentstore.operation_processor import (
     _Queued,
 )
 from pravega_ray.segmentstore.storage_writer import StorageWriter
+from pravega_ray.segmentstore.time_index import TIME_SLOT_LAST, index_entries, time_key
 from sim.clients import SimReader, _Segment
 
 __all__ = ["BUGS", "planted"]
@@ -97,11 +109,35 @@ async def _flush_logging_first(self: StorageWriter, state: SegmentMetadata) -> N
     await self._scheduler.run_blocking(self._storage.create, name, data)
 
 
+def _frame_at_unchecked(data: bytes, position: int) -> tuple[int, bytes, int] | None:
+    header = filesystem._HEADER
+    if len(data) - position < header.size:
+        return None
+    magic, _epoch, sequence, length, _crc = header.unpack_from(data, position)
+    start = position + header.size
+    end = start + length
+    if magic not in filesystem._MAGICS or end > len(data):
+        return None
+    return sequence, data[start:end], end  # BUG: the checksum is not checked
+
+
+def _index_entries_following_clock(state: Any, offset: int, now_ms: int) -> dict[bytes, int]:
+    entries = index_entries(state, offset, now_ms)
+    slot = now_ms // TIME_INDEX_RESOLUTION_MS
+    last = state.pending_attributes.get(TIME_SLOT_LAST, NULL_VALUE)
+    if last != NULL_VALUE and slot < last:  # BUG: an earlier slot is indexed too
+        entries[time_key(slot)] = offset
+        entries[TIME_SLOT_LAST] = slot
+    return entries
+
+
 _PATCHES: dict[str, tuple[Any, str, Callable[..., Any]]] = {
     "writer-resends-acked": (SegmentOutputStream, "_resolve", _resolve_resending_all),
     "reader-rewinds-buffered": (SimReader, "retry", _retry_rewinding),
     "container-acks-early": (OperationProcessor, "_commit", _commit_acking_early),
     "chunk-before-write": (StorageWriter, "_flush_segment", _flush_logging_first),
+    "log-skips-checksum": (filesystem, "_frame_at", _frame_at_unchecked),
+    "time-index-follows-clock": (container_module, "index_entries", _index_entries_following_clock),
 }
 _ORIGINALS: dict[str, Callable[..., Any]] = {
     name: getattr(owner, attribute) for name, (owner, attribute, _) in _PATCHES.items()

@@ -1,20 +1,23 @@
 """One simulated segment-store process: a container on its own :class:`SimLoop`.
 
-A :class:`Node` owns the disks that outlive its process (an ``InMemoryLogStore`` for
-Tier-1; Tier-2 is the cluster's shared ``InMemoryChunkStorage``) and, while it is up, a
-container built by the project's builder (``build_in_memory_container``, so fenced Tier-2
-and the B+tree attribute index as in production) on a fresh loop.
+A :class:`Node` owns the disks that outlive its process (a :class:`~sim.disk.LogDisk`
+holding Tier-1: the project's file-system durable log in a directory, or its in-memory
+log; Tier-2 is the cluster's shared ``InMemoryChunkStorage``) and, while it is up, a
+container built by the project's builder (``build_container``, so fenced Tier-2 and the
+B+tree attribute index as in production) on a fresh loop.
 
 * :meth:`Node.start` builds and recovers a new container from those disks (a restart);
   recovery is synchronous, as in the actor shell.
 * :meth:`Node.serve` runs a delivered call as a task on the node's loop; its answer is
   queued on the network once the task finishes.
 * :meth:`Node.crash` kills the process: its loop is never stepped again (no ``finally``
-  runs, as in a killed process), each call it was serving is answered with
-  SegmentStoreUnavailableError (the connection broke: outcome unknown), and each blocking
-  call still pending (a log append, a chunk write) either lands or is lost, as the seed
-  says: an append that lands was never acknowledged to the container (the torn tail of
-  an in-memory log).
+  runs, as in a killed process; its log file is closed, as the kernel does), each call it
+  was serving is answered with SegmentStoreUnavailableError (the connection broke:
+  outcome unknown), and each blocking call still pending (a log append, a chunk write)
+  either lands or is lost, as the seed says: an append that lands was never acknowledged
+  to the container (a complete but unacknowledged record at the log's tail). The
+  ``torn_tail`` fault is a crash in the middle of a log append's write: part of its
+  frame reached the disk (:meth:`sim.disk.LogDisk.write_torn`).
 
 The loop and container of a crashed incarnation are kept (``graveyard``) until the run
 ends, so the garbage collector never runs their coroutines' cleanup mid-run.
@@ -24,18 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
-from pravega_ray.logs.memory import InMemoryDurableLog, InMemoryLogStore
-from pravega_ray.segmentstore.builder import build_in_memory_container
+from pravega_ray.logs.durable_data_log import DurableDataLog
+from pravega_ray.logs.filesystem import FileSystemDurableLog
+from pravega_ray.logs.memory import InMemoryDurableLog
+from pravega_ray.segmentstore.builder import build_container
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.chunk_storage import ChunkStorage
 from pravega_ray.timing import ManualClock
+from sim.disk import LogDisk
 from sim.loop import SimLoop
 from sim.network import Call, Network
 
@@ -48,25 +56,43 @@ def _coroutine_of(handle: asyncio.Handle) -> Any:
     return task.get_coro() if isinstance(task, asyncio.Task) else None
 
 
+def _target(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The function a blocking call runs: ``asyncio.to_thread`` hands the executor a
+    ``partial(context.run, function, *args)``, which this unwraps."""
+    if (
+        isinstance(function, functools.partial)
+        and isinstance(getattr(function.func, "__self__", None), contextvars.Context)
+        and function.args
+    ):
+        return cast(Callable[..., Any], function.args[0])
+    return function
+
+
+def _kind(function: Callable[..., Any]) -> str:
+    """``log-append``, ``chunk-create`` or the name of the function a blocking call runs."""
+    target = _target(function)
+    name = getattr(target, "__name__", "call")
+    owner = getattr(target, "__self__", None)
+    if name == "append" and isinstance(owner, (FileSystemDurableLog, InMemoryDurableLog)):
+        return "log-append"
+    if name == "create" and owner is not None and "ChunkStorage" in type(owner).__name__:
+        return "chunk-create"
+    return name
+
+
 @dataclass(slots=True)
 class Io:
-    """A blocking call of the container (``run_in_executor``), not run yet."""
+    """A blocking call of the container (``run_in_executor``), not run yet. ``kind``:
+    ``log-append``, ``chunk-create`` or the called function's name (trace and faults)."""
 
     function: Callable[..., Any]
     args: tuple[Any, ...]
     future: asyncio.Future[Any]
     due: float  # it may complete from then on (virtual seconds)
+    kind: str = field(init=False)
 
-    @property
-    def kind(self) -> str:
-        """``log-append``, ``chunk-create`` or another call's name (trace and faults)."""
-        name = getattr(self.function, "__name__", "call")
-        owner = getattr(self.function, "__self__", None)
-        if name == "append" and isinstance(owner, InMemoryDurableLog):
-            return "log-append"
-        if name == "create" and owner is not None and "ChunkStorage" in type(owner).__name__:
-            return "chunk-create"
-        return name
+    def __post_init__(self) -> None:
+        self.kind = _kind(self.function)
 
     def run(self, error: BaseException | None = None) -> None:
         """Run the call (or fail it with ``error``) and complete its future."""
@@ -87,6 +113,7 @@ class Io:
 class _Incarnation:
     loop: SimLoop
     container: SegmentContainer
+    log: DurableDataLog
 
 
 @dataclass
@@ -100,7 +127,7 @@ class Node:
     network: Network
     errors: list[str]
     io_latency: Callable[[], float]
-    log_store: InMemoryLogStore = field(default_factory=InMemoryLogStore)
+    disk: LogDisk
     ios: list[Io] = field(default_factory=list)
     serving: dict[int, Call] = field(default_factory=dict)
     graveyard: list[_Incarnation] = field(default_factory=list)
@@ -130,10 +157,11 @@ class Node:
         """
         loop = SimLoop(self.clock, self._submit_io, self.errors)
         self.failed = None
-        container = build_in_memory_container(
-            self.config, self.log_store, self.storage, clock=self.clock, on_fatal=self._fatal
+        log = self.disk.open_log()
+        container = build_container(
+            self.config, log, self.storage, clock=self.clock, on_fatal=self._fatal
         )
-        self.current = _Incarnation(loop, container)
+        self.current = _Incarnation(loop, container, log)
         self.restart_at = None
         self.incarnations += 1
         asyncio.events._set_running_loop(loop)
@@ -192,17 +220,23 @@ class Node:
                     with contextlib.suppress(Exception):  # cleanup of a finished run
                         coroutine.close()
             loop.close()
+            incarnation.log.close()
         self.graveyard.clear()
         self.current = None
 
-    def crash(self, rng: random.Random, restart_in_s: float) -> list[str]:
+    def crash(self, rng: random.Random, restart_in_s: float, tear: Io | None = None) -> list[str]:
         """Kill the process (module docstring); it restarts ``restart_in_s`` later.
 
-        Returns what happened to each pending blocking call (for the trace).
+        ``tear``: a pending log append the crash cuts in the middle of its write (the
+        ``torn_tail`` fault: part of its record reaches the disk). Returns what happened
+        to each pending blocking call (for the trace).
         """
         fates: list[str] = []
         for io in self.ios:
-            if rng.random() < 0.5:
+            if io is tear:
+                how = self.disk.write_torn(io.function, io.args, rng)
+                fates.append(f"{io.kind} {how or 'lost'}")
+            elif rng.random() < 0.5:
                 io.run()  # it reached the disk before the process died; nobody hears of it
                 fates.append(f"{io.kind} lands")
             else:
@@ -213,6 +247,7 @@ class Node:
             self.network.reply(call, None, lost)
         self.serving.clear()
         if self.current is not None:
+            self.current.log.close()  # the kernel closes a dead process's files
             self.graveyard.append(self.current)
         self.current = None
         self.restart_at = self.clock.monotonic() + restart_in_s

@@ -10,7 +10,10 @@ what may happen now and picks one, weighted, with the seed's generator:
 * the network delivers a call to its container, or a reply to its caller (or loses one);
 * the writer writes an event or runs a round of its pump; the reader collects its answers,
   hands out events and sends reads;
-* a container crashes, or a crashed one restarts (recovering from its log and Tier-2);
+* a container crashes, or a crashed one restarts (recovering from its log and Tier-2); a
+  crash may cut a log append in the middle of its write, leaving its record *torn* on
+  the disk (``sim/disk.py``);
+* once, at a step the seed picks, the wall clock jumps forward or back (``sim/clock.py``);
 * a *tick*: the clock moves to the next moment something is due (a loop's timer, a
   message's or blocking call's arrival, the writer's linger or watchdog, a read's
   timeout, a restart) if nothing else can happen; by at most 10 ms if something could
@@ -26,25 +29,32 @@ steps come first in the trace, then the client's own line, under the same number
 The run has two phases: ``steps`` steps with writes and faults, then a settling phase
 without faults (every container restarted, nothing lost any more) until the writer has
 an outcome for every event and the reader read every segment to its durable end; then
-the final check. Each fault's rate is drawn per seed (some seeds have none of a kind),
-as swarm testing does.
+the final check (``sim/invariants.py``). Each fault's rate is drawn per seed (some seeds
+have none of a kind), as swarm testing does. A step is the same step whatever ``steps``
+is: a run of fewer steps is the same run cut short (what ``python -m sim`` relies on to
+shrink a failing seed, ``sim/shrink.py``).
+
+In a seed with torn writes, the Tier-1 logs are files in a temporary directory
+(``sim/disk.py``), removed when the run ends; nothing of its path reaches the trace.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
+from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.writer_config import WriterConfig
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.storage.memory import InMemoryChunkStorage
-from pravega_ray.timing import ManualClock
+from sim import actions
 from sim.clients import (
     FixedStreamController,
     SimReader,
@@ -52,12 +62,15 @@ from sim.clients import (
     SimWriter,
     stream_segments,
 )
+from sim.clock import SimClock
+from sim.disk import LogDisk, make_root, remove_root, sanitize
 from sim.invariants import Checker
 from sim.network import Network
-from sim.node import Node
+from sim.node import Io, Node
 
 __all__ = [
     "CONTAINER_OPTIONS",
+    "DEFAULT_STEPS",
     "FAULT_KINDS",
     "MESSAGE_LOSS",
     "WRITER_CONFIG",
@@ -90,8 +103,24 @@ WRITER_CONFIG = WriterConfig(
 """Blocks of about three events, three in flight per segment, a short watchdog."""
 
 
-FAULT_KINDS = frozenset({"crash", "delay", "drop_call", "drop_reply", "io_error"})
-"""Every kind of fault the simulation injects (``SimConfig.faults`` picks some)."""
+DEFAULT_STEPS = 1500
+"""Steps of the faulty phase of a run unless told otherwise."""
+
+FAULT_KINDS = frozenset(
+    {"crash", "delay", "drop_call", "drop_reply", "io_error", "torn_tail", "clock_jump"}
+)
+"""Every kind of fault the simulation injects (``SimConfig.faults`` picks some):
+
+* ``crash``: a container's process dies (and restarts 0.05 to 2 s later);
+* ``delay``: a message or blocking call takes 0.2 to 8 s instead of 0.2 to 3 ms;
+* ``drop_call``, ``drop_reply``: a call or a reply is lost;
+* ``io_error``: a log append or a Tier-2 chunk write fails;
+* ``torn_tail``: a container crashes in the middle of a log append's write, which leaves
+  part of its record on the disk (``sim/disk.py``); and half of the log appends that
+  fail with an I/O error wrote part of their record before failing;
+* ``clock_jump``: the wall clock jumps forward or back by 1 ms to about 29 days, once,
+  at a step from 1 to DEFAULT_STEPS (``sim/clock.py``); the monotonic clock does not.
+"""
 
 MESSAGE_LOSS = frozenset({"drop_call", "drop_reply"})
 """Lost calls and replies. They find a known defect of the writer (its watchdog skips a
@@ -125,7 +154,8 @@ class SimConfig:
 
 @dataclass(frozen=True, slots=True)
 class Faults:
-    """Per-step weights of each fault (a normal action weighs 1); 0 disables it."""
+    """Per-step weights of each fault (a normal action weighs 1); 0 disables it. ``delay``
+    is a chance instead, and the clock jump happens at a given step."""
 
     crash: float
     delay: float  # the chance that a message or a blocking call takes long (0.2 to 8 s)
@@ -133,24 +163,51 @@ class Faults:
     drop_reply: float
     io_error: float
     tick: float
+    torn_tail: float = 0.0  # a crash tearing a pending log append (while one is pending)
+    clock_jump_step: int = 0  # the step (1 to DEFAULT_STEPS) the wall clock jumps at; 0: never
+    clock_jump_ms: int = 0  # by how much (either way)
 
     @staticmethod
-    def draw(rng: random.Random, kinds: frozenset[str]) -> Faults:
+    def draw(rng: random.Random, kinds: frozenset[str], extra: random.Random) -> Faults:
         """The seed's rates; a kind not in ``kinds`` gets 0 (the draws are made anyway, so
-        leaving a kind out changes nothing else of a seed's run but that kind's faults)."""
+        leaving a kind out changes nothing else of a seed's run but that kind's faults).
 
-        def rate(kind: str, on: float, low: float, high: float) -> float:
-            drawn = rng.uniform(low, high) if rng.random() < on else 0.0
+        The kinds added later (``torn_tail``, ``clock_jump``) are drawn from ``extra``, a
+        generator of their own, so a seed that draws none of them runs as it did before
+        they existed (and the planted-defect calibrations stayed valid).
+        """
+
+        def rate(kind: str, on: float, low: float, high: float, source: random.Random) -> float:
+            drawn = source.uniform(low, high) if source.random() < on else 0.0
             return drawn if kind in kinds else 0.0
 
+        jump = extra.random() < 0.5 and "clock_jump" in kinds
+        jump_step = extra.randint(1, DEFAULT_STEPS)
+        jump_ms = round(10 ** extra.uniform(0.0, 9.4)) * (1 if extra.random() < 0.5 else -1)
         return Faults(
-            crash=rate("crash", 0.7, 0.0005, 0.004),
-            delay=rate("delay", 0.5, 0.005, 0.05),
-            drop_call=rate("drop_call", 0.3, 0.0005, 0.003),
-            drop_reply=rate("drop_reply", 0.5, 0.0005, 0.005),
-            io_error=rate("io_error", 0.5, 0.002, 0.02),
+            crash=rate("crash", 0.7, 0.0005, 0.004, rng),
+            delay=rate("delay", 0.5, 0.005, 0.05, rng),
+            drop_call=rate("drop_call", 0.3, 0.0005, 0.003, rng),
+            drop_reply=rate("drop_reply", 0.5, 0.0005, 0.005, rng),
+            io_error=rate("io_error", 0.5, 0.002, 0.02, rng),
             tick=rng.uniform(0.05, 1.0),
+            torn_tail=rate("torn_tail", 0.3, 0.003, 0.03, extra),
+            clock_jump_step=jump_step if jump else 0,
+            clock_jump_ms=jump_ms if jump else 0,
         )
+
+    def active(self) -> frozenset[str]:
+        """The kinds of fault this seed injects (a rate above 0, or a jump)."""
+        rates = {
+            "crash": self.crash,
+            "delay": self.delay,
+            "drop_call": self.drop_call,
+            "drop_reply": self.drop_reply,
+            "io_error": self.io_error,
+            "torn_tail": self.torn_tail,
+            "clock_jump": self.clock_jump_step,
+        }
+        return frozenset(kind for kind, rate in rates.items() if rate)
 
 
 @dataclass
@@ -176,6 +233,10 @@ class Result:
 
 
 Action = tuple[float, Callable[[], str]]
+T = TypeVar("T")
+
+TIME_QUERIES = 24
+"""Wall times at which the final check asks each segment's time index (at most)."""
 
 
 class World:
@@ -185,8 +246,10 @@ class World:
         self.seed = seed
         self.rng = random.Random(seed)
         self.config = config
-        self.faults = Faults.draw(self.rng, config.faults)
-        self.clock = ManualClock()
+        self.faults = Faults.draw(self.rng, config.faults, random.Random(f"sim-extra:{seed}"))
+        self.clock = SimClock()
+        self.jumped = False
+        self.wall_marks: list[int] = []  # wall times (ms) the time-index check asks about
         self.trace: list[str] = []
         self.errors: list[str] = []
         self.steps = 0
@@ -197,6 +260,8 @@ class World:
         self.counts: dict[str, int] = {}
         self.network = Network(config.containers, self._wait_for, self._arrival)
         storage = InMemoryChunkStorage()
+        # Torn writes need files (sim/disk.py); other seeds run the faster in-memory log.
+        self.root: Path | None = make_root() if self.faults.torn_tail else None
         self.nodes = [
             Node(
                 i,
@@ -206,14 +271,19 @@ class World:
                 self.network,
                 self.errors,
                 self._latency,
+                LogDisk(None if self.root is None else self.root / f"container-{i}"),
             )
             for i in range(config.containers)
         ]
         self.segments = stream_segments(config.segments)
-        for node in self.nodes:
-            node.start()
-        for segment in self.segments:
-            self._create(segment.name)
+        try:
+            for node in self.nodes:
+                node.start()
+            for segment in self.segments:
+                self._create(segment.name)
+        except BaseException:
+            self.close()
+            raise
         connection = SegmentStoreClient(self.network)
         self.checker = Checker()
         self.writer = SimWriter(
@@ -236,7 +306,13 @@ class World:
     def _create(self, segment: str) -> None:
         """Create ``segment`` on its container, outside the trace (no faults yet)."""
         node = self.nodes[self.network.container_of(segment)]
-        task = node.loop.create_task(node.container.create_segment(segment))
+        self._local(node, node.container.create_segment(segment))
+
+    def _local(self, node: Node, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on ``node``'s loop to its end, outside the trace and without
+        faults (setup, and the final check): the node's ready callbacks and blocking calls
+        run in order, and the clock moves to its timers when nothing else can run."""
+        task = node.loop.create_task(coroutine)
         while not task.done() or node.ios or node.loop.has_ready():
             if node.loop.run_one():
                 continue
@@ -244,9 +320,9 @@ class World:
                 node.ios.pop(0).run()
                 continue
             when = node.loop.next_timer()
-            assert when is not None, "segment creation is stuck"
+            assert when is not None, "a local call is stuck"
             self.clock.set(when)
-        task.result()
+        return task.result()
 
     def _latency(self) -> float:
         """How long a message or a blocking call takes: short, or long (a delay fault)."""
@@ -265,20 +341,20 @@ class World:
             if not self._step(clients=True, deadline=float("inf")):
                 break
         self.faulty = False
-        self._note("settle: no more faults")
+        if self.violation is None:
+            self._note("settle: no more faults")
         while self.violation is None and not self._settled():
             if not self._step(clients=True, deadline=float("inf")):
                 self._violate("stuck: nothing can happen and the run has not settled")
         if self.violation is None:
-            final = self.checker.final()
+            final = self.checker.final() or self._check_segments()
             if final is not None:
                 self._violate(final)
         self._note_violation()
         stats = {**self.checker.summary(), **self.counts, "steps": self.steps}
         if self.errors:  # exceptions no caller retrieved, reported by a loop (not a violation)
             stats["loop_errors"] = len(self.errors)
-        for node in self.nodes:
-            node.dispose()
+        self.close()
         return Result(
             self.seed,
             self.steps,
@@ -288,6 +364,39 @@ class World:
             stats,
             self.faults,
         )
+
+    def close(self) -> None:
+        """Dispose of every node and remove the run's disks (idempotent)."""
+        for node in self.nodes:
+            node.dispose()
+        if self.root is not None:
+            remove_root(self.root)
+
+    def _check_segments(self) -> str | None:
+        """Once everything settled: each segment read again whole holds what the reader
+        read (``Checker.check_reread``), and its time index holds (``check_time_index``),
+        asked at up to ``TIME_QUERIES`` wall times of the run."""
+        marks = sorted({0, *self.wall_marks, self.clock.wall_time_ms() + 1000})
+        if len(marks) > TIME_QUERIES:
+            marks = [marks[i * (len(marks) - 1) // (TIME_QUERIES - 1)] for i in range(TIME_QUERIES)]
+        for segment in self.segments:
+            name = segment.name
+            node = self.nodes[self.network.container_of(name)]
+            container = node.container
+            length = container.metadata.get(name).length
+            try:
+                data = self._local(node, container.read_range(name, 0, length))
+                answers = [self._local(node, container.get_offset_at_time(name, t)) for t in marks]
+            except Exception as e:
+                return f"{name} cannot be read again: {sanitize(repr(e), self.root)}"
+            frames = FrameAssembler()
+            events = frames.feed(data, 0)
+            problem = self.checker.check_reread(name, events, frames.buffered_bytes)
+            if problem is None:
+                problem = self.checker.check_time_index(name, marks, answers, length)
+            if problem is not None:
+                return problem
+        return None
 
     def _settled(self) -> bool:
         if self.to_write or self.writer.pending or not all(n.up for n in self.nodes):
@@ -336,6 +445,11 @@ class World:
         if self.steps >= self.steps_max:
             self._violate(f"no progress: {self.steps} steps and not settled")
             return False
+        jump_step = self.faults.clock_jump_step
+        if self.faulty and jump_step and not self.jumped and self.steps + 1 >= jump_step:
+            self.steps += 1  # the jump is this step's action: nothing else happens in it
+            self._note(self._jump())
+            return True
         actions = self._actions(clients, deadline)
         if not actions:
             return False
@@ -356,20 +470,34 @@ class World:
         return True
 
     def _actions(self, clients: bool, deadline: float) -> list[Action]:
-        from sim import actions  # the action builders, split out to keep this module small
+        return actions.enabled(self, clients, deadline)  # split out: this module stays small
 
-        return actions.enabled(self, clients, deadline)
-
-    def _crash(self, node: Node) -> str:
+    def _crash(self, node: Node, tear: Io | None = None) -> str:
+        """Crash ``node`` (tearing the log append ``tear``, if given); the trace's text."""
         self._count("crashes")
-        fates = node.crash(self.rng, self.rng.uniform(0.05, 2.0) if self.faulty else 0.0)
+        restart_in_s = self.rng.uniform(0.05, 2.0) if self.faulty else 0.0
+        fates = node.crash(self.rng, restart_in_s, tear)
+        if any(" torn," in fate for fate in fates):
+            self._count("torn_writes")
         return "crash" + (f" ({', '.join(fates)})" if fates else "")
+
+    def _jump(self) -> str:
+        """The clock-jump fault: the wall clock moves, the monotonic clock does not."""
+        before = self.clock.wall_time_ms()
+        self.jumped = True
+        self.clock.jump_wall(self.faults.clock_jump_ms)
+        self.wall_marks.extend((before, self.clock.wall_time_ms()))
+        self._count("clock_jumps")
+        return f"wall clock jumps {self.faults.clock_jump_ms / 1000:+.3f} s"
 
     def _restart(self, node: Node) -> str:
         try:
             node.start()
         except DataCorruptionError as e:
-            self._violate(f"c{node.container_id} cannot recover: {e}")
+            self._violate(f"c{node.container_id} cannot recover: {sanitize(str(e), self.root)}")
+        except Exception as e:  # recovery must not fail otherwise either
+            reason = sanitize(repr(e), self.root)
+            self._violate(f"c{node.container_id} recovery failed: {reason}")
         self._count("restarts")
         return f"c{node.container_id} restarts"
 
