@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 SCOPE = "chaos"
 KEYED_STREAM = "keyed"
+KEYED_PREFIX = "w"
+"""The keyed stream's writers' keys start with it (their large events' key: ``wlarge``)."""
 TXN_STREAM = "txns"
 GROUP = "all"
 TABLE = "counters"
@@ -128,7 +130,7 @@ class KeyedWriters(Part):
         seed: int,
         *,
         stream: str = KEYED_STREAM,
-        prefix: str = "w",
+        prefix: str = KEYED_PREFIX,
         acks: Acks | None = None,
         writers: int = 4,
         keys: int = 64,
@@ -546,6 +548,7 @@ class PipelineWrites(Part):
                         routing_key_column="key",
                         cluster=self.cluster,
                         write_id=write_id,
+                        concurrency=1,  # one write task: the cluster has 3 CPUs in all
                     )
                 except Exception as e:  # a retry with the same write_id follows
                     self.errors[type(e).__name__] += 1

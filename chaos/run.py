@@ -40,6 +40,7 @@ import pravega_ray as pr
 from chaos import checker
 from chaos.load import (
     GROUP,
+    KEYED_PREFIX,
     KEYED_STREAM,
     PIPELINE_STREAM,
     RETAINED_STREAM,
@@ -689,6 +690,12 @@ def report(
         f"  keyed events: {keyed.acked:,} acknowledged, {keyed.read:,} read; "
         f"{sum(len(s) for s in writers.acks.unknown.values())} with an unknown outcome "
         f"{dict(writers.acks.errors)}"
+    )
+    large = f"{KEYED_PREFIX}large"
+    print(
+        f"  large events (9 MiB): {len(writers.acks.acked.get(large, ()))} acknowledged, "
+        f"{len(writers.acks.unknown.get(large, ()))} unknown, "
+        f"{sum(1 for r in reads if r.kind == 'k' and r.ident == large)} read"
     )
     print(
         f"  transactions: {txn.committed} committed, {txn.aborted} aborted, "

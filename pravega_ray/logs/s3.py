@@ -71,7 +71,8 @@ then deletes the slots below the cut and older markers. Deleting is garbage coll
 or error part-way leaves objects ``read_all`` skips and the next ``truncate`` removes. A zombie
 can truncate too, but only below a checkpoint it had acknowledged (so below the new fence); if
 that happens while the new owner replays, ``read_all`` raises :class:`RetriableError` and the
-recovery runs again.
+recovery runs again; so does ``initialize`` when a slot it found taken (or a record it reads
+back) was truncated away meanwhile.
 """
 
 from __future__ import annotations
@@ -296,10 +297,23 @@ class S3DurableLog:
         return _decode(slot, key, body)
 
     def _read_present(self, slot: int) -> _Record:
-        """A record the listing showed (or a 412 proved): vanishing means someone deleted it."""
+        """A record the listing showed (or a 412 proved): vanishing means someone deleted it.
+
+        Another owner's truncation may have, meanwhile: a zombie truncates below a checkpoint
+        it acknowledged, which can lie above slots a new owner is still reading while it
+        takes over (found by the chaos run: the zombie's records took the new owner's fence
+        slot, then its checkpoint truncated them). Then the slot now lies below the cut and
+        this raises RetriableError (take over, or truncate, again); otherwise a record was
+        lost: DataCorruptionError.
+        """
         try:
             return self._read(slot)
         except _Vanished:
+            if slot < self._list().truncation[1]:
+                raise RetriableError(
+                    f"{self._where()}: slot {slot} was truncated by another owner meanwhile; "
+                    "try again"
+                ) from None
             raise DataCorruptionError(
                 f"log object {self._key(slot)!r} vanished (deleted by someone else?)"
             ) from None

@@ -9,9 +9,10 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from botocore.exceptions import ConnectionClosedError
+from botocore.exceptions import ClientError, ConnectionClosedError
 
 from pravega_ray.errors import (
     DataCorruptionError,
@@ -447,6 +448,58 @@ def test_s3_truncation_by_a_zombie_during_replay_asks_for_a_new_replay(s3_bucket
     with pytest.raises(RetriableError, match="replay again"):
         list(replay)
     assert [n for n, _ in new.read_all()] == [count - 2, count - 1]
+
+
+class _ZombieBetweenPutAndRead:
+    """A real S3 client whose first conditional PUT runs ``before`` first and, when refused
+    (412), ``after`` before the refusal reaches the caller: a zombie acting in the gap."""
+
+    def __init__(self, client: Any, before: Any, after: Any) -> None:
+        self._client, self._before, self._after = client, before, after
+        self._fired = False
+
+    def put_object(self, **kwargs: Any) -> Any:
+        if self._fired or "IfNoneMatch" not in kwargs:
+            return self._client.put_object(**kwargs)
+        self._fired = True
+        self._before()
+        try:
+            return self._client.put_object(**kwargs)
+        except ClientError:
+            self._after()
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.s3
+def test_s3_zombie_truncating_the_slot_that_refused_the_new_fence_asks_to_retry(
+    s3_bucket,
+) -> None:
+    # Found by the chaos run: a zombie's append took the new owner's fence slot, then the
+    # zombie's checkpoint truncated it before the new owner read who held it, and the takeover
+    # called the log damaged for good (the container never started again).
+    client, bucket = s3_bucket
+    old = S3DurableLog(bucket, "log/0", client=client)
+    old.initialize()
+    for i in range(4):
+        old.append(f"r{i}".encode())
+
+    def zombie_truncates() -> None:
+        old.append(b"r5")
+        old.truncate(6)  # everything: the cut is its last record, above the fence slot
+
+    hooked = _ZombieBetweenPutAndRead(client, lambda: old.append(b"r4"), zombie_truncates)
+    new = S3DurableLog(bucket, "log/0", client=hooked)
+    with pytest.raises(RetriableError, match="truncated by another owner"):
+        new.initialize()
+    again = S3DurableLog(bucket, "log/0", client=client)
+    again.initialize()  # the recovery's next attempt
+    assert list(again.read_all()) == []  # all truncated, by an owner that had checkpointed
+    assert again.append(b"new") == 6  # the numbering goes on
+    with pytest.raises(FencedError):
+        old.append(b"still a zombie")
 
 
 @pytest.mark.s3
