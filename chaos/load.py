@@ -422,7 +422,7 @@ class GroupReaders(Part):
             finally:
                 if abandoned:  # no close(): its threads go on until the group drops it
                     self.kills_wanted.discard(reader_id)
-                    self.group.reader_offline(reader_id, last)
+                    self._declare_offline(reader_id, last)
                     self.kills_done.append((reader_id, time.monotonic()))
                     self._note(reader_id, f"abandoned, offline at {last}")
                 else:
@@ -432,6 +432,22 @@ class GroupReaders(Part):
                     except Exception as e:  # e.g. declared offline meanwhile
                         self.errors[f"close: {type(e).__name__}"] += 1
                         self._note(reader_id, f"close failed: {e!r}"[:300])
+
+    def _declare_offline(self, reader_id: str, position: Any) -> None:
+        """``reader_offline`` as an application must call it: an outcome-unknown failure
+        (the state segment's container restarting) is checked with ``get_online_readers``
+        and the call made again until it lands (its segments stay with it until then)."""
+        while not self.stopping.is_set():
+            try:
+                self.group.reader_offline(reader_id, position)
+                return
+            except pr.PravegaError as e:
+                self.errors[f"offline: {type(e).__name__}"] += 1
+                self._note(reader_id, f"reader_offline failed: {e!r}"[:300])
+            time.sleep(1.0)
+            with contextlib.suppress(pr.PravegaError):  # asked again below if this fails
+                if reader_id not in self.group.get_online_readers():
+                    return
 
     def _note(self, reader_id: str, what: str) -> None:
         self.journal.append((round(time.monotonic() - self.started, 2), reader_id, what))
