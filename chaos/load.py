@@ -77,6 +77,7 @@ class Acks:
         with self.lock:
             if error is None:
                 self.acked[key].add(seq)
+                self.unknown[key].discard(seq)  # a pipeline row: pending until its call returned
                 self.latencies.append((now, now - started))
             else:
                 self.unknown[key].add(seq)
@@ -546,6 +547,8 @@ class PipelineWrites(Part):
     def _run(self, every_s: float, rows: int) -> None:
         import ray
 
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        logging.getLogger("ray.data").setLevel(logging.WARNING)  # its progress every 10 s
         n = 0
         first = min(every_s, 20.0)
         while not self.stopping.wait(first if n == 0 else every_s):
@@ -559,12 +562,13 @@ class PipelineWrites(Part):
             for _attempt in range(4):  # the retry, then the rerun of a finished write
                 try:
                     result = pr.data.write_stream(
-                        ray.data.from_items(items),
+                        ray.data.from_items(items, override_num_blocks=1),
                         f"{SCOPE}/{PIPELINE_STREAM}",
                         routing_key_column="key",
                         cluster=self.cluster,
                         write_id=write_id,
-                        concurrency=1,  # one write task: the cluster has 3 CPUs in all
+                        min_rows_per_write=rows,  # one block, one write task, one transaction:
+                        concurrency=1,  # the cluster has 3 CPUs in all
                     )
                 except Exception as e:  # a retry with the same write_id follows
                     self.errors[type(e).__name__] += 1

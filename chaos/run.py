@@ -838,8 +838,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--pipeline-every-s",
         type=float,
-        default=0.0,
-        help="seconds between pr.data.write_stream calls (default 0: none; see docs/chaos.md)",
+        default=60.0,
+        help="seconds between pr.data.write_stream calls (0: none)",
     )
     parser.add_argument(
         "--large-every-s", type=float, default=10.0, help="seconds between large events (0: none)"

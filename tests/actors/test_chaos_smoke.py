@@ -37,9 +37,12 @@ def test_ninety_seconds_of_every_fault_break_no_invariant() -> None:
             str(MINUTES),
             "--seed",
             str(SEED),
-            # Large events stay out of the smoke run until docs/chaos.md's open finding is
-            # understood (a large event's writer still waiting after 120 s); make chaos has them.
+            # Large events and pipeline writes stay out of the smoke run, for time (a large
+            # event's writer takes up to 100 s to stop under the faults; a pipeline write
+            # starts Ray Data's workers); make chaos has both (docs/chaos.md).
             "--large-every-s",
+            "0",
+            "--pipeline-every-s",
             "0",
         ],
         cwd=ROOT,
@@ -54,6 +57,7 @@ def test_ninety_seconds_of_every_fault_break_no_invariant() -> None:
     for invariant in ("lost", "duplicated", "reordered", "phantom", "torn_transactions"):
         assert result[invariant] == 0, report
     assert result["aborted_visible"] == result["kv_lost"] == result["kv_phantom"] == 0, report
+    assert result["zombie_acked"] == result["zombie_visible"] == 0, report
     assert result["problems"] == 0, report
     assert result["ok"] and proc.returncode == 0, report
     assert result["acked_events"] > 1000 and result["committed_transactions"] > 0, report
