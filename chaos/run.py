@@ -87,6 +87,8 @@ S3_TIMEOUT_FAULT_S = 3.0
 client's own read timeout, 60 s, would stall a container for a minute per fault)."""
 FAULT_WINDOW_S = 10.0
 """Acknowledgements within this many seconds after a fault count as 'during faults'."""
+KILL_RETRY_S = 30.0
+"""How long an actor kill that failed (the actor restarting) is tried again."""
 ZOMBIE_WRITE_S = 10.0
 """How long a zombie container keeps writing after its successor recovered."""
 ZOMBIE_WAIT_S = 300.0
@@ -134,7 +136,6 @@ class Injector:
         self._timers: list[threading.Thread] = []
 
     def apply(self, fault: Fault) -> None:
-        import ray
 
         record: dict[str, Any] = {"kind": fault.kind, "at_s": round(fault.at_s, 1)}
         at = time.monotonic()
@@ -142,12 +143,12 @@ class Injector:
             if fault.kind == CONTAINER_KILL:
                 name = f"segment-container-{fault.pick % CONTAINERS}"
                 record["target"] = name
-                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False)
+                self._kill(name, record)
                 self._time_recovery(record, at, [name])
             elif fault.kind.startswith("kill:"):
                 name = self._pick_actor(fault.kind.removeprefix("kill:"), fault.pick)
                 record["target"] = name
-                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False)
+                self._kill(name, record)
                 self._time_recovery(record, at, [name])
             elif fault.kind == NODE_REMOVE:
                 self._remove_node(record, fault.pick, at)
@@ -167,6 +168,24 @@ class Injector:
             record["error"] = f"{type(e).__name__}: {e}"
         with self._lock:
             self.applied.append(record)
+
+    def _kill(self, name: str, record: dict[str, Any]) -> None:
+        """``ray.kill`` the actor ``name`` (Ray restarts it). An actor that is restarting
+        (after an earlier fault, or fenced by the zombie) may refuse to be found or killed
+        for a moment: tried again for up to KILL_RETRY_S; the last error is raised."""
+        import ray
+
+        deadline = time.monotonic() + KILL_RETRY_S
+        while True:
+            try:
+                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False)
+                return
+            except Exception as e:
+                if time.monotonic() > deadline:
+                    raise
+                record["kill_retries"] = record.get("kill_retries", 0) + 1
+                record["kill_error"] = f"{type(e).__name__}: {e}"[:300]
+                time.sleep(1.0)
 
     def _remove_node(self, record: dict[str, Any], pick: int, at: float) -> None:
         """Remove a worker node that holds a container (any worker if none does); once
