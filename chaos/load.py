@@ -399,9 +399,9 @@ class GroupReaders(Part):
                         self.truncated.append(str(e))
                         continue
                     except pr.SerializationError as e:  # not ours: counted as altered
-                        at = time.monotonic() - self.started
                         segment, offset = e.segment or "", e.offset or -1
-                        self.reads.append(decode(reader_id, segment, offset, e.data or b"", at))
+                        data = e.data or b""
+                        self.reads.append(decode(reader_id, segment, offset, data, self._at()))
                         reader.skip_event(e)
                         continue
                     except Exception as e:  # recorded; a reader out of the group rejoins
@@ -411,7 +411,7 @@ class GroupReaders(Part):
                             break
                         self.stopping.wait(0.5)
                         continue
-                    at = time.monotonic() - self.started
+                    at = self._at()
                     for event in events:
                         if event.checkpoint_name is None:
                             self.reads.append(
@@ -450,8 +450,12 @@ class GroupReaders(Part):
                 if reader_id not in self.group.get_online_readers():
                     return
 
+    def _at(self) -> float:
+        """Seconds since ``started`` (the run's start): when a read or a journal line was."""
+        return time.monotonic() - self.started
+
     def _note(self, reader_id: str, what: str) -> None:
-        self.journal.append((round(time.monotonic() - self.started, 2), reader_id, what))
+        self.journal.append((round(self._at(), 2), reader_id, what))
 
     def _join(self, reader_id: str) -> Any:
         while True:

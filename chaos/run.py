@@ -550,62 +550,47 @@ def load_and_check(
     injector = Injector(cluster, nodes, namespace, readers, started, zombie)
     parts: list[Part] = [writers, scaling, retained, pipeline, txns, kv, readers, subscriber]
     try:
-        return run_load(
-            args, run_started, started, proxy, faults, schedule, injector, parts, retained_acks
+        seconds = args.minutes * 60.0
+        proxy.set_faults(faults)
+        log(run_started, f"load running; S3 faults on {faults.rate:.0%} of requests")
+        next_progress = started + 30
+
+        def wait_until(moment: float) -> None:  # with a progress line every 30 s
+            nonlocal next_progress
+            while time.monotonic() < moment:
+                time.sleep(0.05)
+                if time.monotonic() > next_progress:
+                    next_progress += 30
+                    progress(run_started, writers, readers, injector)
+
+        for fault in schedule:
+            wait_until(started + fault.at_s)
+            injector.apply(fault)
+        wait_until(started + seconds)
+        proxy.set_faults(ProxyFaults(rate=0.0))
+        log(run_started, "faults stopped; stopping the load")
+        injector.join()
+        for part in (writers, scaling, retained, pipeline, txns, kv):
+            part.stop()
+            log(run_started, f"{part.name} stopped")
+        time.sleep(txns.lease_s + 5)  # transactions left to time out are aborted by now
+        txns.settle()
+        log(run_started, f"transactions settled ({txns.forgotten} ended too long ago to ask)")
+        log(run_started, "reading everything back")
+        drained = drain(readers, writers.acks, txns, subscriber, retained_acks, run_started)
+        readers.stop()
+        subscriber.stop()
+        extra = Extra(cluster, retained_acks, subscriber, pipeline, [scaling, retained])
+        return report(
+            args, proxy, writers, txns, readers, kv, injector, drained, txns.problems, extra
         )
     except BaseException:
-        for part in parts:  # no thread may call Ray once the run shuts it down
-            part.stopping.set()
-        for part in parts:
-            for thread in part.threads:
+        for each in parts:  # no thread may call Ray once the run shuts it down
+            each.stopping.set()
+        for each in parts:
+            for thread in each.threads:
                 thread.join(10.0)
         raise
-
-
-def run_load(
-    args: argparse.Namespace,
-    run_started: float,
-    started: float,
-    proxy: ProxyProcess,
-    faults: ProxyFaults,
-    schedule: list[Fault],
-    injector: Injector,
-    parts: list[Any],
-    retained_acks: Acks,
-) -> dict[str, Any]:
-    """Inject the faults while the load runs, stop both, read everything back, report."""
-    writers, scaling, retained, pipeline, txns, kv, readers, subscriber = parts
-    seconds = args.minutes * 60.0
-    proxy.set_faults(faults)
-    log(run_started, f"load running; S3 faults on {faults.rate:.0%} of requests")
-    next_progress = started + 30
-    for fault in schedule:
-        while time.monotonic() < started + fault.at_s:
-            time.sleep(0.05)
-            if time.monotonic() > next_progress:
-                next_progress += 30
-                progress(run_started, writers, readers, injector)
-        injector.apply(fault)
-    while time.monotonic() < started + seconds:
-        time.sleep(0.2)
-        if time.monotonic() > next_progress:
-            next_progress += 30
-            progress(run_started, writers, readers, injector)
-    proxy.set_faults(ProxyFaults(rate=0.0))
-    log(run_started, "faults stopped; stopping the load")
-    injector.join()
-    for part in (writers, scaling, retained, pipeline, txns, kv):
-        part.stop()
-        log(run_started, f"{part.name} stopped")
-    time.sleep(txns.lease_s + 5)  # transactions left to time out are aborted by now
-    txns.settle()
-    log(run_started, f"transactions settled ({txns.forgotten} ended too long ago to ask)")
-    log(run_started, "reading everything back")
-    drained = drain(readers, writers.acks, txns, subscriber, retained_acks, run_started)
-    readers.stop()
-    subscriber.stop()
-    extra = Extra(injector.cluster, retained_acks, subscriber, pipeline, [scaling, retained])
-    return report(args, proxy, writers, txns, readers, kv, injector, drained, txns.problems, extra)
 
 
 class Extra:

@@ -70,14 +70,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     failed: list[int] = []
     after_go = acked_after_go = 0
     errors: Counter[str] = Counter()
-    deadline = time.monotonic() + GO_WAIT_S
+    go_wait_until = time.monotonic() + GO_WAIT_S
+    stop_at: float | None = None  # --write-s after GO
     seq = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < (go_wait_until if stop_at is None else stop_at):
         started_after_go = go.done()
-        if started_after_go and deadline - time.monotonic() > args.write_s:
+        if started_after_go and stop_at is None:
             if (await go).strip() != "GO":
                 raise RuntimeError("expected GO on stdin")
-            deadline = time.monotonic() + args.write_s
+            stop_at = time.monotonic() + args.write_s
         seq += 1
         after_go += started_after_go
         try:
@@ -97,7 +98,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         except PravegaError as e:
             errors[f"flush {type(e).__name__}"] += 1
         await asyncio.sleep(0.05)
-    if not go.done():
+    if stop_at is None:
         raise RuntimeError(f"no GO on stdin in {GO_WAIT_S}s")
     return {
         "acked": acked,
