@@ -441,8 +441,9 @@ class EventStreamReader(Generic[T]):
         for _ in range(assignment.release_count):
             # Prefer giving up a segment with nothing buffered: less read work thrown away.
             victim = min(self._owned.values(), key=lambda s: (len(s.events), s.name))
+            if not self._release(victim.name, victim.next_offset):
+                break  # the group keeps it with this reader for now (a checkpoint to pass)
             del self._owned[victim.name]
-            self._release(victim.name, victim.next_offset)
         self._finished = assignment.finished
         if assignment.publish:
             self._state.publish_retention(self._controller)
@@ -546,11 +547,19 @@ class EventStreamReader(Generic[T]):
             log.info("reader %s: folding checkpoint acks failed: %r", self.reader_id, e)
             return []
 
-    def _release(self, segment: str, offset: int) -> None:
-        generation = self._generation
-        self._state.update(
-            lambda state: state.release(self.reader_id, self._session, segment, offset, generation)
-        )
+    def _release(self, segment: str, offset: int) -> bool:
+        """Give ``segment`` back at ``offset``; whether the group no longer lists it as this
+        reader's (released now, or by an earlier try of a repeated update). False: the group
+        keeps it with this reader (a checkpoint became due meanwhile), which must then go on
+        reading it: dropped anyway, it would be handed out again at the offset last synced,
+        and what this reader returned since would be read twice (found by the chaos run)."""
+        generation, reader_id, session = self._generation, self.reader_id, self._session
+
+        def release(state: ReaderGroupState) -> bool:
+            state.release(reader_id, session, segment, offset, generation)
+            return segment not in state.assigned.get(reader_id, {})
+
+        return self._state.update(release)
 
     def _successors_of(self, segment: str) -> dict[str, list[str]]:
         """Successors of ``segment`` (read to its end), each with all its predecessors, by

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import defaultdict
@@ -308,3 +309,36 @@ def test_a_reader_polling_with_short_timeouts_keeps_one_tail_read_per_segment(
     event = reader.read_next_event(5.0)
     assert event is not None and event.event == b"new"
     reader.close()
+
+
+def test_a_release_refused_for_a_checkpoint_due_meanwhile_keeps_the_segment(cluster) -> None:
+    # Found by the chaos run: the group asked a reader to give a segment up, a checkpoint
+    # became due before the release landed (the group then keeps the segment with the
+    # reader), the reader dropped it anyway, and it was handed out again later at the offset
+    # the reader had last synced: everything it returned since was read twice.
+    make_stream(cluster)
+    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as w:
+        for i in range(300):
+            w.write_event({"k": f"k{i % 30}", "n": i}, routing_key=f"k{i % 30}")
+    cluster.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    r1 = cluster.create_reader("r1", "sc", "rg", pr.JsonSerializer())
+    first = [r1.read_next_event(1.0) for _ in range(150)]
+    release = r1._release
+    refused: list[bool] = []
+
+    def checkpoint_first(segment: str, offset: int) -> bool:
+        if not refused:  # a checkpoint is started between the sync and the release
+            r1._state.update(lambda state: state.create_checkpoint("cp", True, 0))
+        kept = release(segment, offset)
+        refused.append(not kept)
+        return kept
+
+    r1._release = checkpoint_first  # type: ignore[method-assign]
+    r2 = cluster.create_reader("r2", "sc", "rg", pr.JsonSerializer())
+    r1._last_sync = -math.inf  # r1 syncs at its next read: the group asks it to give one up
+    rest = read_all(cluster, [r1, r2], 150)
+    assert refused and refused[0]  # the race happened: the first release was refused
+    r1.close()
+    r2.close()
+    numbers = sorted(e.event["n"] for e in first + rest)
+    assert numbers == list(range(300))
