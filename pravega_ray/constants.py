@@ -70,8 +70,8 @@ GROUP_COMMIT_BYTES_MAX = 4 * MIB
 
 MERGE_COPY_BYTES_MAX = 4 * MIB
 """A merge whose source holds at most this many bytes copies them into its log record; a
-bigger one first flushes the container to Tier-2 so that it is metadata only. (Flushing
-every segment costs far more than logging a small transaction's bytes again.)"""
+bigger one first flushes it and its target to Tier-2 so that it is metadata only. (A
+flush costs far more than logging a small transaction's bytes again.)"""
 GROUP_COMMIT_OPERATIONS_MAX = 4096
 ATTRIBUTE_UPDATES_MAX = 8192
 """Most attribute values one operation (append or attribute update) may set."""

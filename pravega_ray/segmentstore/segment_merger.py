@@ -5,8 +5,10 @@ target's tail in one log operation (:class:`~pravega_ray.segmentstore.operations
 MergeSegment`), with optional attribute values set on the target atomically with them (a
 large event's writer mark). A small source (``MERGE_COPY_BYTES_MAX``: most
 transactions) has its bytes copied into the log record. Before a bigger one (large events)
-every segment is flushed to Tier-2, so that the merge is metadata only (the source's chunks
-join the target's); when that is not possible its bytes are copied too.
+the source and the target are flushed to Tier-2 (what they held then), so that the merge is
+metadata only (the source's chunks join the target's); when that is not possible (Tier-2
+fails, or the target was appended to meanwhile: a busy stream segment) its bytes are
+copied too.
 
 Not thread-safe: runs on the container's event loop.
 """
@@ -66,7 +68,8 @@ class SegmentMerger:
             await self._attributes.prefetch(self._metadata.get(target), keys)
             if self._metadata.merge_pair(target, source)[1].pending_length > MERGE_COPY_BYTES_MAX:
                 try:
-                    await self._storage_writer.flush_all()  # then no copying
+                    # Then no copying, unless the target was appended to meanwhile.
+                    await self._storage_writer.flush_segments((target, source))
                 except ContainerNotReadyError:
                     raise  # fenced or closed meanwhile
                 except Exception as e:  # Tier-2 trouble must not block a merge: copy instead

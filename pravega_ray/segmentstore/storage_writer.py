@@ -37,7 +37,7 @@ import asyncio
 import logging
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 from pravega_ray.errors import AlreadyExistsError, ContainerNotReadyError, FencedError
@@ -160,16 +160,49 @@ class StorageWriter:
                 log.exception("storage writer of container %d", self._container_id)
 
     async def flush_all(self, checkpoint: bool = False) -> None:
-        """Flush all durable data to Tier-2, delete dead chunks, and checkpoint if asked."""
-        while self.flush_candidates(force=True):
-            await self._flush(force=True)
+        """Flush to Tier-2 every byte durable when called, delete dead chunks, and
+        checkpoint if asked.
+
+        Bytes appended meanwhile are not waited for (the timed rounds take them): a
+        container written continuously is never clean, and a flush that waited for that
+        never returned (a large event's merge waited for as long as the load lasted).
+        """
+        await self._flush_upto(None)
         # One more pass, always: deletes dead chunks and, if asked, checkpoints.
         await self._flush(force=True, checkpoint=checkpoint)
 
-    async def _flush(self, force: bool, checkpoint: bool = False) -> None:
-        """One round; a FencedError (a newer owner took Tier-2 over) stops the container."""
+    async def flush_segments(self, names: Collection[str]) -> None:
+        """Flush to Tier-2 the bytes of the segments ``names`` durable when called, and
+        nothing else (a big merge: its source and target). A name not busy is skipped."""
+        await self._flush_upto(set(names))
+
+    async def _flush_upto(self, names: set[str] | None) -> None:
+        """Forced rounds until each busy segment (of ``names``; None: all) holds in Tier-2
+        the length it had when called; only those segments when ``names`` is given."""
+        goal = {s.name: s.length for s in self._segments.busy() if names is None or s.name in names}
+        while True:
+            due = [
+                s
+                for s in self.flush_candidates(force=True)
+                if s.storage_length < goal.get(s.name, -1)
+            ]
+            if not due:
+                return
+            await self._flush(force=True, only=None if names is None else due)
+
+    async def _flush(
+        self, force: bool, checkpoint: bool = False, only: list[SegmentMetadata] | None = None
+    ) -> None:
+        """One round (of the segments ``only``, when given: nothing else is done); a
+        FencedError (a newer owner took Tier-2 over) stops the container."""
         try:
-            await self._flush_round(force, checkpoint)
+            if only is None:
+                await self._flush_round(force, checkpoint)
+            else:
+                assert self._lock is not None
+                async with self._lock:
+                    for state in only:
+                        await self._flush_segment(state)
         except FencedError as e:
             raise self._fenced(e) from e
 

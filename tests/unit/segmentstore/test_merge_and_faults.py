@@ -259,3 +259,63 @@ def test_segments_merged_during_a_flush_round_are_skipped_not_an_error(
     with caplog.at_level("ERROR"):
         asyncio.run(go())
     assert not [r for r in caplog.records if "storage writer" in r.getMessage()]
+
+
+@pytest.mark.parametrize("busy", ["target", "other segment"])
+def test_a_big_merge_completes_while_the_container_is_written_continuously(
+    busy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big merge (a large event, a transaction over MERGE_COPY_BYTES_MAX) flushed the
+    whole container first and waited until no segment held a byte not in Tier-2: with any
+    segment written continuously that never happened, and the merge waited as long as the
+    load lasted (the chaos run's large events: 2 in 10 minutes). Tier-2 takes 5 ms a call
+    here; the merge must finish while the appends go on, and lose or reorder nothing. So
+    must a container flush (``flush_to_storage``: what was durable when called)."""
+    monkeypatch.setattr("pravega_ray.segmentstore.segment_merger.MERGE_COPY_BYTES_MAX", -1)
+    store, plain = InMemoryLogStore(), InMemoryChunkStorage()
+    storage = FaultyChunkStorage(plain, FaultPlan(delay_s=0.005))
+    other = "s/t/1.#epoch.0"
+    written = {PARENT: b"", other: b""}
+
+    async def go() -> None:
+        c = make(store, storage)
+        await c.create_segment(PARENT)
+        await c.create_segment(other)
+        stop = asyncio.Event()
+
+        async def append_until_stopped(segment: str) -> None:
+            n = 0
+            while not stop.is_set():
+                piece = b"%06d;" % n
+                await c.append_conditional(segment, piece, event_count=1)
+                written[segment] += piece
+                n += 1
+                await asyncio.sleep(0.001)
+
+        appender = asyncio.ensure_future(
+            append_until_stopped(PARENT if busy == "target" else other)
+        )
+        await asyncio.sleep(0.3)
+        try:
+            txn = transaction_segment_name(PARENT, uuid.uuid4().bytes)
+            await c.create_segment(txn, SegmentRole.TRANSACTION)
+            await c.append_conditional(txn, b"L" * 10_000, event_count=1)
+            await c.seal(txn)
+            offset = await asyncio.wait_for(c.merge(PARENT, txn), 20)
+            written[PARENT] += b"L" * 10_000
+            assert offset == len(written[PARENT])
+            if busy == "other segment":  # an idle target: metadata only, its chunk kept
+                assert [n for n in plain.list("segments/") if "#transaction" in n]
+            await asyncio.wait_for(c.flush_to_storage(), 20)
+        finally:
+            stop.set()
+            await appender
+        for segment, data in written.items():
+            assert await read_all(c, segment) == data
+        await c.close()
+        again = make(store, plain)
+        for segment, data in written.items():
+            assert await read_all(again, segment) == data
+        await again.close()
+
+    asyncio.run(go())
