@@ -61,24 +61,43 @@ JOIN_S = 120.0
 """How long :meth:`Load.stop` waits for a part's threads."""
 
 
+UNTIMED = "untimed"
+"""The kind of an acknowledgement :class:`Acks` records without a latency."""
+
+
 @dataclass
 class Acks:
     """What writers were told, per key: acknowledged and failed (unknown) sequence numbers,
-    and (monotonic time, seconds) of each acknowledgement."""
+    and (monotonic time, seconds) of each acknowledgement: ``latencies`` of the small
+    events written one by one, ``slow`` of the others by kind (``"large"`` events, the rows
+    of a ``"pipeline"`` write: the whole call, once per write; its other rows are
+    ``UNTIMED``), so that the thousand rows of one pipeline write do not pass for a
+    thousand slow events."""
 
     acked: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     unknown: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     latencies: list[tuple[float, float]] = field(default_factory=list)
+    slow: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def done(self, key: str, seq: int, started: float, error: BaseException | None) -> None:
+    def done(
+        self,
+        key: str,
+        seq: int,
+        started: float,
+        error: BaseException | None,
+        kind: str = "event",
+    ) -> None:
         now = time.monotonic()
         with self.lock:
             if error is None:
                 self.acked[key].add(seq)
                 self.unknown[key].discard(seq)  # a pipeline row: pending until its call returned
-                self.latencies.append((now, now - started))
+                if kind == "event":
+                    self.latencies.append((now, now - started))
+                elif kind != UNTIMED:
+                    self.slow[kind].append(now - started)
             else:
                 self.unknown[key].add(seq)
                 if str(error) != "pending":
@@ -169,22 +188,22 @@ class KeyedWriters(Part):
                     self.stopping.wait(ahead)
             writer.flush()
 
-    def _one(self, writer: Any, key: str, seq: int, payload: bytes) -> None:
+    def _one(self, writer: Any, key: str, seq: int, payload: bytes, kind: str = "event") -> None:
         begun = time.monotonic()
         try:
             future = writer.write_event(payload, routing_key=key)
         except pr.PravegaError as e:  # not queued: cannot be read; counts as unknown
-            self.acks.done(key, seq, begun, e)
+            self.acks.done(key, seq, begun, e, kind)
             return
         self.written += 1
-        future.add_done_callback(lambda f: self.acks.done(key, seq, begun, f.exception(0)))
+        future.add_done_callback(lambda f: self.acks.done(key, seq, begun, f.exception(0), kind))
 
     def _write_large(self, every_s: float, key: str) -> None:
         """A large event ``every_s`` after the last one was acknowledged (or failed)."""
         seq = 0
         with self.cluster.create_writer(SCOPE, self.stream) as writer:
             while not self.stopping.wait(every_s):
-                self._one(writer, key, seq, encode_keyed(key, seq, 9 * MIB))
+                self._one(writer, key, seq, encode_keyed(key, seq, 9 * MIB), "large")
                 seq += 1
                 with contextlib.suppress(Exception):  # recorded by the event's future
                     writer.flush()
@@ -583,5 +602,6 @@ class PipelineWrites(Part):
                     break
                 done = True
                 for i in range(rows):
-                    self.acks.done(key, i, begun, None)
+                    # The first row times the write; the others are the same call.
+                    self.acks.done(key, i, begun, None, UNTIMED if i else "pipeline")
             n += 1

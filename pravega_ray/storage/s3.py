@@ -65,7 +65,12 @@ S3_REQUEST_ATTEMPTS_MAX = 5
 """botocore attempts per request (standard retry mode) of the default client."""
 
 S3_CONNECT_TIMEOUT_S = 10.0
-S3_READ_TIMEOUT_S = 60.0
+S3_READ_TIMEOUT_S = 10.0
+"""Longest wait for any one read of a response (botocore's ``read_timeout``: between socket
+reads, so a big GET streaming its body never hits it). S3 answers in tens of milliseconds;
+a request unanswered this long is given up and retried (every request here is idempotent
+or conditional). At 60 s, each request the chaos proxy left unanswered held a Tier-1 log
+append, and so every acknowledgement of the container behind it, for a minute."""
 
 S3_CONFLICT_RETRIES_MAX = 8
 """Retries of a conditional PUT answered 409 ConditionalRequestConflict."""

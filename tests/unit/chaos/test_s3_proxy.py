@@ -22,6 +22,7 @@ import pytest
 
 from chaos.s3_proxy import FaultKind, FaultyS3Proxy, ProxyFaults
 from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.storage.s3 import S3_READ_TIMEOUT_S
 
 OFF = ProxyFaults(rate=0.0)
 
@@ -409,7 +410,7 @@ def test_faults_defaults_and_kinds_by_value() -> None:
     faults = ProxyFaults()
     assert faults.rate == 0.05
     assert faults.kinds == tuple(FaultKind)
-    assert faults.timeout_s > 60.0  # longer than the S3 client's read timeout
+    assert faults.timeout_s > S3_READ_TIMEOUT_S  # longer than the S3 client's read timeout
     assert ProxyFaults(kinds=("timeout", "slow")).kinds == (  # type: ignore[arg-type]
         FaultKind.TIMEOUT,
         FaultKind.SLOW,
