@@ -31,10 +31,10 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pravega_ray as pr
 from chaos import checker
@@ -88,6 +88,8 @@ past the client's own read timeout, ``S3_READ_TIMEOUT_S``, each of these faults,
 in 80, would stall a Tier-1 log for that long: real S3 is not that bad.)"""
 FAULT_WINDOW_S = 10.0
 """Acknowledgements within this many seconds after a fault count as 'during faults'."""
+T = TypeVar("T")
+
 KILL_RETRY_S = 30.0
 """How long an actor kill that failed (the actor restarting) is tried again."""
 ZOMBIE_WRITE_S = 10.0
@@ -176,11 +178,20 @@ class Injector:
         for a moment: tried again for up to KILL_RETRY_S; the last error is raised."""
         import ray
 
+        self._retrying(
+            lambda: ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False),
+            record,
+        )
+
+    @staticmethod
+    def _retrying(call: Callable[[], T], record: dict[str, Any]) -> T:
+        """``call()``, tried again for up to KILL_RETRY_S while it raises (an actor it needs
+        is restarting); the last error is raised. ``kill_retries`` in the record counts the
+        failed tries, ``kill_error`` is the last one's error."""
         deadline = time.monotonic() + KILL_RETRY_S
         while True:
             try:
-                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False)
-                return
+                return call()
             except Exception as e:
                 if time.monotonic() > deadline:
                     raise
@@ -192,7 +203,7 @@ class Injector:
         """Remove a worker node that holds a container (any worker if none does); once
         every container answers again, ``moved_off`` says none is on the removed node."""
         names = [f"segment-container-{i}" for i in range(CONTAINERS)]
-        held = {d["node_id"] for d in self._describe(names)}
+        held = {d["node_id"] for d in self._retrying(lambda: self._describe(names), record)}
         candidates = [w for w in self.workers if w.node_id in held] or self.workers
         if not candidates:
             record["skipped"] = "no worker node left"
