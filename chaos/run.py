@@ -680,10 +680,10 @@ def report(
     ]
     during = [
         lat
-        for t, lat in writers.acks.latencies
+        for t, lat, _ in writers.acks.latencies
         if any(lo <= t - lat - injector.started <= hi for lo, hi in windows)
     ]
-    everything = [lat for _, lat in writers.acks.latencies]
+    everything = [lat for _, lat, _ in writers.acks.latencies]
     failures = writers.failures + txns.failures + readers.failures + kv.failures
     failures += extra.subscriber.failures + extra.pipeline.failures
     for part in extra.writers:
@@ -772,6 +772,8 @@ def report(
         f"  ack latency p99 (small events): {_ms(p99_all)} overall, {_ms(p99_during)} for "
         f"writes begun between a fault and {FAULT_WINDOW_S:.0f}s after its recovery"
     )
+    for line in slowest_acks(writers.acks.latencies, reads, injector):
+        print(f"  slow: {line}")
     examples = keyed.examples + kept.examples + zombie.examples + txn.examples + kvv.examples
     for line in examples + problems:
         print(f"  ! {line}")
@@ -836,6 +838,47 @@ BROKEN_IF_NONZERO = (
 )
 
 
+def slowest_acks(
+    latencies: list[tuple[float, float, str]],
+    reads: list[checker.Read],
+    injector: Injector,
+    count: int = 3,
+) -> list[str]:
+    """The ``count`` slowest acknowledgements of small events, at most one per minute of the
+    run, each with its key's segment and container and the faults injected from a minute
+    before it began until it was acknowledged (S3 faults are everywhere: not listed)."""
+    segment_of: dict[str, str] = {}
+    for read in reads:
+        if read.kind == "k":
+            segment_of.setdefault(read.ident, read.segment)
+    picked: list[tuple[float, float, str]] = []
+    for at, took, key in sorted(latencies, key=lambda a: -a[1]):
+        begun = at - took - injector.started
+        if all(abs(begun - other) >= 60.0 for other, _, _ in picked):
+            picked.append((begun, took, key))
+            if len(picked) == count:
+                break
+    lines = []
+    for begun, took, key in picked:
+        segment = segment_of.get(key)
+        where = (
+            f"{segment}, container {container_for_segment(segment, CONTAINERS)}"
+            if segment is not None
+            else "never read"
+        )
+        around = [
+            f"{a['kind']} {a.get('target', '')} at {a['at_s']}s"
+            + (f" (back in {a['recovered_s']}s)" if "recovered_s" in a else "")
+            for a in injector.applied
+            if begun - 60.0 <= a["at_s"] <= begun + took
+        ]
+        lines.append(
+            f"{took:.1f}s for key {key} ({where}), "
+            f"begun at {begun:.1f}s; faults: {'; '.join(around) or 'none'}"
+        )
+    return lines
+
+
 def _spread(seconds: list[float]) -> str:
     """Median and longest of some durations, for the report."""
     if not seconds:
@@ -867,7 +910,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds between pr.data.write_stream calls (0: none)",
     )
     parser.add_argument(
-        "--large-every-s", type=float, default=10.0, help="seconds between large events (0: none)"
+        "--large-every-s", type=float, default=5.0, help="seconds between large events (0: none)"
     )
     parser.add_argument(
         "--no-faults", action="store_true", help="the same load without faults (a baseline)"
