@@ -2,9 +2,11 @@
 FoundationDB's simulator); how it works: :mod:`sim.world`.
 
 :func:`run` runs one seed and returns its :class:`Result`: the same seed gives the same
-trace, step for step, in any process. Faults (:data:`FAULT_KINDS`): crashes and restarts,
-delayed and lost calls and replies, I/O errors, torn log tails (:mod:`sim.disk`) and a
-wall-clock jump (:mod:`sim.clock`); the invariants: :mod:`sim.invariants`.
+trace, step for step, in any process. The stream scales through the project's real
+controller (:mod:`sim.controller`). Faults (:data:`FAULT_KINDS`): crashes and restarts,
+delayed and lost calls and replies, I/O errors, torn log tails (:mod:`sim.disk`), a
+wall-clock jump (:mod:`sim.clock`) and controller crashes; the invariants:
+:mod:`sim.invariants`.
 ``python -m sim --seeds N`` runs many (``sim/__main__.py``) and shrinks the first failing
 seed to the shortest run that still fails (:mod:`sim.shrink`); :mod:`sim.bugs` plants
 known defects to show the simulation finds them.
@@ -17,6 +19,7 @@ import logging
 from collections.abc import Iterator
 
 from pravega_ray.errors import InvalidArgumentError
+from sim.controller import sequential_workflows
 from sim.world import (
     DEFAULT_STEPS,
     FAULT_KINDS,
@@ -42,7 +45,7 @@ def run(seed: int, steps: int = DEFAULT_STEPS, config: SimConfig | None = None) 
     check_run_arguments(seed, steps)
     if config is not None and not isinstance(config, SimConfig):
         raise InvalidArgumentError(f"config must be a SimConfig or None, got {config!r}")
-    with _quiet():
+    with _quiet(), sequential_workflows():
         world = World(seed, config or SimConfig())
         try:
             return world.run(steps)

@@ -25,6 +25,8 @@ _FAILABLE = ("log-append", "chunk-create")
 _SETTLE_TICK = 0.3
 _WRITE_WEIGHT = 0.1
 _INF = float("inf")
+_CONTROLLER_CRASH_SHARE = 0.01
+"""A controller crash at any step weighs this share of the fault's per-workflow-step chance."""
 _SLOW_TICK_S = 0.01
 """A tick taken while something else could run moves the clock at most this far: that
 part was slow (the watchdog and timeouts may fire before it goes on)."""
@@ -72,6 +74,20 @@ def enabled(world: World, clients: bool, deadline: float) -> list[Action]:
                 add((1.0, partial(world._restart, node)))
             elif node.restart_at < later:
                 later = node.restart_at
+    controller = world.controller
+    if controller.up:
+        if faults and faults.controller_crash and controller.idle:
+            add(
+                (
+                    faults.controller_crash * _CONTROLLER_CRASH_SHARE,
+                    partial(_crash_controller, world),
+                )
+            )
+    elif controller.restart_at is not None:
+        if controller.restart_at <= now:
+            add((1.0, world.restart_controller))
+        elif controller.restart_at < later:
+            later = controller.restart_at
     network = world.network
     for messages, deliver, drop, weight in (
         (network.calls, _deliver_call, _drop_call, faults.drop_call if faults else 0.0),
@@ -86,7 +102,7 @@ def enabled(world: World, clients: bool, deadline: float) -> list[Action]:
                     later = message.due
             if due:
                 add((1.0, partial(deliver, world)))
-            if weight:
+            if weight and network.lossy(messages):
                 add((weight, partial(drop, world)))
     if clients:
         if world.to_write:  # spread over the faulty phase
@@ -96,8 +112,17 @@ def enabled(world: World, clients: bool, deadline: float) -> list[Action]:
             add((1.0, partial(_pump, world)))
         elif pump_at < later:
             later = pump_at
-        if world.reader.due():
+        if world.reader.due() and (world.steps >= world.reader_from_step or not world.faulty):
             add((1.0, partial(_read, world)))
+        if controller.up:
+            if controller.pool.tasks:
+                add((1.0, world.run_controller_task))
+            if controller.read_at <= now:
+                add((1.0, world.read_requests))
+            elif controller.read_at < later:
+                later = controller.read_at
+        if world.faulty and world.scale_steps and world.scale_due_at > now:
+            later = min(later, world.scale_due_at)
         timeout = world.reader.next_timeout()
         if timeout is not None and now < timeout < later:
             later = timeout
@@ -154,6 +179,10 @@ def _crash_tearing(world: World, node: Node) -> str:
     return f"c{node.container_id} " + world._crash(node, tear)
 
 
+def _crash_controller(world: World) -> str:
+    return world.crash_controller("at a step")
+
+
 def _deliver_call(world: World) -> str:
     network = world.network
     call = network.take_call(_due(world, network.calls))
@@ -163,7 +192,8 @@ def _deliver_call(world: World) -> str:
 
 def _drop_call(world: World) -> str:
     network = world.network
-    call = network.take_call(world.rng.randrange(len(network.calls)))
+    lossy = network.lossy(network.calls)
+    call = network.take_call(lossy[world.rng.randrange(len(lossy))])
     world._count("dropped_calls")
     return f"call {call.describe()} LOST"
 
@@ -171,13 +201,14 @@ def _drop_call(world: World) -> str:
 def _deliver_reply(world: World) -> str:
     network = world.network
     reply = network.deliver_reply(_due(world, network.replies))
-    world.writer.wake()
+    world.wake_writer()
     return f"reply {reply.describe()}"
 
 
 def _drop_reply(world: World) -> str:
     network = world.network
-    reply = network.replies.pop(world.rng.randrange(len(network.replies)))
+    lossy = network.lossy(network.replies)
+    reply = network.replies.pop(lossy[world.rng.randrange(len(lossy))])
     world._count("dropped_replies")
     return f"reply {reply.describe()} LOST"
 

@@ -15,14 +15,14 @@ seconds pass, in the simulator's one thread.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from pravega_ray.naming import container_for_segment
 
-__all__ = ["Call", "Network", "Reply", "SimFuture", "Waiter"]
+__all__ = ["Call", "LosslessInvoker", "Network", "Reply", "SimFuture", "Waiter"]
 
 Waiter = Callable[[Future[Any], "float | None"], None]
 """``wait(future, timeout)``: run the world until ``future`` is done or the timeout passes."""
@@ -60,6 +60,7 @@ class Call:
     args: tuple[Any, ...]
     future: SimFuture
     due: float = 0.0  # it may be delivered from then on (virtual seconds)
+    lossless: bool = False  # the controller's: never lost (sim/controller.py), nor its reply
 
     def describe(self) -> str:
         return f"#{self.number} {self.method}({self.segment}) to c{self.container}"
@@ -97,16 +98,39 @@ class Network:
 
     def invoke(self, method: Callable[..., Awaitable[Any]], segment: str, *args: Any) -> Any:
         """The ``ServiceInvoker`` call: queue the call; its future completes on delivery."""
+        return self.send(method, segment, args, lossless=False)
+
+    def send(
+        self,
+        method: Callable[..., Awaitable[Any]],
+        segment: str,
+        args: tuple[Any, ...],
+        lossless: bool,
+    ) -> SimFuture:
+        """Queue a call of ``method``; a ``lossless`` one and its reply are never dropped."""
         self._numbers += 1
         owner = container_for_segment(segment, self.container_count)
         call = Call(self._numbers, owner, method.__name__, segment, args, SimFuture(self._wait))
         call.due = self._arrival()
+        call.lossless = lossless
         self.calls.append(call)
         return call.future
+
+    def lossless(self) -> LosslessInvoker:
+        """A ``ServiceInvoker`` whose calls and replies are never lost (the controller's)."""
+        return LosslessInvoker(self)
 
     def reply(self, call: Call, result: Any, error: BaseException | None) -> None:
         """Queue a container's answer to ``call`` (delivered later, or dropped)."""
         self.replies.append(Reply(call, result, error, self._arrival()))
+
+    def lossy(self, messages: Sequence[Call | Reply]) -> list[int]:
+        """The indexes of ``messages`` (calls or replies) that may be lost."""
+        return [
+            i
+            for i, m in enumerate(messages)
+            if not (m.lossless if isinstance(m, Call) else m.call.lossless)
+        ]
 
     def take_call(self, index: int) -> Call:
         return self.calls.pop(index)
@@ -121,3 +145,13 @@ class Network:
             else:
                 future.set_exception(reply.error)
         return reply
+
+
+class LosslessInvoker:
+    """The controller's ``ServiceInvoker``: calls that the network never loses."""
+
+    def __init__(self, network: Network) -> None:
+        self._network = network
+
+    def invoke(self, method: Callable[..., Awaitable[Any]], segment: str, *args: Any) -> Any:
+        return self._network.send(method, segment, args, lossless=True)

@@ -9,7 +9,13 @@ what may happen now and picks one, weighted, with the seed's generator:
   append, a chunk write...; or that call fails: an injected I/O error);
 * the network delivers a call to its container, or a reply to its caller (or loses one);
 * the writer writes an event or runs a round of its pump; the reader collects its answers,
-  hands out events and sends reads;
+  hands out events, completes the segments read to their ends and sends reads (in half
+  the seeds it starts late, at a step the seed draws);
+* the controller's request processor reads its request stream, or handles one request
+  (a scale: its segment and table calls let the world run, ``sim/controller.py``); the
+  controller crashes (at a step of a scale, or when idle) or restarts from its records;
+* at up to SCALES_MAX steps the seed draws, the operator asks the controller for a scale
+  (that is the step's action; its calls let the world run);
 * a container crashes, or a crashed one restarts (recovering from its log and Tier-2); a
   crash may cut a log append in the middle of its write, leaving its record *torn* on
   the disk (``sim/disk.py``);
@@ -29,7 +35,9 @@ steps come first in the trace, then the client's own line, under the same number
 The run has two phases: ``steps`` steps with writes and faults, then a settling phase
 without faults (every container restarted, nothing lost any more) until the writer has
 an outcome for every event and the reader read every segment to its durable end; then
-the final check (``sim/invariants.py``). Each fault's rate is drawn per seed (some seeds
+the final check (``sim/invariants.py``, and ``World._check_scales``: each scale done exactly
+once). Before step 1, the controller starts and creates the stream, outside the trace and on
+a generator of its own. Each fault's rate is drawn per seed (some seeds
 have none of a kind), as swarm testing does. A step is the same step whatever ``steps``
 is: a run of fewer steps is the same run cut short (what ``python -m sim`` relies on to
 shrink a failing seed, ``sim/shrink.py``).
@@ -51,18 +59,20 @@ from typing import Any, TypeVar
 from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.writer_config import WriterConfig
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
-from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
+from pravega_ray.errors import (
+    DataCorruptionError,
+    InvalidArgumentError,
+    PravegaError,
+    RetriableError,
+    ScaleConflictError,
+)
 from pravega_ray.segmentstore.config import ContainerConfig
 from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
 from sim import actions
-from sim.clients import (
-    FixedStreamController,
-    SimReader,
-    SimThreadScheduler,
-    SimWriter,
-    stream_segments,
-)
+from sim.clients import SCOPE, STREAM, SimReader, SimThreadScheduler, SimWriter
 from sim.clock import SimClock
+from sim.controller import ControllerCrash, SimController, covers_key_space
 from sim.disk import LogDisk, make_root, remove_root, sanitize
 from sim.invariants import Checker
 from sim.network import Network
@@ -107,7 +117,16 @@ DEFAULT_STEPS = 1500
 """Steps of the faulty phase of a run unless told otherwise."""
 
 FAULT_KINDS = frozenset(
-    {"crash", "delay", "drop_call", "drop_reply", "io_error", "torn_tail", "clock_jump"}
+    {
+        "crash",
+        "delay",
+        "drop_call",
+        "drop_reply",
+        "io_error",
+        "torn_tail",
+        "clock_jump",
+        "controller_crash",
+    }
 )
 """Every kind of fault the simulation injects (``SimConfig.faults`` picks some):
 
@@ -119,8 +138,16 @@ FAULT_KINDS = frozenset(
   part of its record on the disk (``sim/disk.py``); and half of the log appends that
   fail with an I/O error wrote part of their record before failing;
 * ``clock_jump``: the wall clock jumps forward or back by 1 ms to about 29 days, once,
-  at a step from 1 to DEFAULT_STEPS (``sim/clock.py``); the monotonic clock does not.
+  at a step from 1 to DEFAULT_STEPS (``sim/clock.py``); the monotonic clock does not;
+* ``controller_crash``: the controller's process dies (``sim/controller.py``), between two
+  steps of a scale workflow (mid-scale) or at any step, and restarts 0.05 to 2 s later,
+  rebuilt from its table segments.
 """
+
+SCALES_MAX = 3
+"""Scales a seed may ask for (at steps it draws from 1 to DEFAULT_STEPS)."""
+SEGMENTS_MAX = 6
+"""A scale merges two neighbours once the stream has this many segments (else it may split)."""
 
 MESSAGE_LOSS = frozenset({"drop_call", "drop_reply"})
 """Lost calls and replies. They find a known defect of the writer (its watchdog skips a
@@ -130,8 +157,9 @@ tests/unit/sim/test_sim.py), so the fixed seed set of the tests runs without the
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    """The simulated cluster: containers, the stream's segments, routing keys, events, and
-    the kinds of fault injected (a subset of FAULT_KINDS). InvalidArgumentError otherwise."""
+    """The simulated cluster: containers, the stream's segments (at first), routing keys,
+    events, the kinds of fault injected (a subset of FAULT_KINDS), and whether the stream
+    scales (at steps the seed draws). InvalidArgumentError otherwise."""
 
     containers: int = 2
     segments: int = 3
@@ -139,12 +167,15 @@ class SimConfig:
     events: int = 60
     settle_steps_max: int = 30_000
     faults: frozenset[str] = FAULT_KINDS
+    scales: bool = True
 
     def __post_init__(self) -> None:
         for name in ("containers", "segments", "keys", "events", "settle_steps_max"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(f"SimConfig.{name} must be an int >= 1, got {value!r}")
+        if not isinstance(self.scales, bool):
+            raise InvalidArgumentError(f"SimConfig.scales must be a bool, got {self.scales!r}")
         if not isinstance(self.faults, frozenset) or not self.faults <= FAULT_KINDS:
             raise InvalidArgumentError(
                 f"SimConfig.faults must be a frozenset of {sorted(FAULT_KINDS)}, "
@@ -166,15 +197,21 @@ class Faults:
     torn_tail: float = 0.0  # a crash tearing a pending log append (while one is pending)
     clock_jump_step: int = 0  # the step (1 to DEFAULT_STEPS) the wall clock jumps at; 0: never
     clock_jump_ms: int = 0  # by how much (either way)
+    controller_crash: float = 0.0  # the chance at each workflow step; a tenth of it per step
 
     @staticmethod
-    def draw(rng: random.Random, kinds: frozenset[str], extra: random.Random) -> Faults:
+    def draw(
+        rng: random.Random,
+        kinds: frozenset[str],
+        extra: random.Random,
+        controller: random.Random | None = None,
+    ) -> Faults:
         """The seed's rates; a kind not in ``kinds`` gets 0 (the draws are made anyway, so
         leaving a kind out changes nothing else of a seed's run but that kind's faults).
 
-        The kinds added later (``torn_tail``, ``clock_jump``) are drawn from ``extra``, a
-        generator of their own, so a seed that draws none of them runs as it did before
-        they existed (and the planted-defect calibrations stayed valid).
+        The kinds added later (``torn_tail``, ``clock_jump``; ``controller_crash``) are
+        drawn from generators of their own (``extra``; ``controller``, none: no controller
+        crash), so adding them changed no other draw.
         """
 
         def rate(kind: str, on: float, low: float, high: float, source: random.Random) -> float:
@@ -194,6 +231,9 @@ class Faults:
             torn_tail=rate("torn_tail", 0.3, 0.003, 0.03, extra),
             clock_jump_step=jump_step if jump else 0,
             clock_jump_ms=jump_ms if jump else 0,
+            controller_crash=0.0
+            if controller is None
+            else rate("controller_crash", 0.6, 0.05, 0.3, controller),
         )
 
     def active(self) -> frozenset[str]:
@@ -206,6 +246,7 @@ class Faults:
             "io_error": self.io_error,
             "torn_tail": self.torn_tail,
             "clock_jump": self.clock_jump_step,
+            "controller_crash": self.controller_crash,
         }
         return frozenset(kind for kind, rate in rates.items() if rate)
 
@@ -246,7 +287,25 @@ class World:
         self.seed = seed
         self.rng = random.Random(seed)
         self.config = config
-        self.faults = Faults.draw(self.rng, config.faults, random.Random(f"sim-extra:{seed}"))
+        self.faults = Faults.draw(
+            self.rng,
+            config.faults,
+            random.Random(f"sim-extra:{seed}"),
+            random.Random(f"sim-controller:{seed}"),
+        )
+        self.scale_rng = random.Random(f"sim-scale:{seed}")
+        count = self.scale_rng.choice((0, 1, 2, 2, 3, 3)) if config.scales else 0
+        self.scale_steps = sorted(
+            self.scale_rng.randint(1, DEFAULT_STEPS) for _ in range(min(count, SCALES_MAX))
+        )
+        reader_rng = random.Random(f"sim-reader:{seed}")
+        late = reader_rng.random() < 0.5
+        self.reader_from_step = reader_rng.randint(1, DEFAULT_STEPS) if late else 0
+        """In half the seeds the reader starts late (at a step up to DEFAULT_STEPS; at the
+        latest when the run settles), with a backlog to catch up on, across scales."""
+        self.scale_due_at = 0.0  # a scale refused for now is asked for again from then on
+        self.scale_epochs: list[int] = []  # the epochs of the scales the controller accepted
+        self.scales_unknown = 0  # scale calls whose outcome is unknown (may have been made)
         self.clock = SimClock()
         self.jumped = False
         self.wall_marks: list[int] = []  # wall times (ms) the time-index check asks about
@@ -257,6 +316,7 @@ class World:
         self.violation: str | None = None
         self.violation_step: int | None = None
         self.faulty = True
+        self.fault_steps = 0  # the faulty phase ends at this step (``run`` sets it)
         self.counts: dict[str, int] = {}
         self.network = Network(config.containers, self._wait_for, self._arrival)
         storage = InMemoryChunkStorage()
@@ -275,38 +335,83 @@ class World:
             )
             for i in range(config.containers)
         ]
-        self.segments = stream_segments(config.segments)
+        self.checker = Checker()
+        connection = SegmentStoreClient(self.network)
+        self.controller = SimController(
+            self.network.lossless(),
+            storage,
+            self.clock,
+            SimThreadScheduler(self._sleep),
+            random.Random(f"sim-ids:{seed}"),
+            config.containers,
+            self._controller_crashes,
+        )
+        self.to_write = 0
         try:
             for node in self.nodes:
                 node.start()
-            for segment in self.segments:
-                self._create(segment.name)
+            writer_rng = random.Random(self.rng.getrandbits(64))
+            segments = self._set_up(config.segments)
+            self.writer = self._during_setup(
+                lambda: SimWriter(
+                    self.controller,
+                    connection,
+                    WRITER_CONFIG,
+                    self.clock,
+                    writer_rng,
+                    SimThreadScheduler(self._sleep),
+                    self.checker.on_outcome,
+                )
+            )
         except BaseException:
             self.close()
             raise
-        connection = SegmentStoreClient(self.network)
-        self.checker = Checker()
-        self.writer = SimWriter(
-            FixedStreamController(self.segments),
-            connection,
-            WRITER_CONFIG,
-            self.clock,
-            random.Random(self.rng.getrandbits(64)),
-            SimThreadScheduler(self._sleep),
-            self.checker.on_outcome,
-        )
         self.reader = SimReader(
-            self.segments, connection, self.clock, self._on_read, self._on_reader_error
+            segments,
+            connection,
+            self.controller,
+            self.clock,
+            self._on_read,
+            self._on_reader_error,
         )
         self.keys = [f"k{i}" for i in range(config.keys)]
         self.to_write = config.events
-        self._note(f"seed {seed}: {self.faults}")
+        self._note(
+            f"seed {seed}: {self.faults}, scales at steps {self.scale_steps}, "
+            f"reader from step {self.reader_from_step}"
+        )
 
     # --- setup ---------------------------------------------------------------------------------
-    def _create(self, segment: str) -> None:
-        """Create ``segment`` on its container, outside the trace (no faults yet)."""
-        node = self.nodes[self.network.container_of(segment)]
-        self._local(node, node.container.create_segment(segment))
+    def _set_up(self, segments: int) -> tuple[str, ...]:
+        """Start the controller, create the scope and the stream of ``segments`` segments
+        through it (its records in table segments, its segments on the containers), outside
+        the trace and without faults; the stream's segment names."""
+
+        def set_up() -> tuple[str, ...]:
+            self.controller.start()
+            controller = self.controller.controller
+            assert controller is not None
+            controller.create_scope(SCOPE)
+            config = StreamConfiguration(scaling=ScalingPolicy.fixed(segments))
+            controller.create_stream(SCOPE, STREAM, config)
+            return tuple(s.name for s in controller.get_current_segments(SCOPE, STREAM))
+
+        return self._during_setup(set_up)
+
+    def _during_setup(self, call: Callable[[], T]) -> T:
+        """``call()`` (whose calls let the world run) outside the trace, without faults, on
+        a generator of its own (the seed's is untouched); the step count starts over."""
+        seed_rng, self.rng = self.rng, random.Random(f"sim-setup:{self.seed}")
+        self.faulty = False
+        self.steps_max = 1_000_000
+        try:
+            return call()
+        finally:
+            self.rng = seed_rng
+            self.faulty = True
+            self.steps = self.steps_max = 0
+            self.trace.clear()
+            self.counts.clear()
 
     def _local(self, node: Node, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on ``node``'s loop to its end, outside the trace and without
@@ -337,17 +442,16 @@ class World:
     # --- the run -------------------------------------------------------------------------------
     def run(self, steps: int) -> Result:
         self.steps_max = steps + self.config.settle_steps_max
+        self.fault_steps = steps
         while self.steps < steps and self.violation is None:
             if not self._step(clients=True, deadline=float("inf")):
                 break
-        self.faulty = False
-        if self.violation is None:
-            self._note("settle: no more faults")
+        self._end_faults()
         while self.violation is None and not self._settled():
             if not self._step(clients=True, deadline=float("inf")):
                 self._violate("stuck: nothing can happen and the run has not settled")
         if self.violation is None:
-            final = self.checker.final() or self._check_segments()
+            final = self._check_scales() or self.checker.final() or self._check_segments()
             if final is not None:
                 self._violate(final)
         self._note_violation()
@@ -379,8 +483,7 @@ class World:
         marks = sorted({0, *self.wall_marks, self.clock.wall_time_ms() + 1000})
         if len(marks) > TIME_QUERIES:
             marks = [marks[i * (len(marks) - 1) // (TIME_QUERIES - 1)] for i in range(TIME_QUERIES)]
-        for segment in self.segments:
-            name = segment.name
+        for name in self._stream_segments():
             node = self.nodes[self.network.container_of(name)]
             container = node.container
             length = container.metadata.get(name).length
@@ -398,16 +501,49 @@ class World:
                 return problem
         return None
 
+    def _stream_segments(self) -> dict[str, tuple[int, bool]]:
+        """Every segment of the stream the containers hold: name -> (length, sealed)."""
+        prefix = f"{SCOPE}/{STREAM}/"
+        found: dict[str, tuple[int, bool]] = {}
+        for node in self.nodes:
+            for state in node.container.metadata:
+                if state.name.startswith(prefix):
+                    found[state.name] = (state.length, state.sealed)
+        return dict(sorted(found.items()))
+
     def _settled(self) -> bool:
         if self.to_write or self.writer.pending or not all(n.up for n in self.nodes):
             return False
-        lengths = {
-            s.name: self.nodes[self.network.container_of(s.name)]
-            .container.metadata.get(s.name)
-            .length
-            for s in self.segments
-        }
-        return self.reader.caught_up(lengths)
+        if not self.controller.up or self.controller.busy:
+            return False
+        return self.reader.caught_up(self._stream_segments())
+
+    def _check_scales(self) -> str | None:
+        """Once everything settled: each scale the controller accepted made its epoch,
+        exactly once (the stream's epoch is the count of them, plus those of the calls whose
+        outcome is unknown that took effect; it is ACTIVE), the current segments cover the
+        key space, and every other segment of the stream is sealed. (Asks the controller:
+        the world runs meanwhile, without faults.)"""
+        try:
+            info = self.controller.get_stream_info(SCOPE, STREAM)
+        except PravegaError as e:
+            return f"the controller cannot answer after settling: {sanitize(repr(e), self.root)}"
+        accepted = len(set(self.scale_epochs))  # a repeat of the scale under way: its epoch
+        epochs_ok = accepted <= info.epoch <= accepted + self.scales_unknown
+        if not epochs_ok or info.state.value != "ACTIVE":
+            return (
+                f"stream at epoch {info.epoch} ({info.state.value}) after "
+                f"{len(self.scale_epochs)} scales (epochs {self.scale_epochs})"
+            )
+        if not covers_key_space(info.segments):
+            ranges = [(s.key_low, s.key_high) for s in info.segments]
+            return f"the current segments do not cover the key space: {ranges}"
+        current = {s.name for s in info.segments}
+        for name, (_, sealed) in self._stream_segments().items():
+            if sealed == (name in current):
+                what = "sealed but current" if sealed else "not sealed, not current"
+                return f"segment {name} is {what} at epoch {info.epoch}"
+        return None
 
     def _violate(self, message: str) -> None:
         """Record the first broken invariant; the trace says so after the step's own line."""
@@ -440,15 +576,31 @@ class World:
                 self.clock.set(deadline)
 
     # --- one step ------------------------------------------------------------------------------
+    def _end_faults(self) -> None:
+        """The settling phase starts (once). Also from within a step: a client blocked in
+        the last faulty step (the operator's scale) runs steps of its own, and faults that
+        went on in those had no end (a seed whose containers crashed in turn for ever)."""
+        if self.faulty:
+            self.faulty = False
+            if self.violation is None:
+                self._note("settle: no more faults")
+
     def _step(self, clients: bool, deadline: float) -> bool:
         """Pick and run one action; False if none is possible (not even a tick)."""
         if self.steps >= self.steps_max:
             self._violate(f"no progress: {self.steps} steps and not settled")
             return False
+        if self.steps >= self.fault_steps:
+            self._end_faults()
         jump_step = self.faults.clock_jump_step
         if self.faulty and jump_step and not self.jumped and self.steps + 1 >= jump_step:
             self.steps += 1  # the jump is this step's action: nothing else happens in it
             self._note(self._jump())
+            return True
+        if clients and self.scale_due():
+            self.steps += 1  # the operator's scale is this step's action (its calls run the
+            self._note(self.scale())  # world meanwhile: their steps come first in the trace)
+            self._note_violation()
             return True
         actions = self._actions(clients, deadline)
         if not actions:
@@ -500,6 +652,102 @@ class World:
             self._violate(f"c{node.container_id} recovery failed: {reason}")
         self._count("restarts")
         return f"c{node.container_id} restarts"
+
+    def wake_writer(self) -> None:
+        """A reply arrived: the writer's pump may have work (none while setting up)."""
+        writer: SimWriter | None = getattr(self, "writer", None)
+        if writer is not None:
+            writer.wake()
+
+    # --- the controller ------------------------------------------------------------------------
+    def _controller_crashes(self, step: str) -> bool:
+        """Whether the controller dies at workflow step ``step`` (the fault's chance)."""
+        chance = self.faults.controller_crash if self.faulty else 0.0
+        return bool(chance) and self.rng.random() < chance
+
+    def crash_controller(self, where: str) -> str:
+        """The controller's process dies (``where``: the trace's text); the trace's line."""
+        self._count("controller_crashes")
+        self.controller.crash(self.rng.uniform(0.05, 2.0) if self.faulty else 0.0)
+        return f"controller crash ({where})"
+
+    def restart_controller(self) -> str:
+        """The controller restarts, rebuilt from its table segments (its calls let the world
+        run); a crash during the rebuild leaves it down until the next restart."""
+        self._count("controller_restarts")
+        try:
+            self.controller.start()
+        except RetriableError as e:  # its records' container stayed down too long
+            self.controller.crash(0.5)
+            return f"controller restart fails ({type(e).__name__}): again in 0.5 s"
+        except PravegaError as e:
+            self._violate(f"the controller cannot restart: {sanitize(repr(e), self.root)}")
+            self.controller.crash(0.5)
+            return "controller restart fails"
+        return f"controller restarts (incarnation {self.controller.incarnations})"
+
+    def run_controller_task(self) -> str:
+        """The request processor handles one request (the world runs during its calls)."""
+        try:
+            self.controller.run_task()
+        except ControllerCrash as e:
+            return "controller task: " + self.crash_controller(f"at {e}")
+        return "controller task"
+
+    def read_requests(self) -> str:
+        try:
+            read = self.controller.read_requests()
+        except RetriableError as e:  # the request stream's container is restarting
+            self.controller.read_at = self.clock.monotonic() + 0.5
+            return f"controller reads requests: {type(e).__name__}"
+        except PravegaError as e:
+            self._violate(f"the request processor failed: {sanitize(repr(e), self.root)}")
+            self.controller.read_at = self.clock.monotonic() + 0.5
+            return "controller reads requests: fails"
+        return f"controller reads {read} requests"
+
+    def scale_due(self) -> bool:
+        """Whether the operator asks for a scale now (its step came, the faulty phase)."""
+        return (
+            self.faulty
+            and bool(self.scale_steps)
+            and self.steps + 1 >= self.scale_steps[0]
+            and self.clock.monotonic() >= self.scale_due_at
+            and self.controller.up
+        )
+
+    def scale(self) -> str:
+        """Ask the controller for a scale of the current segments: split one in two, or
+        merge two neighbours (the seed's scale generator picks). A refused one (another
+        under way, the controller unavailable) is asked again 0.5 s later."""
+        rng = self.scale_rng
+        try:
+            current = sorted(
+                self.controller.get_current_segments(SCOPE, STREAM), key=lambda s: s.key_low
+            )
+            merge = len(current) >= SEGMENTS_MAX or (len(current) > 1 and rng.random() < 0.5)
+            if merge:
+                i = rng.randrange(len(current) - 1)
+                a, b = current[i], current[i + 1]
+                sealed, ranges = [a.segment_id, b.segment_id], [(a.key_low, b.key_high)]
+            else:
+                a = current[rng.randrange(len(current))]
+                middle = (a.key_low + a.key_high) / 2
+                sealed, ranges = [a.segment_id], [(a.key_low, middle), (middle, a.key_high)]
+            epoch = self.controller.scale_stream(SCOPE, STREAM, sealed, ranges)
+        except (RetriableError, ScaleConflictError) as e:
+            if not isinstance(e, ScaleConflictError):
+                self.scales_unknown += 1
+            self.scale_due_at = self.clock.monotonic() + 0.5
+            return f"scale refused ({type(e).__name__}): again in 0.5 s"
+        except PravegaError as e:  # damaged records, say
+            self._violate(f"the controller failed a scale: {sanitize(repr(e), self.root)}")
+            return "scale fails"
+        self.scale_steps.pop(0)
+        self.scale_epochs.append(epoch)
+        self._count("scales")
+        how = "merge" if merge else "split"
+        return f"scale: {how} {sealed} into {len(ranges)} (epoch {epoch})"
 
     # --- reader callbacks ----------------------------------------------------------------------
     def _on_read(self, segment: str, offset: int, payload: bytes) -> None:

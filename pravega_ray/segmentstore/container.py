@@ -172,7 +172,7 @@ class SegmentContainer(TimeIndexCalls):
             fenced=self.fenced,
         )
         self._tables = TableSegments(self)
-        self._watches = TableWatches(config.table_watch_lease_s)
+        self._watches = TableWatches(config.table_watch_lease_s, clock.monotonic)
         self.transients = TransientSegments(self, clock=clock, scheduler=scheduler)
         parts = (self.metadata, self._attributes, self._storage_writer, self._read_index)
         self._merger = SegmentMerger(*parts, self._add, clock)

@@ -18,9 +18,13 @@ from pravega_ray.constants import READ_BYTES_MAX
 from pravega_ray.contracts.segment_store import TableUpdate
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.inprocess import InProcessCluster
+from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import system_table_segment_name
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.segmentstore.table_watches import HOLDER_BYTES, watchable
+from pravega_ray.storage.memory import InMemoryChunkStorage
+from pravega_ray.timing import ManualClock
+from tests.containers import new_container
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -170,6 +174,31 @@ def test_a_recovered_container_holds_system_table_updates_for_its_grace_period()
         assert time.monotonic() - began >= LEASE_S * 0.8
     finally:
         cluster.shutdown()
+
+
+def test_the_grace_period_is_timed_on_the_containers_clock() -> None:
+    """The watches read time.monotonic whatever clock their container ran on, so a recovered
+    container on a manual clock (the simulation's virtual one) timed its grace period in real
+    time, and a seed did not replay (the simulation found it). Here the manual clock stands
+    still: an update of a system table waits out the grace period however long it takes in
+    real time, and the moment the clock passes its end it goes through."""
+    clock = ManualClock()
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+    config = {"table_watch_lease_s": 0.05}
+
+    async def go() -> None:
+        first = new_container(store, storage, config=config, clock=clock)
+        await first.table_create(SYSTEM)
+        await first.close()
+        again = new_container(store, storage, config=config, clock=clock)  # it had an owner
+        update = _put(again, SYSTEM, b"k")
+        await asyncio.sleep(0.3)  # six leases of real time: the clock has not moved
+        assert not update.done()
+        clock.advance(0.06)
+        await asyncio.wait_for(update, 10)
+        await again.close()
+
+    asyncio.run(go())
 
 
 @pytest.mark.parametrize(

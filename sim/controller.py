@@ -1,0 +1,326 @@
+"""The controller's process in the simulation: the project's real controller parts.
+
+:class:`SimController` builds what ``InProcessCluster._new_controller`` and
+``_new_processor`` build (``pravega_ray/inprocess.py``), on the simulated network and
+clock:
+
+* a :class:`~pravega_ray.controller.table_metadata_store.TableMetadataStore` whose records
+  live in table segments of the simulated containers (created, and the migration marker
+  checked, as ``open_metadata_store`` does; not watched, as in-process);
+* the :class:`~pravega_ray.controller.controller.Controller` over it, with a
+  :class:`~pravega_ray.controller.segment_helper.SegmentHelper` for its segment calls;
+* the :class:`~pravega_ray.controller.event_processor.RequestEventProcessor` reading the
+  request stream (a segment of a container) from its checkpoint (a record of the store),
+  handing each request to :class:`~pravega_ray.controller.stream_workflows.StreamWorkflows`.
+
+Three changes make them run in the simulator's one thread, in an order the seed sets:
+
+* the processor's thread pool is a :class:`SimPool`: a submitted task waits in
+  :attr:`SimPool.tasks` until the simulator runs it, in a step of its own; the processor's
+  reading loop is not started either: the simulator calls ``run_once(0)`` in a step;
+* ``run_each`` (the controller's side-by-side segment calls on a thread pool) runs its
+  calls one after the other (:func:`sequential_workflows`, installed for a run);
+* the controller's segment calls are *lossless* (``Network.invoker(lossless=True)``): on
+  Ray a call to a live actor always answers (``SegmentHelper`` waits without a limit), so
+  the simulation never loses them; a container crash still fails them (outcome unknown).
+
+A blocking call of any of them (a table read, a seal) lets the rest of the world run, as
+the writer's reconnect does (``sim/network.py``).
+
+**Crashes.** :meth:`SimController.crash` kills the process: the controller, its store,
+its processor and the tasks it had queued are dropped; :meth:`SimController.start`
+builds new ones from the table segments, and the new processor reads the request stream
+again from its checkpoint (a scale cut short runs again, idempotently, to the same end).
+The workflows' ``step`` hook (called between the steps of a scale) is where the
+``controller_crash`` fault strikes mid-scale: it raises :class:`ControllerCrash`, which no
+code of the controller catches. While the process is down, the clients' calls fail with
+ControllerUnavailableError (retriable), as a dead actor's would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import random
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import Any, TypeVar
+
+from pravega_ray.contracts.records import SegmentRange, StreamInfo
+from pravega_ray.contracts.segment_store_service import SegmentStoreClient
+from pravega_ray.controller import segment_helper, stream_workflows
+from pravega_ray.controller.controller import Controller
+from pravega_ray.controller.event_processor import RequestEventProcessor
+from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.segment_helper import SegmentHelper
+from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
+from pravega_ray.controller.table_metadata_store import (
+    MIGRATION_MARKER,
+    TableMetadataStore,
+    migrate_chunk_records,
+)
+from pravega_ray.errors import ControllerUnavailableError, RetriableError
+from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES
+from pravega_ray.storage.chunk_storage import ChunkStorage
+from pravega_ray.timing import ManualClock, ThreadScheduler
+
+__all__ = [
+    "ControllerCrash",
+    "SimController",
+    "SimPool",
+    "covers_key_space",
+    "sequential_workflows",
+]
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+class ControllerCrash(BaseException):
+    """The controller's process dies here (the ``controller_crash`` fault). A BaseException,
+    so no ``except Exception`` of the controller's code stops it."""
+
+
+class SimPool:
+    """The request processor's thread pool: tasks wait for the simulator to run them."""
+
+    def __init__(self) -> None:
+        self.tasks: deque[Callable[[], None]] = deque()
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> None:
+        self.tasks.append(partial(function, *args))
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        self.tasks.clear()
+
+
+def _run_each_in_turn(call: Callable[[T], object], items: Iterable[T]) -> None:
+    """``run_each`` in one thread: every call runs (in item order) even if another fails,
+    then the first failure is raised, as ``segment_helper.run_each`` does."""
+    errors: list[Exception] = []
+    for item in items:
+        try:
+            call(item)
+        except Exception as e:  # a ControllerCrash is no failure of the call: it propagates
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+_RUN_EACH_USERS = (
+    "stream_metadata_tasks",
+    "stream_records",
+    "stream_transaction_metadata_tasks",
+    "stream_workflows",
+    "table_metadata_tasks",
+    "transaction_workflows",
+)
+"""The controller's modules that import ``segment_helper.run_each``."""
+
+
+@contextlib.contextmanager
+def sequential_workflows() -> Iterator[None]:
+    """For the ``with`` block, every controller module's ``run_each`` (side-by-side segment
+    calls on a thread pool) runs its calls one after the other: the simulation has one
+    thread, and a thread of the pool would run the world's steps concurrently."""
+    modules = [importlib.import_module(f"pravega_ray.controller.{m}") for m in _RUN_EACH_USERS]
+    for module in modules:
+        assert getattr(module, "run_each") is segment_helper.run_each, module.__name__  # noqa: B009
+        setattr(module, "run_each", _run_each_in_turn)  # noqa: B010
+    try:
+        yield
+    finally:
+        for module in modules:
+            setattr(module, "run_each", segment_helper.run_each)  # noqa: B010
+
+
+class SimController:
+    """The controller's process (module docstring): the clients' controller connection
+    (``get_stream_info``, ``get_successors``, ``get_current_segments``, ``scale_stream``),
+    and the request processor the simulator steps.
+
+    ``invoker``: the network (lossless) the controller's segment calls go through;
+    ``storage``: Tier-2 (for the format-5 migration check); ``crash_at_step()`` is asked
+    at each step of a workflow whether the process dies there; ``rng`` seeds the client
+    ids and request ids the controller would draw at random.
+    """
+
+    def __init__(
+        self,
+        invoker: Any,
+        storage: ChunkStorage,
+        clock: ManualClock,
+        scheduler: ThreadScheduler,
+        rng: random.Random,
+        container_count: int,
+        crash_at_step: Callable[[str], bool],
+    ) -> None:
+        self._invoker = invoker
+        self._storage = storage
+        self._clock = clock
+        self._scheduler = scheduler
+        self._rng = rng
+        self._container_count = container_count
+        self._crash_at_step = crash_at_step
+        self.controller: Controller | None = None
+        self.processor: RequestEventProcessor | None = None
+        self.pool = SimPool()
+        self.read_at = float("inf")  # when the processor reads its request stream next
+        self.restart_at: float | None = None
+        self.incarnations = 0
+        self.active = 0  # calls of the process under way (its own, and the clients')
+
+    @property
+    def up(self) -> bool:
+        return self.controller is not None
+
+    @property
+    def idle(self) -> bool:
+        """Up, and no call of it under way: a crash now kills no call in the middle (one
+        under way dies only at a workflow step, where :class:`ControllerCrash` unwinds it;
+        else it would go on as a zombie after the restart)."""
+        return self.controller is not None and self.active == 0
+
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        self.active += 1
+        try:
+            yield
+        finally:
+            self.active -= 1
+
+    def _helper(self) -> SegmentHelper:
+        return SegmentHelper(
+            SegmentStoreClient(self._invoker),
+            scheduler=self._scheduler,
+            container_count=self._container_count,
+        )
+
+    def start(self) -> None:
+        """Build the process anew from the table segments (a start or a restart). While it
+        is built (its calls let the world run) the process is still down."""
+        self.restart_at = None
+        rng = self._rng
+        store = TableMetadataStore(
+            SegmentStoreClient(self._invoker),
+            scheduler=self._scheduler,
+            new_client_id=lambda: rng.getrandbits(8 * CLIENT_ID_BYTES).to_bytes(
+                CLIENT_ID_BYTES, "big"
+            ),
+        )
+        store.ensure_created()
+        if store.get(MIGRATION_MARKER) is None:  # as open_metadata_store
+            migrate_chunk_records(ChunkMetadataStore(self._storage), store)
+        helper = self._helper()
+        controller = Controller(
+            store,
+            helper,
+            self._container_count,
+            clock=self._clock,
+            scheduler=self._scheduler,
+            new_id=lambda: uuid.UUID(int=rng.getrandbits(128), version=4).hex,
+            set_policy=helper.set_scale_policy,
+        )
+        workflows_helper = self._helper()
+        workflows = stream_workflows.StreamWorkflows(
+            StreamMetadataStore(store),
+            workflows_helper,
+            clock=self._clock,
+            scheduler=self._scheduler,
+            step=self._step,
+            set_policy=workflows_helper.set_scale_policy,
+        )
+        processor = RequestEventProcessor(
+            RequestStream(self._helper(), scheduler=self._scheduler),
+            workflows.handle,
+            store,
+            clock=self._clock,
+            scheduler=self._scheduler,
+        )
+        processor._pool = self.pool  # type: ignore[assignment]  # tasks wait for the simulator
+        self.pool.tasks.clear()
+        self.controller, self.processor = controller, processor
+        self.read_at = self._clock.monotonic()
+        self.restart_at = None
+        self.incarnations += 1
+
+    def _step(self, name: str) -> None:
+        if self._crash_at_step(name):
+            raise ControllerCrash(name)
+
+    def crash(self, restart_in_s: float) -> None:
+        """Kill the process: everything it held is dropped; it restarts later."""
+        self.controller = self.processor = None
+        self.pool.tasks.clear()
+        self.read_at = float("inf")
+        self.restart_at = self._clock.monotonic() + restart_in_s
+
+    # --- the request processor, stepped by the simulator -------------------------------------
+    @property
+    def busy(self) -> bool:
+        """Whether the processor has a request not finished (read, or posted and not read
+        yet: a read is due)."""
+        processor = self.processor
+        if self.pool.tasks or self.read_at < float("inf"):
+            return True
+        return processor is not None and bool(processor._pending)
+
+    def read_requests(self) -> int:
+        """One round of the processor's reading loop (no wait); requests read."""
+        assert self.processor is not None
+        with self._busy():
+            read = self.processor.run_once(0.0)
+        busy = bool(self.pool.tasks) or bool(self.processor._pending)
+        self.read_at = (
+            self._clock.monotonic() + self.processor.read_wait_s() if busy else float("inf")
+        )
+        return read
+
+    def run_task(self) -> None:
+        """Run the oldest task of the processor's pool (one request of one stream)."""
+        with self._busy():
+            self.pool.tasks.popleft()()
+        processor = self.processor
+        if processor is not None and (self.pool.tasks or processor._pending):
+            self.read_at = min(self.read_at, self._clock.monotonic() + processor.read_wait_s())
+
+    # --- the clients' controller connection ----------------------------------------------------
+    def _call(self, call: Callable[[Controller], R]) -> R:
+        controller = self.controller
+        if controller is None:
+            raise ControllerUnavailableError("the controller is down")
+        try:
+            with self._busy():
+                return call(controller)
+        except RetriableError as e:  # its records' container is restarting
+            raise ControllerUnavailableError(f"controller call failed: {e}") from e
+
+    def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
+        return self._call(lambda c: c.get_stream_info(scope, stream))
+
+    def get_current_segments(self, scope: str, stream: str) -> tuple[SegmentRange, ...]:
+        return self._call(lambda c: c.get_current_segments(scope, stream))
+
+    def get_successors(
+        self, scope: str, stream: str, segment_id: int
+    ) -> dict[SegmentRange, list[int]]:
+        return self._call(lambda c: c.get_successors(scope, stream, segment_id))
+
+    def scale_stream(
+        self, scope: str, stream: str, sealed: list[int], ranges: list[tuple[float, float]]
+    ) -> int:
+        """Ask for a scale (the request is posted: the processor reads it at once)."""
+        epoch = self._call(lambda c: c.scale_stream(scope, stream, sealed, ranges))
+        self.read_at = self._clock.monotonic()
+        return epoch
+
+
+def covers_key_space(segments: Iterable[SegmentRange]) -> bool:
+    """Whether ``segments`` cover [0, 1) exactly: contiguous, no overlap."""
+    ordered = sorted(segments, key=lambda s: s.key_low)
+    if not ordered or ordered[0].key_low != 0.0 or ordered[-1].key_high != 1.0:
+        return False
+    return all(a.key_high == b.key_low for a, b in itertools.pairwise(ordered))
