@@ -68,15 +68,15 @@ UNTIMED = "untimed"
 @dataclass
 class Acks:
     """What writers were told, per key: acknowledged and failed (unknown) sequence numbers,
-    and (monotonic time, seconds, key) of each acknowledgement: ``latencies`` of the small
-    events written one by one, ``slow`` of the others by kind (``"large"`` events, the rows
-    of a ``"pipeline"`` write: the whole call, once per write; its other rows are
-    ``UNTIMED``), so that the thousand rows of one pipeline write do not pass for a
-    thousand slow events."""
+    and (monotonic time, seconds, key, sequence number) of each acknowledgement:
+    ``latencies`` of the small events written one by one, ``slow`` of the others by kind
+    (``"large"`` events, the rows of a ``"pipeline"`` write: the whole call, once per
+    write; its other rows are ``UNTIMED``), so that the thousand rows of one pipeline
+    write do not pass for a thousand slow events."""
 
     acked: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     unknown: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
-    latencies: list[tuple[float, float, str]] = field(default_factory=list)
+    latencies: list[tuple[float, float, str, int]] = field(default_factory=list)
     slow: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -95,7 +95,7 @@ class Acks:
                 self.acked[key].add(seq)
                 self.unknown[key].discard(seq)  # a pipeline row: pending until its call returned
                 if kind == "event":
-                    self.latencies.append((now, now - started, key))
+                    self.latencies.append((now, now - started, key, seq))
                 elif kind != UNTIMED:
                     self.slow[kind].append(now - started)
             else:

@@ -680,10 +680,10 @@ def report(
     ]
     during = [
         lat
-        for t, lat, _ in writers.acks.latencies
+        for t, lat, _, _ in writers.acks.latencies
         if any(lo <= t - lat - injector.started <= hi for lo, hi in windows)
     ]
-    everything = [lat for _, lat, _ in writers.acks.latencies]
+    everything = [lat for _, lat, _, _ in writers.acks.latencies]
     failures = writers.failures + txns.failures + readers.failures + kv.failures
     failures += extra.subscriber.failures + extra.pipeline.failures
     for part in extra.writers:
@@ -839,28 +839,26 @@ BROKEN_IF_NONZERO = (
 
 
 def slowest_acks(
-    latencies: list[tuple[float, float, str]],
+    latencies: list[tuple[float, float, str, int]],
     reads: list[checker.Read],
     injector: Injector,
     count: int = 3,
 ) -> list[str]:
     """The ``count`` slowest acknowledgements of small events, at most one per minute of the
-    run, each with its key's segment and container and the faults injected from a minute
-    before it began until it was acknowledged (S3 faults are everywhere: not listed)."""
-    segment_of: dict[str, str] = {}
-    for read in reads:
-        if read.kind == "k":
-            segment_of.setdefault(read.ident, read.segment)
-    picked: list[tuple[float, float, str]] = []
-    for at, took, key in sorted(latencies, key=lambda a: -a[1]):
+    run, each with the segment and container it was read from and the faults injected from
+    a minute before it began until it was acknowledged (S3 faults are everywhere: not
+    listed)."""
+    segment_of = {(r.ident, r.seq): r.segment for r in reads if r.kind == "k"}
+    picked: list[tuple[float, float, str, int]] = []
+    for at, took, key, seq in sorted(latencies, key=lambda a: -a[1]):
         begun = at - took - injector.started
-        if all(abs(begun - other) >= 60.0 for other, _, _ in picked):
-            picked.append((begun, took, key))
+        if all(abs(begun - other[0]) >= 60.0 for other in picked):
+            picked.append((begun, took, key, seq))
             if len(picked) == count:
                 break
     lines = []
-    for begun, took, key in picked:
-        segment = segment_of.get(key)
+    for begun, took, key, seq in picked:
+        segment = segment_of.get((key, seq))
         where = (
             f"{segment}, container {container_for_segment(segment, CONTAINERS)}"
             if segment is not None
@@ -873,8 +871,8 @@ def slowest_acks(
             if begun - 60.0 <= a["at_s"] <= begun + took
         ]
         lines.append(
-            f"{took:.1f}s for key {key} ({where}), "
-            f"begun at {begun:.1f}s; faults: {'; '.join(around) or 'none'}"
+            f"{took:.1f}s for {key}:{seq} ({where}), begun at {begun:.1f}s; "
+            f"faults: {'; '.join(around) or 'none'}"
         )
     return lines
 
