@@ -149,6 +149,7 @@ __all__ = [
     "TxnNotFoundError",
     "TxnStatus",
     "Utf8Serializer",
+    "WireProtocolError",
     "WriteFuture",
     "WriterConfig",
     "__version__",

@@ -11,7 +11,9 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     ├── InvalidArgumentError            bad input, nothing changed
     │   ├── InvalidNameError            scope/stream/segment name not allowed
     │   ├── EventTooLargeError          event over MAX_EVENT_SIZE_BYTES
-    │   └── SerializationError          a value the serializer cannot encode or decode
+    │   ├── SerializationError          a value the serializer cannot encode or decode
+    │   └── WireProtocolError           a malformed or unknown frame of the segment store's
+    │                                   TCP wire protocol (pravega_ray.wire)
     ├── NotFoundError
     │   ├── ScopeNotFoundError
     │   ├── StreamNotFoundError
@@ -97,6 +99,7 @@ __all__ = [
     "TruncatedDataError",
     "TxnFailedError",
     "TxnNotFoundError",
+    "WireProtocolError",
 ]
 
 
@@ -143,6 +146,23 @@ class SerializationError(InvalidArgumentError):
     segment: str | None = None
     offset: int | None = None
     key: bytes | None = None
+
+
+class WireProtocolError(InvalidArgumentError):
+    """Bytes from a peer that are not a well-formed frame of the segment store's wire protocol.
+
+    Raised by :mod:`pravega_ray.wire` for a frame length that is negative or over the limit,
+    an unknown type code, a payload that ends early or (in a reply) has bytes left over, a
+    bool that is not 0 or 1, invalid UTF-8, and event data that is not whole event envelopes.
+    ``type_code`` is the frame's type when it was read; ``request_id`` is the request's id when
+    the payload got that far (None otherwise), so the caller can answer it; ``fatal`` is true
+    when the byte stream cannot be followed any further (a bad length): close the connection.
+    When ``fatal`` is false the bad frame was consumed whole and the next frame can be read.
+    """
+
+    type_code: int | None = None
+    request_id: int | None = None
+    fatal: bool = False
 
 
 class NotFoundError(PravegaError, LookupError):
