@@ -188,7 +188,10 @@ class StorageWriter:
             ]
             if not due:
                 return
+            before = [s.storage_length for s in due]
             await self._flush(force=True, only=None if names is None else due)
+            if [s.storage_length for s in due] == before:
+                return  # nothing moved (a segment left meanwhile): no busy loop
 
     async def _flush(
         self, force: bool, checkpoint: bool = False, only: list[SegmentMetadata] | None = None

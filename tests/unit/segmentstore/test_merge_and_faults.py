@@ -319,3 +319,26 @@ def test_a_big_merge_completes_while_the_container_is_written_continuously(
         await again.close()
 
     asyncio.run(go())
+
+
+def test_a_flush_that_cannot_move_a_segment_returns_instead_of_spinning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flush runs rounds until the segments hold in Tier-2 what they held when it began;
+    a segment whose bytes the read index no longer has (it left between the round's listing
+    and its flush) makes no progress, and the loop, which then never awaited anything, held
+    the event loop for ever. It stops when a round moved nothing."""
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+
+    async def go() -> None:
+        c = make(store, storage)
+        await c.create_segment(PARENT)
+        await c.append_conditional(PARENT, b"x" * 100, event_count=1)
+        monkeypatch.setattr(c._read_index, "has_segment", lambda segment: False)
+        await asyncio.wait_for(c.flush_to_storage(), 10)
+        monkeypatch.undo()
+        await c.flush_to_storage()
+        assert (await c.get_info(PARENT)).storage_length == 100
+        await c.close()
+
+    asyncio.run(go())
