@@ -1,0 +1,438 @@
+"""The segment store's TCP wire protocol served from one segment container (WIRE.md 3).
+
+:class:`WireGateway` is an asyncio TCP server that lets Pravega's own clients (the official
+Python client ``pravega`` 0.3.8) use one container: one listener per container, answering
+WRONG_HOST for a segment the container does not own. It depends only on the service
+Protocol (``contracts/segment_store_service.py``) and the codec of this package.
+
+A connection, as two tasks::
+
+    socket --> receive: FrameReader(REQUESTS) --> queue (pending_frames_max) --> process
+    socket <------------------------------ one reply per request, in order <----'
+
+* ``receive`` reads bytes, cuts them into commands and queues them; a full queue stops it
+  reading, so a client that sends faster than it is served is held back by TCP.
+* ``process`` answers the commands one after another, in order. That is enough for the
+  0.3.x client (one outstanding request per pooled connection) and keeps an append
+  connection's blocks in order however many the client sends before an ack (WIRE.md 3.2).
+* When the client closes the connection, ``receive`` ends and cancels ``process``: a
+  long-poll read waiting there is abandoned and leaves nothing behind. A failed write ends
+  the connection quietly.
+
+Errors: a frame that cannot be decoded is answered ERROR_MESSAGE(61) when its request id was
+read, OPERATION_UNSUPPORTED(57) for a Pravega request this server does not serve, and
+dropped otherwise; a frame whose length is bad (``WireProtocolError.fatal``) closes the
+connection. A handler's typed error becomes Pravega's reply (:func:`error_reply`); any other
+exception is logged and answered ERROR_MESSAGE. Nothing a client sends stops the server.
+
+Writers: each connection remembers, per writer id, the segment it set up and the writer's
+last event number, so a block is appended conditionally on the number before it (the
+container's ``append``) and a block whose last number is not above it is a duplicate, acked
+without being written (WIRE.md 3.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pravega_ray.constants import READ_BYTES_MAX
+from pravega_ray.contracts.segment_store_service import SegmentStoreService
+from pravega_ray.errors import (
+    BadKeyVersionError,
+    InvalidArgumentError,
+    NoSuchKeyError,
+    PravegaError,
+    RetriableError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+    WireProtocolError,
+)
+from pravega_ray.wire import gateway_segments as segments
+from pravega_ray.wire import gateway_tables as tables
+from pravega_ray.wire.frames import UNSUPPORTED_REQUESTS, FrameReader
+from pravega_ray.wire.replies import (
+    ERROR_CODE_ILLEGAL_ARGUMENT,
+    ERROR_CODE_UNSPECIFIED,
+    ErrorMessage,
+    NoSuchSegment,
+    OperationUnsupported,
+    SegmentAlreadyExists,
+    SegmentIsSealed,
+    SegmentIsTruncated,
+    TableKeyBadVersion,
+    WrongHost,
+)
+from pravega_ray.wire.requests import (
+    OLDEST_COMPATIBLE_VERSION,
+    WIRE_VERSION,
+    AppendBlockEnd,
+    ConditionalBlockEnd,
+    CreateTableSegment,
+    CreateTransientSegment,
+    DeleteTableSegment,
+    GetSegmentAttribute,
+    GetStreamSegmentInfo,
+    Hello,
+    KeepAlive,
+    MergeSegments,
+    ReadSegment,
+    ReadTable,
+    ReadTableEntries,
+    ReadTableEntriesDelta,
+    ReadTableKeys,
+    RemoveTableKeys,
+    SealSegment,
+    SetupAppend,
+    TruncateSegment,
+    UpdateSegmentAttribute,
+    UpdateTableEntries,
+)
+from pravega_ray.wire.wire_command import PAYLOAD_BYTES_MAX, REQUESTS, Reply, WireCommand
+
+__all__ = ["GatewayConfig", "WireGateway", "error_reply"]
+
+log = logging.getLogger(__name__)
+
+_RECEIVE_BYTES = 64 * 1024
+_NO_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """How a :class:`WireGateway` listens and the bounds it keeps; validated when built.
+
+    * ``host``, ``port``: where to listen (port 0: any free port, see ``WireGateway.start``).
+    * ``read_wait_s``: how long a read at the tail waits for data before its empty reply;
+      below the client's 30 s request timeout (WIRE.md 3.6).
+    * ``tail_linger_s``: after a read waiting at the tail is woken, how long it waits for
+      more before replying, so events appended together arrive together.
+    * ``read_reply_bytes_max``: the most data in one SEGMENT_READ (at most 8 MiB, so a reply
+      stays under the 16 MiB frame limit).
+    * ``table_reply_bytes_max``: about the most entry bytes in one table read reply.
+    * ``pending_frames_max``: requests a connection queues before it stops reading.
+    * ``writers_per_connection_max``: writers one connection may set up.
+    * ``connections_max``: open connections; one more is closed at once.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    read_wait_s: float = 20.0
+    tail_linger_s: float = 0.05
+    read_reply_bytes_max: int = 2 * 1024 * 1024
+    table_reply_bytes_max: int = 4 * 1024 * 1024
+    pending_frames_max: int = 16
+    writers_per_connection_max: int = 1024
+    connections_max: int = 1024
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise InvalidArgumentError(f"port {self.port} is not a TCP port")
+        if not 0 < self.read_wait_s < 30:
+            raise InvalidArgumentError("read_wait_s must be in (0, 30): the client waits 30 s")
+        if not 0 <= self.tail_linger_s <= 1:
+            raise InvalidArgumentError("tail_linger_s must be in [0, 1]")
+        if not 1 <= self.read_reply_bytes_max <= min(READ_BYTES_MAX, 8 * 1024 * 1024):
+            raise InvalidArgumentError("read_reply_bytes_max must be in [1, 8 MiB]")
+        if not 1 <= self.table_reply_bytes_max <= PAYLOAD_BYTES_MAX // 2:
+            raise InvalidArgumentError("table_reply_bytes_max must be in [1, 8 MiB]")
+        for name in ("pending_frames_max", "writers_per_connection_max", "connections_max"):
+            if getattr(self, name) < 1:
+                raise InvalidArgumentError(f"{name} must be at least 1")
+
+
+def _segment_of(command: WireCommand) -> str:
+    """The segment a request names ("" if none)."""
+    for name in ("segment", "segment_name", "target"):
+        value = getattr(command, name, None)
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+def error_reply(command: WireCommand, error: BaseException) -> Reply:
+    """Pravega's reply to ``command`` when serving it raised ``error`` (WIRE.md 3.12).
+
+    Segment missing -> NO_SUCH_SEGMENT(53); sealed -> SEGMENT_IS_SEALED(51); truncated ->
+    SEGMENT_IS_TRUNCATED(56); exists -> SEGMENT_ALREADY_EXISTS(52); a table key's version
+    or absence -> TABLE_KEY_BAD_VERSION(82); a container not ready (restarting, moved:
+    outcome unknown) -> WRONG_HOST(50), which makes the client find the segment again and
+    retry; bad arguments -> ERROR_MESSAGE(61) code 0; anything else -> ERROR_MESSAGE code -1.
+    """
+    request_id: int = getattr(command, "request_id", 0)
+    segment = _segment_of(command)
+    offset = command.offset if isinstance(command, ReadSegment) else _NO_OFFSET
+    if isinstance(error, SegmentNotFoundError):
+        return NoSuchSegment(request_id=request_id, segment=segment, offset=offset)
+    if isinstance(error, SegmentSealedError):
+        return SegmentIsSealed(request_id=request_id, segment=segment, offset=offset)
+    if isinstance(error, SegmentTruncatedError):
+        start = getattr(error, "start_offset", _NO_OFFSET)
+        return SegmentIsTruncated(
+            request_id=request_id, segment=segment, start_offset=start, offset=offset
+        )
+    if isinstance(error, SegmentExistsError):
+        return SegmentAlreadyExists(request_id=request_id, segment=segment)
+    if isinstance(error, BadKeyVersionError | NoSuchKeyError):
+        return TableKeyBadVersion(request_id=request_id, segment=segment)
+    if isinstance(error, RetriableError):
+        return WrongHost(request_id=request_id, segment=segment, correct_host="")
+    code = ERROR_CODE_ILLEGAL_ARGUMENT
+    if not isinstance(error, InvalidArgumentError):
+        code = ERROR_CODE_UNSPECIFIED
+    message = error.message if isinstance(error, PravegaError) else repr(error)
+    return ErrorMessage(
+        request_id=request_id, segment=segment, message=message[:1000], error_code=code
+    )
+
+
+class WireGateway:
+    """Serves Pravega's wire protocol on TCP from one container (see the module docstring).
+
+    ``owns(segment)`` says whether ``service`` owns a segment; a request for one it does not
+    own is answered WRONG_HOST(50) without reaching the service. Every method runs on the
+    event loop the service runs on.
+    """
+
+    def __init__(
+        self,
+        service: SegmentStoreService,
+        *,
+        owns: Callable[[str], bool] = lambda segment: True,
+        config: GatewayConfig | None = None,
+    ) -> None:
+        self.service = service
+        self.owns = owns
+        self.config = config or GatewayConfig()
+        self._server: asyncio.Server | None = None
+        # Each connection's task, and the two tasks that serve it (stop() cancels those).
+        self._connections: dict[asyncio.Task[Any], tuple[asyncio.Future[Any], ...]] = {}
+        self._port = 0
+
+    @property
+    def port(self) -> int:
+        """The port listened on (0 before :meth:`start`)."""
+        return self._port
+
+    @property
+    def connection_count(self) -> int:
+        """Connections open now."""
+        return len(self._connections)
+
+    async def start(self) -> int:
+        """Listen; returns the port (the one chosen when the config's port is 0).
+
+        Raises OSError if the address cannot be bound."""
+        if self._server is not None:
+            raise InvalidArgumentError("the gateway is started already")
+        self._server = await asyncio.start_server(
+            self._serve, self.config.host, self.config.port, reuse_address=True
+        )
+        self._port = self._server.sockets[0].getsockname()[1]
+        log.info("wire gateway listening on %s:%d", self.config.host, self._port)
+        return self._port
+
+    async def stop(self) -> None:
+        """Stop listening and close every connection (pending requests are abandoned)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        # The connection tasks themselves are not cancelled: each ends once its parts are,
+        # and asyncio would report a cancelled connection task as an error.
+        for parts in self._connections.values():
+            for part in parts:
+                part.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # a callback of start_server always runs in a task
+        if len(self._connections) >= self.config.connections_max:
+            log.warning("wire gateway: %d connections open, refusing one", len(self._connections))
+            writer.close()
+            return
+        connection = _Connection(self, writer)
+        queue: asyncio.Queue[WireCommand | WireProtocolError] = asyncio.Queue(
+            self.config.pending_frames_max
+        )
+        receive = asyncio.ensure_future(_receive(reader, queue))
+        process = asyncio.ensure_future(connection.process(queue))
+        self._connections[task] = (receive, process)
+        try:
+            await asyncio.wait((receive, process), return_when=asyncio.FIRST_COMPLETED)
+            ended = receive.done() and not receive.cancelled() and receive.exception() is None
+            if ended and receive.result():  # a fatal frame: answer what came before, then close
+                await asyncio.wait((process,))
+        finally:
+            for part in (receive, process):
+                part.cancel()
+            await asyncio.gather(receive, process, return_exceptions=True)
+            for part in (receive, process):
+                if not part.cancelled() and part.exception() is not None:
+                    log.error("wire gateway connection failed", exc_info=part.exception())
+            writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await writer.wait_closed()
+            del self._connections[task]
+
+
+async def _receive(
+    reader: asyncio.StreamReader, queue: asyncio.Queue[WireCommand | WireProtocolError]
+) -> bool:
+    """Queue the connection's commands (and its decoding errors, in place) until it closes
+    (False) or a fatal error is queued (True)."""
+    frames = FrameReader(REQUESTS)
+    while True:
+        try:
+            data = await reader.read(_RECEIVE_BYTES)
+        except (ConnectionError, OSError):
+            return False
+        if not data:
+            return False
+        frames.feed(data)
+        while True:
+            try:
+                command = frames.next_command()
+            except WireProtocolError as error:
+                await queue.put(error)
+                if error.fatal:
+                    return True
+                continue
+            if command is None:
+                break
+            await queue.put(command)
+
+
+Handler = Callable[[Any], Awaitable[Reply | None]]
+
+
+class _Connection:
+    """One client connection's state and its command handlers."""
+
+    def __init__(self, gateway: WireGateway, writer: asyncio.StreamWriter) -> None:
+        self.gateway = gateway
+        self.service = gateway.service
+        self.config = gateway.config
+        self.writer = writer
+        self.writers = segments.Writers(self.config.writers_per_connection_max)
+        self.closing = False
+        service, writers, table_bytes = (
+            self.service,
+            self.writers,
+            self.config.table_reply_bytes_max,
+        )
+        config = self.config
+        self.handlers: dict[int, Handler] = {
+            SetupAppend.TYPE: lambda c: segments.setup_append(service, writers, c),
+            AppendBlockEnd.TYPE: lambda c: segments.append_block_end(service, writers, c),
+            ConditionalBlockEnd.TYPE: lambda c: segments.conditional_block_end(service, writers, c),
+            ReadSegment.TYPE: lambda c: segments.read_segment(service, config, c),
+            GetStreamSegmentInfo.TYPE: lambda c: segments.get_stream_segment_info(service, c),
+            SealSegment.TYPE: lambda c: segments.seal_segment(service, c),
+            GetSegmentAttribute.TYPE: lambda c: segments.get_segment_attribute(service, c),
+            UpdateSegmentAttribute.TYPE: lambda c: segments.update_segment_attribute(service, c),
+            TruncateSegment.TYPE: lambda c: segments.truncate_segment(service, c),
+            CreateTransientSegment.TYPE: lambda c: segments.create_transient_segment(service, c),
+            MergeSegments.TYPE: lambda c: segments.merge_segments(service, c),
+            CreateTableSegment.TYPE: lambda c: tables.create_table_segment(service, c),
+            DeleteTableSegment.TYPE: lambda c: tables.delete_table_segment(service, c),
+            UpdateTableEntries.TYPE: lambda c: tables.update_table_entries(service, c),
+            RemoveTableKeys.TYPE: lambda c: tables.remove_table_keys(service, c),
+            ReadTable.TYPE: lambda c: tables.read_table(service, c),
+            ReadTableKeys.TYPE: lambda c: tables.read_table_keys(service, c, table_bytes),
+            ReadTableEntries.TYPE: lambda c: tables.read_table_entries(service, c, table_bytes),
+            ReadTableEntriesDelta.TYPE: lambda c: tables.read_table_entries_delta(
+                service, c, table_bytes
+            ),
+        }
+
+    async def process(self, queue: asyncio.Queue[WireCommand | WireProtocolError]) -> None:
+        """Answer queued commands in order until the connection must close."""
+        while not self.closing:
+            item = await queue.get()
+            if isinstance(item, WireProtocolError):
+                reply = self._protocol_error_reply(item)
+                frame = None if reply is None else reply.encode()
+            else:
+                frame = self._encode(item, await self._answer(item))
+            if frame is not None and not await self._send(frame):
+                return
+
+    @staticmethod
+    def _encode(command: WireCommand, reply: Reply | None) -> bytes | None:
+        """``reply``'s frame; a reply that cannot be encoded (too large, a value out of
+        range) is answered as the error it is."""
+        if reply is None:
+            return None
+        try:
+            return reply.encode()
+        except InvalidArgumentError as error:
+            log.error("wire gateway: reply to %s cannot be encoded: %s", command.NAME, error)
+            return error_reply(command, error).encode()
+
+    def _protocol_error_reply(self, error: WireProtocolError) -> Reply | None:
+        log.debug("wire gateway: bad frame: %s", error.message)
+        if error.fatal:
+            self.closing = True
+            return None
+        if error.request_id is None:
+            return None  # nothing to answer: the frame is dropped
+        name = UNSUPPORTED_REQUESTS.get(error.type_code) if error.type_code is not None else None
+        if name is not None:
+            return OperationUnsupported(request_id=error.request_id, operation_name=name)
+        return ErrorMessage(
+            request_id=error.request_id,
+            segment="",
+            message=error.message[:1000],
+            error_code=ERROR_CODE_ILLEGAL_ARGUMENT,
+        )
+
+    async def _answer(self, command: WireCommand) -> Reply | None:
+        """The reply to one command (None: no reply)."""
+        if isinstance(command, Hello):
+            # Exactly one HELLO back; a client we cannot serve gets it and the connection ends.
+            if command.high_version < OLDEST_COMPATIBLE_VERSION or (
+                command.low_version > WIRE_VERSION
+            ):
+                self.closing = True
+            return Hello(high_version=WIRE_VERSION, low_version=OLDEST_COMPATIBLE_VERSION)
+        if isinstance(command, KeepAlive):
+            return KeepAlive()
+        request_id: int = getattr(command, "request_id", 0)
+        handler = self.handlers.get(command.TYPE)
+        if handler is None:  # a request the codec knows and this gateway does not serve
+            return OperationUnsupported(request_id=request_id, operation_name=command.NAME)
+        names = [_segment_of(command)]
+        if isinstance(command, MergeSegments):
+            names.append(command.source)
+        for name in names:
+            if name and not self.gateway.owns(name):
+                return WrongHost(request_id=request_id, segment=name, correct_host="")
+        try:
+            return await handler(command)
+        except PravegaError as error:
+            log.debug("wire gateway: %s failed: %r", command.NAME, error)
+            return error_reply(command, error)
+        except Exception as error:
+            log.exception("wire gateway: %s failed unexpectedly", command.NAME)
+            return error_reply(command, error)
+
+    async def _send(self, frame: bytes) -> bool:
+        """Write one reply frame; False when the connection is gone (nothing raised)."""
+        if self.writer.is_closing():
+            return False
+        try:
+            self.writer.write(frame)
+            await self.writer.drain()
+        except (ConnectionError, OSError) as error:
+            log.debug("wire gateway: a reply was not sent: %r", error)
+            return False
+        return True
