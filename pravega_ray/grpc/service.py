@@ -393,9 +393,19 @@ class ControllerServicer:
             return _status("DeleteStreamStatus", "STREAM_NOT_SEALED")
         if not deleted:
             return _status("DeleteStreamStatus", "STREAM_NOT_FOUND")
-        self._wait(lambda: not self._exists(scope, stream), "delete")
+        # The workflow drops the stream's record before its entry in the scope's list: the
+        # client may list the scope at once (it saw the stream listed after a delete).
+        self._wait(
+            lambda: not self._exists(scope, stream) and not self._listed(scope, stream), "delete"
+        )
         self._set_tags(scope, stream, None)
         return _status("DeleteStreamStatus", "SUCCESS")
+
+    def _listed(self, scope: str, stream: str) -> bool:
+        try:
+            return stream in self._controller.list_streams(scope)
+        except ScopeNotFoundError:
+            return False
 
     def _exists(self, scope: str, stream: str) -> bool:
         try:
