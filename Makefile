@@ -108,4 +108,4 @@ check-java:
 	  echo "       On Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) .pravega-data .pravega-data-features .pytest_cache build *.egg-info $(FAST_LOG)
+	rm -rf $(VENV) .venv-pravega-client .venv-pravega-client.lock .pravega-data .pravega-data-features .pytest_cache build *.egg-info $(FAST_LOG)
