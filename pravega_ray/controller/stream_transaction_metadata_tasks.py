@@ -31,6 +31,7 @@ Every argument is checked before anything is stored: ``txn_id`` must be a ``uuid
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -69,6 +70,7 @@ __all__ = [
     "check_lease",
     "check_txn_id",
     "local_commit_waiter",
+    "new_transaction_id",
 ]
 
 CREATE_ATTEMPTS_MAX = 5
@@ -217,7 +219,7 @@ class StreamTransactionMetadataTasks:
         epoch, row = self._newest_epoch(scope, stream, int(value["epoch"]))
         now = self._clock.wall_time_ms()
         max_deadline = now + int(TXN_MAX_EXECUTION_S * 1000)
-        txn_id = uuid.uuid4()
+        txn_id = new_transaction_id(epoch)
         record = txns.create(
             scope,
             stream,
@@ -437,3 +439,18 @@ class StreamTransactionMetadataTasks:
         if status in (TxnStatus.COMMITTING, TxnStatus.COMMITTED):
             raise TxnFailedError(f"transaction {txn_id} is {status.value}; it cannot abort")
         return status
+
+
+def new_transaction_id(epoch: int) -> uuid.UUID:
+    """A new transaction's id: its epoch in the top 32 bits, as Pravega's are (its clients
+    read the epoch back from there: ``get_txn`` asks for that epoch's segments), then 32
+    random bits, then 63 random bits under a clear bit 63. Pravega's controller numbers the
+    low half from a counter, so it is never negative as a signed 64-bit ``lowBits``, and the
+    Rust client (the official Python client's core) sign-extends a negative one into the
+    high half, naming transaction segments that do not exist."""
+    if not 0 <= epoch < 2**32:
+        raise InvalidArgumentError(f"an epoch of a transaction id is in [0, 2**32), got {epoch}")
+    random_bits = int.from_bytes(os.urandom(12), "big")
+    high = (epoch << 32) | (random_bits >> 64)
+    low = random_bits & ((1 << 63) - 1)
+    return uuid.UUID(int=(high << 64) | low)

@@ -240,10 +240,9 @@ def _signed64(value: int) -> int:
 def txn_id_message(txn_id: uuid.UUID) -> Any:
     """The ``TxnId`` of a transaction: the uuid's 128 bits, high half in ``highBits``.
 
-    Pravega puts the transaction's epoch in the top 32 bits of ``highBits``; pravega-ray's
-    ids are uuid4s, so those bits are random (docs/grpc.md, "Gaps"). Keeping the id whole
-    keeps the client's transaction segment names (``#transaction.<32 hex>``) equal to
-    pravega-ray's.
+    The controller draws ids as Pravega's are (``new_transaction_id``: the epoch in the top
+    32 bits of ``highBits``, a ``lowBits`` never negative). Keeping the id whole keeps the
+    client's transaction segment names (``#transaction.<32 hex>``) equal to pravega-ray's.
     """
     value = txn_id.int
     return message_class("TxnId")(

@@ -103,3 +103,35 @@ def test_events_pravega_ray_wrote_are_read_by_an_official_reader_group(
         """
     )
     assert json.loads(out.splitlines()[-1]) == [p.decode() for p in payloads]
+
+
+def test_transactions_of_the_official_client_commit_whole_and_abort_to_nothing(
+    run_client: RunClient, front_doors: tuple[InProcessCluster, GrpcServer]
+) -> None:
+    cluster, _ = front_doors
+    scope = _scope()
+    out = run_client(
+        f"""
+        import json
+        manager.create_scope("{scope}")
+        manager.create_stream("{scope}", "s", 2)
+        writer = manager.create_transaction_writer("{scope}", "s", 1)
+        kept = writer.begin_txn()
+        for i in range(20):
+            kept.write_event(f"kept-{{i}}", "key")
+        dropped = writer.begin_txn()
+        dropped.write_event("dropped", "key")
+        dropped.abort()
+        kept.commit()
+        again = writer.get_txn(kept.get_txn_id())
+        print(json.dumps([kept.is_open(), dropped.is_open(), again.is_open()]))
+        """
+    )
+    assert json.loads(out.splitlines()[-1]) == [False, False, False]
+    cluster.create_reader_group(scope, "g", ReaderGroupConfig(streams=(f"{scope}/s",)))
+    reader = cluster.create_reader("r", scope, "g")
+    got: list[bytes] = []
+    while (event := reader.read_next_event(3.0)) is not None and event.event is not None:
+        got.append(event.event)
+    reader.close()
+    assert got == [f"kept-{i}".encode() for i in range(20)]

@@ -15,6 +15,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.constants import TXN_LEASE_S_MAX
 from pravega_ray.contracts.records import TxnInfo, TxnStatus
+from pravega_ray.controller.stream_transaction_metadata_tasks import new_transaction_id
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import transaction_segment_name
 from tests.checks import stable_id
@@ -84,6 +85,22 @@ def test_create_gives_one_transaction_segment_per_active_segment(cluster) -> Non
         assert cluster.segments.get_info(name).result(10).length == 0
     assert cluster._controller.list_transactions("sc", "st") == {txn.txn_id: TxnStatus.OPEN}
     assert cluster._controller.get_transaction("sc", "st", txn.txn_id) == txn
+
+
+def test_a_transaction_id_carries_its_epoch_and_a_low_half_never_negative(cluster) -> None:  # type: ignore[no-untyped-def]
+    """As Pravega's do: its clients read the epoch back from the top 32 bits, and the Rust
+    client (the official Python client's core) sign-extends a negative low half into the
+    high one, naming transaction segments that do not exist (its writer panicked on about
+    half the transactions: tests/wire)."""
+    make_stream(cluster, 1)
+    cluster._controller.scale_stream("sc", "st", [0], [(0.0, 0.5), (0.5, 1.0)])
+    wait_for(lambda: cluster._controller.get_stream_info("sc", "st").epoch == 1)
+    for _ in range(64):
+        txn = cluster._controller.create_transaction("sc", "st", 30.0)
+        assert txn.txn_id.int >> 96 == txn.epoch == 1
+        assert txn.txn_id.int & (1 << 63) == 0
+    with pytest.raises(pr.InvalidArgumentError):
+        new_transaction_id(2**32)
 
 
 def test_commit_merges_after_what_was_appended_before(cluster) -> None:  # type: ignore[no-untyped-def]
