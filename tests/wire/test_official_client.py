@@ -8,7 +8,7 @@ import uuid
 
 from pravega_ray.grpc.server import GrpcServer
 from pravega_ray.inprocess import InProcessCluster
-from pravega_ray.stream_configuration import ReaderGroupConfig
+from pravega_ray.stream_configuration import ReaderGroupConfig, ScalingPolicy, StreamConfiguration
 from tests.wire.conftest import RunClient
 
 
@@ -135,3 +135,78 @@ def test_transactions_of_the_official_client_commit_whole_and_abort_to_nothing(
         got.append(event.event)
     reader.close()
     assert got == [f"kept-{i}".encode() for i in range(20)]
+
+
+def test_a_byte_stream_of_the_official_client_writes_seeks_reads_and_truncates(
+    run_client: RunClient,
+) -> None:
+    scope = _scope()
+    out = run_client(
+        f"""
+        import json
+        manager.create_scope("{scope}")
+        manager.create_stream("{scope}", "bytes", 1)
+        stream = manager.create_byte_stream("{scope}", "bytes")
+        written = [stream.write(b"hello "), stream.write(b"world")]
+        stream.flush()
+        tail = stream.current_tail_offset()
+        stream.seek(6, 0)
+        buffer = bytearray(5)
+        read = stream.readinto(buffer)
+        stream.seek(0, 0)
+        whole = bytearray()
+        while len(whole) < 11:
+            piece = bytearray(11 - len(whole))
+            whole += piece[: stream.readinto(piece)]
+        stream.truncate(6)
+        head = stream.current_head_offset()
+        print(json.dumps([written, tail, read, buffer.decode(), whole.decode(), head]))
+        """
+    )
+    assert json.loads(out.splitlines()[-1]) == [[6, 5], 11, 5, "world", "hello world", 6]
+
+
+def test_two_official_readers_share_a_stream_each_event_once(
+    run_client: RunClient, front_doors: tuple[InProcessCluster, GrpcServer]
+) -> None:
+    cluster, _ = front_doors
+    scope = _scope()
+    cluster.stream_manager().create_scope(scope)
+    cluster.stream_manager().create_stream(scope, "s", StreamConfiguration(ScalingPolicy.fixed(4)))
+    expected = [f"k{k}:{i}" for k in range(8) for i in range(25)]
+    with cluster.create_writer(scope, "s") as writer:
+        for event in expected:
+            writer.write_event(event.encode(), routing_key=event.split(":")[0])
+        writer.flush()
+    out = run_client(
+        f"""
+        import json
+        group = manager.create_reader_group("g", "{scope}", "s")
+        readers = [group.create_reader("r1"), group.create_reader("r2")]
+
+        async def read(reader, got):
+            while sum(len(g) for g in shared) < {len(expected)}:
+                try:
+                    piece = await asyncio.wait_for(reader.get_segment_slice_async(), 2)
+                except asyncio.TimeoutError:
+                    continue
+                got += [event.data().decode() for event in piece]
+                reader.release_segment(piece)
+
+        shared = [[], []]
+
+        async def main():
+            await asyncio.wait_for(
+                asyncio.gather(*(read(r, g) for r, g in zip(readers, shared))), 60
+            )
+
+        asyncio.run(main())
+        print(json.dumps(shared))
+        """
+    )
+    first, second = json.loads(out.splitlines()[-1])
+    assert sorted(first + second) == sorted(expected)  # each event once
+    for events in (first, second):  # per key in order, whichever reader had the key
+        for k in range(8):
+            mine = [int(e.split(":")[1]) for e in events if e.startswith(f"k{k}:")]
+            assert mine == sorted(mine)
