@@ -34,6 +34,7 @@ __all__ = [
     "ScalingPolicy",
     "StreamConfiguration",
     "check_reader_group_config",
+    "check_tags",
 ]
 
 SEGMENTS_MAX = STREAM_SEGMENTS_MAX
@@ -194,14 +195,19 @@ class RetentionPolicy:
 
 @dataclass(frozen=True, slots=True)
 class StreamConfiguration:
-    """A stream's scaling policy (default: one fixed segment) and retention policy (or None).
+    """A stream's scaling policy (default: one fixed segment), retention policy (or None)
+    and tags (Pravega's stream tags: labels to find streams by, ``StreamManager.list_streams
+    (scope, tag=...)``).
 
     InvalidArgumentError if ``scaling`` is not a ScalingPolicy (None included: omit it for
-    the default) or ``retention`` is neither None nor a RetentionPolicy.
+    the default), ``retention`` is neither None nor a RetentionPolicy, or ``tags`` is not a
+    list or tuple of at most TAGS_MAX strs of 1 to TAG_CHARS_MAX characters. Tags are kept
+    in their order, each once (a repeat is dropped), as a tuple.
     """
 
     scaling: ScalingPolicy = field(default_factory=lambda: ScalingPolicy.fixed(1))
     retention: RetentionPolicy | None = None
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.scaling, ScalingPolicy):
@@ -214,22 +220,55 @@ class StreamConfiguration:
                 "StreamConfiguration.retention must be a RetentionPolicy or None, "
                 f"got {type(self.retention).__name__}"
             )
+        object.__setattr__(self, "tags", check_tags(self.tags))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "scaling": self.scaling.to_dict(),
             "retention": None if self.retention is None else self.retention.to_dict(),
         }
+        if self.tags:  # absent in records written before tags existed, and when empty
+            data["tags"] = list(self.tags)
+        return data
 
     @classmethod
     def from_dict(cls, data: object) -> StreamConfiguration:
-        scaling, retention = _fields(
-            data, "stream configuration", ("scaling", "retention"), optional=("retention",)
+        scaling, retention, tags = _fields(
+            data,
+            "stream configuration",
+            ("scaling", "retention", "tags"),
+            optional=("retention", "tags"),
         )
         return cls(
             ScalingPolicy.from_dict(scaling),
             None if retention is None else RetentionPolicy.from_dict(retention),
+            () if tags is None else tags,
         )
+
+
+TAGS_MAX = 128
+"""Most tags a stream has (Pravega's limit)."""
+TAG_CHARS_MAX = 256
+"""Longest tag, in characters (Pravega's limit)."""
+
+
+def check_tags(tags: object) -> tuple[str, ...]:
+    """``tags`` as a tuple, each once, in order; InvalidArgumentError unless it is a list or
+    tuple of at most TAGS_MAX strs of 1 to TAG_CHARS_MAX characters (a str alone is
+    refused, not split)."""
+    if not isinstance(tags, list | tuple):
+        raise InvalidArgumentError(
+            f"StreamConfiguration.tags must be a list or tuple of str, got {type(tags).__name__}"
+        )
+    for tag in tags:
+        if not isinstance(tag, str) or not 1 <= len(tag) <= TAG_CHARS_MAX:
+            raise InvalidArgumentError(
+                f"a stream tag must be a str of 1 to {TAG_CHARS_MAX} characters, got {tag!r:.80}"
+            )
+    kept = tuple(dict.fromkeys(tags))
+    if len(kept) > TAGS_MAX:
+        raise InvalidArgumentError(f"a stream has at most {TAGS_MAX} tags, got {len(kept)}")
+    return kept
 
 
 @dataclass(frozen=True, slots=True)

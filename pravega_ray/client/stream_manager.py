@@ -93,8 +93,25 @@ class StreamManager:
         config = StreamConfiguration() if config is None else config
         return self._controller.create_stream(scope, stream, config)
 
-    def list_streams(self, scope: str) -> list[str]:
-        return self._controller.list_streams(scope)
+    def list_streams(self, scope: str, tag: str | None = None) -> list[str]:
+        """The streams of ``scope``, sorted; with ``tag``, only those whose configuration
+        carries it (``StreamConfiguration.tags``; one configuration read per stream of the
+        scope). Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (a tag
+        that is not a str)."""
+        if tag is not None and not isinstance(tag, str):
+            raise InvalidArgumentError(f"tag must be a str or None, got {type(tag).__name__}")
+        streams = self._controller.list_streams(scope)
+        if tag is None:
+            return streams
+        tagged = []
+        for stream in streams:
+            try:
+                info = self._controller.get_stream_info(scope, stream)
+            except StreamNotFoundError:
+                continue  # deleted since the list
+            if tag in info.configuration.tags:
+                tagged.append(stream)
+        return tagged
 
     def get_stream_info(self, scope: str, stream: str) -> StreamInfo:
         """State, configuration and current segments. Raises StreamNotFoundError."""

@@ -34,13 +34,12 @@ from pravega_ray.stream_configuration import (
     ScaleType,
     ScalingPolicy,
     StreamConfiguration,
+    check_tags,
 )
 
 __all__ = [
     "INT32_MAX",
     "INT64_MAX",
-    "TAGS_MAX",
-    "TAG_LENGTH_MAX",
     "Refusal",
     "config_from_message",
     "config_message",
@@ -58,10 +57,6 @@ __all__ = [
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-TAGS_MAX = 128
-"""Most tags a stream may carry (Pravega's limit)."""
-TAG_LENGTH_MAX = 256
-"""Longest tag, in characters (Pravega's limit)."""
 
 _SCALE_TYPES = (
     ScaleType.FIXED_NUM_SEGMENTS,  # 0
@@ -183,33 +178,28 @@ def _retention_from_message(config: Any) -> RetentionPolicy | None:
     return RetentionPolicy(retention_type, policy.retentionParam, upper)
 
 
-def config_from_message(config: Any) -> StreamConfiguration:
-    """The :class:`StreamConfiguration` of a ``StreamConfig`` (tags aside).
+def config_from_message(config: Any, tags: tuple[str, ...] = ()) -> StreamConfiguration:
+    """The :class:`StreamConfiguration` of a ``StreamConfig``, with ``tags`` (the message's
+    own are read by :func:`tags_from_message`: an update without them keeps the stream's).
 
     Refusal INVALID_ARGUMENT if ``scalingPolicy`` is absent; InvalidArgumentError for an
-    unknown policy type or values pravega-ray's policies refuse.
+    unknown policy type or values pravega-ray's policies refuse (tags included:
+    ``stream_configuration.check_tags``).
     """
     scaling = _scaling_from_message(require(config, "scalingPolicy"))
-    return StreamConfiguration(scaling, _retention_from_message(config))
+    return StreamConfiguration(scaling, _retention_from_message(config), tags)
 
 
 def tags_from_message(tags: Any) -> tuple[str, ...]:
     """The tags of a ``Tags`` message in order, duplicates dropped (Pravega keeps the first).
 
-    InvalidArgumentError for more than TAGS_MAX tags or one longer than TAG_LENGTH_MAX.
+    InvalidArgumentError for more than TAGS_MAX tags or one that is empty or longer than
+    TAG_CHARS_MAX characters (``stream_configuration.check_tags``).
     """
-    unique = tuple(dict.fromkeys(tags.tag))
-    if len(unique) > TAGS_MAX:
-        raise InvalidArgumentError(f"a stream carries at most {TAGS_MAX} tags, got {len(unique)}")
-    for tag in unique:
-        if len(tag) > TAG_LENGTH_MAX:
-            raise InvalidArgumentError(f"a tag is at most {TAG_LENGTH_MAX} characters: {tag!r}")
-    return unique
+    return check_tags(list(tags.tag))
 
 
-def config_message(
-    scope: str, stream: str, config: StreamConfiguration, tags: Iterable[str]
-) -> Any:
+def config_message(scope: str, stream: str, config: StreamConfiguration) -> Any:
     """A ``StreamConfig`` with ``streamInfo``, ``scalingPolicy``, ``retentionPolicy`` and
     ``tags`` all set (the client unwraps the first two and reads absent tags as None).
     Numbers beyond int32 (pravega-ray allows int64 rates) are clamped to int32's maximum."""
@@ -228,7 +218,7 @@ def config_message(
         retention.retentionParam = config.retention.min_limit
         retention.retentionMax = config.retention.max_limit or INT64_MAX
     message.tags.SetInParent()
-    message.tags.tag.extend(tags)
+    message.tags.tag.extend(config.tags)
     return message
 
 

@@ -17,17 +17,15 @@ docs/grpc.md; the rules the official client depends on:
   first, with its internal streams, so the first scope listed always has a stream.
 * Seal, delete, update and truncate wait (at most ``workflow_wait_s``) for their
   workflow to finish, as Java's controller does: the client calls the next RPC at once.
-* Tags are kept by this servicer, in memory (pravega-ray's StreamConfiguration has none
-  yet): lost when it restarts, unknown to pravega-ray's own clients (docs/grpc.md, "Gaps").
+* Tags are the stream configuration's (``StreamConfiguration.tags``); an update without
+  tags keeps the stream's.
 
-Thread-safe: grpcio runs handlers on a thread pool; the controller is thread-safe and the
-tag table is locked.
+Thread-safe: grpcio runs handlers on a thread pool; the controller is thread-safe.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -171,8 +169,6 @@ class ControllerServicer:
         self._page_size = page_size
         self._workflow_wait_s = workflow_wait_s
         self._poll_s = poll_s
-        self._tags: dict[tuple[str, str], tuple[str, ...]] = {}
-        self._tags_lock = threading.Lock()
 
     # --- wiring -------------------------------------------------------------------------------
     def handlers(self) -> dict[str, Callable[[Any], Any]]:
@@ -279,22 +275,10 @@ class ControllerServicer:
         return reply
 
     # --- streams ------------------------------------------------------------------------------
-    def _tags_of(self, scope: str, stream: str) -> tuple[str, ...]:
-        with self._tags_lock:
-            return self._tags.get((scope, stream), ())
-
-    def _set_tags(self, scope: str, stream: str, tags: tuple[str, ...] | None) -> None:
-        with self._tags_lock:
-            if tags:
-                self._tags[(scope, stream)] = tags
-            else:
-                self._tags.pop((scope, stream), None)
-
     def create_stream(self, request: Any) -> Any:
         info = require(request, "streamInfo")
         scope, stream = info.scope, info.stream
-        config = convert.config_from_message(request)
-        tags = convert.tags_from_message(request.tags)
+        config = convert.config_from_message(request, convert.tags_from_message(request.tags))
         if not _valid("scope", scope):
             return _status("CreateStreamStatus", "SCOPE_NOT_FOUND")
         try:
@@ -305,7 +289,6 @@ class ControllerServicer:
             return _status("CreateStreamStatus", "INVALID_STREAM_NAME")
         if not created:
             return _status("CreateStreamStatus", "STREAM_EXISTS")
-        self._set_tags(scope, stream, tags)  # a new stream: a deleted namesake's tags go
         return _status("CreateStreamStatus", "SUCCESS")
 
     def _stream_missing(self, message: str, scope: str, stream: str) -> Any | None:
@@ -326,24 +309,22 @@ class ControllerServicer:
     def update_stream(self, request: Any) -> Any:
         info = require(request, "streamInfo")
         scope, stream = info.scope, info.stream
-        config = convert.config_from_message(request)
         tags = convert.tags_from_message(request.tags) if request.HasField("tags") else None
         if (missing := self._stream_missing("UpdateStreamStatus", scope, stream)) is not None:
             return missing
         try:
+            if tags is None:  # an update without tags keeps the stream's
+                tags = self._controller.get_stream_info(scope, stream).configuration.tags
+            config = convert.config_from_message(request, tags)
             self._controller.update_stream(scope, stream, config)
             self._wait(lambda: self._controller.check_update(scope, stream), "update")
         except (ScopeNotFoundError, StreamNotFoundError) as e:
             return self._not_found("UpdateStreamStatus", e)
-        if tags is not None:
-            self._set_tags(scope, stream, tags)
         return _status("UpdateStreamStatus", "SUCCESS")
 
     def get_stream_configuration(self, request: Any) -> Any:
         info = self._controller.get_stream_info(request.scope, request.stream)
-        return convert.config_message(
-            info.scope, info.stream, info.configuration, self._tags_of(info.scope, info.stream)
-        )
+        return convert.config_message(info.scope, info.stream, info.configuration)
 
     def check_stream_exists(self, request: Any) -> Any:
         try:
@@ -398,7 +379,6 @@ class ControllerServicer:
         self._wait(
             lambda: not self._exists(scope, stream) and not self._listed(scope, stream), "delete"
         )
-        self._set_tags(scope, stream, None)
         return _status("DeleteStreamStatus", "SUCCESS")
 
     def _listed(self, scope: str, stream: str) -> bool:

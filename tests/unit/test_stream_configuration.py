@@ -198,3 +198,24 @@ def test_reader_group_config_round_trips_and_from_dict_refuses_malformed_records
     ):
         with pytest.raises(InvalidArgumentError):
             ReaderGroupConfig.from_dict(record)
+
+
+def test_tags_are_kept_in_order_each_once_and_round_trip() -> None:
+    config = StreamConfiguration(tags=["b", "a", "b"])
+    assert config.tags == ("b", "a")
+    assert StreamConfiguration.from_dict(config.to_dict()) == config
+    assert "tags" not in StreamConfiguration().to_dict()  # as records written before tags
+    assert StreamConfiguration.from_dict(StreamConfiguration().to_dict()).tags == ()
+
+
+@pytest.mark.parametrize(
+    "tags",
+    ["ab", ["a", 1], [""], ["x" * 257], [f"t{i}" for i in range(129)], [["unhashable"]], None],
+    ids=["str", "int", "empty", "too-long", "too-many", "unhashable", "none"],
+)
+def test_bad_tags_raise_invalid_argument(tags: object) -> None:
+    with pytest.raises(InvalidArgumentError):
+        StreamConfiguration(tags=tags)  # type: ignore[arg-type]
+    if tags is not None:  # a stored "tags": null reads as no tags
+        with pytest.raises(InvalidArgumentError):
+            StreamConfiguration.from_dict({**StreamConfiguration().to_dict(), "tags": tags})

@@ -210,3 +210,32 @@ def test_two_official_readers_share_a_stream_each_event_once(
         for k in range(8):
             mine = [int(e.split(":")[1]) for e in events if e.startswith(f"k{k}:")]
             assert mine == sorted(mine)
+
+
+def test_tags_the_official_client_sets_are_the_streams_own(
+    run_client: RunClient, front_doors: tuple[InProcessCluster, GrpcServer]
+) -> None:
+    """Stream tags through the gRPC API land in the stream's configuration: pravega-ray's
+    own API sees and finds them, and the client reads back what pravega-ray set."""
+    cluster, _ = front_doors
+    scope = _scope()
+    out = run_client(
+        f"""
+        import json
+        manager.create_scope("{scope}")
+        fixed = pravega_client.StreamScalingPolicy.fixed_scaling_policy(1)
+        none = pravega_client.StreamRetentionPolicy.none()
+        manager.create_stream_with_policy("{scope}", "a", fixed, none, ["t1", "t2"])
+        manager.create_stream_with_policy("{scope}", "b", fixed, none, ["t2"])
+        manager.update_stream_with_policy("{scope}", "b", fixed, none, ["t2", "t3"])
+        print(json.dumps([manager.get_stream_tags("{scope}", s) for s in ("a", "b")]))
+        """
+    )
+    assert json.loads(out.splitlines()[-1]) == [["t1", "t2"], ["t2", "t3"]]
+    manager = cluster.stream_manager()
+    assert manager.get_stream_info(scope, "a").configuration.tags == ("t1", "t2")
+    assert manager.list_streams(scope, tag="t2") == ["a", "b"]
+    assert manager.list_streams(scope, tag="t3") == ["b"]
+    manager.create_stream(scope, "c", StreamConfiguration(tags=("mine",)))
+    out = run_client(f'print(manager.get_stream_tags("{scope}", "c"))')
+    assert out.splitlines()[-1] == "['mine']"

@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import pytest
 
+from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.grpc import message_class
 from pravega_ray.grpc.convert import INT64_MAX, txn_uuid
 from pravega_ray.inprocess import InProcessCluster
@@ -215,6 +216,24 @@ def test_create_stream_stores_tags_and_update_of_a_missing_stream(client: Client
     assert _status(client.call("updateStream", _config("nope", "st"))) == "SCOPE_NOT_FOUND"
     assert client.code("getStreamConfiguration", _info("sc", "nope")) == grpc.StatusCode.NOT_FOUND
     assert client.code("getStreamConfiguration", _info("", "")) == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_tags_are_the_stream_configurations_seen_by_pravega_ray_and_kept_across_restarts(
+    cluster: InProcessCluster, client: Client
+) -> None:
+    """Tags live in the stream's configuration record, not in the server: pravega-ray's own
+    clients see what the gRPC API set, and a restart keeps them."""
+    client.call("createScope", M("ScopeInfo")(scope="sc"))
+    client.call("createStream", _config("sc", "st", tags=["b", "a"]))
+    client.call("createStream", _config("sc", "other", tags=["a"]))
+    manager = cluster.stream_manager()
+    assert manager.get_stream_info("sc", "st").configuration.tags == ("b", "a")
+    assert manager.list_streams("sc", tag="b") == ["st"]
+    assert manager.list_streams("sc", tag="a") == ["other", "st"]
+    with pytest.raises(InvalidArgumentError):
+        manager.list_streams("sc", tag=5)  # type: ignore[arg-type]
+    cluster.restart()
+    assert list(client.call("getStreamConfiguration", _info("sc", "st")).tags.tag) == ["b", "a"]
 
 
 def test_seal_then_delete_with_no_segments_or_successors_between(client: Client) -> None:
