@@ -239,3 +239,81 @@ def test_tags_the_official_client_sets_are_the_streams_own(
     manager.create_stream(scope, "c", StreamConfiguration(tags=("mine",)))
     out = run_client(f'print(manager.get_stream_tags("{scope}", "c"))')
     assert out.splitlines()[-1] == "['mine']"
+
+
+def test_an_official_reader_group_from_the_tail_reads_only_what_came_after_it(
+    run_client: RunClient, front_doors: tuple[InProcessCluster, GrpcServer]
+) -> None:
+    cluster, _ = front_doors
+    scope = _scope()
+    cluster.stream_manager().create_scope(scope)
+    cluster.stream_manager().create_stream(scope, "s")
+    with cluster.create_writer(scope, "s") as writer:
+        for i in range(10):
+            writer.write_event(f"before-{i}".encode(), routing_key="key")
+        writer.flush()
+    out = run_client(
+        f"""
+        import json, subprocess
+        group = manager.create_reader_group("g", "{scope}", "s", True)
+        reader = group.create_reader("r")
+        writer = manager.create_writer("{scope}", "s")
+        for i in range(5):
+            writer.write_event(f"after-{{i}}", "key")
+        writer.flush()
+
+        async def read():
+            got = []
+            while len(got) < 5:
+                piece = await reader.get_segment_slice_async()
+                got += [event.data().decode() for event in piece]
+                reader.release_segment(piece)
+            return got
+
+        print(json.dumps(asyncio.run(asyncio.wait_for(read(), 60))))
+        """
+    )
+    assert json.loads(out.splitlines()[-1]) == [f"after-{i}" for i in range(5)]
+
+
+def test_an_official_reader_group_from_a_stream_cut_of_another_reads_from_there(
+    run_client: RunClient, front_doors: tuple[InProcessCluster, GrpcServer]
+) -> None:
+    cluster, _ = front_doors
+    scope = _scope()
+    cluster.stream_manager().create_scope(scope)
+    cluster.stream_manager().create_stream(scope, "s")
+    with cluster.create_writer(scope, "s") as writer:
+        for i in range(10):
+            writer.write_event(f"first-{i}".encode(), routing_key="key")
+        writer.flush()
+    out = run_client(
+        f"""
+        import json
+        first = manager.create_reader_group("g1", "{scope}", "s")
+        reader = first.create_reader("r")
+
+        async def read(reader, count):
+            got = []
+            while len(got) < count:
+                piece = await reader.get_segment_slice_async()
+                got += [event.data().decode() for event in piece]
+                reader.release_segment(piece)
+            return got
+
+        seen = asyncio.run(asyncio.wait_for(read(reader, 10), 60))
+        reader.reader_offline()  # its position goes into the group's state
+        cut = first.get_streamcut()
+        writer = manager.create_writer("{scope}", "s")
+        for i in range(5):
+            writer.write_event(f"second-{{i}}", "key")
+        writer.flush()
+        second = manager.create_reader_group("g2", "{scope}", "s", False, cut)
+        later = asyncio.run(asyncio.wait_for(read(second.create_reader("r"), 5), 60))
+        print(json.dumps([seen, later, list(cut.get_segment_offset_map().values())]))
+        """
+    )
+    seen, later, offsets = json.loads(out.splitlines()[-1])
+    assert seen == [f"first-{i}" for i in range(10)]
+    assert later == [f"second-{i}" for i in range(5)]
+    assert offsets == [sum(8 + len(f"first-{i}") for i in range(10))]  # past the first ten
