@@ -33,6 +33,20 @@ SCRIPT_TIMEOUT_S = 120.0
 
 RunClient = Callable[[str], str]
 
+READ_EVENTS = """
+def read_events(reader, count, timeout_s=60):
+    \"\"\"The next ``count`` events of ``reader``, decoded, slice by slice.\"\"\"
+    async def read():
+        got = []
+        while len(got) < count:
+            piece = await reader.get_segment_slice_async()
+            got += [event.data().decode() for event in piece]
+            reader.release_segment(piece)
+        return got
+    return asyncio.run(asyncio.wait_for(read(), timeout_s))
+"""
+"""Defined in every client script (its prologue): ``read_events(reader, count)``."""
+
 
 def _install_client() -> Path:
     """The client venv's python, installing it first if needed (once, under a file lock,
@@ -99,7 +113,8 @@ def front_doors() -> Iterator[tuple[InProcessCluster, GrpcServer]]:
 @pytest.fixture
 def run_client(client_python: Path, front_doors: tuple[InProcessCluster, GrpcServer]) -> RunClient:
     """``run_client(script)``: run ``script`` in the client's venv, with ``manager`` (a
-    ``pravega_client.StreamManager`` connected to the gRPC API) defined; its stdout. A
+    ``pravega_client.StreamManager`` connected to the gRPC API) and ``read_events``
+    (READ_EVENTS) defined; its stdout. A
     script that fails fails the test with its output. The script ends with ``os._exit``:
     the client's Rust threads can outlive the interpreter's finalization and abort it
     ("PyGILState_Release: thread state must be current"), one run in ten under load, after
@@ -110,6 +125,7 @@ def run_client(client_python: Path, front_doors: tuple[InProcessCluster, GrpcSer
         prologue = (
             "import asyncio, pravega_client\n"
             f"manager = pravega_client.StreamManager('tcp://127.0.0.1:{server.port}')\n"
+            + READ_EVENTS
         )
         epilogue = "\nimport os, sys\nsys.stdout.flush()\nos._exit(0)\n"
         done = subprocess.run(

@@ -91,15 +91,7 @@ def test_events_pravega_ray_wrote_are_read_by_an_official_reader_group(
         group = manager.create_reader_group("g", "{scope}", "s")
         reader = group.create_reader("r")
 
-        async def read():
-            got = []
-            while len(got) < {len(payloads)}:
-                piece = await reader.get_segment_slice_async()
-                got += [event.data().decode() for event in piece]
-                reader.release_segment(piece)
-            return got
-
-        print(json.dumps(asyncio.run(asyncio.wait_for(read(), 60))))
+        print(json.dumps(read_events(reader, {len(payloads)})))
         """
     )
     assert json.loads(out.splitlines()[-1]) == [p.decode() for p in payloads]
@@ -254,7 +246,7 @@ def test_an_official_reader_group_from_the_tail_reads_only_what_came_after_it(
         writer.flush()
     out = run_client(
         f"""
-        import json, subprocess
+        import json
         group = manager.create_reader_group("g", "{scope}", "s", True)
         reader = group.create_reader("r")
         writer = manager.create_writer("{scope}", "s")
@@ -262,15 +254,7 @@ def test_an_official_reader_group_from_the_tail_reads_only_what_came_after_it(
             writer.write_event(f"after-{{i}}", "key")
         writer.flush()
 
-        async def read():
-            got = []
-            while len(got) < 5:
-                piece = await reader.get_segment_slice_async()
-                got += [event.data().decode() for event in piece]
-                reader.release_segment(piece)
-            return got
-
-        print(json.dumps(asyncio.run(asyncio.wait_for(read(), 60))))
+        print(json.dumps(read_events(reader, 5)))
         """
     )
     assert json.loads(out.splitlines()[-1]) == [f"after-{i}" for i in range(5)]
@@ -293,15 +277,7 @@ def test_an_official_reader_group_from_a_stream_cut_of_another_reads_from_there(
         first = manager.create_reader_group("g1", "{scope}", "s")
         reader = first.create_reader("r")
 
-        async def read(reader, count):
-            got = []
-            while len(got) < count:
-                piece = await reader.get_segment_slice_async()
-                got += [event.data().decode() for event in piece]
-                reader.release_segment(piece)
-            return got
-
-        seen = asyncio.run(asyncio.wait_for(read(reader, 10), 60))
+        seen = read_events(reader, 10)
         reader.reader_offline()  # its position goes into the group's state
         cut = first.get_streamcut()
         writer = manager.create_writer("{scope}", "s")
@@ -309,7 +285,7 @@ def test_an_official_reader_group_from_a_stream_cut_of_another_reads_from_there(
             writer.write_event(f"second-{{i}}", "key")
         writer.flush()
         second = manager.create_reader_group("g2", "{scope}", "s", False, cut)
-        later = asyncio.run(asyncio.wait_for(read(second.create_reader("r"), 5), 60))
+        later = read_events(second.create_reader("r"), 5)
         print(json.dumps([seen, later, list(cut.get_segment_offset_map().values())]))
         """
     )
