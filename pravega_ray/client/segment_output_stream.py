@@ -25,6 +25,10 @@ What an answer does:
   ``EventStreamWriterImpl.handleSegmentSealed``); StreamSealedError fails it if the
   stream is sealed (or being sealed), SegmentSealedError if a sealed segment has no
   successors while its stream is not sealed (which a scale never leaves);
+* a late answer to a call already given up on: a success completes what it covers; a
+  failure changes nothing (the give-up counted as outcome unknown). A reconnect completes
+  queued blocks its last event number covers, too: a given-up call may land after the
+  reconnect that queued its block again;
 * any other error means the store *refused* the block itself (e.g.
   InvalidArgumentError). It is never resent: the reconnect fails it with the store's
   error and every later block of the segment (in flight, queued or open: each was
@@ -226,13 +230,23 @@ class SegmentOutputStream:
         error = call.exception()
         try:
             with self._context.lock:
-                self._on_append_done_locked(block, error)
+                self._on_append_done_locked(block, call, error)
         finally:
             self._context.complete_settled()
 
-    def _on_append_done_locked(self, block: Block, error: BaseException | None) -> None:
+    def _on_append_done_locked(
+        self, block: Block, call: Future[Any], error: BaseException | None
+    ) -> None:
         if error is None:
+            # Even the late success of a call given up on: its events are in the segment.
             self._complete_acked(upto=block.last)
+        elif not any(b is block and c is call for b, c in self.blocks.inflight):
+            # A late failure of a call given up on (give_up_on_stuck_calls): that already
+            # counted as outcome unknown, and the block was settled or queued again by the
+            # reconnect. Reconnecting once more for it would find a block queued again that
+            # the same late call may have persisted meanwhile (the simulation's seed
+            # 238155196); _resolve settles such blocks anyway.
+            return
         elif isinstance(error, (RetriableError, ConditionalAppendFailedError)):
             self.reconnecting = True
         elif isinstance(error, (SegmentSealedError, StreamSealedError)):
@@ -329,6 +343,8 @@ class SegmentOutputStream:
             else:
                 invariant(block.first > last, "a block was partly persisted")
                 resend.append(block)
+        if not self.handshake:  # before a handshake, queued blocks are not numbered yet
+            self._settle_requeued(last)
         self.sent_last = last
         self.reconnecting = False
         if refused is not None:
@@ -372,6 +388,23 @@ class SegmentOutputStream:
                 len(resend),
             )
         context.wake.notify()
+
+    def _settle_requeued(self, last: int) -> None:
+        """Under the lock: complete the queued blocks at or below ``last``.
+
+        A block queued again by an earlier reconnect is not yet sent again, but its first
+        call, given up on as unanswered, may have landed since: then the store holds its
+        events, and sending it again (conditional on ``last``) would be refused as a block
+        numbered below its condition, or, re-routed to a sealed segment's successors,
+        would store its events twice. Queued blocks follow every in-flight one, so this
+        runs after those are settled.
+        """
+        queued = self.blocks.queued
+        if queued and queued[0].last <= last:
+            while queued and queued[0].last <= last:
+                self._context.settle(queued.popleft())
+            self._context.space.notify_all()
+        invariant(not queued or queued[0].first > last, "a queued block was partly persisted")
 
     def _fail_refused(self, refused: Block, behind: list[Block]) -> None:
         """Under the lock: fail a block the store refused and every later block of the segment.

@@ -439,6 +439,61 @@ def test_stuck_call_is_given_up_after_the_timeout_on_the_injected_clock(
     assert outcome(block) == "ok" and not h.stream.reconnecting
 
 
+def given_up_and_queued_again(h: Harness) -> list[Block]:
+    """Three blocks sent, none answered within the timeout: given up on, and the
+    reconnect (nothing persisted yet) queues all three again, not yet sent."""
+    blocks = [h.write() for _ in range(3)]
+    h.pump()
+    h.clock.advance(5.1)
+    h.connection.setup_answers = [NO_EVENT_NUMBER]
+    with h.context.lock:  # the round that gives up on them and reconnects; nothing sent
+        h.stream.give_up_on_stuck_calls(h.clock.monotonic())
+    h.stream.reconnect()
+    assert list(h.stream.blocks.queued) == blocks and not h.stream.reconnecting
+    return blocks
+
+
+def test_a_late_failure_of_a_given_up_call_changes_nothing() -> None:
+    h = Harness(append_call_timeout_s=5.0, blocks_in_flight_max=3)
+    blocks = given_up_and_queued_again(h)
+    h.fail(1, ConditionalAppendFailedError("expected 0, actual -1"))  # the late answers
+    h.fail(2, ConditionalAppendFailedError("expected 1, actual -1"))
+    assert not h.stream.reconnecting  # no second reconnect for calls already given up on
+    h.pump()
+    assert h.sent()[3:] == [(NO_EVENT_NUMBER, 0), (0, 1), (1, 2)]  # resent, in order
+    h.fail(0, pr.SegmentStoreUnavailableError("late"))
+    assert not h.stream.reconnecting
+    h.ack(5)
+    assert [outcome(b) for b in blocks] == ["ok"] * 3
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_block_queued_again_that_its_late_first_call_persisted_is_not_sent_again(
+    sealed: bool,
+) -> None:
+    """The simulation's seed 238155196: a block's first call, given up on, landed after
+    the reconnect had queued the block again; a second reconnect came before the block was
+    sent again (then: a late failure of another given-up call), and found the segment
+    sealed for a scale. The block was re-routed to the successors: its events twice."""
+    h = Harness(append_call_timeout_s=5.0, blocks_in_flight_max=3)
+    blocks = given_up_and_queued_again(h)
+    h.ack(0)  # the first block's call lands late: the store has event 0
+    with h.context.lock:  # the state a late failure of another given-up call used to leave
+        h.stream.reconnecting = True
+    h.connection.setup_answers = [0]
+    h.connection.sealed = sealed
+    h.controller.successors = SUCCESSORS
+    h.pump()
+    assert outcome(blocks[0]) == "ok"
+    if sealed:
+        assert [b for _, handed in h.rerouted for b in handed] == blocks[1:]
+    else:
+        h.pump()
+        assert h.sent()[3:] == [(0, 1), (1, 2)]  # chained on what persisted, not event 0 again
+        h.ack(4)
+        assert [outcome(b) for b in blocks] == ["ok"] * 3
+
+
 # --- backpressure and failing ---------------------------------------------------------------
 
 
