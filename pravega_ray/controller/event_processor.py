@@ -139,6 +139,7 @@ class RequestEventProcessor:
         self._tasks = 0  # pool tasks queued or running
         self._queues: dict[str, _StreamQueue] = {}
         self._pending: dict[int, Request] = {}  # offset -> request not finished
+        self._read_at: dict[int, float] = {}  # offset -> monotonic time it was read
         self._position = -1  # next offset to read; -1 until the checkpoint is loaded
         self._checkpointed = -1
         self._truncated = 0
@@ -165,8 +166,10 @@ class RequestEventProcessor:
                 return 0
         requests, after = self._stream.read(self._position, wait_s)
         with self._lock:
+            now = self._clock.monotonic()
             for request in requests:
                 self._pending[request.offset] = request
+                self._read_at[request.offset] = now
                 self._enqueue(request)
             self._position = after
         return len(requests)
@@ -246,6 +249,7 @@ class RequestEventProcessor:
                     queue.postponed += 1
                 else:
                     del self._pending[request.offset]
+                    self._read_at.pop(request.offset, None)
                     self.handled += 1
                     done += 1
             if done:
@@ -323,12 +327,21 @@ class RequestEventProcessor:
 
     def _classify(self, request: Request, answer: str) -> tuple[str, str]:
         """A handler's answer for ``request`` as ``(DONE or POSTPONE, metrics outcome)``:
-        WAIT never expires, POSTPONE does after ``expiry_s``."""
+        WAIT never expires, POSTPONE does after ``expiry_s``: since it was posted, by the
+        wall clock (``posted_ms``, which another controller instance stamped), or since
+        this processor read it, by the monotonic clock, whichever is first. So a wall
+        clock set back (NTP, a VM restored) cannot keep an orphaned request, one whose
+        property was never written, postponed for as long as it went back: found by the
+        simulation (seed 1493602092: the clock went back 17 hours, and a scale request
+        whose property a controller crash had left unwritten held the stream)."""
         if answer == WAIT:
             return POSTPONE, "postponed"  # never expires
         if answer == POSTPONE:
             body = request.body
             age_s = (self._clock.wall_time_ms() - int(body.get("posted_ms", 0))) / 1000
+            read_at = self._read_at.get(request.offset)
+            if read_at is not None:
+                age_s = max(age_s, self._clock.monotonic() - read_at)
             if age_s > self._expiry_s:
                 log.warning("request %s expired after %.0f s; dropped", body, age_s)
                 return DONE, "expired"

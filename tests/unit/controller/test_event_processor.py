@@ -248,3 +248,26 @@ def test_the_reading_loop_waits_long_only_while_nothing_runs_or_rests() -> None:
     finally:
         leave.set()
         p.stop()
+
+
+def test_a_postponed_request_expires_even_when_the_wall_clock_is_set_back() -> None:
+    """Expiry counts from the post by the wall clock, or from the read by the monotonic
+    clock, whichever is first: a clock set back 17 hours after the post (the simulation's
+    seed 1493602092) must not keep an orphaned request postponed for 17 hours, holding
+    its stream."""
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    workflows = Workflows(POSTPONE)
+    p, stream = processor(workflows, 1, clock)
+    post(stream, "a", 0, clock.wall_time_ms() + 17 * 3600 * 1000)  # the clock went back since
+    try:
+        step(p)
+        assert workflows.calls_on("a") == 1 and p.handled == 0
+        clock.advance(599.0)
+        step(p)
+        assert workflows.calls_on("a") == 2 and p.handled == 0  # not 600 s since it was read
+        clock.advance(2.0)
+        step(p)
+        assert workflows.calls_on("a") == 3 and p.handled == 1  # expired: dropped
+        assert workflows.done == []
+    finally:
+        p.stop()

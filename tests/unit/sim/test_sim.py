@@ -224,3 +224,13 @@ def test_a_late_answer_after_a_reconnect_does_not_store_an_event_twice() -> None
     result = sim.run(238155196, 644)
     assert result.ok, result.violation
     assert result.stats.get("scales", 0) >= 1
+
+
+def test_a_wall_clock_set_back_does_not_hold_an_orphaned_scale_request() -> None:
+    # Seed 1493602092 found it: a controller crash left a scale request posted without its
+    # property, and the wall clock then went back 17 hours; the request's expiry counted
+    # by the wall clock alone, so it stayed postponed (the run never settled). The unit
+    # test of the request processor holds the fix; this is the run that found it.
+    result = sim.run(1493602092, 1500)
+    assert result.ok, result.violation
+    assert result.stats.get("clock_jumps", 0) == 1
