@@ -22,6 +22,7 @@ from typing import Any
 NAMESPACE = "pravega"
 CONTROLLER_NAME = "controller"
 CLUSTER_MANAGER_NAME = "cluster-manager"
+ENDPOINTS_NAME = "endpoints"
 
 
 def container_name(container_id: int) -> str:
@@ -132,3 +133,15 @@ def controller_part_options(name: str, namespace: str = NAMESPACE) -> dict[str, 
         # The commit processor is an async actor: its commits' waiters wait side by side.
         **({"max_concurrency": 1000} if name == COMMIT_PROCESSOR_NAME else {}),
     }
+
+
+def endpoints_options(namespace: str = NAMESPACE, node_id: str | None = None) -> dict[str, Any]:
+    """Options of the front doors' actor (``actors/endpoints_actor.py``): a controller part
+    (threaded: its gRPC server runs on threads of its own), placed softly on ``node_id``
+    (the node ``start_local`` ran on: where the configured address belongs)."""
+    placement: dict[str, Any] = {}
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        placement["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
+    return {**controller_part_options(ENDPOINTS_NAME, namespace), **placement}

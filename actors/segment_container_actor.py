@@ -17,6 +17,7 @@ other containers serve as usual.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -36,14 +37,17 @@ from pravega_ray.contracts.segment_store import (
     TableUpdate,
     TableUpdateResult,
 )
+from pravega_ray.endpoints import EndpointConfig, wire_port_for
 from pravega_ray.errors import (
     ContainerNotReadyError,
     DataCorruptionError,
     PravegaError,
     RetriableError,
 )
+from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import build_container_on
 from pravega_ray.segmentstore.config import ContainerConfig
+from pravega_ray.wire.gateway import GatewayConfig, WireGateway
 from pravega_ray_actors.ray_metrics import setup_actor_process
 from pravega_ray_actors.scale_reporter import RayScaleReporter
 
@@ -60,6 +64,10 @@ class SegmentContainerActor:
         setup_actor_process()
         self._tiers = {"tier1": tier1, "tier2": tier2}
         self._container_id = container_id
+        self._gateway: WireGateway | None = None  # Pravega's wire protocol, once asked
+        self._gateway_port = 0
+        self._gateway_config: tuple[EndpointConfig, int] | None = None
+        self._gateway_lock = asyncio.Lock()
         started = time.monotonic()
         for attempt in range(CONTAINER_RECOVERY_ATTEMPTS_MAX):
             self._container = build_container_on(
@@ -90,6 +98,52 @@ class SegmentContainerActor:
                 time.sleep(min(5.0, 0.2 * (attempt + 1)))
         else:
             raise ContainerNotReadyError(f"container {container_id} could not recover")
+
+    async def wire_endpoint(
+        self, container_count: int, config: dict[str, object]
+    ) -> tuple[str, int]:
+        """The ``(IP, port)`` where this container serves Pravega's wire protocol, opening
+        its gateway first if it is not open (``pravega_ray/endpoints.py``; ``config`` is an
+        ``EndpointConfig.to_dict()``; another one than the gateway was opened with opens it
+        again). Segments it does not own (of ``container_count``) are answered WRONG_HOST.
+        The gateway lives as long as this actor process: the ``endpoints`` actor asks every
+        container every second, so a restarted container opens it again at once, on the
+        same port unless the config's ``wire_port_base`` is 0. OSError (after one retry a
+        second later, for a predecessor's socket still closing) if the port cannot be
+        bound."""
+        endpoint = EndpointConfig(**config)  # type: ignore[arg-type]
+        async with self._gateway_lock:  # calls of an async actor run side by side
+            if self._gateway is not None and self._gateway_config != (endpoint, container_count):
+                await self._gateway.stop()  # configured otherwise since: open it again
+                self._gateway = None
+            if self._gateway is None:
+                self._gateway = await self._open_gateway(endpoint, container_count)
+                self._gateway_config = (endpoint, container_count)
+        host = endpoint.host
+        if endpoint.binds_everywhere:
+            host = ray.util.get_node_ip_address()
+        return host, self._gateway_port
+
+    async def _open_gateway(self, endpoint: EndpointConfig, container_count: int) -> WireGateway:
+        port = wire_port_for(endpoint, self._container_id, container_count)
+        me = self._container_id
+
+        def owns(segment: str) -> bool:
+            return container_for_segment(segment, container_count) == me
+
+        for attempt in range(2):
+            gateway = WireGateway(
+                self._container, owns=owns, config=GatewayConfig(host=endpoint.host, port=port)
+            )
+            try:
+                self._gateway_port = await gateway.start()
+                return gateway
+            except OSError as e:
+                if attempt:
+                    raise
+                log.warning("container %d: wire port %d: %r; trying again", me, port, e)
+                await asyncio.sleep(1.0)
+        raise AssertionError("unreachable")
 
     async def describe(self) -> dict[str, object]:
         """Identity, used by ``start_local`` to refuse joining a cluster on other storage."""

@@ -47,6 +47,7 @@ from pravega_ray.constants import (
 )
 from pravega_ray.contracts.arguments import check_seconds
 from pravega_ray.contracts.controller_service import method_name
+from pravega_ray.endpoints import EndpointConfig
 from pravega_ray.errors import (
     ConfigurationError,
     ControllerUnavailableError,
@@ -71,6 +72,7 @@ from pravega_ray_actors.cluster_manager_actor import (
 )
 from pravega_ray_actors.commit_processor_actor import CommitProcessorActor
 from pravega_ray_actors.controller_actor import ControllerActor
+from pravega_ray_actors.endpoints_actor import EndpointsActor
 from pravega_ray_actors.options import (
     ABORT_PROCESSOR_NAME,
     CLUSTER_MANAGER_NAME,
@@ -79,6 +81,7 @@ from pravega_ray_actors.options import (
     CONTROLLER_INSTANCES_DEFAULT,
     CONTROLLER_INSTANCES_MAX,
     CONTROLLER_NAME,
+    ENDPOINTS_NAME,
     NAMESPACE,
     REQUEST_PROCESSOR_NAME,
     TRANSACTION_WORKER_NAMES,
@@ -88,6 +91,7 @@ from pravega_ray_actors.options import (
     controller_name,
     controller_options,
     controller_part_options,
+    endpoints_options,
     stream_bucket_name,
 )
 from pravega_ray_actors.ray_calls import RayServiceInvoker, call_with_unwrap
@@ -231,9 +235,26 @@ class Cluster(ClientFactory):
         """The actor handle of the container owning ``segment``."""
         return self._invoker.handle(segment)
 
+    def endpoints(self) -> dict[str, Any] | None:
+        """Where Pravega's own clients reach this cluster, None if it serves no endpoints
+        (``start_local(endpoints=...)``): ``{"controller": "tcp://127.0.0.1:9090",
+        "segment_store": {container id: "IP:port"}, "config": {...}}``. Opens any wire
+        gateway not open (a container that restarted opens it on first use)."""
+        try:
+            actor = ray.get_actor(ENDPOINTS_NAME, namespace=self.namespace)
+        except ValueError:
+            return None
+        description = ray.get(actor.describe.remote(), timeout=CONTROLLER_CALL_TIMEOUT_S)
+        wire = ray.get(actor.wire_endpoints.remote(), timeout=CONTROLLER_CALL_TIMEOUT_S)
+        return {
+            "controller": description["grpc"],
+            "segment_store": {int(i): f"{host}:{port}" for i, (host, port) in wire.items()},
+            "config": description["config"],
+        }
+
     def shutdown(self) -> None:
-        """Stop the cluster manager, controller instances and container actors; the data
-        stays in ``data_dir``.
+        """Stop the cluster manager, the endpoints, controller instances and container
+        actors; the data stays in ``data_dir``.
 
         The manager goes first (it would start the containers stopped here again). Each
         actor is found by name, so a container the manager moved (a new actor) stops too.
@@ -241,8 +262,10 @@ class Cluster(ClientFactory):
         Spark session first: ``pravega_ray.spark.stop_spark()``).
         """
         deadline = time.monotonic() + 30
-        _kill_by_name(CLUSTER_MANAGER_NAME, self.namespace, None)
-        wait_actor_gone(CLUSTER_MANAGER_NAME, self.namespace, deadline)
+        for name in (CLUSTER_MANAGER_NAME, ENDPOINTS_NAME):
+            _kill_by_name(name, self.namespace, None)
+        for name in (CLUSTER_MANAGER_NAME, ENDPOINTS_NAME):
+            wait_actor_gone(name, self.namespace, deadline)
         workers = _controller_worker_names(self.namespace)
         for name in workers:
             _kill_by_name(name, self.namespace, None)
@@ -528,6 +551,48 @@ def _start_cluster_manager(
     return manager
 
 
+def _endpoint_config(endpoints: object) -> EndpointConfig | None:
+    """``start_local``'s ``endpoints`` as a config (None: no endpoints)."""
+    if endpoints is False:
+        return None
+    if endpoints is True:
+        return EndpointConfig()
+    if isinstance(endpoints, EndpointConfig):
+        return endpoints
+    raise InvalidArgumentError(f"endpoints must be a bool or an EndpointConfig, got {endpoints!r}")
+
+
+def _start_endpoints(
+    namespace: str, container_count: int, config: EndpointConfig, env: dict[str, Any]
+) -> None:
+    """Join or create the ``endpoints`` actor (gRPC API) and open every container's wire
+    gateway; ConfigurationError if one runs with another config or a port cannot be bound."""
+    actor: Any = (
+        ray.remote(EndpointsActor)
+        .options(**endpoints_options(namespace, ray.get_runtime_context().get_node_id()), **env)
+        .remote(container_count, namespace, config.to_dict())
+    )
+    try:
+        description = ray.get(actor.describe.remote())
+    except ray.exceptions.RayActorError as e:
+        ray.kill(actor, no_restart=True)
+        raise ConfigurationError(f"the endpoints could not start: {e}") from e
+    if description["config"] != config.to_dict():
+        raise ConfigurationError(
+            f"endpoints with {description['config']} already run in namespace {namespace!r}; "
+            "shut the cluster down to change them"
+        )
+    try:
+        wire = ray.get(actor.wire_endpoints.remote())
+    except ray.exceptions.RayError as e:
+        raise ConfigurationError(f"a container's wire gateway could not start: {e}") from e
+    log.info(
+        "pravega-ray endpoints: controller gRPC %s, segment store %s",
+        description["grpc"],
+        ", ".join(f"{host}:{port}" for host, port in wire.values()),
+    )
+
+
 def _alive_node_ids() -> list[str]:
     """Alive Ray nodes, in a stable order; containers are spread over them round robin."""
     return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
@@ -644,6 +709,7 @@ def start_local(
     retention_buckets: int = RETENTION_BUCKETS_DEFAULT,
     retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
     controller_instances: int = CONTROLLER_INSTANCES_DEFAULT,
+    endpoints: bool | EndpointConfig = False,
 ) -> Cluster:
     """Start (or rejoin) an embedded cluster on a local Ray.
 
@@ -656,7 +722,10 @@ def start_local(
     (aborts transactions whose lease ran out), ``stream-bucket-<i>`` (periodic
     per-stream work, ``retention_buckets`` of them, each running the retention cycle of its
     streams every ``retention_period_s``, a finite number of seconds in (0, 1 week]) and
-    ``cluster-manager`` in
+    ``cluster-manager``, and with ``endpoints`` (True: Pravega's ports on 127.0.0.1; or an
+    :class:`~pravega_ray.endpoints.EndpointConfig`) ``endpoints``, serving Pravega's
+    controller gRPC API, and each container's wire gateway, for Pravega's own clients
+    (``cluster.endpoints()`` says where), in
     ``namespace`` unless they run already (then they are joined, after checking they
     serve the same storage). Every scope, stream and event is
     recovered from storage. ``tier1`` (durable logs) and ``tier2`` (chunks,
@@ -683,6 +752,7 @@ def start_local(
     retention_period_s = check_seconds(
         "retention_period_s", retention_period_s, RETENTION_PERIOD_S_MAX, positive=True
     )
+    endpoint_config = _endpoint_config(endpoints)
     path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
     node_variables = node_environment(
@@ -714,6 +784,8 @@ def start_local(
         namespace, tier1_url, tier2_url, container_count, env, retention_buckets, retention_period_s
     )
     _start_cluster_manager(namespace, tier1_url, tier2_url, container_count, env)
+    if endpoint_config is not None:
+        _start_endpoints(namespace, container_count, endpoint_config, env)
     log.info(
         "pravega-ray: %d containers ready in %.1fs (tier1 %s, tier2 %s)",
         container_count,

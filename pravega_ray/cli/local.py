@@ -273,11 +273,39 @@ def start(
     controllers: int = typer.Option(
         2, "--controllers", min=1, max=64, help="Controller API instances."
     ),
+    endpoints: bool = typer.Option(
+        True,
+        "--endpoints/--no-endpoints",
+        help="Serve Pravega's controller gRPC API and wire protocol, for Pravega's own clients.",
+    ),
+    bind: str = typer.Option("127.0.0.1", "--bind", help="The IP address the endpoints listen on."),
+    grpc_port: int = typer.Option(
+        9090, "--grpc-port", min=0, max=65535, help="The controller gRPC API's port."
+    ),
+    wire_port_base: int = typer.Option(
+        6000,
+        "--wire-port-base",
+        min=0,
+        max=65535,
+        help="Container i's wire protocol listens on this port + i (0: any free port).",
+    ),
+    insecure: bool = typer.Option(
+        False,
+        "--insecure",
+        help="Allow --bind other than loopback: the endpoints have no TLS or authentication.",
+    ),
 ) -> None:
     """Start a local cluster (a Ray head unless one answers at --address) and print its
-    address."""
+    address, and where Pravega's own clients reach it (--no-endpoints: nowhere)."""
     options: Options = ctx.obj
     import pravega_ray as pr
+    from pravega_ray.endpoints import EndpointConfig
+
+    endpoint_config = (
+        EndpointConfig(bind, grpc_port, wire_port_base, insecure_ok=insecure)
+        if endpoints
+        else False
+    )
 
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -291,8 +319,13 @@ def start(
     try:
         options.join_ray(address)
         cluster = pr.start_local(
-            data_dir, containers, namespace=options.namespace, controller_instances=controllers
+            data_dir,
+            containers,
+            namespace=options.namespace,
+            controller_instances=controllers,
+            endpoints=endpoint_config,
         )
+        served = cluster.endpoints()
         cluster.close()
     except BaseException:
         if head is not None:
@@ -306,13 +339,17 @@ def start(
         "containers": containers,
         "controllers": controllers,
         "started_ray_head": head is not None,
+        "endpoints": served,
     }
+    pravega = (
+        f"\nPravega's clients: controller {served['controller']}" if served is not None else ""
+    )
     emit(
         options.json,
         document,
         f"pravega-ray is running at {address} (namespace {options.namespace}, data in "
         f"{data_dir}).\nUse: pravega-ray --address {address} ...   or   "
-        f"export PRAVEGA_RAY_ADDRESS={address}",
+        f"export PRAVEGA_RAY_ADDRESS={address}{pravega}",
     )
 
 
@@ -338,13 +375,17 @@ def status(ctx: typer.Context) -> None:
             alive[name] = False
     mgr = cluster.stream_manager()
     scopes = {scope: mgr.list_streams(scope) for scope in mgr.list_scopes()}
+    served = cluster.endpoints()
     document = {
         "address": options.address,
         "namespace": options.namespace,
         "actors": alive,
         "scopes": scopes,
+        "endpoints": served,
     }
     rows = [(name, "alive" if ok else "DOWN") for name, ok in alive.items()]
+    if served is not None:
+        rows.append(("endpoints", f"controller {served['controller']}"))
     emit(options.json, document, table(f"cluster at {options.address}", ["actor", "state"], rows))
     if not options.json:
         emit(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import grpc
 
 from pravega_ray.constants import WORKFLOW_WAIT_S
+from pravega_ray.endpoints import is_loopback
 from pravega_ray.errors import ConfigurationError, InvalidArgumentError
 from pravega_ray.grpc.service import LIST_PAGE_SIZE, ControllerCalls, ControllerServicer, UriFor
 
@@ -60,16 +61,6 @@ def fixed_endpoint(host: str, port: int) -> UriFor:
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise InvalidArgumentError(f"port must be an int in [1, 65535], got {port!r}")
     return lambda segment: (host, port)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is ``localhost`` or a loopback IP literal (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass

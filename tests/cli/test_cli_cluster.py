@@ -43,6 +43,7 @@ class Cli:
 
     address: str
     data_dir: Path
+    endpoints: dict | None = None  # type: ignore[type-arg]  # where Pravega's clients connect
 
     def env(self) -> dict[str, str]:
         return {
@@ -94,12 +95,17 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
             2,
             "--containers",
             2,
+            "--grpc-port",
+            0,  # Pravega's 9090 and 6000 may be taken where the suite runs
+            "--wire-port-base",
+            0,
             json_output=True,
             timeout=420,  # seconds on an idle machine; minutes on a loaded one
         )
         assert start.returncode == 0, start.stderr + (data_dir / "ray-head.log").read_text()
         started = json.loads(start.stdout)
         assert started["address"] == runner.address and started["started_ray_head"]
+        runner.endpoints = started["endpoints"]
         runner.ok("scope", "create", SCOPE)
         runner.ok("stream", "create", STREAM, "--segments", 2)
         yield runner
@@ -153,6 +159,31 @@ def test_admin_commands(cli: Cli) -> None:
     refused = cli.run("scope", "delete", SCOPE)  # not empty: a pravega-ray error, exit 1
     assert refused.returncode == 1
     assert "ScopeNotEmptyError" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_local_start_serves_pravega_s_own_clients(cli: Cli) -> None:
+    """``local start`` serves Pravega's endpoints by default: the official client (``pravega``
+    0.3.8) lists the scope and stream made with the CLI, writes, and the CLI reads it back."""
+    from tests.wire.official_client import client_runner, install_client
+
+    assert cli.endpoints is not None and sorted(cli.endpoints["segment_store"]) == ["0", "1"]
+    run = client_runner(install_client(), cli.endpoints["controller"])
+    out = run(
+        f"""
+        import json
+        manager.create_stream("{SCOPE}", "official", 1)
+        writer = manager.create_writer("{SCOPE}", "official")
+        for i in range(5):
+            writer.write_event(f"hello-{{i}}", "key")
+        writer.flush()
+        print(json.dumps(["{SCOPE}" in manager.list_scope(), manager.list_stream("{SCOPE}")]))
+        """
+    )
+    listed, streams = json.loads(out.splitlines()[-1])
+    assert listed and sorted(s.split("/")[-1] for s in streams) == ["events", "official"]
+    read = cli.run("read", f"{SCOPE}/official", "--max-events", 5, "--timeout", 30)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == [f"hello-{i}" for i in range(5)]
 
 
 def test_write_n_lines_then_read_exactly_n(cli: Cli, tmp_path: Path) -> None:

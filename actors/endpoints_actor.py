@@ -1,0 +1,116 @@
+"""Ray shell of Pravega's front doors (``endpoints``): the controller's gRPC API.
+
+One detached named actor serves the controller's gRPC API (``pravega_ray.grpc``) over the
+controller instances, as Pravega's own clients expect it (``pravega_ray/endpoints.py``).
+getURI asks the container actor that owns the segment for its wire gateway
+(``SegmentContainerActor.wire_endpoint``, which opens it on first use), every time: a
+container that restarted or moved is found where it is now, and the client caches the
+answer itself. A thread asks every container every ``REFRESH_S`` too, so a container that
+restarted opens its gateway again at once, on its port, for the clients that connect to
+the address they had without asking getURI again. Killed at any moment, Ray restarts it
+(``max_restarts=-1``) and the constructor serves again on the same port: it holds no
+state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from typing import Any
+
+import ray
+
+from pravega_ray.endpoints import EndpointConfig
+from pravega_ray.errors import ContainerNotReadyError
+from pravega_ray.naming import container_for_segment
+from pravega_ray_actors.options import container_name
+from pravega_ray_actors.ray_metrics import setup_actor_process
+
+log = logging.getLogger(__name__)
+
+REFRESH_S = 1.0
+"""How often every container is asked to have its wire gateway open."""
+URI_CALL_TIMEOUT_S = 10.0
+"""How long getURI waits for a container actor to name its gateway (a container restarting
+answers once recovered); after that the client gets UNAVAILABLE and asks again."""
+
+
+class EndpointsActor:
+    """Serves the controller's gRPC API; see the module docstring."""
+
+    def __init__(self, container_count: int, namespace: str, config: dict[str, object]) -> None:
+        setup_actor_process()
+        from pravega_ray.client.controller_connection import ControllerClient
+        from pravega_ray.cluster import RayControllerConnection, _controller_instance_names
+        from pravega_ray.grpc.server import serve
+
+        self._config = EndpointConfig(**config)  # type: ignore[arg-type]
+        self._container_count = container_count
+        self._namespace = namespace
+        self._handles: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        handles = [
+            ray.get_actor(n, namespace=namespace) for n in _controller_instance_names(namespace)
+        ]
+        self._controller = ControllerClient(RayControllerConnection(handles))
+        self._grpc = serve(
+            self._controller,
+            self._config.host,
+            self._config.grpc_port,
+            self.uri_for,
+            insecure_ok=self._config.insecure_ok,
+        )
+        self._stop = threading.Event()
+        threading.Thread(target=self._refresh, name="pravega-endpoints", daemon=True).start()
+
+    def _refresh(self) -> None:
+        """Every ``REFRESH_S``: every container's gateway open (a failure is logged by
+        :meth:`endpoint_of`, and tried again next time)."""
+        while not self._stop.wait(REFRESH_S):
+            for container_id in range(self._container_count):
+                with contextlib.suppress(ContainerNotReadyError):
+                    self.endpoint_of(container_id)
+
+    def uri_for(self, segment: str) -> tuple[str, int]:
+        """getURI: the ``(IP, port)`` of the wire gateway of the container owning
+        ``segment`` (:meth:`endpoint_of`)."""
+        return self.endpoint_of(container_for_segment(segment, self._container_count))
+
+    def endpoint_of(self, container_id: int) -> tuple[str, int]:
+        """The ``(IP, port)`` of container ``container_id``'s wire gateway, opened if it was
+        not. ContainerNotReadyError (UNAVAILABLE to a gRPC client, which asks again) if the
+        container does not answer within ``URI_CALL_TIMEOUT_S`` or cannot open it."""
+        with self._lock:
+            handle = self._handles.get(container_id)
+        try:
+            if handle is None:
+                handle = ray.get_actor(container_name(container_id), namespace=self._namespace)
+                with self._lock:
+                    self._handles[container_id] = handle
+            ref = handle.wire_endpoint.remote(self._container_count, self._config.to_dict())
+            host, port = ray.get(ref, timeout=URI_CALL_TIMEOUT_S)
+        except Exception as e:  # died, restarting, moved (a new actor: look it up again)
+            with self._lock:
+                self._handles.pop(container_id, None)
+            # info: a container restarting does not answer for seconds, asked every second
+            log.info("container %d did not name its wire endpoint: %r", container_id, e)
+            raise ContainerNotReadyError(
+                f"container {container_id} did not name its wire endpoint: {e!r}"
+            ) from e
+        return str(host), int(port)
+
+    def wire_endpoints(self) -> dict[int, tuple[str, int]]:
+        """Every container's wire gateway, opening those not open yet."""
+        return {i: self.endpoint_of(i) for i in range(self._container_count)}
+
+    def describe(self) -> dict[str, object]:
+        """Where the gRPC API listens (the port chosen, if the config's was 0)."""
+        return {
+            "pid": os.getpid(),
+            "grpc": f"tcp://{self._grpc.target}",
+            "grpc_port": self._grpc.port,
+            "config": self._config.to_dict(),
+            "container_count": self._container_count,
+        }
