@@ -413,10 +413,12 @@ class _Connection:
         names = [_segment_of(command)]
         if isinstance(command, MergeSegments):
             names.append(command.source)
-        for name in names:
-            if name and not self.gateway.owns(name):
-                return WrongHost(request_id=request_id, segment=name, correct_host="")
         try:
+            for name in names:
+                # owns() may raise InvalidNameError (a name that is no segment's): the reply
+                # is then that error's, as for any other bad argument
+                if name and not self.gateway.owns(name):
+                    return WrongHost(request_id=request_id, segment=name, correct_host="")
             return await handler(command)
         except PravegaError as error:
             log.debug("wire gateway: %s failed: %r", command.NAME, error)

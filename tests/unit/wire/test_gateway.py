@@ -17,6 +17,7 @@ import pytest
 
 from pravega_ray.contracts.segment_store import SegmentInfo, TableUpdate
 from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.wire import (
     KEY_NO_VERSION,
@@ -767,8 +768,11 @@ def fuzz_frames(rng: random.Random, count: int) -> list[bytes]:
 def test_fuzzed_frames_never_hurt_the_gateway_or_the_container(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    def owns(segment: str) -> bool:  # as a container actor's: InvalidNameError for a non-name
+        return container_for_segment(segment, 1) == 0
+
     async def body() -> None:
-        async with serving(read_wait_s=0.05, tail_linger_s=0.0) as (container, gateway):
+        async with serving(owns, read_wait_s=0.05, tail_linger_s=0.0) as (container, gateway):
             await container.create_segment(SEG)
             await append_directly(container, events(b"keep", b"me"))
             await container.table_create(TABLE)
