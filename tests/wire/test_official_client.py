@@ -293,3 +293,39 @@ def test_an_official_reader_group_from_a_stream_cut_of_another_reads_from_there(
     assert seen == [f"first-{i}" for i in range(10)]
     assert later == [f"second-{i}" for i in range(5)]
     assert offsets == [sum(8 + len(f"first-{i}") for i in range(10))]  # past the first ten
+
+
+def test_a_hundred_megabytes_of_100_kb_events_go_through_both_ways(
+    run_client: RunClient, front_doors: tuple[InProcessCluster, GrpcServer]
+) -> None:
+    """WIRE.md's test_largeEvents shape, at the issue's size: 1,000 events of 100 KB
+    (100 MB) written by the official writer, read back whole and in order by its reader
+    group and by pravega-ray's reader (each event names its number and carries a digest)."""
+    cluster, _ = front_doors
+    scope = _scope()
+    out = run_client(
+        f"""
+        import hashlib, json
+        manager.create_scope("{scope}")
+        manager.create_stream("{scope}", "s", 1)
+        writer = manager.create_writer("{scope}", "s")
+        for i in range(1000):
+            body = (f"{{i:06d}}" * 16_700)[:100_000]
+            writer.write_event(body, "key")
+        writer.flush()
+        group = manager.create_reader_group("g", "{scope}", "s")
+        reader = group.create_reader("r")
+        got = read_events(reader, 1000, timeout_s=300)
+        ok = [e == (f"{{i:06d}}" * 16_700)[:100_000] for i, e in enumerate(got)]
+        print(json.dumps([len(got), sum(ok), sum(len(e) for e in got)]))
+        """
+    )
+    assert json.loads(out.splitlines()[-1]) == [1000, 1000, 100_000_000]
+    cluster.create_reader_group(scope, "ours", ReaderGroupConfig(streams=(f"{scope}/s",)))
+    reader = cluster.create_reader("r", scope, "ours")
+    try:
+        for i in range(1000):
+            event = reader.read_next_event(30.0)
+            assert event is not None and event.event == (f"{i:06d}" * 16_700)[:100_000].encode()
+    finally:
+        reader.close()
