@@ -1,7 +1,8 @@
-"""Ray shell of Pravega's front doors (``endpoints``): the controller's gRPC API.
+"""Ray shell of Pravega's front doors (``endpoints``): the controller's gRPC and REST APIs.
 
-One detached named actor serves the controller's gRPC API (``pravega_ray.grpc``) over the
-controller instances, as Pravega's own clients expect it (``pravega_ray/endpoints.py``).
+One detached named actor serves the controller's gRPC API (``pravega_ray.grpc``) and its
+REST admin API (``pravega_ray.rest``) over the controller instances, as Pravega's own
+clients and tools expect them (``pravega_ray/endpoints.py``).
 getURI asks the container actor that owns the segment for its wire gateway
 (``SegmentContainerActor.wire_endpoint``, which opens it on first use), every time: a
 container that restarted or moved is found where it is now, and the client caches the
@@ -42,9 +43,13 @@ class EndpointsActor:
 
     def __init__(self, container_count: int, namespace: str, config: dict[str, object]) -> None:
         setup_actor_process()
+        from pravega_ray.client.client_factory import ClientFactory
+        from pravega_ray.client.connection import SegmentStoreConnection
         from pravega_ray.client.controller_connection import ControllerClient
         from pravega_ray.cluster import RayControllerConnection, _controller_instance_names
         from pravega_ray.grpc.server import serve
+        from pravega_ray.rest import serve_rest
+        from pravega_ray_actors.ray_calls import RayServiceInvoker
 
         self._config = EndpointConfig(**config)  # type: ignore[arg-type]
         self._container_count = container_count
@@ -61,6 +66,21 @@ class EndpointsActor:
             self._config.grpc_port,
             self.uri_for,
             insecure_ok=self._config.insecure_ok,
+        )
+        containers = [
+            ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
+        ]
+        clients = ClientFactory(
+            self._controller, SegmentStoreConnection(RayServiceInvoker(containers, namespace))
+        )
+        self._rest = serve_rest(
+            self._controller,
+            self._config.host,
+            self._config.rest_port,
+            insecure_ok=self._config.insecure_ok,
+            online_readers=lambda scope, group: clients.reader_group(
+                scope, group
+            ).get_online_readers(),
         )
         self._stop = threading.Event()
         threading.Thread(target=self._refresh, name="pravega-endpoints", daemon=True).start()
@@ -106,11 +126,13 @@ class EndpointsActor:
         return {i: self.endpoint_of(i) for i in range(self._container_count)}
 
     def describe(self) -> dict[str, object]:
-        """Where the gRPC API listens (the port chosen, if the config's was 0)."""
+        """Where the gRPC and REST APIs listen (the ports chosen, if the config's were 0)."""
         return {
             "pid": os.getpid(),
             "grpc": f"tcp://{self._grpc.target}",
             "grpc_port": self._grpc.port,
+            "rest": f"{self._rest.url}/v1",
+            "rest_port": self._rest.port,
             "config": self._config.to_dict(),
             "container_count": self._container_count,
         }

@@ -238,7 +238,8 @@ class Cluster(ClientFactory):
     def endpoints(self) -> dict[str, Any] | None:
         """Where Pravega's own clients reach this cluster, None if it serves no endpoints
         (``start_local(endpoints=...)``): ``{"controller": "tcp://127.0.0.1:9090",
-        "segment_store": {container id: "IP:port"}, "config": {...}}``. Opens any wire
+        "rest": "http://127.0.0.1:9091/v1", "segment_store": {container id: "IP:port"},
+        "config": {...}}``. Opens any wire
         gateway not open (a container that restarted opens it on first use)."""
         try:
             actor = ray.get_actor(ENDPOINTS_NAME, namespace=self.namespace)
@@ -248,6 +249,7 @@ class Cluster(ClientFactory):
         wire = ray.get(actor.wire_endpoints.remote(), timeout=CONTROLLER_CALL_TIMEOUT_S)
         return {
             "controller": description["grpc"],
+            "rest": description["rest"],
             "segment_store": {int(i): f"{host}:{port}" for i, (host, port) in wire.items()},
             "config": description["config"],
         }

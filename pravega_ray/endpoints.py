@@ -1,19 +1,20 @@
-"""Where a cluster on Ray serves Pravega's own clients: the controller's gRPC API and the
-segment containers' wire protocol (issue 25; seed 002's endpoints).
+"""Where a cluster on Ray serves Pravega's own clients and tools: the controller's gRPC API,
+its REST admin API and the segment containers' wire protocol (issue 25; seed 002's
+endpoints).
 
 ``start_local(endpoints=True)`` (and ``pravega-ray local start``, on by default) starts one
 more detached actor, ``endpoints`` (``actors/endpoints_actor.py``), which serves the
-controller's gRPC API over the controller instances, and asks every segment container
-actor to open its wire gateway (``SegmentContainerActor.wire_endpoint``). getURI hands out
+controller's gRPC and REST APIs over the controller instances, and asks every segment
+container actor to open its wire gateway (``SegmentContainerActor.wire_endpoint``). getURI hands out
 the gateway of the container that owns a segment, asking that container actor each time,
 so a container that restarted or moved to another node is found where it is now.
 
 :class:`EndpointConfig` says where they listen: Pravega standalone's ports by default
-(gRPC 9090, segment store 6000 + container id) on the loopback address. A gateway keeps its
-port across restarts of its container, so a client's connection to a container that
-restarted finds it again at the address it had. Safe by default: nothing in the endpoints
-authenticates or encrypts yet, so binding to any other address than loopback needs
-``insecure_ok=True`` (ConfigurationError otherwise).
+(gRPC 9090, REST 9091, segment store 6000 + container id) on the loopback address. A
+gateway keeps its port across restarts of its container, so a client's connection to a
+container that restarted finds it again at the address it had. Safe by default: nothing
+in the endpoints authenticates or encrypts yet, so binding to any other address than
+loopback needs ``insecure_ok=True`` (ConfigurationError otherwise).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class EndpointConfig:
       a host name and takes the last address it gets). ``0.0.0.0`` (or ``::``) binds to
       every interface; getURI then hands out the IP of the container's Ray node.
     * ``grpc_port``: the controller's gRPC API (Pravega's 9090); 0 picks a free port.
+    * ``rest_port``: the controller's REST admin API (Pravega's 9091; docs/rest.md); 0 picks
+      a free port.
     * ``wire_port_base``: container ``i``'s wire gateway listens on ``wire_port_base + i``
       (Pravega's segment store listens on 6000); 0 lets each gateway pick a free port,
       which changes when its container restarts (the client then asks getURI again).
@@ -59,6 +62,7 @@ class EndpointConfig:
 
     host: str = "127.0.0.1"
     grpc_port: int = 9090
+    rest_port: int = 9091
     wire_port_base: int = 6000
     insecure_ok: bool = False
 
@@ -72,6 +76,7 @@ class EndpointConfig:
                 f"host must be an IP literal (e.g. 127.0.0.1), got {self.host!r}"
             ) from None
         _check_port("grpc_port", self.grpc_port, 0)
+        _check_port("rest_port", self.rest_port, 0)
         _check_port("wire_port_base", self.wire_port_base, 0)
         if not isinstance(self.insecure_ok, bool):
             raise InvalidArgumentError(f"insecure_ok must be a bool, got {self.insecure_ok!r}")
@@ -91,6 +96,7 @@ class EndpointConfig:
         return {
             "host": self.host,
             "grpc_port": self.grpc_port,
+            "rest_port": self.rest_port,
             "wire_port_base": self.wire_port_base,
             "insecure_ok": self.insecure_ok,
         }

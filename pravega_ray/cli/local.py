@@ -282,6 +282,9 @@ def start(
     grpc_port: int = typer.Option(
         9090, "--grpc-port", min=0, max=65535, help="The controller gRPC API's port."
     ),
+    rest_port: int = typer.Option(
+        9091, "--rest-port", min=0, max=65535, help="The controller REST API's port."
+    ),
     wire_port_base: int = typer.Option(
         6000,
         "--wire-port-base",
@@ -302,7 +305,7 @@ def start(
     from pravega_ray.endpoints import EndpointConfig
 
     endpoint_config = (
-        EndpointConfig(bind, grpc_port, wire_port_base, insecure_ok=insecure)
+        EndpointConfig(bind, grpc_port, rest_port, wire_port_base, insecure_ok=insecure)
         if endpoints
         else False
     )
@@ -342,7 +345,9 @@ def start(
         "endpoints": served,
     }
     pravega = (
-        f"\nPravega's clients: controller {served['controller']}" if served is not None else ""
+        f"\nPravega's clients: controller {served['controller']}, REST {served['rest']}"
+        if served is not None
+        else ""
     )
     emit(
         options.json,
@@ -385,7 +390,7 @@ def status(ctx: typer.Context) -> None:
     }
     rows = [(name, "alive" if ok else "DOWN") for name, ok in alive.items()]
     if served is not None:
-        rows.append(("endpoints", f"controller {served['controller']}"))
+        rows.append(("endpoints", f"controller {served['controller']}, REST {served['rest']}"))
     emit(options.json, document, table(f"cluster at {options.address}", ["actor", "state"], rows))
     if not options.json:
         emit(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pravega_ray.client.batch_client import BatchClient
+from pravega_ray.client.byte_stream import ByteStreamReader, ByteStreamWriter
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.key_value_table import KeyValueTable
 from pravega_ray.client.reader import EventStreamReader
@@ -39,6 +40,17 @@ class ClientFactory:
     def batch_client(self) -> BatchClient:
         """A batch client: a stream's segment ranges between cuts, each readable on its own."""
         return BatchClient(self._controller, self._segments)
+
+    # --- byte streams -------------------------------------------------------------------------
+    def create_byte_writer(self, scope: str, stream: str) -> ByteStreamWriter:
+        """A writer of raw bytes at the end of byte stream ``scope/stream`` (a stream fixed at
+        one segment); see :class:`~pravega_ray.client.byte_stream.ByteStreamWriter`."""
+        return ByteStreamWriter(scope, stream, self._controller, self._segments)
+
+    def create_byte_reader(self, scope: str, stream: str) -> ByteStreamReader:
+        """A reader of byte stream ``scope/stream``'s raw bytes, from its head; see
+        :class:`~pravega_ray.client.byte_stream.ByteStreamReader`."""
+        return ByteStreamReader(scope, stream, self._controller, self._segments)
 
     def create_writer(
         self,
