@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pravega_ray import errors
 from pravega_ray.client.batch_client import BatchClient, SegmentReadRange
+from pravega_ray.client.byte_stream import ByteStreamReader, ByteStreamWriter
 from pravega_ray.client.events import Checkpoint, EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
@@ -79,6 +80,8 @@ __all__ = [
     "ArrowIpcSerializer",
     "BadKeyVersionError",
     "BatchClient",
+    "ByteStreamReader",
+    "ByteStreamWriter",
     "BytesSerializer",
     "Checkpoint",
     "CheckpointFailedError",

@@ -111,7 +111,7 @@ RETENTION_PERIOD_S_MAX = 7 * 24 * 3600.0
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
-_FORMAT = 6
+_FORMAT = 7
 """Version of the stored formats (log records, chunks, records).
 
 2: appends carry attributes. 3: extended attributes persist in the B+tree attribute
@@ -126,6 +126,9 @@ never shares them with its predecessor; older segments keep their names, so upgr
 6: controller records in table segments of _system; 5 -> 6 migrates on the controller's first
 start (``controller/table_metadata_store.open_metadata_store`` copies the ``_system/controller/``
 chunks, finishing a copy cut short by a crash; the chunks stay, unread).
+7: stream records name their routing rule (``key_hash``: Pravega's hash for streams created
+from now on; records without it keep the legacy rule), so 6 -> 7 only records the number (a
+format-6 build would route the new streams' keys by the legacy rule: it is refused).
 """
 
 
@@ -352,6 +355,9 @@ def _check_data_dir(
                 data_dir,
             )
             stored = _record_format(path, stored, 6)
+        if stored.get("format") == 6:
+            log.info("upgrading %s from data format 6 to 7 (nothing to rewrite)", data_dir)
+            stored = _record_format(path, stored, 7)
         if stored.get("format") != _FORMAT:
             raise ConfigurationError(
                 f"{data_dir} holds data in format {stored.get('format')}; this pravega-ray reads "

@@ -212,5 +212,10 @@ def container_for_segment(name: str, container_count: int) -> int:
 
 
 def routing_key_hash(routing_key: str) -> float:
-    """Map a routing key to a point in the key space [0, 1)."""
+    """Map a routing key to a point in the key space [0, 1): the hash of the *legacy* routing
+    rule (``records.KeyHash.LEGACY``), which only streams created before streams recorded
+    their rule use; newer streams use Pravega's (``wire.routing.pravega_key_hash``).
+
+    Raises UnicodeEncodeError for a key that is not encodable as UTF-8 (a lone surrogate).
+    """
     return stable_hash64(routing_key) / 2**64

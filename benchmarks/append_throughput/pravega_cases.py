@@ -35,20 +35,22 @@ BATCH_BYTES = 100_000
 
 
 def routing_keys_per_segment(cluster: Any, scope: str, stream: str) -> list[str]:
-    """One routing key landing in each segment of the stream, in key-range order."""
-    from pravega_ray.naming import routing_key_hash
+    """One routing key landing in each segment of the stream, in key-range order, by the
+    stream's own routing rule (``StreamInfo.key_hash``), as its writers route."""
+    from pravega_ray.client.segment_selector import SegmentSelector
 
-    ranges = sorted(
-        cluster.stream_manager().get_stream_info(scope, stream).segments, key=lambda s: s.key_low
+    info = cluster.stream_manager().get_stream_info(scope, stream)
+    ranges = sorted(info.segments, key=lambda s: s.key_low)
+    selector = SegmentSelector(
+        [(r.key_low, i) for i, r in enumerate(ranges)], key_hash=info.key_hash
     )
     keys: list[str | None] = [None] * len(ranges)
     candidate = 0
     while any(k is None for k in keys):
         key = f"k{candidate}"
-        point = routing_key_hash(key)
-        for i, r in enumerate(ranges):
-            if keys[i] is None and r.key_low <= point < r.key_high:
-                keys[i] = key
+        i = selector.select(key)
+        if keys[i] is None:
+            keys[i] = key
         candidate += 1
     return [k for k in keys if k is not None]
 

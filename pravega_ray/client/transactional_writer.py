@@ -52,7 +52,14 @@ from pravega_ray.client.serializers import Serializer, check_serializer
 from pravega_ray.client.writer import EventStreamWriter, WriteFuture
 from pravega_ray.client.writer_config import WriterConfig, check_timeout
 from pravega_ray.contracts.arguments import check_seconds
-from pravega_ray.contracts.records import SegmentRange, StreamInfo, StreamState, TxnInfo, TxnStatus
+from pravega_ray.contracts.records import (
+    KeyHash,
+    SegmentRange,
+    StreamInfo,
+    StreamState,
+    TxnInfo,
+    TxnStatus,
+)
 from pravega_ray.errors import (
     ClientClosedError,
     InvalidArgumentError,
@@ -104,6 +111,7 @@ class _TransactionSegments:
             epoch=self._info.epoch,
             segments=self._segments,
             creation_time_ms=0,
+            key_hash=self._info.key_hash,  # the stream's rule: keys land as on the stream
         )
 
     def get_successors(
@@ -425,7 +433,8 @@ class TransactionalEventStreamWriter(Generic[T]):
             # It ended (committing, committed, aborting, aborted): a handle that knows so,
             # so that committing a committed one is a no-op and the rest raise.
             status = self._controller.check_transaction_status(self.scope, self.stream, txn_id)
-            info = TxnInfo(self.scope, self.stream, txn_id, -1, (), status, 0, 0)
+            # No segments, so never written to: the routing rule is never used.
+            info = TxnInfo(self.scope, self.stream, txn_id, -1, (), status, 0, 0, KeyHash.LEGACY)
         txn = Transaction(self, info)
         return self._track(txn) if txn.open else txn
 

@@ -3,7 +3,8 @@
 How a write travels (docs/design.md, "The append path"):
 
 1. ``write_event`` serializes and frames the event, picks the segment whose
-   key range holds the routing key's hash, gives the event the segment's next
+   key range holds the routing key's hash (by the stream's routing rule,
+   ``StreamInfo.key_hash``: ``segment_selector.py``), gives the event the segment's next
    *event number* and adds it to the segment's open block. It returns a
    :class:`WriteFuture`, a small handle on the block's single future (one
    future per block, not per event: a future costs 3.5 us, docs/stack.md).
@@ -221,8 +222,11 @@ class EventStreamWriter(Generic[T]):
         self._streams = [SegmentOutputStream(s.name, self._context) for s in ranges]
         # The live output streams by segment name: successors shared by merged segments.
         self._by_name = {out.name: out for out in self._streams}
+        # The stream's routing rule (Pravega's or the legacy one), fixed for its life.
         self._selector = SegmentSelector(
-            [(s.key_low, out) for s, out in zip(ranges, self._streams, strict=True)], rng
+            [(s.key_low, out) for s, out in zip(ranges, self._streams, strict=True)],
+            rng,
+            key_hash=info.key_hash,
         )
         self._accumulator = EventAccumulator(
             self._config.block_bytes_target, clock, self._wake.notify

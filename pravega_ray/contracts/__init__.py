@@ -7,7 +7,8 @@ Pravega keeps these in ``controller:contract`` and ``segmentstore:contracts``; h
 module                          what
 ==============================  ================================================================
 ``records``                     the controller's public records: ``StreamInfo``,
-                                ``SegmentRange``, ``StreamState``, ``TxnInfo``, ``TxnStatus``,
+                                ``SegmentRange``, ``StreamState``, ``KeyHash`` (a stream's
+                                routing rule), ``TxnInfo``, ``TxnStatus``,
                                 ``KeyValueTableInfo``
 ``controller_service``          ``ControllerService``, every call the controller answers, and
                                 how callers name a call (``method_name``)

@@ -40,6 +40,27 @@ STATE_TRANSITIONS: dict[StreamState, frozenset[StreamState]] = {
 }
 
 
+class KeyHash(str, Enum):
+    """How a stream routes a routing key to a segment: the hash that maps the key to a point of
+    the key space [0, 1), and which segment owns a point on a boundary between two.
+
+    A stream's rule is recorded in its record when it is created and never changes: neither an
+    update of its configuration, a scale, a seal nor a restart of the controller touches it,
+    so a key keeps its segment (and its events their order) for the stream's whole life.
+    Streams created from now on get ``PRAVEGA``; a record without a rule (a stream created
+    before streams recorded one) reads as ``LEGACY``. Users do not choose it.
+    """
+
+    PRAVEGA = "pravega"
+    """Pravega's own clients' rule (docs/wire.md): ``wire.routing.pravega_key_hash`` (murmur3
+    x64-128 of the key's UTF-16LE code units, seed ``"EventRouter".hashCode()``), and a point
+    goes to the segment with the smallest ``key_high`` >= it: a segment owns
+    ``(key_low, key_high]``, and 0.0 goes to the first segment."""
+    LEGACY = "legacy"
+    """pravega-ray's rule before streams recorded one: ``naming.routing_key_hash`` (blake2b of
+    the key's UTF-8 bytes), and a segment owns ``[key_low, key_high)``."""
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentRange:
     """A segment of a stream and the part of the routing-key space [0, 1) it owns."""
@@ -61,6 +82,8 @@ class StreamInfo:
     epoch: int
     segments: tuple[SegmentRange, ...]
     creation_time_ms: int
+    key_hash: KeyHash
+    """How writers route routing keys to ``segments`` (see :class:`KeyHash`)."""
 
     @property
     def sealed(self) -> bool:
@@ -88,7 +111,9 @@ class TxnInfo:
     ``segments`` are the active segments of ``epoch`` (the parents); the transaction's
     own segment on each is ``naming.transaction_segment_name(parent.name, txn_id.bytes)``.
     Times are wall-clock milliseconds; ``lease_deadline_ms`` moves with each ping, never
-    beyond ``max_deadline_ms``.
+    beyond ``max_deadline_ms``. ``key_hash`` is the stream's routing rule: a transaction's
+    events go to the transaction segment of the parent their routing key maps to under it,
+    as they would on the stream itself.
     """
 
     scope: str
@@ -99,6 +124,7 @@ class TxnInfo:
     status: TxnStatus
     lease_deadline_ms: int
     max_deadline_ms: int
+    key_hash: KeyHash
 
 
 class KeyValueTableState(str, Enum):

@@ -9,7 +9,10 @@ both win. Keys, for stream ``sc/st``:
     ``state`` (moved only through ``records.STATE_TRANSITIONS``), ``config``,
     ``created_ms``, ``request_id``, ``epoch`` (the current, completed epoch),
     ``next_number`` (the next unused segment number), ``cold`` (segment ids an auto-scale
-    report marked cold, waiting for a cold neighbour).
+    report marked cold, waiting for a cold neighbour), ``key_hash`` (the stream's routing
+    rule, ``records.KeyHash``: written by the create, never changed; every update copies the
+    record's other fields, so it survives updates, scales, seals and truncations; a record
+    without it, of a stream created before streams recorded one, reads as ``legacy``).
 ``history/sc/st/<epoch, 10 digits>`` (history table, one row per epoch)
     ``created_ms``; ``segments`` ``[[id, key_low, key_high], ...]`` sorted by key, a
     consistent set (they cover [0, 1) without overlap); ``sealed``: the ids this epoch
@@ -40,13 +43,13 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
 from pravega_ray.constants import STREAM_SEGMENTS_MAX
-from pravega_ray.contracts.records import STATE_TRANSITIONS, StreamInfo, StreamState
+from pravega_ray.contracts.records import STATE_TRANSITIONS, KeyHash, StreamInfo, StreamState
 from pravega_ray.controller.epochs import EpochRecord, Row, ScaleRecord, overlaps, to_range, union
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.errors import (
@@ -57,8 +60,30 @@ from pravega_ray.errors import (
     StreamNotFoundError,
     StreamSealedError,
 )
+from pravega_ray.invariant import invariant
 from pravega_ray.naming import segment_epoch, segment_id
 from pravega_ray.stream_configuration import StreamConfiguration
+
+KEY_HASH_OF_NEW_STREAMS = KeyHash.PRAVEGA
+"""The routing rule a stream created from now on records: Pravega's clients' own (issue 25)."""
+
+KEY_HASH_UNRECORDED = KeyHash.LEGACY
+"""The routing rule of a stream record without ``key_hash``: every stream created before
+streams recorded their rule routed keys so, and keeps doing so for its whole life."""
+
+
+def key_hash_of(value: Mapping[str, Any]) -> KeyHash:
+    """The routing rule stream record ``value`` holds (``KEY_HASH_UNRECORDED`` if none).
+
+    Raises ValueError for a value that names no rule (callers read records in a
+    ``parsing`` context, which turns it into DataCorruptionError).
+    """
+    if "key_hash" not in value:
+        return KEY_HASH_UNRECORDED
+    rule = value["key_hash"]
+    if not isinstance(rule, str):
+        raise ValueError(f"key_hash {rule!r} is not a str")
+    return KeyHash(rule)
 
 
 class StreamRecords:
@@ -89,7 +114,9 @@ class StreamRecords:
         """The stream record and its version; StreamNotFoundError if absent.
 
         A record of data format 5 or older (one ``epochs`` list inside) is upgraded to
-        history rows here, once.
+        history rows here, once (keeping its lack of ``key_hash``: it stays ``legacy``).
+        DataCorruptionError (quarantined) for a record that does not parse, a ``key_hash``
+        naming no rule included.
         """
         key = self.key(scope, stream)
         with self._parsing(key):
@@ -99,11 +126,13 @@ class StreamRecords:
             if "epochs" in record.value:
                 StreamState(record.value["state"])
                 StreamConfiguration.from_dict(record.value["config"])
+                key_hash_of(record.value)
                 return self._upgrade(scope, stream, record.value, record.version)
             StreamState(record.value["state"])
             for field in ("epoch", "next_number"):
                 if not isinstance(record.value[field], int) or record.value[field] < 0:
                     raise ValueError(f"{field} {record.value[field]!r} is not an int >= 0")
+            key_hash_of(record.value)
             return record.value, record.version
 
     def _upgrade(
@@ -144,6 +173,8 @@ class StreamRecords:
         stored record names. A create cut short after its record is completed by whoever
         finishes it (``ensure_epoch0``); until then :meth:`info` answers epoch 0 from the
         record. Rows left by an older create cut short before its record are overwritten.
+
+        The record holds the stream's routing rule, ``KEY_HASH_OF_NEW_STREAMS``, for good.
         """
         record = {
             "state": StreamState.CREATING.value,
@@ -154,6 +185,7 @@ class StreamRecords:
             "next_number": base + count,
             "cold": [],
             "epoch0": {"base": base, "count": count},
+            "key_hash": KEY_HASH_OF_NEW_STREAMS.value,
         }
         self._records.put(self.key(scope, stream), record, None)
         self._write_epoch0(scope, stream, record)
@@ -228,12 +260,18 @@ class StreamRecords:
     ) -> dict[str, Any]:
         """Compare-and-set the stream record with ``change(value)`` (None: leave it).
 
-        ConflictingUpdateError if another update won in between.
+        ConflictingUpdateError if another update won in between. ``change`` must keep the
+        record's ``key_hash`` as it is (absent included): a stream's routing rule never
+        changes (an InvariantViolation otherwise, and nothing is stored).
         """
         value, version = self.get(scope, stream)
         new = change(dict(value))
         if new is None:
             return value
+        invariant(
+            new.get("key_hash") == value.get("key_hash"),
+            "an update of a stream record keeps its routing rule",
+        )
         self._records.put(self.key(scope, stream), new, version)
         return new
 
@@ -427,6 +465,7 @@ class StreamRecords:
             epoch=epoch,
             segments=tuple(to_range(scope, stream, r) for r in row.segments),
             creation_time_ms=int(value["created_ms"]),
+            key_hash=key_hash_of(value),
         )
 
     # --- sealed sizes, truncation ----------------------------------------------------------------

@@ -39,11 +39,12 @@ from typing import Any, Protocol
 
 from pravega_ray.constants import TXN_LEASE_S_MAX, TXN_MAX_EXECUTION_S
 from pravega_ray.contracts.arguments import check_seconds
-from pravega_ray.contracts.records import StreamState, TxnInfo, TxnStatus
+from pravega_ray.contracts.records import KeyHash, StreamState, TxnInfo, TxnStatus
 from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.epochs import EpochRecord, to_range
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.stream_records import KEY_HASH_UNRECORDED, key_hash_of
 from pravega_ray.controller.transaction_workflows import (
     COMMIT_NOTICES,
     TransactionSegments,
@@ -172,11 +173,18 @@ class StreamTransactionMetadataTasks:
 
     def _txn_info(self, record: TxnRecord) -> TxnInfo:
         row = self._store.streams.epoch(record.scope, record.stream, record.epoch)
-        return self._info_of(record, row)
+        try:
+            key_hash = key_hash_of(self._store.streams.get(record.scope, record.stream)[0])
+        except StreamNotFoundError:
+            # The stream is gone, and with it the transaction's segments: no event can be
+            # written to it whatever the rule.
+            key_hash = KEY_HASH_UNRECORDED
+        return self._info_of(record, row, key_hash)
 
     @staticmethod
-    def _info_of(record: TxnRecord, row: EpochRecord | None) -> TxnInfo:
-        """``record`` as TxnInfo, its segments those of ``row`` (its epoch; None: gone)."""
+    def _info_of(record: TxnRecord, row: EpochRecord | None, key_hash: KeyHash) -> TxnInfo:
+        """``record`` as TxnInfo, its segments those of ``row`` (its epoch; None: gone),
+        routed by the stream's rule ``key_hash``."""
         rows = row.segments if row is not None else ()
         return TxnInfo(
             scope=record.scope,
@@ -187,6 +195,7 @@ class StreamTransactionMetadataTasks:
             status=record.status,
             lease_deadline_ms=record.lease_deadline_ms,
             max_deadline_ms=record.max_deadline_ms,
+            key_hash=key_hash,
         )
 
     # --- create ----------------------------------------------------------------------------------
@@ -251,7 +260,7 @@ class StreamTransactionMetadataTasks:
             if streams.state(scope, stream) in (StreamState.SEALING, StreamState.SEALED):
                 raise StreamSealedError(f"stream {scope}/{stream} is being sealed")
             raise TxnFailedError(f"transaction {txn_id} was aborted while being created")
-        return self._info_of(record, row)
+        return self._info_of(record, row, key_hash_of(value))
 
     def _newest_epoch(
         self, scope: str, stream: str, current: int

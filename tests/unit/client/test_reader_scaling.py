@@ -17,7 +17,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.inprocess import InProcessCluster
-from pravega_ray.naming import routing_key_hash
+from pravega_ray.wire.routing import pravega_key_hash
 from tests.checks import assert_exactly_once_in_key_order, read_with_threads
 
 pytestmark = pytest.mark.timeout(120)
@@ -125,8 +125,9 @@ def test_a_merge_successor_waits_for_both_predecessors(cluster) -> None:  # type
     a, b = mgr.get_stream_info("sc", "st").segments
     (reader,) = _group(cluster, 1)
     keys = [f"k{i}" for i in range(KEYS)]
-    low = [k for k in keys if routing_key_hash(k) < a.key_high]
-    high = [k for k in keys if routing_key_hash(k) >= a.key_high]
+    # A new stream routes by Pravega's rule: a segment owns (low, high].
+    low = [k for k in keys if pravega_key_hash(k) <= a.key_high]
+    high = [k for k in keys if pravega_key_hash(k) > a.key_high]
     n = _write_batch(cluster, 0, 5, high)  # b is short: usually read to its end first
     n = _write_batch(cluster, n, 300, low)
     assert mgr.scale_stream("sc", "st", [a.segment_id, b.segment_id], [(0.0, 1.0)])
@@ -186,8 +187,8 @@ def test_future_segments_survive_the_reader_leaving(cluster) -> None:  # type: i
     a, b = mgr.get_stream_info("sc", "st").segments
     r0, r1 = _group(cluster, 2)
     keys = [f"k{i}" for i in range(KEYS)]
-    n = _write_batch(cluster, 0, 5, [k for k in keys if routing_key_hash(k) >= a.key_high])
-    n = _write_batch(cluster, n, 300, [k for k in keys if routing_key_hash(k) < a.key_high])
+    n = _write_batch(cluster, 0, 5, [k for k in keys if pravega_key_hash(k) > a.key_high])
+    n = _write_batch(cluster, n, 300, [k for k in keys if pravega_key_hash(k) <= a.key_high])
     assert mgr.scale_stream("sc", "st", [a.segment_id, b.segment_id], [(0.0, 1.0)])
     n = _write_batch(cluster, n, 200)
     got: list[Any] = []

@@ -15,6 +15,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.client.writer import PUMP_IDLE_WAIT_S_MAX, EventStreamWriter
 from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.contracts.records import KeyHash
 from pravega_ray.errors import IllegalStateError
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.timing import ManualClock, ManualThreadScheduler
@@ -60,7 +61,7 @@ class Controller:
         )
 
     def get_stream_info(self, scope: str, stream: str) -> Any:
-        return SimpleNamespace(sealed=False, segments=self.segments)
+        return SimpleNamespace(sealed=False, segments=self.segments, key_hash=KeyHash.PRAVEGA)
 
 
 def manual_writer(

@@ -24,10 +24,10 @@ from pravega_ray.client.writer import EventStreamWriter
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import (
     container_for_segment,
-    routing_key_hash,
     segment_epoch,
     segment_number,
 )
+from pravega_ray.wire.routing import pravega_key_hash
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -207,8 +207,9 @@ def test_a_retired_successor_reached_again_is_not_overwritten(cluster) -> None: 
     the writer already has there, not take them for its own (they would be lost)."""
     mgr = make_stream(cluster, 2)
     a, b = mgr.get_stream_info("sc", "st").segments
-    key_a = next(k for k in KEYS if routing_key_hash(k) < 0.5)
-    key_b = next(k for k in KEYS if routing_key_hash(k) >= 0.5)
+    # A new stream routes by Pravega's rule: a segment owns (low, high].
+    key_a = next(k for k in KEYS if pravega_key_hash(k) <= 0.5)
+    key_b = next(k for k in KEYS if pravega_key_hash(k) > 0.5)
     n = 0
     with cluster.create_writer("sc", "st", pr.JsonSerializer()) as writer:
 
@@ -416,12 +417,12 @@ def test_an_idle_writer_follows_a_chain_of_scales_on_its_next_write(cluster) -> 
     mgr = make_stream(cluster, 1)
     with cluster.create_writer("sc", "st", pr.JsonSerializer()) as writer:
         writer.write_event({"k": "k7", "n": 0}, "k7").result(10)
-        point = routing_key_hash("k7")
+        point = pravega_key_hash("k7")  # a new stream: Pravega's rule, (low, high]
         for _ in range(6):  # split the segment holding k7, again and again
             s = next(
                 s
                 for s in mgr.get_stream_info("sc", "st").segments
-                if s.key_low <= point < s.key_high
+                if s.key_low < point <= s.key_high
             )
             middle = (s.key_low + s.key_high) / 2
             assert mgr.scale_stream(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import pravega_ray as pr
+from pravega_ray.contracts.records import KeyHash
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
 from pravega_ray.errors import (
@@ -167,12 +168,16 @@ def test_get_record_written_before_checksums_still_loads(storage) -> None:
         storage.create(f"_system/controller/{key}/{0:020d}", data)
     controller = Controller(ChunkMetadataStore(storage), FakeSegmentStore(), 4)
     assert controller.get_stream_info("sc", "st").state is pr.StreamState.ACTIVE
+    # Stored before streams recorded a routing rule: the legacy one, also once sealed.
+    assert controller.get_stream_info("sc", "st").key_hash is KeyHash.LEGACY
     info = controller.get_key_value_table("sc", "t")
     assert info.segments == ("sc/_kvt.t/0.#epoch.0", "sc/_kvt.t/1.#epoch.0")  # no base: 0
     assert not controller.create_scope("sc")
     assert seal(controller, "sc", "st")
+    assert controller.get_stream_info("sc", "st").key_hash is KeyHash.LEGACY
     stored = storage.read(_latest(storage, "streams/sc/st"), 0, 10_000)
     assert stored.startswith(b"crc32:")
+    assert b"key_hash" not in stored
     assert controller.damaged_records() == {}
 
 

@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 import pravega_ray as pr
-from pravega_ray.contracts.records import STATE_TRANSITIONS, StreamState
+from pravega_ray.contracts.records import STATE_TRANSITIONS, KeyHash, StreamState
 from pravega_ray.controller.stream_metadata_store import (
     SEGMENT_NUMBERS,
     ChunkMetadataStore,
@@ -24,6 +24,7 @@ from pravega_ray.errors import (
     IllegalStateTransitionError,
     StreamNotFoundError,
 )
+from pravega_ray.invariant import InvariantViolation
 from pravega_ray.naming import segment_id
 from pravega_ray.storage.memory import InMemoryChunkStorage
 
@@ -148,3 +149,109 @@ def test_a_stream_record_that_does_not_parse_is_quarantined() -> None:
     # Every other record keeps working.
     store.create_stream("sc", "ok", pr.StreamConfiguration().to_dict(), 1, 1000, None)
     assert store.get_stream_info("sc", "ok").state is StreamState.CREATING
+
+
+# --- the stream's routing rule ---------------------------------------------------------------
+
+PRE_RULE_RECORDS = {
+    # A stream as stored before streams recorded their routing rule (data format 6: the
+    # record names its epoch 0; history and index rows beside it), written as raw values.
+    "streams/sc/st": {
+        "state": "ACTIVE",
+        "config": {
+            "retention": None,
+            "scaling": {
+                "min_segments": 2,
+                "scale_factor": 1,
+                "scale_type": "fixed",
+                "target_rate": 0,
+            },
+        },
+        "created_ms": 1000,
+        "request_id": None,
+        "epoch": 0,
+        "next_number": 2,
+        "cold": [],
+        "epoch0": {"base": 0, "count": 2},
+    },
+    "history/sc/st/0000000000": {
+        "created_ms": 1000,
+        "segments": [[0, 0.0, 0.5], [1, 0.5, 1.0]],
+        "sealed": [],
+        "partial": False,
+    },
+    "index/sc/st": {"rows": [[1000, 0]]},
+}
+
+
+def test_create_stream_records_pravegas_routing_rule() -> None:
+    storage = InMemoryChunkStorage()
+    store = _stream_store(storage)
+    store.create_stream("sc", "st", pr.StreamConfiguration().to_dict(), 2, 1000, None)
+    assert ChunkMetadataStore(storage).get("streams/sc/st").value["key_hash"] == "pravega"
+    assert store.get_stream_info("sc", "st").key_hash is KeyHash.PRAVEGA
+    store.transition("sc", "st", StreamState.ACTIVE)
+    store.transition("sc", "st", StreamState.UPDATING)
+    store.transition("sc", "st", StreamState.ACTIVE)
+    assert store.get_stream_info("sc", "st").key_hash is KeyHash.PRAVEGA
+
+
+def test_a_record_stored_before_streams_recorded_a_rule_reads_as_legacy_for_good() -> None:
+    storage = InMemoryChunkStorage()
+    records = ChunkMetadataStore(storage)
+    for key, value in PRE_RULE_RECORDS.items():
+        records.put(key, value, None)
+    store = _stream_store(storage)
+    info = store.get_stream_info("sc", "st")
+    assert info.key_hash is KeyHash.LEGACY and info.state is StreamState.ACTIVE
+    assert [(s.key_low, s.key_high) for s in info.segments] == [(0.0, 0.5), (0.5, 1.0)]
+    # Updates of the record (states, fields of workflows) keep it without a rule.
+    store.transition("sc", "st", StreamState.UPDATING)
+    store.streams.update("sc", "st", lambda v: {**v, "config": v["config"], "updated_by": "r"})
+    store.transition("sc", "st", StreamState.ACTIVE)
+    store.transition("sc", "st", StreamState.SEALED)
+    assert "key_hash" not in records.get("streams/sc/st").value
+    assert _stream_store(storage).get_stream_info("sc", "st").key_hash is KeyHash.LEGACY
+
+
+def test_a_record_format_5_upgraded_to_history_rows_stays_legacy() -> None:
+    storage = InMemoryChunkStorage()
+    records = ChunkMetadataStore(storage)
+    old = {k: v for k, v in PRE_RULE_RECORDS["streams/sc/st"].items() if k != "epoch0"}
+    records.put("streams/sc/st", {**old, "epochs": [[[0, 0.0, 0.5], [1, 0.5, 1.0]]]}, None)
+    store = _stream_store(storage)
+    assert store.get_stream_info("sc", "st").key_hash is KeyHash.LEGACY
+    upgraded = records.get("streams/sc/st").value
+    assert "epochs" not in upgraded and "key_hash" not in upgraded
+
+
+@pytest.mark.parametrize("rule", ["murmur", "", None, 1, ["pravega"]])
+def test_a_stream_record_naming_no_routing_rule_is_quarantined(rule: object) -> None:
+    storage = InMemoryChunkStorage()
+    store = _stream_store(storage)
+    store.create_stream("sc", "st", pr.StreamConfiguration().to_dict(), 1, 1000, None)
+    records = ChunkMetadataStore(storage)
+    record = records.get("streams/sc/st")
+    records.put("streams/sc/st", {**record.value, "key_hash": rule}, record.version)
+    with pytest.raises(DataCorruptionError, match="streams/sc/st"):
+        store.get_stream_info("sc", "st")
+    assert set(store.damaged_records()) == {"streams/sc/st"}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda v: {k: x for k, x in v.items() if k != "key_hash"},  # dropped
+        lambda v: {**v, "key_hash": "legacy"},  # replaced
+    ],
+    ids=["dropped", "replaced"],
+)
+def test_an_update_that_changes_the_routing_rule_is_refused(change) -> None:  # type: ignore[no-untyped-def]
+    storage = InMemoryChunkStorage()
+    store = _stream_store(storage)
+    store.create_stream("sc", "st", pr.StreamConfiguration().to_dict(), 1, 1000, None)
+    before = ChunkMetadataStore(storage).get("streams/sc/st")
+    with pytest.raises(InvariantViolation, match="routing rule"):
+        store.streams.update("sc", "st", change)
+    assert ChunkMetadataStore(storage).get("streams/sc/st") == before
+    assert store.get_stream_info("sc", "st").key_hash is KeyHash.PRAVEGA

@@ -548,15 +548,16 @@ def test_open_metadata_store_migrates_once(cluster: InProcessCluster) -> None:
 def test_a_format_5_data_directory_opens_with_its_controller_records(
     cluster: InProcessCluster, tmp_path: Path
 ) -> None:
-    """A format-5 data dir: cluster.json upgraded to 6, the records moved on the first start,
-    and the controller sees the old scopes and streams."""
+    """A format-5 data dir: cluster.json upgraded (to 7 now: 6 -> 7 only records the number),
+    the records moved on the first start, and the controller sees the old scopes and
+    streams."""
     from pravega_ray.cluster import _FORMAT, _check_data_dir
 
     tier2 = FileSystemChunkStorage(str(tmp_path / "tier2"))
     records = _chunk_records(tier2)
     (tmp_path / "cluster.json").write_text(json.dumps({"format": 5, "container_count": 2}))
     _check_data_dir(tmp_path, 2, None, None)
-    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == _FORMAT == 6
+    assert json.loads((tmp_path / "cluster.json").read_text())["format"] == _FORMAT == 7
     store = open_metadata_store(SegmentStoreClient(cluster), tier2)
     _assert_migrated(store, records)
     controller = Controller(store, SegmentHelper(SegmentStoreClient(cluster)), 2)

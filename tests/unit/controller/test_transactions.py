@@ -14,7 +14,8 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.constants import TXN_LEASE_S_MAX
-from pravega_ray.contracts.records import TxnInfo, TxnStatus
+from pravega_ray.contracts.records import KeyHash, TxnInfo, TxnStatus
+from pravega_ray.controller.stream_records import StreamRecords
 from pravega_ray.controller.stream_transaction_metadata_tasks import new_transaction_id
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import transaction_segment_name
@@ -85,6 +86,23 @@ def test_create_gives_one_transaction_segment_per_active_segment(cluster) -> Non
         assert cluster.segments.get_info(name).result(10).length == 0
     assert cluster._controller.list_transactions("sc", "st") == {txn.txn_id: TxnStatus.OPEN}
     assert cluster._controller.get_transaction("sc", "st", txn.txn_id) == txn
+
+
+def test_a_transaction_carries_its_streams_routing_rule(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster)
+    controller = cluster.core
+    txn = controller.create_transaction("sc", "st", 30.0)
+    assert txn.key_hash is KeyHash.PRAVEGA
+    assert controller.get_transaction("sc", "st", txn.txn_id).key_hash is KeyHash.PRAVEGA
+    # A stream whose record has no rule (created before streams recorded one): legacy.
+    make_stream_named(cluster, "old")
+    key = StreamRecords.key("sc", "old")
+    record = cluster.metadata.get(key)
+    old = {k: v for k, v in record.value.items() if k != "key_hash"}
+    cluster.metadata.put(key, old, record.version)
+    txn = controller.create_transaction("sc", "old", 30.0)
+    assert txn.key_hash is KeyHash.LEGACY
+    assert controller.get_transaction("sc", "old", txn.txn_id).key_hash is KeyHash.LEGACY
 
 
 def test_a_transaction_id_carries_its_epoch_and_a_low_half_never_negative(cluster) -> None:  # type: ignore[no-untyped-def]

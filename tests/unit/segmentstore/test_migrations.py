@@ -62,8 +62,8 @@ def test_start_local_upgrades_a_format_2_data_directory(tmp_path: Path) -> None:
     assert tier2.list("attributes/") == []
 
 
-@pytest.mark.parametrize("old", [3, 4, 5])
-def test_start_local_upgrades_a_format_3_4_or_5_directory_by_recording_the_number(
+@pytest.mark.parametrize("old", [3, 4, 5, 6])
+def test_start_local_upgrades_a_format_3_to_6_directory_by_recording_the_number(
     tmp_path: Path, old: int
 ) -> None:
     from pravega_ray.cluster import _FORMAT, _check_data_dir
