@@ -383,6 +383,7 @@ class GroupReaders(Part):
         self.kills_done: list[tuple[str, float]] = []
         self.checkpoints: list[tuple[str, float | None]] = []  # (name, seconds or None)
         self.errors: dict[str, int] = defaultdict(int)
+        self.error_examples: dict[str, str] = {}  # the first of each kind, for the report
         self.draining = threading.Event()
         self.started = time.monotonic()
         self.journal: list[tuple[float, str, str]] = []  # (at, reader, what): joins, closes
@@ -425,6 +426,7 @@ class GroupReaders(Part):
                         continue
                     except Exception as e:  # recorded; a reader out of the group rejoins
                         self.errors[type(e).__name__] += 1
+                        self.error_examples.setdefault(type(e).__name__, repr(e)[-3000:])
                         self._note(reader_id, f"read failed: {e!r}"[:300])
                         if isinstance(e, (pr.ReaderNotInGroupError, pr.ClientClosedError)):
                             break

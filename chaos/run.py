@@ -57,6 +57,8 @@ from chaos.load import (
     PipelineWrites,
     TxnWriters,
 )
+from chaos.official import KEY_PREFIX as OFFICIAL_PREFIX
+from chaos.official import OFFICIAL_STREAM, OfficialClients
 from chaos.proxy_process import ProxyProcess
 from chaos.s3_proxy import ProxyFaults
 from chaos.schedule import (
@@ -69,6 +71,7 @@ from chaos.schedule import (
     build_schedule,
     per_ten_minutes,
 )
+from pravega_ray.endpoints import EndpointConfig
 from pravega_ray.naming import container_for_segment
 
 logger = logging.getLogger("chaos")
@@ -365,6 +368,28 @@ RETAINED_MIN_BYTES = 256 * 1024
 RETENTION_PERIOD_S = 5.0
 
 
+def endpoint_config() -> EndpointConfig:
+    """The cluster's endpoints on free loopback ports, fixed for the run (the official
+    client keeps its controller address, and a restarted container its gateway's port)."""
+    import socket
+
+    def free(count: int = 1) -> int:
+        for _ in range(100):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                base = int(probe.getsockname()[1])
+            try:
+                for port in range(base, base + count):
+                    with socket.socket() as probe:
+                        probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+        raise RuntimeError("no free ports")
+
+    return EndpointConfig(grpc_port=free(), rest_port=free(), wire_port_base=free(CONTAINERS))
+
+
 def create_objects(cluster: Any) -> None:
     mgr = cluster.stream_manager()
     mgr.create_scope(SCOPE)
@@ -372,12 +397,13 @@ def create_objects(cluster: Any) -> None:
     mgr.create_stream(SCOPE, KEYED_STREAM, pr.StreamConfiguration(fixed(4)))
     mgr.create_stream(SCOPE, TXN_STREAM, pr.StreamConfiguration(fixed(2)))
     mgr.create_stream(SCOPE, PIPELINE_STREAM, pr.StreamConfiguration(fixed(2)))
+    mgr.create_stream(SCOPE, OFFICIAL_STREAM, pr.StreamConfiguration(fixed(2)))
     scaling = pr.ScalingPolicy.by_event_rate(SCALING_TARGET_RATE, 2, 1)
     mgr.create_stream(SCOPE, SCALING_STREAM, pr.StreamConfiguration(scaling))
     retention = pr.RetentionPolicy.by_size(min_bytes=RETAINED_MIN_BYTES)
     mgr.create_stream(SCOPE, RETAINED_STREAM, pr.StreamConfiguration(fixed(2), retention))
     mgr.create_key_value_table(SCOPE, TABLE, partitions=2)
-    streams = (KEYED_STREAM, TXN_STREAM, SCALING_STREAM, PIPELINE_STREAM)
+    streams = (KEYED_STREAM, TXN_STREAM, SCALING_STREAM, PIPELINE_STREAM, OFFICIAL_STREAM)
     config = pr.ReaderGroupConfig.for_streams(
         *(f"{SCOPE}/{name}" for name in streams), automatic_checkpoint_interval_s=10
     )
@@ -482,6 +508,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     tier2=f"s3://{bucket}/tier2",
                     namespace=namespace,
                     retention_period_s=RETENTION_PERIOD_S,
+                    endpoints=endpoint_config(),
                 )
                 create_objects(cluster)
                 zombie = ZombieSpec(
@@ -547,6 +574,15 @@ def load_and_check(
         cluster, seed + 6, writers.acks, every_s=args.pipeline_every_s, rows=1000
     )
     txns = TxnWriters(cluster, seed + 1)
+    described = cluster.endpoints()
+    official = OfficialClients(
+        cluster,
+        seed + 8,
+        controller=described["controller"],
+        scope=SCOPE,
+        acks=writers.acks,
+        work_dir=Path(tempfile.mkdtemp(prefix="pravega-chaos-official-")),
+    )
     readers = GroupReaders(cluster, seed + 2)
     subscriber = GroupReaders(
         cluster,
@@ -560,7 +596,17 @@ def load_and_check(
     readers.started = subscriber.started = started  # their reads' times count from here too
     kv = KvClients(cluster, seed + 3)
     injector = Injector(cluster, nodes, namespace, readers, started, zombie)
-    parts: list[Part] = [writers, scaling, retained, pipeline, txns, kv, readers, subscriber]
+    parts: list[Part] = [
+        writers,
+        scaling,
+        retained,
+        pipeline,
+        txns,
+        kv,
+        official,
+        readers,
+        subscriber,
+    ]
     try:
         seconds = args.minutes * 60.0
         proxy.set_faults(faults)
@@ -582,6 +628,7 @@ def load_and_check(
         proxy.set_faults(ProxyFaults(rate=0.0))
         log(run_started, "faults stopped; stopping the load")
         injector.join()
+        official.stop_writing()
         for part in (writers, scaling, retained, pipeline, txns, kv):
             part.stop()
             log(run_started, f"{part.name} stopped")
@@ -590,9 +637,16 @@ def load_and_check(
         log(run_started, f"transactions settled ({txns.forgotten} ended too long ago to ask)")
         log(run_started, "reading everything back")
         drained = drain(readers, writers.acks, txns, subscriber, retained_acks, run_started)
+        official_expected = sum(
+            len(s) for k, s in writers.acks.acked.items() if k.startswith(OFFICIAL_PREFIX)
+        )
+        official_drained = official.drain(official_expected, DRAIN_STALL_S)
+        log(run_started, f"the official reader group read {len(official.reads()):,} events")
         readers.stop()
         subscriber.stop()
+        official.stop()
         extra = Extra(cluster, retained_acks, subscriber, pipeline, [scaling, retained])
+        extra.official, extra.official_drained = official, official_drained
         return report(
             args, proxy, writers, txns, readers, kv, injector, drained, txns.problems, extra
         )
@@ -621,6 +675,8 @@ class Extra:
         self.subscriber = subscriber
         self.pipeline = pipeline
         self.writers = writers
+        self.official: OfficialClients | None = None
+        self.official_drained = True
         mgr = cluster.stream_manager()
         info = mgr.get_stream_info(SCOPE, SCALING_STREAM)
         self.scaling_epoch, self.scaling_segments = info.epoch, len(info.segments)
@@ -668,6 +724,12 @@ def report(
         [dataclasses.replace(r, kind="k") for r in reads if r.kind == "z"],
     )
     zombie_acked = sum(a["zombie"]["acked_after_go"] for a in zombies if "zombie" in a)
+    theirs = extra.official
+    official = checker.check_keyed(
+        {k: v for k, v in writers.acks.acked.items() if k.startswith(OFFICIAL_PREFIX)},
+        {k: v for k, v in writers.acks.unknown.items() if k.startswith(OFFICIAL_PREFIX)},
+        theirs.reads() if theirs is not None else [],
+    )
     faults: Counter[str] = Counter(a["kind"] for a in injector.applied if "error" not in a)
     for kind, count in proxy.counts().items():
         if kind != "requests" and count:
@@ -688,9 +750,13 @@ def report(
     failures += extra.subscriber.failures + extra.pipeline.failures
     for part in extra.writers:
         failures += part.failures
+    if theirs is not None:
+        failures += theirs.failures
     problems = list(settle_problems) + failures
     if not drained:
         problems.append("the readers did not read everything back")
+    if not extra.official_drained:
+        problems.append("the official reader group did not read everything back")
     for a in injector.applied:
         if a["kind"] == NODE_REMOVE and a.get("moved_off") is False:
             problems.append(f"a container stayed on the removed node: {a}")
@@ -767,6 +833,15 @@ def report(
         f"  pipeline writes: {extra.pipeline.results}; errors {dict(extra.pipeline.errors)} "
         f"{extra.pipeline.samples}; took {_spread(writers.acks.slow.get('pipeline', []))}"
     )
+    for group in (readers, extra.subscriber):
+        for kind, example in sorted(group.error_examples.items()):
+            print(f"  {group.name}: first {kind}: {example}")
+    mine = sum(1 for r in reads if r.kind == "k" and r.ident.startswith(OFFICIAL_PREFIX))
+    print(
+        f"  official client (pravega 0.3.8, through the gRPC API and wire gateways): "
+        f"{official.acked:,} events acknowledged to its writer, {official.read:,} read by its "
+        f"reader group, {mine:,} by pravega-ray's group"
+    )
     p99_all, p99_during = p99(everything), p99(during)
     print(
         f"  ack latency p99 (small events): {_ms(p99_all)} overall, {_ms(p99_during)} for "
@@ -775,16 +850,22 @@ def report(
     for line in slowest_acks(writers.acks.latencies, reads, injector):
         print(f"  slow: {line}")
     examples = keyed.examples + kept.examples + zombie.examples + txn.examples + kvv.examples
+    examples += [f"official reader group: {e}" for e in official.examples]
     for line in examples + problems:
         print(f"  ! {line}")
     result = {
         "seed": args.seed,
         "seconds": round(args.minutes * 60, 1),
         "acked_events": keyed.acked + kept.acked,
-        "lost": keyed.lost + kept.lost + zombie.lost,
-        "duplicated": keyed.duplicated + kept.duplicated + txn.duplicated + zombie.duplicated,
-        "reordered": keyed.reordered + kept.reordered + zombie.reordered,
-        "phantom": keyed.phantom + kept.phantom + txn.phantom + altered,
+        "lost": keyed.lost + kept.lost + zombie.lost + official.lost,
+        "duplicated": keyed.duplicated
+        + kept.duplicated
+        + txn.duplicated
+        + zombie.duplicated
+        + official.duplicated,
+        "reordered": keyed.reordered + kept.reordered + zombie.reordered + official.reordered,
+        "phantom": keyed.phantom + kept.phantom + txn.phantom + altered + official.phantom,
+        "official_client_acked": official.acked,
         "truncated_unreleased": len(extra.subscriber.truncated),
         "retained_truncated_bytes": extra.retained_truncated_bytes,
         "scaling_epoch": extra.scaling_epoch,

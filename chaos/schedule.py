@@ -31,6 +31,7 @@ CONTROLLER_ACTORS = (
     "transaction-timer",
     "stream-bucket",  # one of stream-bucket-<i>
     "cluster-manager",
+    "endpoints",  # the gRPC and REST APIs Pravega's own clients use
 )
 """Controller actor kinds; a fault on one is ``kill:<kind>``."""
 

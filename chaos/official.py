@@ -1,0 +1,236 @@
+"""Pravega's official Python client in the chaos load (issue 25: "add a ``pravega_client``
+writer and reader group to ``make chaos``'s load; the chaos issue's checker applies to them
+too").
+
+:class:`OfficialClients` runs two processes in the official client's venv (``pravega``
+0.3.8, installed as ``tests/wire/official_client.py`` does), talking to the cluster only
+through its endpoints (the controller's gRPC API and the containers' wire gateways):
+
+* a writer of keyed events ``k <key> <seq>`` (the load's own encoding) on ``OFFICIAL_STREAM``,
+  paced, ``INFLIGHT`` events in flight from one thread, then a ``flush``, whose return
+  acknowledges them. Each outcome is a line on its stdout, recorded
+  in the run's ``Acks``, so the main reader group (which reads this stream too) and
+  :func:`chaos.checker.check_keyed` judge these events as they judge pravega-ray's own:
+  none lost, none twice, each key in order;
+* an official reader group of one reader on that stream, each event a line on its stdout; its
+  reads are judged by the same check on their own (:meth:`OfficialClients.reads`).
+
+Both stop when the stop file appears (the reader once it has read ``expected`` events, or
+after its drain time). A process that dies, or a line that does not parse, is a failure of
+the part, recorded, never raised out of a thread.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from chaos.checker import Read, decode
+from chaos.load import Acks, Part
+
+OFFICIAL_STREAM = "official"
+OFFICIAL_GROUP = "official"
+KEYS = 8
+KEY_PREFIX = "o"
+"""The official writer's keys: ``o0`` .. ``o7``."""
+EVENT_BYTES = 100
+INFLIGHT = 25
+"""Events the official writer has in flight (``max_inflight_events``); it flushes after each
+``INFLIGHT`` events, and the flush's return acknowledges them. (Its ``write_event_async``
+calls awaited side by side may be stored out of order: the Python binding runs each on the
+Rust runtime's thread pool; found by this load.)"""
+
+WRITER = """
+import os, sys, time
+import pravega_client
+manager = pravega_client.StreamManager({controller!r})
+writer = manager.create_writer({scope!r}, {stream!r}, {inflight})
+seqs = [0] * {keys}
+n, started = 0, time.monotonic()
+batch, begun = [], time.monotonic()
+while not os.path.exists({stop!r}):
+    k = n % {keys}
+    key, seq = f"{prefix}{{k}}", seqs[k]
+    head = f"k {{key}} {{seq}}\\n"
+    if not batch:
+        begun = time.monotonic()
+    try:
+        writer.write_event(head + "." * max(0, {size} - len(head)), key)
+        batch.append((key, seq))
+    except Exception as e:  # not queued, or an earlier event failed: outcome unknown
+        print("u", key, seq, type(e).__name__, flush=True)
+    seqs[k] += 1
+    n += 1
+    if len(batch) >= {inflight} or os.path.exists({stop!r}):
+        try:
+            writer.flush()  # every event written before is persisted once it returns
+            took = round(time.monotonic() - begun, 4)
+            for key, seq in batch:
+                print("a", key, seq, took, flush=True)
+        except Exception as e:  # outcome unknown: the checker allows it either way
+            for key, seq in batch:
+                print("u", key, seq, type(e).__name__, flush=True)
+            time.sleep(1.0)
+        batch = []
+    ahead = started + n / {rate} - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
+print("done", flush=True)
+sys.stdout.flush()
+os._exit(0)
+"""
+
+READER = """
+import asyncio, os, sys, time
+import pravega_client
+manager = pravega_client.StreamManager({controller!r})
+group = manager.create_reader_group({group!r}, {scope!r}, {stream!r})
+reader = group.create_reader("official-0")
+
+async def read():
+    while not os.path.exists({stop!r}):
+        try:
+            piece = await asyncio.wait_for(reader.get_segment_slice_async(), 2.0)
+        except asyncio.TimeoutError:
+            continue
+        for event in piece:
+            head = bytes(event.data()).split(b"\\n", 1)[0].decode("ascii", "replace")
+            print("r", head.replace(" ", "|"), flush=True)
+        reader.release_segment(piece)
+
+asyncio.run(read())
+print("done", flush=True)
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+class OfficialClients(Part):
+    """The official client's writer and reader group; see the module docstring."""
+
+    name = "official client"
+
+    def __init__(
+        self,
+        cluster: Any,
+        seed: int,
+        *,
+        controller: str,
+        scope: str,
+        acks: Acks,
+        work_dir: Path,
+        rate: float = 50.0,
+    ) -> None:
+        super().__init__(cluster, seed)
+        from tests.wire.official_client import install_client
+
+        self.acks = acks
+        self.started = time.monotonic()
+        self._reads: list[Read] = []
+        self._stop_writer = work_dir / "official-writer.stop"
+        self._stop_reader = work_dir / "official-reader.stop"
+        python = str(install_client())
+        fields = {"controller": controller, "scope": scope, "stream": OFFICIAL_STREAM}
+        writer = WRITER.format(
+            **fields,
+            keys=KEYS,
+            prefix=KEY_PREFIX,
+            size=EVENT_BYTES,
+            rate=rate,
+            inflight=INFLIGHT,
+            stop=str(self._stop_writer),
+        )
+        reader = READER.format(**fields, group=OFFICIAL_GROUP, stop=str(self._stop_reader))
+        self._processes = [
+            subprocess.Popen(
+                [python, "-c", textwrap.dedent(script)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for script in (writer, reader)
+        ]
+        self._pending: dict[tuple[str, int], float] = {}
+        self._lock = threading.Lock()
+        self.spawn(self._follow_writer, self._processes[0])
+        self.spawn(self._follow_reader, self._processes[1])
+
+    def _follow_writer(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            parts = line.split()
+            if parts[:1] == ["a"] and len(parts) == 4:
+                took = float(parts[3])
+                self.acks.done(parts[1], int(parts[2]), time.monotonic() - took, None)
+            elif parts[:1] == ["u"] and len(parts) >= 3:
+                self.acks.done(parts[1], int(parts[2]), time.monotonic(), OSError(line))
+            elif parts != ["done"]:
+                self.failures.append(f"official writer: unexpected line {line!r}")
+        self._check_exit("writer", process)
+
+    def _follow_reader(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            parts = line.split()
+            if parts[:1] == ["r"] and len(parts) == 2:
+                payload = parts[1].replace("|", " ").encode() + b"\n"
+                at = time.monotonic() - self.started
+                with self._lock:
+                    self._reads.append(decode("official-0", OFFICIAL_STREAM, -1, payload, at))
+            elif parts != ["done"]:
+                self.failures.append(f"official reader: unexpected line {line!r}")
+        self._check_exit("reader", process)
+
+    def _check_exit(self, which: str, process: subprocess.Popen[str]) -> None:
+        code = process.wait()
+        if code != 0:
+            error = process.stderr.read()[-2000:] if process.stderr else ""
+            self.failures.append(f"official {which} exited with {code}: {error}")
+
+    def reads(self) -> list[Read]:
+        """The official reader group's reads so far, in the order it returned them."""
+        with self._lock:
+            return list(self._reads)
+
+    def stop_writing(self) -> None:
+        """Ask the writer to stop (its last event settles first); wait for it."""
+        self._stop_writer.touch()
+        self._wait(self._processes[0])
+
+    def drain(self, expected: int, stall_s: float) -> bool:
+        """Let the official reader read until it has ``expected`` distinct keyed events or
+        nothing new came for ``stall_s``; then stop it. True if it got them all."""
+        last, changed = -1, time.monotonic()
+        got = 0
+        while True:
+            reads = self.reads()
+            got = len({(r.ident, r.seq) for r in reads if r.kind == "k"})
+            if got >= expected:
+                break
+            if len(reads) != last:
+                last, changed = len(reads), time.monotonic()
+            elif time.monotonic() - changed > stall_s:
+                break
+            time.sleep(1.0)
+        self._stop_reader.touch()
+        self._wait(self._processes[1])
+        return got >= expected
+
+    def _wait(self, process: subprocess.Popen[str]) -> None:
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            self.failures.append("an official client process did not stop in 60 s")
+
+    def stop(self) -> None:
+        self._stop_writer.touch()
+        self._stop_reader.touch()
+        for process in self._processes:
+            if process.poll() is None:
+                self._wait(process)
+        super().stop()
