@@ -371,23 +371,13 @@ RETENTION_PERIOD_S = 5.0
 def endpoint_config() -> EndpointConfig:
     """The cluster's endpoints on free loopback ports, fixed for the run (the official
     client keeps its controller address, and a restarted container its gateway's port)."""
-    import socket
+    from tests.ports import free_port_run
 
-    def free(count: int = 1) -> int:
-        for _ in range(100):
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                base = int(probe.getsockname()[1])
-            try:
-                for port in range(base, base + count):
-                    with socket.socket() as probe:
-                        probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-        raise RuntimeError("no free ports")
-
-    return EndpointConfig(grpc_port=free(), rest_port=free(), wire_port_base=free(CONTAINERS))
+    return EndpointConfig(
+        grpc_port=free_port_run(),
+        rest_port=free_port_run(),
+        wire_port_base=free_port_run(CONTAINERS),
+    )
 
 
 def create_objects(cluster: Any) -> None:

@@ -7,7 +7,6 @@ endpoints added; a container killed under the official writer loses and duplicat
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import textwrap
 import time
@@ -24,6 +23,7 @@ from pravega_ray.endpoints import EndpointConfig
 from pravega_ray.errors import ConfigurationError, InvalidArgumentError
 from pravega_ray.stream_configuration import ReaderGroupConfig, ScalingPolicy, StreamConfiguration
 from pravega_ray_actors.options import ENDPOINTS_NAME
+from tests.ports import free_port_run
 from tests.wire.official_client import READ_EVENTS, RunClient, client_runner, install_client
 
 pytestmark = pytest.mark.timeout(600)
@@ -31,28 +31,10 @@ pytestmark = pytest.mark.timeout(600)
 CONTAINERS = 4  # the session cluster's (tests/conftest.py)
 
 
-def _free_port_base(count: int) -> int:
-    """A port with the ``count - 1`` after it free too (for the containers' gateways)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count > 65535:
-            continue
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no run of free ports found")
-
-
 @pytest.fixture(scope="module")
 def endpoints(cluster: Any, cluster_data_dir: Path) -> Iterator[tuple[Any, dict[str, Any]]]:
     """The session's cluster joined with its endpoints started: ``(cluster, endpoints())``."""
-    config = EndpointConfig(grpc_port=0, wire_port_base=_free_port_base(CONTAINERS))
+    config = EndpointConfig(grpc_port=0, wire_port_base=free_port_run(CONTAINERS))
     joined = pr.start_local(data_dir=cluster_data_dir, container_count=CONTAINERS, endpoints=config)
     try:
         described = joined.endpoints()
