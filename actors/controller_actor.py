@@ -14,6 +14,7 @@ from typing import Any
 import ray
 
 from pravega_ray.contracts.records import (
+    EpochInfo,
     KeyValueTableInfo,
     SegmentRange,
     StreamInfo,
@@ -123,6 +124,9 @@ class ControllerActor:
 
     def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
         return self._controller.get_epoch_segments(scope, stream, epoch)
+
+    def get_epoch(self, scope: str, stream: str, epoch: int) -> EpochInfo:
+        return self._controller.get_epoch(scope, stream, epoch)
 
     def get_segments_between(
         self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
@@ -264,6 +268,7 @@ CALL_GROUPS: dict[str, tuple[str, ...]] = {
         "get_predecessors",
         "get_segments_at_time",
         "get_epoch_segments",
+        "get_epoch",
         "get_segments_between",
         "get_head_cut",
         "get_tail_cut",

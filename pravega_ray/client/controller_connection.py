@@ -43,6 +43,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from pravega_ray.constants import CONTROLLER_CALL_ATTEMPTS_MAX
 from pravega_ray.contracts.controller_service import ControllerService
 from pravega_ray.contracts.records import (
+    EpochInfo,
     KeyValueTableInfo,
     SegmentRange,
     StreamInfo,
@@ -204,6 +205,9 @@ class ControllerClient:
 
     def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
         return self._repeated(ControllerService.get_epoch_segments, scope, stream, epoch)
+
+    def get_epoch(self, scope: str, stream: str, epoch: int) -> EpochInfo:
+        return self._repeated(ControllerService.get_epoch, scope, stream, epoch)
 
     def get_segments_between(
         self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None

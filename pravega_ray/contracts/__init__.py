@@ -7,9 +7,9 @@ Pravega keeps these in ``controller:contract`` and ``segmentstore:contracts``; h
 module                          what
 ==============================  ================================================================
 ``records``                     the controller's public records: ``StreamInfo``,
-                                ``SegmentRange``, ``StreamState``, ``KeyHash`` (a stream's
-                                routing rule), ``TxnInfo``, ``TxnStatus``,
-                                ``KeyValueTableInfo``
+                                ``SegmentRange``, ``EpochInfo``, ``StreamState``,
+                                ``KeyHash`` (a stream's routing rule), ``TxnInfo``,
+                                ``TxnStatus``, ``KeyValueTableInfo``
 ``controller_service``          ``ControllerService``, every call the controller answers, and
                                 how callers name a call (``method_name``)
 ``segment_store``               values a segment container takes and returns (``ReadResult``,

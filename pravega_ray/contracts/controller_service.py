@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pravega_ray.contracts.records import (
+    EpochInfo,
     KeyValueTableInfo,
     SegmentRange,
     StreamInfo,
@@ -121,6 +122,11 @@ class ControllerService(Protocol):
 
     def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
         """The segments of epoch ``epoch``; StreamNotFoundError if there is no such epoch."""
+        ...
+
+    def get_epoch(self, scope: str, stream: str, epoch: int) -> EpochInfo:
+        """Epoch ``epoch`` with its creation time and segments (the REST API's scaling
+        events); StreamNotFoundError if there is no such epoch."""
         ...
 
     def get_segments_between(

@@ -74,6 +74,16 @@ class SegmentRange:
 
 
 @dataclass(frozen=True, slots=True)
+class EpochInfo:
+    """One epoch of a stream's history: when its scale completed (epoch 0: when the stream
+    was created; ms since 1970, the controller's wall clock) and its segments, in key order."""
+
+    epoch: int
+    created_ms: int
+    segments: tuple[SegmentRange, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class StreamInfo:
     scope: str
     stream: str

@@ -59,6 +59,7 @@ from typing import Any, Protocol
 
 from pravega_ray.contracts.controller_service import ControllerService
 from pravega_ray.contracts.records import (
+    EpochInfo,
     KeyValueTableInfo,
     SegmentRange,
     StreamInfo,
@@ -218,6 +219,9 @@ class Controller:
     def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
         return self._streams.get_epoch_segments(scope, stream, epoch)
 
+    def get_epoch(self, scope: str, stream: str, epoch: int) -> EpochInfo:
+        return self._streams.get_epoch(scope, stream, epoch)
+
     def get_segments_between(
         self, scope: str, stream: str, start: dict[int, int], end: dict[int, int] | None
     ) -> list[SegmentRange]:
@@ -356,6 +360,7 @@ ONE_OPERATION_CALLS = (
     "get_successors",
     "get_predecessors",
     "get_epoch_segments",
+    "get_epoch",
     "get_segments_at_time",
     "create_transaction",
     "ping_transaction",

@@ -30,7 +30,13 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pravega_ray.contracts.records import SegmentRange, StreamInfo, StreamState, check_request_id
+from pravega_ray.contracts.records import (
+    EpochInfo,
+    SegmentRange,
+    StreamInfo,
+    StreamState,
+    check_request_id,
+)
 from pravega_ray.controller.controller_steps import ControllerSteps, create_racing
 from pravega_ray.controller.epochs import check_key_ranges, to_range
 from pravega_ray.controller.segment_helper import run_each
@@ -233,13 +239,19 @@ class StreamMetadataTasks:
 
     def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
         """The segments of epoch ``epoch``. Raises StreamNotFoundError if it has no such epoch."""
+        return list(self.get_epoch(scope, stream, epoch).segments)
+
+    def get_epoch(self, scope: str, stream: str, epoch: int) -> EpochInfo:
+        """Epoch ``epoch``: its creation time and segments. Raises StreamNotFoundError if it
+        has no such epoch."""
         self._steps.check_stream(scope, stream)
         if not is_int(epoch) or epoch < 0:
             raise InvalidArgumentError("epoch must be an int >= 0")
         row = self._store.streams.epoch(scope, stream, epoch)
         if row is None:
             raise StreamNotFoundError(f"stream {scope}/{stream} has no epoch {epoch}")
-        return [to_range(scope, stream, r) for r in row.segments]
+        segments = tuple(to_range(scope, stream, r) for r in row.segments)
+        return EpochInfo(epoch, row.created_ms, segments)
 
     def scale_stream(
         self,

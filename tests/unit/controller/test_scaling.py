@@ -77,6 +77,28 @@ def test_split_adds_an_epoch_with_successors_predecessors_and_history(cluster) -
     assert sealed.sealed
 
 
+def test_get_epoch_tells_each_epoch_s_time_and_segments(cluster) -> None:  # type: ignore[no-untyped-def]
+    mgr = _stream(cluster, 2)
+    first = mgr.get_stream_info("sc", "st")
+    time.sleep(0.01)
+    assert mgr.scale_stream("sc", "st", [first.segments[1].segment_id], [(0.5, 0.75), (0.75, 1)])
+    core = cluster.core
+    zero, one = core.get_epoch("sc", "st", 0), core.get_epoch("sc", "st", 1)
+    assert (zero.epoch, zero.created_ms, zero.segments) == (
+        0,
+        first.creation_time_ms,
+        first.segments,
+    )
+    assert one.epoch == 1 and one.created_ms > zero.created_ms
+    assert list(one.segments) == core.get_epoch_segments("sc", "st", 1)
+    assert one.segments == mgr.get_stream_info("sc", "st").segments
+    with pytest.raises(pr.StreamNotFoundError, match="no epoch 2"):
+        core.get_epoch("sc", "st", 2)
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises(pr.InvalidArgumentError):
+            core.get_epoch("sc", "st", bad)
+
+
 def test_merge_gives_one_successor_with_both_predecessors(cluster) -> None:  # type: ignore[no-untyped-def]
     mgr = _stream(cluster, 3)
     a, b, _c = mgr.get_stream_info("sc", "st").segments
