@@ -516,6 +516,7 @@ class KvClients(Part):
         self.refused: dict[str, list[str]] = defaultdict(list)
         self.unknown: dict[str, list[str]] = defaultdict(list)
         self.errors: dict[str, int] = defaultdict(int)
+        self.error_examples: dict[str, str] = {}  # the first of each kind, for the report
         table = self._table()
         for key in self.keys:
             table.put(key, [])
@@ -541,13 +542,54 @@ class KvClients(Part):
                 self.refused[key].append(op)
             except Exception as e:  # the outcome is not known
                 self.errors[type(e).__name__] += 1
+                self.error_examples.setdefault(type(e).__name__, repr(e)[-3000:])
                 self.unknown[key].append(op)
             else:
                 self.acked[key].append(op)
 
     def final(self) -> dict[str, list[str]]:
+        """Each key's final value; a key that cannot be read is a failure of the part (with
+        a diagnosis of its table segment, taken now, while the cluster is up) and reads as
+        empty, so the check counts its acknowledged updates as lost."""
         table = self._table()
-        return {key: list(table.get(key).value) for key in self.keys}
+        out: dict[str, list[str]] = {}
+        for key in self.keys:
+            try:
+                out[key] = list(table.get(key).value)
+            except pr.PravegaError as e:
+                self.failures.append(
+                    f"{self.name}: the final read of {key} failed: {e!r}; {self._diagnose(e)}"
+                )
+                out[key] = []
+        return out
+
+    def _diagnose(self, error: BaseException) -> str:
+        """What the damaged entry's table segment holds around the offset the error names:
+        its info, the raw bytes there, and the entry offsets near it (from the start)."""
+        offset = getattr(error, "offset", None)
+        notes: list[str] = []
+        segments = self.cluster._segments  # the harness looks inside; the API has no such call
+        for partition in self._table()._partitions:
+            name = partition.segment
+            try:
+                info = segments.get_info(name).result(30)
+                notes.append(f"{name}: {info}")
+                if offset is not None and 0 <= offset < info.length:
+                    raw = segments.read(name, offset, 32, 0.0).result(30)
+                    notes.append(f"bytes at {offset}: {raw.data[:32].hex()}")
+                    boundaries, position = [], info.start_offset
+                    while position < min(info.length, offset + 4096):
+                        entries, position = segments.table_read_changes(
+                            name, position, 65536
+                        ).result(30)
+                        if not entries:
+                            break
+                        boundaries += [e.offset for e in entries]
+                    near = [b for b in boundaries if abs(b - offset) < 512]
+                    notes.append(f"entry offsets near {offset}: {near}")
+            except Exception as e:  # a diagnosis never stops the report
+                notes.append(f"{name}: {e!r}")
+        return "; ".join(notes)
 
 
 class PipelineWrites(Part):

@@ -823,9 +823,12 @@ def report(
         f"  pipeline writes: {extra.pipeline.results}; errors {dict(extra.pipeline.errors)} "
         f"{extra.pipeline.samples}; took {_spread(writers.acks.slow.get('pipeline', []))}"
     )
-    for group in (readers, extra.subscriber):
-        for kind, example in sorted(group.error_examples.items()):
-            print(f"  {group.name}: first {kind}: {example}")
+    examples_of: list[tuple[str, dict[str, str]]] = [
+        (p.name, p.error_examples) for p in (readers, extra.subscriber)
+    ] + [(kv.name, kv.error_examples)]
+    for name, examples in examples_of:
+        for kind, example in sorted(examples.items()):
+            print(f"  {name}: first {kind}: {example}")
     mine = sum(1 for r in reads if r.kind == "k" and r.ident.startswith(OFFICIAL_PREFIX))
     print(
         f"  official client (pravega 0.3.8, through the gRPC API and wire gateways): "
