@@ -826,8 +826,8 @@ def report(
     examples_of: list[tuple[str, dict[str, str]]] = [
         (p.name, p.error_examples) for p in (readers, extra.subscriber)
     ] + [(kv.name, kv.error_examples)]
-    for name, examples in examples_of:
-        for kind, example in sorted(examples.items()):
+    for name, first in examples_of:
+        for kind, example in sorted(first.items()):
             print(f"  {name}: first {kind}: {example}")
     mine = sum(1 for r in reads if r.kind == "k" and r.ident.startswith(OFFICIAL_PREFIX))
     print(
