@@ -11,6 +11,11 @@ restarted opens its gateway again at once, on its port, for the clients that con
 the address they had without asking getURI again. Killed at any moment, Ray restarts it
 (``max_restarts=-1``) and the constructor serves again on the same port: it holds no
 state.
+
+Security (docs/security.md): the config names the TLS files and the password file; this
+actor and every container actor read the same files, so they serve the same certificate,
+check the same users and agree on the delegation tokens' secret, which is derived from the
+files' bytes and never passed in a call, logged or described.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class EndpointsActor:
         from pravega_ray_actors.ray_calls import RayServiceInvoker
 
         self._config = EndpointConfig(**config)  # type: ignore[arg-type]
+        tls = self._config.tls_files()
+        access = self._config.access_control()  # one for both APIs: one credential cache
         self._container_count = container_count
         self._namespace = namespace
         self._handles: dict[int, Any] = {}
@@ -66,6 +73,8 @@ class EndpointsActor:
             self._config.grpc_port,
             self.uri_for,
             insecure_ok=self._config.insecure_ok,
+            tls=tls,
+            access=access,
         )
         containers = [
             ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
@@ -78,6 +87,8 @@ class EndpointsActor:
             self._config.host,
             self._config.rest_port,
             insecure_ok=self._config.insecure_ok,
+            tls=tls,
+            access=access,
             online_readers=lambda scope, group: clients.reader_group(
                 scope, group
             ).get_online_readers(),
@@ -94,12 +105,12 @@ class EndpointsActor:
                     self.endpoint_of(container_id)
 
     def uri_for(self, segment: str) -> tuple[str, int]:
-        """getURI: the ``(IP, port)`` of the wire gateway of the container owning
+        """getURI: the ``(host, port)`` of the wire gateway of the container owning
         ``segment`` (:meth:`endpoint_of`)."""
         return self.endpoint_of(container_for_segment(segment, self._container_count))
 
     def endpoint_of(self, container_id: int) -> tuple[str, int]:
-        """The ``(IP, port)`` of container ``container_id``'s wire gateway, opened if it was
+        """The ``(host, port)`` of container ``container_id``'s wire gateway, opened if it was
         not. ContainerNotReadyError (UNAVAILABLE to a gRPC client, which asks again) if the
         container does not answer within ``URI_CALL_TIMEOUT_S`` or cannot open it."""
         with self._lock:
@@ -126,12 +137,26 @@ class EndpointsActor:
         return {i: self.endpoint_of(i) for i in range(self._container_count)}
 
     def describe(self) -> dict[str, object]:
-        """Where the gRPC and REST APIs listen (the ports chosen, if the config's were 0)."""
+        """Where the gRPC and REST APIs listen (the ports chosen, if the config's were 0):
+        ``grpc`` is the URI a client is given (``tls://<name>:<port>`` with TLS, where the
+        name is ``EndpointConfig.client_host``), ``config`` the config's ``to_dict()`` (file
+        paths, no secret)."""
+        grpc_host = self._config.client_host(self._grpc.host)
+        if grpc_host == self._grpc.host:
+            grpc_uri = self._grpc.target
+        else:
+            grpc_uri = f"{grpc_host}:{self._grpc.port}"
+        rest_host = self._config.client_host(self._rest.host)
+        scheme = "https" if self._config.tls_enabled else "http"
         return {
             "pid": os.getpid(),
-            "grpc": f"tcp://{self._grpc.target}",
+            "grpc": f"{'tls' if self._config.tls_enabled else 'tcp'}://{grpc_uri}",
             "grpc_port": self._grpc.port,
-            "rest": f"{self._rest.url}/v1",
+            "rest": (
+                f"{self._rest.url}/v1"
+                if rest_host == self._rest.host
+                else f"{scheme}://{rest_host}:{self._rest.port}/v1"
+            ),
             "rest_port": self._rest.port,
             "config": self._config.to_dict(),
             "container_count": self._container_count,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 from collections.abc import Sequence
 
@@ -102,38 +103,56 @@ class SegmentContainerActor:
     async def wire_endpoint(
         self, container_count: int, config: dict[str, object]
     ) -> tuple[str, int]:
-        """The ``(IP, port)`` where this container serves Pravega's wire protocol, opening
+        """The ``(host, port)`` where this container serves Pravega's wire protocol, opening
         its gateway first if it is not open (``pravega_ray/endpoints.py``; ``config`` is an
         ``EndpointConfig.to_dict()``; another one than the gateway was opened with opens it
         again). Segments it does not own (of ``container_count``) are answered WRONG_HOST.
-        The gateway lives as long as this actor process: the ``endpoints`` actor asks every
-        container every second, so a restarted container opens it again at once, on the
-        same port unless the config's ``wire_port_base`` is 0. OSError (after one retry a
-        second later, for a predecessor's socket still closing) if the port cannot be
-        bound."""
-        endpoint = EndpointConfig(**config)  # type: ignore[arg-type]
+        With the config's TLS files the gateway speaks TLS; with its password file it checks
+        every request's delegation token, signed with the secret every endpoint derives
+        from the same files (docs/security.md). ``host`` is what clients are given
+        (``EndpointConfig.client_host``: the published host; with TLS ``localhost`` on
+        loopback or this node's name on a wildcard host; else the IP). The gateway lives
+        as long as this actor process: the ``endpoints`` actor asks every container every
+        second, so a restarted container opens it again at once, on the same port unless
+        the config's ``wire_port_base`` is 0. ConfigurationError if a file of the config
+        cannot be read here; OSError (after one retry a second later, for a predecessor's
+        socket still closing) if the port cannot be bound."""
         async with self._gateway_lock:  # calls of an async actor run side by side
-            if self._gateway is not None and self._gateway_config != (endpoint, container_count):
-                await self._gateway.stop()  # configured otherwise since: open it again
-                self._gateway = None
-            if self._gateway is None:
+            current = self._gateway_config
+            if (
+                self._gateway is not None
+                and current is not None
+                and (current[0].to_dict(), current[1]) == (config, container_count)
+            ):
+                endpoint = current[0]  # asked every second: the files are not read again
+            else:
+                endpoint = EndpointConfig(**config)  # type: ignore[arg-type]
+                if self._gateway is not None:
+                    await self._gateway.stop()  # configured otherwise since: open it again
+                    self._gateway = None
                 self._gateway = await self._open_gateway(endpoint, container_count)
                 self._gateway_config = (endpoint, container_count)
-        host = endpoint.host
+        host, node_name = endpoint.host, None
         if endpoint.binds_everywhere:
-            host = ray.util.get_node_ip_address()
-        return host, self._gateway_port
+            host, node_name = ray.util.get_node_ip_address(), socket.getfqdn()
+        return endpoint.client_host(host, node_name), self._gateway_port
 
     async def _open_gateway(self, endpoint: EndpointConfig, container_count: int) -> WireGateway:
         port = wire_port_for(endpoint, self._container_id, container_count)
         me = self._container_id
+        tls_files = endpoint.tls_files()
+        access = endpoint.access_control()
 
         def owns(segment: str) -> bool:
             return container_for_segment(segment, container_count) == me
 
         for attempt in range(2):
             gateway = WireGateway(
-                self._container, owns=owns, config=GatewayConfig(host=endpoint.host, port=port)
+                self._container,
+                owns=owns,
+                config=GatewayConfig(host=endpoint.host, port=port),
+                tls=tls_files.server_context() if tls_files is not None else None,
+                tokens=access.tokens if access is not None else None,
             )
             try:
                 self._gateway_port = await gateway.start()

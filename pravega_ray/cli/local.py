@@ -54,6 +54,22 @@ STATUS_TIMEOUT_S = 10.0
 DATA_DIR_OPTION = typer.Option(
     Path("./.pravega-data"), "--data-dir", help="Where the cluster keeps its data."
 )
+TLS_CERT_OPTION = typer.Option(
+    None,
+    "--tls-cert",
+    resolve_path=True,
+    help="PEM certificate (chain) all three endpoints serve TLS with (with --tls-key).",
+)
+TLS_KEY_OPTION = typer.Option(
+    None, "--tls-key", resolve_path=True, help="PEM private key of --tls-cert."
+)
+PASSWORD_FILE_OPTION = typer.Option(
+    None,
+    "--password-file",
+    resolve_path=True,
+    help="Users, password hashes and ACLs (Pravega's format; docs/security.md): "
+    "authenticate and authorize every endpoint.",
+)
 
 
 def ray_temp_dir(data_dir: Path) -> Path:
@@ -295,7 +311,16 @@ def start(
     insecure: bool = typer.Option(
         False,
         "--insecure",
-        help="Allow --bind other than loopback: the endpoints have no TLS or authentication.",
+        help="Allow --bind other than loopback without TLS and authentication.",
+    ),
+    tls_cert: Path | None = TLS_CERT_OPTION,
+    tls_key: Path | None = TLS_KEY_OPTION,
+    password_file: Path | None = PASSWORD_FILE_OPTION,
+    published_host: str | None = typer.Option(
+        None,
+        "--published-host",
+        help="The host name clients are given for the endpoints (the TLS certificate's "
+        "name; default with TLS on loopback: localhost).",
     ),
 ) -> None:
     """Start a local cluster (a Ray head unless one answers at --address) and print its
@@ -305,7 +330,17 @@ def start(
     from pravega_ray.endpoints import EndpointConfig
 
     endpoint_config = (
-        EndpointConfig(bind, grpc_port, rest_port, wire_port_base, insecure_ok=insecure)
+        EndpointConfig(
+            bind,
+            grpc_port,
+            rest_port,
+            wire_port_base,
+            insecure_ok=insecure,
+            tls_cert_file=str(tls_cert) if tls_cert is not None else None,
+            tls_key_file=str(tls_key) if tls_key is not None else None,
+            password_file=str(password_file) if password_file is not None else None,
+            published_host=published_host,
+        )
         if endpoints
         else False
     )

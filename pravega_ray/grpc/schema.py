@@ -96,7 +96,8 @@ class MessageType:
 
 @dataclass(frozen=True)
 class Rpc:
-    """A unary RPC; ``served`` False: declared, answered UNIMPLEMENTED."""
+    """A unary RPC; ``served`` False: declared, answered UNIMPLEMENTED (getDelegationToken is
+    served when authentication is on: ``service.ControllerServicer``)."""
 
     name: str
     request: str

@@ -19,6 +19,11 @@ docs/grpc.md; the rules the official client depends on:
   workflow to finish, as Java's controller does: the client calls the next RPC at once.
 * Tags are the stream configuration's (``StreamConfiguration.tags``); an update without
   tags keeps the stream's.
+* With an :class:`~pravega_ray.auth.AccessControl` (docs/security.md) every RPC, served or
+  not, first authenticates the ``authorization`` metadata (``Basic base64(user:password)``;
+  UNAUTHENTICATED otherwise) and then checks the permission :data:`RPC_ACCESS` names on its
+  scope or stream (PERMISSION_DENIED). listScopes and listStreamsInScope list only what the
+  user may read, and getDelegationToken hands out a token for the wire protocol.
 
 Thread-safe: grpcio runs handlers on a thread pool; the controller is thread-safe.
 """
@@ -33,6 +38,15 @@ from typing import Any, Protocol
 
 import grpc
 
+from pravega_ray.auth import (
+    ROOT_RESOURCE,
+    AccessControl,
+    Permission,
+    reader_group_of_state_stream,
+    reader_group_resource,
+    scope_resource,
+    stream_resource,
+)
 from pravega_ray.constants import SYSTEM_SCOPE, WORKFLOW_POLL_S, WORKFLOW_WAIT_S
 from pravega_ray.contracts.records import SegmentRange, StreamInfo, StreamState, TxnInfo, TxnStatus
 from pravega_ray.errors import (
@@ -57,6 +71,7 @@ from pravega_ray.stream_cut import StreamCut
 
 __all__ = [
     "LIST_PAGE_SIZE",
+    "RPC_ACCESS",
     "SYSTEM_STREAMS",
     "ControllerCalls",
     "ControllerServicer",
@@ -73,7 +88,43 @@ SYSTEM_STREAMS = ("_abortstream", "_commitstream", "_requeststream")
 request, commit and abort streams), listed there as Java lists its own."""
 
 UriFor = Callable[[str], tuple[str, int]]
-"""Where a segment is served: qualified segment name -> (IP literal, TCP port)."""
+"""Where a segment is served: qualified segment name -> (host, TCP port); an IP literal
+unless TLS needs a name (``EndpointConfig.client_host``)."""
+
+_READ, _READ_UPDATE = Permission.READ, Permission.READ_UPDATE
+RPC_ACCESS: dict[str, tuple[str, Permission]] = {
+    "createScope": ("root", _READ_UPDATE),
+    "deleteScope": ("root", _READ_UPDATE),
+    "listScopes": ("listing", _READ),
+    "checkScopeExists": ("scope", _READ),
+    "listStreamsInScope": ("scope", _READ),
+    "listStreamsInScopeForTag": ("scope", _READ),
+    "createStream": ("scope", _READ_UPDATE),
+    "updateStream": ("stream", _READ_UPDATE),
+    "getStreamConfiguration": ("stream", _READ),
+    "checkStreamExists": ("stream", _READ),
+    "truncateStream": ("stream", _READ_UPDATE),
+    "sealStream": ("stream", _READ_UPDATE),
+    "deleteStream": ("stream", _READ_UPDATE),
+    "getCurrentSegments": ("stream", _READ),
+    "getEpochSegments": ("stream", _READ),
+    "getSegments": ("stream", _READ),
+    "getSegmentsImmediatelyFollowing": ("stream", _READ),
+    "scale": ("stream", _READ_UPDATE),
+    "checkScale": ("stream", _READ),
+    "getURI": ("segments", _READ),
+    "createTransaction": ("stream", _READ_UPDATE),
+    "commitTransaction": ("stream", _READ_UPDATE),
+    "abortTransaction": ("stream", _READ_UPDATE),
+    "pingTransaction": ("stream", _READ_UPDATE),
+    "checkTransactionState": ("stream", _READ),
+    "getDelegationToken": ("segments", _READ),
+}
+"""What each RPC needs with authentication on (Pravega's ``ControllerServiceImpl``): the
+permission on ``prn::/`` ("root"), on its scope ("scope") or on its stream ("stream");
+"segments" is the stream's, or for a reader group's state stream (``<group>_kvtable``) the
+group's as well (the official client keeps a group's state there); "listing" lists only
+the scopes the user may READ. listStreamsInScope also lists only readable streams."""
 
 
 class ControllerCalls(Protocol):
@@ -150,7 +201,8 @@ class ControllerServicer:
     ``uri_for`` answers getURI for any segment name, existing or not (the client asks for
     segments of streams the controller never heard of). ``page_size`` bounds list pages;
     ``workflow_wait_s`` how long seal, delete, update and truncate wait for their workflow
-    (then DEADLINE_EXCEEDED; the workflow still finishes).
+    (then DEADLINE_EXCEEDED; the workflow still finishes). ``access``: authenticate and
+    authorize every RPC (module docstring); None serves everyone.
     """
 
     def __init__(
@@ -161,9 +213,15 @@ class ControllerServicer:
         page_size: int = LIST_PAGE_SIZE,
         workflow_wait_s: float = WORKFLOW_WAIT_S,
         poll_s: float = WORKFLOW_POLL_S,
+        access: AccessControl | None = None,
     ) -> None:
         if not (isinstance(page_size, int) and 1 <= page_size <= 10_000):
             raise InvalidArgumentError(f"page_size must be an int in [1, 10000], got {page_size!r}")
+        invariant(
+            set(RPC_ACCESS) == {rpc.name for rpc in RPCS},
+            "ControllerServicer: RPC_ACCESS and the schema's RPCs differ",
+        )
+        self._access = access
         self._controller = controller
         self._uri_for = uri_for
         self._page_size = page_size
@@ -209,13 +267,63 @@ class ControllerServicer:
         methods = {}
         for rpc in RPCS:
             call = handlers.get(rpc.name)
-            behaviour = _guarded(rpc.name, call) if call else _unimplemented(rpc.name)
+            if self._access is not None:
+                behaviour = _guarded(rpc.name, self._secured(rpc.name, self._access, call))
+            elif call is not None:
+                behaviour = _guarded(rpc.name, _plain(call))
+            else:
+                behaviour = _unimplemented(rpc.name)
             methods[rpc.name] = grpc.unary_unary_rpc_method_handler(
                 behaviour,
                 request_deserializer=message_class(rpc.request).FromString,
                 response_serializer=lambda reply: reply.SerializeToString(),
             )
         return grpc.method_handlers_generic_handler(f"{PACKAGE}.{SERVICE}", methods)
+
+    # --- access control -----------------------------------------------------------------------
+    def _secured(
+        self, rpc: str, access: AccessControl, call: Callable[[Any], Any] | None
+    ) -> Callable[[Any, grpc.ServicerContext], Any]:
+        """``call`` behind authentication and :data:`RPC_ACCESS`'s check; the listings
+        filtered to what the user may read; getDelegationToken served."""
+        level, needed = RPC_ACCESS[rpc]
+
+        def secured(request: Any, context: grpc.ServicerContext) -> Any:
+            user = _user(access, context)
+            _authorize(access, user, rpc, level, needed, request)
+            if rpc == "listScopes":
+                return self.list_scopes(
+                    request, lambda s: access.allows(user, scope_resource(s), _READ)
+                )
+            if rpc == "listStreamsInScope":
+                scope = request.scope.scope
+                return self.list_streams_in_scope(
+                    request, lambda s: access.allows(user, stream_resource(scope, s), _READ)
+                )
+            if rpc == "getDelegationToken":
+                return self.get_delegation_token(request, access, user)
+            if call is None:
+                raise Refusal(
+                    grpc.StatusCode.UNIMPLEMENTED, f"{rpc} is not implemented by pravega-ray"
+                )
+            return call(request)
+
+        return secured
+
+    def get_delegation_token(self, request: Any, access: AccessControl, user: str) -> Any:
+        """A delegation token for ``request``'s stream: for the stream's resource (or, for a
+        reader group's state stream, the group's) with what ``user`` may do there."""
+        scope = validate_name("scope", request.scope, allow_system=True)
+        stream = validate_name("stream", request.stream, allow_system=True)
+        resource, granted = access.stream_access(user, scope, stream)
+        if granted < _READ:
+            raise Refusal(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"user {user!r} may not read {resource}: no delegation token",
+            )
+        token = access.tokens.issue(user, resource, granted)
+        log.info("gRPC getDelegationToken: %s for %s on %s", granted.name, user, resource)
+        return message_class("DelegationToken")(delegationToken=token)
 
     def _wait(self, done: Callable[[], bool], what: str) -> None:
         """Poll ``done`` until True; TimeoutError after ``workflow_wait_s``."""
@@ -242,8 +350,11 @@ class ControllerServicer:
             return _status("DeleteScopeStatus", "SCOPE_NOT_EMPTY")
         return _status("DeleteScopeStatus", "SUCCESS" if deleted else "SCOPE_NOT_FOUND")
 
-    def list_scopes(self, request: Any) -> Any:
+    def list_scopes(self, request: Any, visible: Callable[[str], bool] | None = None) -> Any:
+        """A page of scope names (``visible``: only those it accepts)."""
         names = [SYSTEM_SCOPE, *(s for s in self._controller.list_scopes() if s != SYSTEM_SCOPE)]
+        if visible is not None:
+            names = [name for name in names if visible(name)]
         page, token = _page(names, request.continuationToken.token, self._page_size)
         reply = message_class("ScopesResponse")(scopes=page)
         reply.continuationToken.token = token
@@ -253,7 +364,10 @@ class ControllerServicer:
         exists = request.scope == SYSTEM_SCOPE or request.scope in self._controller.list_scopes()
         return message_class("ExistsResponse")(exists=exists)
 
-    def list_streams_in_scope(self, request: Any) -> Any:
+    def list_streams_in_scope(
+        self, request: Any, visible: Callable[[str], bool] | None = None
+    ) -> Any:
+        """A page of the scope's stream names (``visible``: only those it accepts)."""
         reply = message_class("StreamsInScopeResponse")()
         scope = request.scope.scope
         try:
@@ -268,6 +382,8 @@ class ControllerServicer:
             reply.status = _status("StreamsInScopeResponse", "SCOPE_NOT_FOUND").status
             reply.continuationToken.token = request.continuationToken.token
             return reply
+        if visible is not None:
+            names = [name for name in names if visible(name)]
         page, token = _page(names, request.continuationToken.token, self._page_size)
         for name in page:
             reply.streams.append(convert.stream_info_message(scope, name))
@@ -497,12 +613,74 @@ class ControllerServicer:
         return _status("PingTxnStatus", "OK")
 
 
-def _guarded(rpc: str, call: Callable[[Any], Any]) -> Callable[[Any, grpc.ServicerContext], Any]:
+_CREDENTIALS_NEEDED = (
+    "authentication failed: every call needs 'authorization' metadata 'Basic "
+    "base64(<user>:<password>)' naming a user of the server's password file and its password"
+)
+
+
+def _user(access: AccessControl, context: grpc.ServicerContext) -> str:
+    """The user the call's ``authorization`` metadata authenticates; Refusal
+    UNAUTHENTICATED otherwise."""
+    header = next(
+        (str(value) for key, value in context.invocation_metadata() if key == "authorization"),
+        None,
+    )
+    user = access.authenticate(header)
+    if user is None:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED, _CREDENTIALS_NEEDED)
+    return user
+
+
+def _names(request: Any) -> tuple[str, str]:
+    """``(scope, stream)`` a request names ("" for what it does not name)."""
+    fields = request.DESCRIPTOR.fields_by_name
+    if "streamInfo" in fields:
+        return request.streamInfo.scope, request.streamInfo.stream
+    if "stream" in fields:
+        return request.scope, request.stream
+    if "scope" in fields:
+        scope = request.scope
+        return (scope if isinstance(scope, str) else scope.scope), ""
+    return "", ""
+
+
+def _authorize(
+    access: AccessControl, user: str, rpc: str, level: str, needed: Permission, request: Any
+) -> None:
+    """Refusal PERMISSION_DENIED unless ``user`` has ``needed`` where ``level`` says
+    (:data:`RPC_ACCESS`)."""
+    scope, stream = _names(request)
+    if level == "listing":
+        return
+    if level == "root":
+        resources = [ROOT_RESOURCE]
+    elif level == "scope":
+        resources = [scope_resource(scope)]
+    else:
+        resources = [stream_resource(scope, stream)]
+        group = reader_group_of_state_stream(stream)
+        if level == "segments" and group is not None:
+            resources.append(reader_group_resource(scope, group))
+    if not any(access.allows(user, resource, needed) for resource in resources):
+        raise Refusal(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"user {user!r} may not call {rpc} on {resources[0]}: it needs {needed.name}",
+        )
+
+
+def _plain(call: Callable[[Any], Any]) -> Callable[[Any, grpc.ServicerContext], Any]:
+    return lambda request, context: call(request)
+
+
+def _guarded(
+    rpc: str, call: Callable[[Any, grpc.ServicerContext], Any]
+) -> Callable[[Any, grpc.ServicerContext], Any]:
     """``call`` as a grpcio behaviour that never lets an exception escape (module docstring)."""
 
     def behaviour(request: Any, context: grpc.ServicerContext) -> Any:
         try:
-            return call(request)
+            return call(request, context)
         except Exception as e:  # every failure becomes a status: UNKNOWN would be retried
             code = convert.grpc_status(e)
             if code is None:

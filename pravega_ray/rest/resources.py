@@ -9,6 +9,10 @@ the controller says "absent" with False).
 
 Seal, update and delete answer once their workflow is done (at most ``workflow_wait_s``),
 as Java's controller does, so a request that follows sees the change.
+
+With access control (docs/security.md) the server's middleware asks :func:`required_access`
+what a request needs before its handler runs; the listings (scopes, streams, reader groups)
+list only what the request's user may read.
 """
 
 from __future__ import annotations
@@ -18,10 +22,19 @@ from typing import Any
 
 from aiohttp import web
 
+from pravega_ray.auth import (
+    ROOT_RESOURCE,
+    AccessControl,
+    Permission,
+    reader_group_resource,
+    scope_resource,
+    stream_resource,
+)
 from pravega_ray.contracts.records import StreamInfo, StreamState
 from pravega_ray.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
+    InvalidNameError,
     ReaderGroupNotFoundError,
     ScopeNotFoundError,
     StreamNotFoundError,
@@ -31,10 +44,60 @@ from pravega_ray.rest import models
 from pravega_ray.rest.calls import ControllerCalls
 from pravega_ray.rest.scaling_events import EPOCHS_MAX, Epoch, scale_metadata, select
 
-__all__ = ["StreamMetadataResource"]
+__all__ = ["USER_KEY", "StreamMetadataResource", "required_access"]
 
 INTERNAL_PREFIX = "_"
 """Pravega's internal stream names start with it (``showInternalStreams`` lists only those)."""
+USER_KEY = web.RequestKey("pravega_user", str)
+"""Where the server's middleware leaves the authenticated user name on a request."""
+
+_SCOPE = "/v1/scopes/{scopeName}"
+_STREAM = _SCOPE + "/streams/{streamName}"
+_GROUP = _SCOPE + "/readergroups/{readerGroupName}"
+_READ, _READ_UPDATE = Permission.READ, Permission.READ_UPDATE
+_ACCESS: dict[tuple[str, str], tuple[str, Permission]] = {
+    ("POST", "/v1/scopes"): ("root", _READ_UPDATE),
+    ("GET", _SCOPE): ("scope", _READ),
+    ("DELETE", _SCOPE): ("root", _READ_UPDATE),
+    ("GET", _SCOPE + "/streams"): ("scope", _READ),
+    ("POST", _SCOPE + "/streams"): ("scope", _READ_UPDATE),
+    ("GET", _STREAM): ("stream", _READ),
+    ("PUT", _STREAM): ("stream", _READ_UPDATE),
+    ("DELETE", _STREAM): ("stream", _READ_UPDATE),
+    ("PUT", _STREAM + "/state"): ("stream", _READ_UPDATE),
+    ("GET", _STREAM + "/scaling-events"): ("stream", _READ),
+    ("GET", _SCOPE + "/readergroups"): ("scope", _READ),
+    ("GET", _GROUP): ("group", _READ),
+    ("DELETE", _GROUP): ("group", _READ_UPDATE),
+}
+"""What each route needs (Pravega's ``StreamMetadataResourceImpl``): a permission on
+``prn::/`` ("root"), the path's scope, stream or reader group. Routes not named here (the
+scope list, health) need an authenticated user only."""
+
+
+def required_access(request: web.Request) -> tuple[str, Permission] | None:
+    """``(resource, permission)`` the request needs, None if it needs none beyond an
+    authenticated user, or if a name in its path is invalid (its handler answers 400 and
+    calls nothing)."""
+    route = request.match_info.route.resource
+    method = "GET" if request.method == "HEAD" else request.method
+    rule = _ACCESS.get((method, route.canonical)) if route is not None else None
+    if rule is None:
+        return None
+    level, needed = rule
+    try:
+        if level == "root":
+            return ROOT_RESOURCE, needed
+        (scope,) = _names(request, "scope")
+        if level == "scope":
+            return scope_resource(scope), needed
+        if level == "stream":
+            (stream,) = _names(request, "stream")
+            return stream_resource(scope, stream), needed
+        (group,) = _names(request, "reader group")
+        return reader_group_resource(scope, group), needed
+    except InvalidNameError:
+        return None
 
 
 def _names(request: web.Request, *kinds: str) -> list[str]:
@@ -60,15 +123,20 @@ def _query_ms(request: web.Request, name: str) -> int:
 class StreamMetadataResource:
     """Handlers of ``/v1/scopes/...`` over ``calls`` (module docstring)."""
 
-    def __init__(self, calls: ControllerCalls) -> None:
+    def __init__(self, calls: ControllerCalls, access: AccessControl | None = None) -> None:
         self._calls = calls
         self._controller = calls.controller
+        self._access = access
+
+    def _visible(self, request: web.Request, resource: str) -> bool:
+        """Whether the request's user may read ``resource`` (always, without access control)."""
+        if self._access is None:
+            return True
+        return self._access.allows(request.get(USER_KEY, ""), resource, _READ)
 
     def routes(self) -> list[web.RouteDef]:
         """Every route this resource serves, under ``/v1``."""
-        scope = "/v1/scopes/{scopeName}"
-        stream = scope + "/streams/{streamName}"
-        group = scope + "/readergroups/{readerGroupName}"
+        scope, stream, group = _SCOPE, _STREAM, _GROUP
         return [
             web.get("/v1/scopes", self.list_scopes),
             web.post("/v1/scopes", self.create_scope),
@@ -90,6 +158,7 @@ class StreamMetadataResource:
     async def list_scopes(self, request: web.Request) -> web.Response:
         """200 ``{scopes: [{scopeName}]}``, sorted (the system scope is not listed)."""
         scopes = await self._calls.run(self._controller.list_scopes)
+        scopes = [s for s in scopes if self._visible(request, scope_resource(s))]
         return web.json_response({"scopes": [{"scopeName": s} for s in sorted(scopes)]})
 
     async def create_scope(self, request: web.Request) -> web.Response:
@@ -135,7 +204,8 @@ class StreamMetadataResource:
         streams = [
             models.stream_property(i.scope, i.stream, i.configuration)
             for i in infos
-            if filter_type != "tag" or tag in i.configuration.tags
+            if (filter_type != "tag" or tag in i.configuration.tags)
+            and self._visible(request, stream_resource(i.scope, i.stream))
         ]
         return web.json_response({"streams": streams})
 
@@ -242,6 +312,7 @@ class StreamMetadataResource:
         """200 ``{readerGroups: [{readerGroupName}]}``, sorted; 404 for the scope."""
         (scope,) = _names(request, "scope")
         groups = await self._calls.run(self._controller.list_reader_groups, scope)
+        groups = [g for g in groups if self._visible(request, reader_group_resource(scope, g))]
         return web.json_response({"readerGroups": [{"readerGroupName": g} for g in sorted(groups)]})
 
     async def get_reader_group(self, request: web.Request) -> web.Response:

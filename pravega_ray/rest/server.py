@@ -2,9 +2,12 @@
 its own event loop in a daemon thread (so sync code starts it: a driver, an actor's
 constructor, a test); the returned :class:`RestServer` stops it.
 
-Safe by default (issue 25): the server speaks plain HTTP with no authentication, so it
-binds to loopback addresses only unless the caller passes ``insecure_ok=True``
-(``pravega_ray.endpoints.is_loopback`` decides, as for the gRPC API).
+Safe by default (issue 25, docs/security.md): without ``tls`` the server speaks plain HTTP
+and without ``access`` it asks no one for credentials, so it binds to loopback addresses
+only unless both are given or the caller passes ``insecure_ok=True``
+(``pravega_ray.endpoints.is_loopback`` decides, as for the gRPC API). With ``access`` every
+request needs ``Authorization: Basic base64(user:password)`` (401 with ``WWW-Authenticate:
+Basic`` otherwise) and the permission ``resources.required_access`` names (403 otherwise).
 
 Status codes (docs/rest.md): each handler answers its successes; every error is raised
 and mapped here, so no request crashes the server or gets aiohttp's plain-text answer:
@@ -32,10 +35,11 @@ import logging
 import threading
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 
+from pravega_ray.auth import AccessControl
 from pravega_ray.constants import WORKFLOW_WAIT_S
-from pravega_ray.endpoints import is_loopback
+from pravega_ray.endpoints import TlsFiles, is_loopback
 from pravega_ray.errors import (
     AlreadyExistsError,
     ConfigurationError,
@@ -53,7 +57,7 @@ from pravega_ray.rest.calls import (
     RestControllerCalls,
 )
 from pravega_ray.rest.health import READINESS_TIMEOUT_S, HealthResource
-from pravega_ray.rest.resources import StreamMetadataResource
+from pravega_ray.rest.resources import USER_KEY, StreamMetadataResource, required_access
 
 __all__ = ["BODY_BYTES_MAX", "DEFAULT_PORT", "RestServer", "build_app", "http_status", "serve_rest"]
 
@@ -114,15 +118,51 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(status, type(e).__name__, str(e) or type(e).__name__)
 
 
+_CREDENTIALS_NEEDED = (
+    "authentication failed: every request needs 'Authorization: Basic "
+    "base64(<user>:<password>)' naming a user of the server's password file and its password"
+)
+
+
+def _access_control(access: AccessControl, calls: ControllerCalls) -> Middleware:
+    """Authenticate every request (401), then check what it needs (403; module docstring).
+    Checking a password is slow (PBKDF2), so it runs on the call pool, off the loop."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        user = await calls.run(access.authenticate, request.headers.get("Authorization"))
+        if user is None:
+            response = _error(401, "Unauthorized", _CREDENTIALS_NEEDED)
+            response.headers["WWW-Authenticate"] = 'Basic realm="pravega-ray"'
+            return response
+        request[USER_KEY] = user
+        needed = required_access(request)
+        if needed is not None and not access.allows(user, *needed):
+            resource, permission = needed
+            log.info("REST %s %s: 403 for %s", request.method, request.path, user)
+            return _error(
+                403,
+                "Forbidden",
+                f"user {user!r} may not {request.method} {request.path}: it needs "
+                f"{permission.name} on {resource}",
+            )
+        return await handler(request)
+
+    return check
+
+
 def build_app(
     calls: ControllerCalls,
     *,
     body_bytes_max: int = BODY_BYTES_MAX,
     readiness_timeout_s: float = READINESS_TIMEOUT_S,
+    access: AccessControl | None = None,
 ) -> web.Application:
-    """The aiohttp application of the API over ``calls`` (which it does not close)."""
-    app = web.Application(client_max_size=body_bytes_max, middlewares=[_errors])
-    app.add_routes(StreamMetadataResource(calls).routes())
+    """The aiohttp application of the API over ``calls`` (which it does not close); with
+    ``access``, every request authenticated and authorized (module docstring)."""
+    middlewares = [_errors] if access is None else [_errors, _access_control(access, calls)]
+    app = web.Application(client_max_size=body_bytes_max, middlewares=middlewares)
+    app.add_routes(StreamMetadataResource(calls, access).routes())
     app.add_routes(HealthResource(calls, readiness_timeout_s).routes())
     return app
 
@@ -139,9 +179,11 @@ class RestServer:
         thread: threading.Thread,
         runner: web.AppRunner,
         calls: ControllerCalls,
+        tls: bool = False,
     ) -> None:
         self.host = host
         self.port = port
+        self.tls = tls
         self._loop = loop
         self._thread = thread
         self._runner = runner
@@ -154,9 +196,9 @@ class RestServer:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` (brackets around an IPv6 literal)."""
+        """``http://host:port``, ``https://`` with TLS (brackets around an IPv6 literal)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop listening, give requests under way ``grace_s`` to finish, stop the loop and
@@ -190,6 +232,8 @@ def serve_rest(
     port: int = DEFAULT_PORT,
     *,
     insecure_ok: bool = False,
+    tls: TlsFiles | None = None,
+    access: AccessControl | None = None,
     online_readers: OnlineReaders | None = None,
     workers: int = WORKERS,
     call_timeout_s: float = CALL_TIMEOUT_S,
@@ -197,21 +241,25 @@ def serve_rest(
     readiness_timeout_s: float = READINESS_TIMEOUT_S,
     body_bytes_max: int = BODY_BYTES_MAX,
 ) -> RestServer:
-    """Serve ``controller`` over Pravega's REST admin API at ``http://host:port/v1``;
-    ``port`` 0 picks a free one (see ``RestServer.port``). Returns once it listens.
+    """Serve ``controller`` over Pravega's REST admin API at ``http://host:port/v1``
+    (``https`` with ``tls``); ``port`` 0 picks a free one (see ``RestServer.port``). Returns
+    once it listens.
 
     ``online_readers`` answers a reader group's ``onlineReaderIds`` (else []). Controller
     calls run on ``workers`` threads, each awaited at most ``call_timeout_s``; seal,
-    update and delete wait at most ``workflow_wait_s`` for their workflow.
-    ConfigurationError if ``host`` is not a loopback address and ``insecure_ok`` is not
-    True (nothing is authenticated yet), or if the address cannot be bound;
-    InvalidArgumentError for a bad port or bound.
+    update and delete wait at most ``workflow_wait_s`` for their workflow. ``access``:
+    authenticate and authorize every request (module docstring). ConfigurationError if
+    ``host`` is not a loopback address and neither are both ``tls`` and ``access`` given nor
+    ``insecure_ok`` True, or if the address cannot be bound; InvalidArgumentError for a bad
+    port or bound.
     """
     host = host.strip("[]") if isinstance(host, str) else host  # "[::1]" is "::1"
-    if not is_loopback(host) and insecure_ok is not True:
+    secured = tls is not None and access is not None
+    if not is_loopback(host) and not secured and insecure_ok is not True:
         raise ConfigurationError(
-            f"refusing to serve the controller's REST API on {host!r}: it has no TLS or "
-            "authentication yet; bind to 127.0.0.1, or pass insecure_ok=True on a trusted network"
+            f"refusing to serve the controller's REST API on {host!r} without TLS and "
+            "authentication: give both (tls, access), bind to 127.0.0.1, or pass "
+            "insecure_ok=True on a trusted network"
         )
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
         raise InvalidArgumentError(f"port must be an int in [0, 65535], got {port!r}")
@@ -221,6 +269,7 @@ def serve_rest(
         or body_bytes_max < 1024
     ):
         raise InvalidArgumentError(f"body_bytes_max must be an int >= 1024, got {body_bytes_max!r}")
+    ssl_context = tls.server_context() if tls is not None else None  # files read again
     calls = ControllerCalls(
         controller,
         online_readers=online_readers,
@@ -228,7 +277,12 @@ def serve_rest(
         call_timeout_s=call_timeout_s,
         workflow_wait_s=workflow_wait_s,
     )
-    app = build_app(calls, body_bytes_max=body_bytes_max, readiness_timeout_s=readiness_timeout_s)
+    app = build_app(
+        calls,
+        body_bytes_max=body_bytes_max,
+        readiness_timeout_s=readiness_timeout_s,
+        access=access,
+    )
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="pravega-rest-loop", daemon=True)
     thread.start()
@@ -236,7 +290,7 @@ def serve_rest(
 
     async def start() -> int:
         await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
         return int(runner.addresses[0][1])
 
     try:
@@ -249,5 +303,10 @@ def serve_rest(
                 f"cannot bind the controller's REST API to {host}:{port}: {e}"
             ) from e
         raise
-    log.info("controller REST API on http://%s:%d/v1", host, bound)
-    return RestServer(host, bound, loop, thread, runner, calls)
+    server = RestServer(host, bound, loop, thread, runner, calls, tls is not None)
+    log.info(
+        "controller REST API on %s/v1 (%s)",
+        server.url,
+        "authenticated" if access else "no authentication",
+    )
+    return server

@@ -29,6 +29,13 @@ Writers: each connection remembers, per writer id, the segment it set up and the
 last event number, so a block is appended conditionally on the number before it (the
 container's ``append``) and a block whose last number is not above it is a duplicate, acked
 without being written (WIRE.md 3.5).
+
+Security (docs/security.md): with ``tls`` the listener speaks TLS only. With ``tokens``
+every request that carries a ``delegation_token`` is answered AUTH_TOKEN_CHECK_FAILED(60)
+unless the token is one the controller signed, unexpired, for the segment's stream and
+granting what the request needs (READ to read, READ_UPDATE to change anything;
+``pravega_ray.auth.segment_requirements``): code 1 (expired: the client fetches a new token
+and retries), code 0 otherwise. Appends carry no token: their SETUP_APPEND was checked.
 """
 
 from __future__ import annotations
@@ -36,15 +43,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pravega_ray.auth import DelegationTokens, TokenCheck, TokenStatus, segment_requirements
 from pravega_ray.constants import READ_BYTES_MAX
 from pravega_ray.contracts.segment_store_service import SegmentStoreService
 from pravega_ray.errors import (
     BadKeyVersionError,
     InvalidArgumentError,
+    InvalidNameError,
     NoSuchKeyError,
     PravegaError,
     RetriableError,
@@ -58,8 +68,11 @@ from pravega_ray.wire import gateway_segments as segments
 from pravega_ray.wire import gateway_tables as tables
 from pravega_ray.wire.frames import UNSUPPORTED_REQUESTS, FrameReader
 from pravega_ray.wire.replies import (
+    AUTH_TOKEN_CHECK_FAILED,
+    AUTH_TOKEN_EXPIRED,
     ERROR_CODE_ILLEGAL_ARGUMENT,
     ERROR_CODE_UNSPECIFIED,
+    AuthTokenCheckFailed,
     ErrorMessage,
     NoSuchSegment,
     OperationUnsupported,
@@ -102,6 +115,31 @@ log = logging.getLogger(__name__)
 
 _RECEIVE_BYTES = 64 * 1024
 _NO_OFFSET = -1
+_READ_REQUESTS = frozenset(
+    {
+        ReadSegment.TYPE,
+        GetStreamSegmentInfo.TYPE,
+        GetSegmentAttribute.TYPE,
+        ReadTable.TYPE,
+        ReadTableKeys.TYPE,
+        ReadTableEntries.TYPE,
+        ReadTableEntriesDelta.TYPE,
+    }
+)
+"""Requests a READ token allows; every other one carrying a token needs READ_UPDATE."""
+_TABLE_REQUESTS = frozenset(
+    {
+        CreateTableSegment.TYPE,
+        DeleteTableSegment.TYPE,
+        UpdateTableEntries.TYPE,
+        RemoveTableKeys.TYPE,
+        ReadTable.TYPE,
+        ReadTableKeys.TYPE,
+        ReadTableEntries.TYPE,
+        ReadTableEntriesDelta.TYPE,
+    }
+)
+"""Requests on table segments: on a reader group's state, a token for the group will do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +157,8 @@ class GatewayConfig:
     * ``pending_frames_max``: requests a connection queues before it stops reading.
     * ``writers_per_connection_max``: writers one connection may set up.
     * ``connections_max``: open connections; one more is closed at once.
+    * ``tls_handshake_timeout_s``: with TLS, how long a new connection has to complete its
+      handshake before it is closed.
     """
 
     host: str = "127.0.0.1"
@@ -130,6 +170,7 @@ class GatewayConfig:
     pending_frames_max: int = 16
     writers_per_connection_max: int = 1024
     connections_max: int = 1024
+    tls_handshake_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -142,6 +183,8 @@ class GatewayConfig:
             raise InvalidArgumentError("read_reply_bytes_max must be in [1, 8 MiB]")
         if not 1 <= self.table_reply_bytes_max <= PAYLOAD_BYTES_MAX // 2:
             raise InvalidArgumentError("table_reply_bytes_max must be in [1, 8 MiB]")
+        if not 0 < self.tls_handshake_timeout_s <= 60:
+            raise InvalidArgumentError("tls_handshake_timeout_s must be in (0, 60]")
         for name in ("pending_frames_max", "writers_per_connection_max", "connections_max"):
             if getattr(self, name) < 1:
                 raise InvalidArgumentError(f"{name} must be at least 1")
@@ -196,8 +239,10 @@ class WireGateway:
     """Serves Pravega's wire protocol on TCP from one container (see the module docstring).
 
     ``owns(segment)`` says whether ``service`` owns a segment; a request for one it does not
-    own is answered WRONG_HOST(50) without reaching the service. Every method runs on the
-    event loop the service runs on.
+    own is answered WRONG_HOST(50) without reaching the service. ``tls``: a server-side SSL
+    context (``EndpointConfig.tls_files().server_context()``): TLS only. ``tokens``: check
+    every request's delegation token (module docstring). Every method runs on the event
+    loop the service runs on.
     """
 
     def __init__(
@@ -206,10 +251,14 @@ class WireGateway:
         *,
         owns: Callable[[str], bool] = lambda segment: True,
         config: GatewayConfig | None = None,
+        tls: ssl.SSLContext | None = None,
+        tokens: DelegationTokens | None = None,
     ) -> None:
         self.service = service
         self.owns = owns
         self.config = config or GatewayConfig()
+        self.tls = tls
+        self.tokens = tokens
         self._server: asyncio.Server | None = None
         # Each connection's task, and the two tasks that serve it (stop() cancels those).
         self._connections: dict[asyncio.Task[Any], tuple[asyncio.Future[Any], ...]] = {}
@@ -232,10 +281,21 @@ class WireGateway:
         if self._server is not None:
             raise InvalidArgumentError("the gateway is started already")
         self._server = await asyncio.start_server(
-            self._serve, self.config.host, self.config.port, reuse_address=True
+            self._serve,
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
+            ssl=self.tls,
+            ssl_handshake_timeout=self.config.tls_handshake_timeout_s if self.tls else None,
         )
         self._port = self._server.sockets[0].getsockname()[1]
-        log.info("wire gateway listening on %s:%d", self.config.host, self._port)
+        log.info(
+            "wire gateway listening on %s:%d (%s, %s)",
+            self.config.host,
+            self._port,
+            "TLS" if self.tls else "plaintext",
+            "delegation tokens checked" if self.tokens else "no authentication",
+        )
         return self._port
 
     async def stop(self) -> None:
@@ -413,6 +473,9 @@ class _Connection:
         names = [_segment_of(command)]
         if isinstance(command, MergeSegments):
             names.append(command.source)
+        refusal = self._token_refusal(command, names)
+        if refusal is not None:
+            return refusal
         try:
             for name in names:
                 # owns() may raise InvalidNameError (a name that is no segment's): the reply
@@ -426,6 +489,38 @@ class _Connection:
         except Exception as error:
             log.exception("wire gateway: %s failed unexpectedly", command.NAME)
             return error_reply(command, error)
+
+    def _token_refusal(self, command: WireCommand, names: list[str]) -> Reply | None:
+        """AUTH_TOKEN_CHECK_FAILED unless the request's token allows it on every segment it
+        names (module docstring); None when it does, or when tokens are not checked."""
+        tokens = self.gateway.tokens
+        token = getattr(command, "delegation_token", None)
+        if tokens is None or token is None:
+            return None
+        mutation = command.TYPE not in _READ_REQUESTS
+        table = command.TYPE in _TABLE_REQUESTS
+        for name in names:
+            try:
+                requirements = segment_requirements(name, mutation=mutation, table=table)
+            except InvalidNameError:
+                check = TokenCheck(TokenStatus.INVALID, reason=f"{name!r:.300} is no stream's")
+            else:
+                check = tokens.check(token, requirements)
+            if not check.ok:
+                log.info(
+                    "wire gateway: %s on %s refused for %s: %s",
+                    command.NAME,
+                    name[:300],
+                    check.user or "an unknown user",
+                    check.reason,
+                )
+                expired = check.status is TokenStatus.EXPIRED
+                return AuthTokenCheckFailed(
+                    request_id=getattr(command, "request_id", 0),
+                    server_stack_trace=check.reason,
+                    error_code=AUTH_TOKEN_EXPIRED if expired else AUTH_TOKEN_CHECK_FAILED,
+                )
+        return None
 
     async def _send(self, frame: bytes) -> bool:
         """Write one reply frame; False when the connection is gone (nothing raised)."""
