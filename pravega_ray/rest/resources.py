@@ -298,13 +298,12 @@ class StreamMetadataResource:
 
     def _epochs(self, scope: str, stream: str) -> tuple[StreamInfo, list[Epoch]]:
         """(Blocking.) The stream's info and its newest :data:`EPOCHS_MAX` epochs, oldest
-        first. Only epoch 0's time is known (the stream's creation)."""
+        first, each with the time its scale completed (``ControllerService.get_epoch``)."""
         info = self._controller.get_stream_info(scope, stream)
         epochs = []
         for number in range(max(0, info.epoch - EPOCHS_MAX + 1), info.epoch + 1):
-            segments = self._controller.get_epoch_segments(scope, stream, number)
-            created_ms = info.creation_time_ms if number == 0 else None
-            epochs.append(Epoch(number, created_ms, tuple(segments)))
+            found = self._controller.get_epoch(scope, stream, number)
+            epochs.append(Epoch(number, found.created_ms, found.segments))
         return info, epochs
 
     # --- reader groups ------------------------------------------------------------------------

@@ -6,13 +6,12 @@ startTime, keyStart, keyEnd}`` in key order, ``splits`` the segments of the epoc
 that were split (each replaced by several) and ``merges`` the segments of this epoch that
 merge several of the one before (Java's controller counts them so).
 
-Times. The controller's service surface tells an epoch's creation time only for epoch 0
-(the stream's ``creation_time_ms``); :class:`Epoch` carries ``None`` for the others, and
-their events say ``"timestamp": null``. Selecting the events of ``[from_ms, to_ms]``
+Times. Each epoch's time is when its scale completed (epoch 0: the stream's creation;
+``ControllerService.get_epoch``); :class:`Epoch` allows ``None`` for a time not known (an
+event then says ``"timestamp": null``). Selecting the events of ``[from_ms, to_ms]``
 follows Java (those created in the window, preceded by the last one created before it,
 the layout current at ``from_ms``) for the events whose time is known, and keeps every
-event whose time is not (it may fall in the window). docs/rest.md says what the
-controller would need to answer exactly.
+event whose time is not (it may fall in the window).
 """
 
 from __future__ import annotations

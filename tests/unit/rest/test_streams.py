@@ -319,12 +319,15 @@ def test_scaling_events_list_the_epochs_with_their_segments(
         (3, 1, 0.25),
         (1, 0, 0.5),
     ]
-    assert events[1]["timestamp"] is None  # the controller does not tell (docs/rest.md)
-    # A window after the creation keeps epoch 0 as the layout current at its start.
-    later = client.get(f"{path}?from={created_ms + 1}&to={created_ms + 2}").body["scalingEvents"]
-    assert [e["epoch"] for e in later] == [0, 1]
+    scaled_ms = core.get_epoch(scope, "st", 1).created_ms
+    assert events[1]["timestamp"] == scaled_ms >= created_ms
+    assert events[1]["segmentList"][0]["startTime"] == scaled_ms  # a segment of epoch 1
+    # A window after the scale keeps epoch 1 as the layout current at its start.
+    later = client.get(f"{path}?from={scaled_ms + 1}&to={scaled_ms + 2}").body["scalingEvents"]
+    assert [e["epoch"] for e in later] == [1]
+    # A window before the creation has nothing.
     before = client.get(f"{path}?from=0&to={created_ms - 1}").body["scalingEvents"]
-    assert [e["epoch"] for e in before] == [1]  # epoch 0 came after; epoch 1's time is unknown
+    assert before == []
 
 
 def test_scaling_events_of_a_merge(
@@ -335,8 +338,9 @@ def test_scaling_events_of_a_merge(
     epoch = core.scale_stream(scope, "st", [0, 1], [(0.0, 1.0)])
     while not core.check_scale(scope, "st", epoch):
         time.sleep(0.01)
-    events = client.get(f"/v1/scopes/{scope}/streams/st/scaling-events?from=0&to=1").body
-    assert [(e["epoch"], e["splits"], e["merges"]) for e in events["scalingEvents"]] == [(1, 0, 1)]
+    path = f"/v1/scopes/{scope}/streams/st/scaling-events"
+    events = client.get(f"{path}?from=0&to={2**62}").body["scalingEvents"]
+    assert [(e["epoch"], e["splits"], e["merges"]) for e in events] == [(0, 0, 0), (1, 0, 1)]
 
 
 @pytest.mark.parametrize(
