@@ -116,10 +116,17 @@ def test_transactions_of_the_official_client_commit_whole_and_abort_to_nothing(
         dropped.abort()
         kept.commit()
         again = writer.get_txn(kept.get_txn_id())
-        print(json.dumps([kept.is_open(), dropped.is_open(), again.is_open()]))
+        refused = []
+        for late in (lambda: kept.write_event("late", "key"), kept.commit, dropped.commit):
+            try:
+                late()
+                refused.append(False)
+            except Exception:  # the client's TxnFailed: the transaction is not open
+                refused.append(True)
+        print(json.dumps([kept.is_open(), dropped.is_open(), again.is_open(), refused]))
         """
     )
-    assert json.loads(out.splitlines()[-1]) == [False, False, False]
+    assert json.loads(out.splitlines()[-1]) == [False, False, False, [True, True, True]]
     cluster.create_reader_group(scope, "g", ReaderGroupConfig(streams=(f"{scope}/s",)))
     reader = cluster.create_reader("r", scope, "g")
     got: list[bytes] = []
