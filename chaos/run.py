@@ -509,6 +509,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 result = load_and_check(
                     args, cluster, nodes, namespace, proxy, faults, schedule, started, zombie
                 )
+                if not result["ok"]:
+                    keep_bucket(s3.client(), bucket, args.seed, started)
             finally:
                 log(started, "shutting down")
                 try:
@@ -519,6 +521,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ray.shutdown()
                 nodes.shutdown()
     return result
+
+
+def keep_bucket(client: Any, bucket: str, seed: int, started: float) -> None:
+    """Copy every object of the run's bucket (both tiers) under the temporary directory, for
+    a post-mortem of a failed run once SeaweedFS is gone; the path is logged."""
+    where = Path(tempfile.gettempdir()) / f"pravega-chaos-{seed}-{int(time.time())}-bucket"
+    count = 0
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for item in page.get("Contents", []):
+                target = where / item["Key"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                client.download_file(bucket, item["Key"], str(target))
+                count += 1
+        log(started, f"the bucket's {count} objects kept in {where}")
+    except Exception as e:  # the report stands without it
+        log(started, f"keeping the bucket failed after {count} objects: {e!r}")
 
 
 def load_and_check(
