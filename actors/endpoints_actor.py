@@ -44,7 +44,7 @@ answers once recovered); after that the client gets UNAVAILABLE and asks again."
 
 
 class EndpointsActor:
-    """Serves the controller's gRPC API; see the module docstring."""
+    """Serves the controller's gRPC and REST APIs; see the module docstring."""
 
     def __init__(self, container_count: int, namespace: str, config: dict[str, object]) -> None:
         setup_actor_process()
