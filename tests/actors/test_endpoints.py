@@ -328,3 +328,54 @@ def test_the_rest_api_on_ray_serves_scopes_streams_and_health(
     assert call("DELETE", f"/scopes/{scope}/streams/s")[0] == 204
     assert call("DELETE", f"/scopes/{scope}")[0] == 204
     assert call("GET", f"/scopes/{scope}")[0] == 404
+
+
+def test_an_official_reader_goes_on_after_its_segment_s_container_is_killed(
+    endpoints: tuple[Any, dict[str, Any]],
+) -> None:
+    """The official reader group reads while pravega-ray's writer writes; the container of
+    the stream's segment (and of nothing else it reads, the group's state aside) is killed
+    midway: every event is read, once."""
+    cluster, described = endpoints
+    scope = "q" + uuid.uuid4().hex[:10]
+    mgr = cluster.stream_manager()
+    mgr.create_scope(scope)
+    mgr.create_stream(scope, "s", StreamConfiguration(scaling=ScalingPolicy.fixed(1)))
+    total = 2000
+    script = (
+        "import pravega_client, sys, os, asyncio\n"
+        f"manager = pravega_client.StreamManager({described['controller']!r})\n"
+        + READ_EVENTS
+        + textwrap.dedent(
+            f"""
+            group = manager.create_reader_group("g", "{scope}", "s")
+            reader = group.create_reader("r")
+            print("ready", flush=True)
+            got = read_events(reader, {total}, timeout_s=240)
+            print("read", len(got), len(set(got)), flush=True)
+            sys.stdout.flush()
+            os._exit(0)
+            """
+        )
+    )
+    client = subprocess.Popen(
+        [str(install_client()), "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdout is not None
+    try:
+        assert client.stdout.readline().strip() == "ready"
+        with cluster.create_writer(scope, "s") as writer:
+            for i in range(total):
+                writer.write_event(f"{i}".encode(), routing_key="key")
+                if i == total // 2:
+                    writer.flush()
+                    ray.kill(cluster.container_handle(f"{scope}/s/0.#epoch.0"), no_restart=False)
+            writer.flush()
+        assert client.wait(300) == 0, client.stderr.read() if client.stderr else ""
+        assert client.stdout.read().split() == ["read", str(total), str(total)]
+    finally:
+        if client.poll() is None:
+            client.kill()
