@@ -22,8 +22,7 @@ import pravega_ray as pr
 from pravega_ray.endpoints import EndpointConfig
 from pravega_ray.errors import ConfigurationError, InvalidArgumentError
 from pravega_ray.stream_configuration import ReaderGroupConfig, ScalingPolicy, StreamConfiguration
-from pravega_ray_actors.options import ENDPOINTS_NAME
-from tests.ports import free_port_run
+from tests.endpoints import session_endpoints
 from tests.wire.official_client import READ_EVENTS, RunClient, client_runner, install_client
 
 pytestmark = pytest.mark.timeout(600)
@@ -34,15 +33,8 @@ CONTAINERS = 4  # the session cluster's (tests/conftest.py)
 @pytest.fixture(scope="module")
 def endpoints(cluster: Any, cluster_data_dir: Path) -> Iterator[tuple[Any, dict[str, Any]]]:
     """The session's cluster joined with its endpoints started: ``(cluster, endpoints())``."""
-    config = EndpointConfig(grpc_port=0, wire_port_base=free_port_run(CONTAINERS))
-    joined = pr.start_local(data_dir=cluster_data_dir, container_count=CONTAINERS, endpoints=config)
-    try:
-        described = joined.endpoints()
-        assert described is not None
-        yield joined, described
-    finally:
-        ray.kill(ray.get_actor(ENDPOINTS_NAME, namespace=joined.namespace), no_restart=True)
-        joined.close()
+    with session_endpoints(cluster_data_dir, CONTAINERS) as joined:
+        yield joined
 
 
 @pytest.fixture(scope="module")

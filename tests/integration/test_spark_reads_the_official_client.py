@@ -9,24 +9,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import ray
-
-import pravega_ray as pr
-from pravega_ray.endpoints import EndpointConfig
 from pravega_ray.spark import read_stream
-from pravega_ray_actors.options import ENDPOINTS_NAME
-from tests.ports import free_port_run
+from tests.endpoints import session_endpoints
 from tests.wire.official_client import client_runner, install_client
 
 
 def test_spark_reads_the_official_writer_s_events_in_key_order(
     cluster: Any, cluster_data_dir: Path, spark: Any
 ) -> None:
-    config = EndpointConfig(grpc_port=0, rest_port=0, wire_port_base=free_port_run(4))
-    joined = pr.start_local(data_dir=cluster_data_dir, container_count=4, endpoints=config)
-    try:
-        described = joined.endpoints()
-        assert described is not None
+    with session_endpoints(cluster_data_dir, 4) as (joined, described):
         run = client_runner(install_client(), described["controller"])
         scope = "s" + uuid.uuid4().hex[:10]
         run(
@@ -40,9 +31,6 @@ def test_spark_reads_the_official_writer_s_events_in_key_order(
             """
         )
         rows = read_stream(spark, f"{scope}/s", cluster=joined).collect()
-    finally:
-        ray.kill(ray.get_actor(ENDPOINTS_NAME, namespace=joined.namespace), no_restart=True)
-        joined.close()
     expected = [f"key-{i % 12}:{i:05d}".encode() for i in range(600)]
     assert sorted(bytes(r.event) for r in rows) == sorted(expected)
     by_key: dict[bytes, list[bytes]] = defaultdict(list)
