@@ -67,8 +67,19 @@ Truncating: ``truncate(upto)`` finds the *cut*, the first slot to keep (binary s
 records, a few GETs; never beyond this writer's last record, so the epoch and numbering survive
 truncating everything), creates the marker ``truncation/<upto>-<cut>`` (the durable step;
 markers only add and readers use the highest, so the point never moves back whoever writes),
-then deletes the slots below the cut and older markers. Deleting is garbage collection: a crash
-or error part-way leaves objects ``read_all`` skips and the next ``truncate`` removes. A zombie
+then deletes the *data* records below the cut and older markers. Deleting is garbage
+collection: a crash or error part-way leaves objects ``read_all`` skips and the next
+``truncate`` removes.
+
+Fences and claims below the cut are kept, because they are what fences a zombie. A fenced
+owner's next append targets the first slot above its last record, and that slot holds a claim
+or the fence of the owner that took over (see "Taking over"). Deleted, the slot would be free
+again, and the zombie's conditional PUT would succeed there and be acknowledged, below the
+cut, where no replay reads it: lost (found by the chaos run: an append whose first attempt
+timed out was retried after the new owner had truncated past its slot, and its container went
+on appending into the freed slots). They are told apart by size in the listing (header-only
+objects: a data record always has a payload), so keeping them costs no request; they are a
+few objects per takeover. A zombie
 can truncate too, but only below a checkpoint it had acknowledged (so below the new fence); if
 that happens while the new owner replays, ``read_all`` raises :class:`RetriableError` and the
 recovery runs again; so does ``initialize`` when a slot it found taken (or a record it reads
@@ -160,6 +171,8 @@ class _Listing:
     """What one listing of the prefix shows."""
 
     slots: set[int] = field(default_factory=set)
+    # Header-only objects: fences and claims (kept by truncation: module docstring).
+    bare: set[int] = field(default_factory=set)
     markers: list[tuple[int, int]] = field(default_factory=list)  # (upto, cut slot)
     size_bytes: int = 0
 
@@ -278,6 +291,8 @@ class S3DurableLog:
                 tail = entry["Key"][len(self._root) :]
                 if (slot := _parse_number(tail)) is not None:
                     listing.slots.add(slot)
+                    if int(entry.get("Size", -1)) == _HEADER.size:
+                        listing.bare.add(slot)
                 elif tail.startswith(_TRUNCATION):
                     upto, _, cut = tail[len(_TRUNCATION) :].partition("-")
                     point, cut_slot = _parse_number(upto), _parse_number(cut)
@@ -581,7 +596,8 @@ class S3DurableLog:
             cut = self._find_cut(upto_sequence, cut, next_slot - 1)
             # The durable step: from here on read_all skips everything below the point.
             put_if_absent(self._client, self._bucket, self._marker_key(upto_sequence, cut), b"")
-        doomed = [self._key(s) for s in sorted(listing.slots) if s < cut]
+        # Data records only: a fence or claim below the cut still fences a zombie there.
+        doomed = [self._key(s) for s in sorted(listing.slots - listing.bare) if s < cut]
         doomed += [self._marker_key(p, c) for p, c in listing.markers if p < upto_sequence]
         self._delete(doomed)
 

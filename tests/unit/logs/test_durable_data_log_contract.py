@@ -87,6 +87,28 @@ def test_new_owner_fences_the_old_one_and_keeps_its_acknowledged_records(make_lo
     assert [p for _, p in new.read_all()] == [b"acked-by-old", b"by-new"]
 
 
+def test_a_fenced_owner_stays_fenced_after_the_new_owner_truncated_past_it(make_log) -> None:
+    """The chaos run's loss: the new owner truncated past the slots of the takeover, and the
+    old owner's next append (its first attempt had timed out) landed in a freed slot below the
+    truncation point, was acknowledged, and was never replayed."""
+    old = make_log()
+    old.initialize()
+    old.append(b"acked-by-old")
+    new = make_log()
+    new.initialize()
+    assert [p for _, p in new.read_all()] == [b"acked-by-old"]
+    for i in range(5):
+        new.append(f"by-new-{i}".encode())
+    new.truncate(5)  # past the old owner's record and the takeover
+    for _ in range(3):  # a zombie keeps trying
+        with pytest.raises(FencedError):
+            old.append(b"zombie write")
+    assert [p for _, p in new.read_all()] == [b"by-new-4"]
+    again = make_log()
+    again.initialize()
+    assert [(s, p) for s, p in again.read_all()] == [(5, b"by-new-4")]
+
+
 def test_filesystem_log_ignores_a_torn_tail(tmp_path: Path) -> None:
     log = FileSystemDurableLog(tmp_path)
     log.initialize()
@@ -393,8 +415,13 @@ def test_s3_truncating_everything_keeps_the_epoch_and_the_numbering(s3_bucket) -
     log.truncate(6)
     assert list(log.read_all()) == []
     assert log.size_bytes() < size_before
-    # Only the last record object and the marker are left.
-    assert _keys(client, bucket) == [f"log/0/{6:020d}", f"log/0/truncation/{6:020d}-{6:020d}"]
+    # Left: the first owner's fence (truncation keeps fences and claims: they fence zombies),
+    # the last record object and the marker.
+    assert _keys(client, bucket) == [
+        f"log/0/{0:020d}",
+        f"log/0/{6:020d}",
+        f"log/0/truncation/{6:020d}-{6:020d}",
+    ]
     again = S3DurableLog(bucket, "log/0", client=client)
     again.initialize()
     assert again.epoch == 2
@@ -425,7 +452,8 @@ def test_s3_interrupted_truncation_is_invisible_and_finished_later(s3_bucket) ->
     again.initialize()
     assert [n for n, _ in again.read_all()] == list(range(4, 10))
     again.truncate(4)  # the same point again finishes the job
-    assert _keys(client, bucket)[0] == f"log/0/{5:020d}"  # record 4 is in slot 5
+    # Record 4 is in slot 5; the fence in slot 0 stays (truncation keeps fences and claims).
+    assert _keys(client, bucket)[:2] == [f"log/0/{0:020d}", f"log/0/{5:020d}"]
     again.truncate(7)
     assert [n for n, _ in again.read_all()] == [7, 8, 9]
     assert _keys(client, bucket)[-1] == f"log/0/truncation/{7:020d}-{8:020d}"
