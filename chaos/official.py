@@ -84,6 +84,9 @@ sys.stdout.flush()
 os._exit(0)
 """
 
+READER_LOOK_S = 2.0
+"""How often the official reader looks at its stop file while a get is pending."""
+
 READER = """
 import asyncio, os, sys, time
 import pravega_client
@@ -92,11 +95,17 @@ group = manager.create_reader_group({group!r}, {scope!r}, {stream!r})
 reader = group.create_reader("official-0")
 
 async def read():
+    # A pending get is kept across the looks at the stop file, never cancelled: a cancelled
+    # get_segment_slice_async loses the slice it gets, and its segment with it (the reader
+    # never reads that segment again).
+    pending = None
     while not os.path.exists({stop!r}):
-        try:
-            piece = await asyncio.wait_for(reader.get_segment_slice_async(), 2.0)
-        except asyncio.TimeoutError:
+        if pending is None:
+            pending = asyncio.ensure_future(reader.get_segment_slice_async())
+        done, _ = await asyncio.wait({{pending}}, timeout={look_s})
+        if not done:
             continue
+        piece, pending = pending.result(), None
         for event in piece:
             head = bytes(event.data()).split(b"\\n", 1)[0].decode("ascii", "replace")
             print("r", head.replace(" ", "|"), flush=True)
@@ -144,7 +153,9 @@ class OfficialClients(Part):
             inflight=INFLIGHT,
             stop=str(self._stop_writer),
         )
-        reader = READER.format(**fields, group=OFFICIAL_GROUP, stop=str(self._stop_reader))
+        reader = READER.format(
+            **fields, group=OFFICIAL_GROUP, stop=str(self._stop_reader), look_s=READER_LOOK_S
+        )
         self._processes = [
             subprocess.Popen(
                 [python, "-c", textwrap.dedent(script)],
