@@ -261,6 +261,9 @@ class ReadIndex:
         """Exactly the bytes ``[offset, end)``, unchecked (merges copy a sealed source)."""
         parts = []
         while offset < end:
+            # Each piece may await a chunk's load, meanwhile retention may truncate past the
+            # next: then the bytes are gone by the user's wish (found by the chaos run).
+            state.check_not_truncated(offset)
             piece = await self._read_available(state, offset, end - offset)
             invariant(piece, f"no bytes readable at {offset} of {state.name}")
             parts.append(piece)

@@ -302,6 +302,24 @@ def test_a_chunk_deleted_by_a_truncation_while_it_loads_is_truncated_not_damaged
     run(body())
 
 
+def test_a_range_read_across_chunks_that_retention_truncates_meanwhile_is_truncated() -> None:
+    # Found by the chaos run: the retained stream's subscriber met InvariantViolation("no bytes
+    # readable at 116928 of chaos/retained/0.#epoch.0"): a range read spanning chunks waited
+    # for one to load while retention truncated past the next, whose bytes were then neither
+    # in Tier-2 nor in memory.
+    async def body() -> None:
+        s = Segment(read_delay_s=0.2)
+        flushed_chunks(s, b"aaaa", b"bbbb", b"cccc")
+        reading = asyncio.ensure_future(s.index.read_range(s.state, 1, 10))
+        await asyncio.sleep(0.05)  # the first chunk's load is under way
+        s.state.start_offset = 8  # retention: the first two chunks go
+        s.state.chunks.truncate(8)
+        with pytest.raises(SegmentTruncatedError, match="truncated at 8"):
+            await reading
+
+    run(body())
+
+
 def test_cache_is_bounded_and_evicts_the_least_recently_used_chunk() -> None:
     async def body() -> None:
         s = Segment(cache_bytes_max=10)
