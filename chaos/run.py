@@ -528,14 +528,27 @@ def keep_bucket(client: Any, bucket: str, seed: int, started: float) -> None:
     a post-mortem of a failed run once SeaweedFS is gone; the path is logged."""
     where = Path(tempfile.gettempdir()) / f"pravega-chaos-{seed}-{int(time.time())}-bucket"
     count = 0
+    failed: list[str] = []
     try:
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             for item in page.get("Contents", []):
-                target = where / item["Key"]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                client.download_file(bucket, item["Key"], str(target))
+                key = item["Key"]
+                try:
+                    target = where / key
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    client.download_file(bucket, key, str(target))
+                except Exception:  # e.g. a key that is also another key's folder: flattened
+                    try:
+                        flat = where / "_flattened" / key.replace("/", "%2F")
+                        flat.parent.mkdir(parents=True, exist_ok=True)
+                        client.download_file(bucket, key, str(flat))
+                    except Exception as e:
+                        failed.append(f"{key}: {e!r}")
+                        continue
                 count += 1
-        log(started, f"the bucket's {count} objects kept in {where}")
+        log(started, f"the bucket's {count} objects kept in {where}; {len(failed)} failed")
+        for failure in failed[:5]:
+            log(started, f"  not kept: {failure}")
     except Exception as e:  # the report stands without it
         log(started, f"keeping the bucket failed after {count} objects: {e!r}")
 
