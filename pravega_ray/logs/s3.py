@@ -414,6 +414,15 @@ class S3DurableLog:
                 self._epoch = epoch
                 self._next = (next_free + 1, number)
                 self._refusal = None
+                # For post-mortems of takeovers (a few lines per container restart).
+                log.info(
+                    "%s: taken over at epoch %d (writer %x): fence in slot %d, next number %d",
+                    self._where(),
+                    epoch,
+                    self._writer,
+                    next_free,
+                    number,
+                )
                 return
             epoch = self._learn(self._read_present(next_free), epoch, known)
             # A zombie (or an older rival) took the slot: jump ahead with a window of claims.
@@ -566,7 +575,19 @@ class S3DurableLog:
                 )
                 raise
             if taken.kind != _CLAIM or taken.rank > (self._epoch, self._writer):
+                log.warning(
+                    "%s: slot %d holds a %s of epoch %d (writer %x): epoch %d (writer %x) is "
+                    "fenced",
+                    self._where(),
+                    slot,
+                    ("data record", "fence", "claim")[taken.kind],
+                    taken.epoch,
+                    taken.writer,
+                    self._epoch,
+                    self._writer,
+                )
                 break
+            log.info("%s: stepping over a dead claim in slot %d", self._where(), slot)
             # A claim of an older initializer that lost to us: it saw our fence below this
             # slot and gave up, so the slot is dead. Step over it.
             slot += 1
