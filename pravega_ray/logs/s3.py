@@ -411,6 +411,7 @@ class S3DurableLog:
                 )
             fence = _encode(_FENCE, epoch, self._writer, number, b"")
             if put_if_absent(self._client, self._bucket, self._key(next_free), fence):
+                self._check_fence_landed(next_free)
                 self._epoch = epoch
                 self._next = (next_free + 1, number)
                 self._refusal = None
@@ -433,6 +434,35 @@ class S3DurableLog:
         raise RetriableError(
             f"{self._where()}: lost the fence slot {TAKEOVER_ROUNDS_MAX} times; retry initialize"
         )
+
+    def _check_fence_landed(self, slot: int) -> None:
+        """RetriableError if our fence in ``slot`` landed where it fences nothing.
+
+        The fence's slot was chosen from a listing; its PUT may reach S3 much later (delayed,
+        retried). Meanwhile a zombie may have filled that slot and the ones above, and
+        truncated below them, which frees the slot again: the fence then succeeds below the
+        cut, under the zombie's newer records, and fences nothing (found by the chaos smoke
+        run: two successors took the same epoch, and acknowledged data was lost). A fence
+        below the cut, or with a data record or fence above it, voids the takeover: the
+        caller initializes again, from a fresh listing. Claims above it are a rival's, dead
+        or newer (the latter fences our first append).
+        """
+        listing = self._list()
+        if listing.truncation[1] > slot:
+            raise RetriableError(
+                f"{self._where()}: our fence in slot {slot} landed below the truncation cut "
+                f"{listing.truncation[1]} (the slot was freed meanwhile); initialize again"
+            )
+        for above in sorted(s for s in listing.slots if s > slot):
+            try:
+                record = self._read(above)
+            except _Vanished:
+                continue
+            if record.kind != _CLAIM:
+                raise RetriableError(
+                    f"{self._where()}: our fence in slot {slot} landed under a newer record in "
+                    f"slot {above} (the slot was freed meanwhile); initialize again"
+                )
 
     def _learn(self, record: _Record, epoch: int, known: dict[int, _Record]) -> int:
         """Note a record that took a slot we wanted; return our (maybe raised) epoch."""

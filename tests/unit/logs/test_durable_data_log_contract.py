@@ -303,6 +303,35 @@ def test_s3_initialize_that_loses_the_fence_slot_jumps_ahead(s3_bucket) -> None:
 
 
 @pytest.mark.s3
+def test_s3_a_fence_that_lands_in_a_slot_truncation_freed_voids_the_takeover(s3_bucket) -> None:
+    """The chaos smoke run's loss: a new owner chose its fence slot from a listing, and its PUT
+    reached S3 only after the zombie had filled that slot and the next ones and truncated past
+    them: the fence landed in the freed slot, below the cut, and fenced nothing."""
+    client, bucket = s3_bucket
+    old = S3DurableLog(bucket, "log/0", client=client)
+    old.initialize()
+    for i in range(6):
+        old.append(f"r{i}".encode())
+    new = S3DurableLog(bucket, "log/0", client=client)
+    stale = new._list()  # the new owner lists now (top: slot 6)...
+    for i in range(6, 10):  # ...then the zombie goes on and truncates past that top
+        old.append(f"r{i}".encode())
+    old.truncate(9)
+    real_list = new._list
+    calls = iter([stale])
+    new._list = lambda: next(calls, None) or real_list()
+    with pytest.raises(RetriableError, match="below the truncation cut"):
+        new.initialize()  # its fence lands in slot 7, freed
+    again = S3DurableLog(bucket, "log/0", client=client)
+    again.initialize()
+    assert list(again.read_all()) == [(9, b"r9")]
+    with pytest.raises(FencedError):
+        old.append(b"zombie")
+    assert again.append(b"r10") == 10
+    assert list(again.read_all()) == [(9, b"r9"), (10, b"r10")]
+
+
+@pytest.mark.s3
 def test_s3_initialize_fills_slots_a_dead_initializer_left_empty(s3_bucket) -> None:
     client, bucket = s3_bucket
     old = S3DurableLog(bucket, "log/0", client=client)
