@@ -7,8 +7,6 @@ endpoints added; a container killed under the official writer loses and duplicat
 from __future__ import annotations
 
 import json
-import subprocess
-import textwrap
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +21,7 @@ from pravega_ray.endpoints import EndpointConfig
 from pravega_ray.errors import ConfigurationError, InvalidArgumentError
 from pravega_ray.stream_configuration import ReaderGroupConfig, ScalingPolicy, StreamConfiguration
 from tests.endpoints import session_endpoints
-from tests.wire.official_client import READ_EVENTS, RunClient, client_runner, install_client
+from tests.wire.official_client import RunClient, client_runner, install_client, start_client
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -126,39 +124,33 @@ def test_the_official_client_and_pravega_ray_share_a_stream_on_ray(
     assert per_key(theirs) == per_key(expected)
 
 
+def _one_segment_stream(cluster: Any, letter: str) -> str:
+    """A new scope (named from ``letter``) with a one-segment stream ``s``; the scope."""
+    scope = letter + uuid.uuid4().hex[:10]
+    mgr = cluster.stream_manager()
+    mgr.create_scope(scope)
+    mgr.create_stream(scope, "s", StreamConfiguration(scaling=ScalingPolicy.fixed(1)))
+    return scope
+
+
 def test_a_container_killed_under_the_official_writer_loses_and_duplicates_nothing(
     endpoints: tuple[Any, dict[str, Any]],
 ) -> None:
     cluster, described = endpoints
-    scope = "k" + uuid.uuid4().hex[:10]
-    mgr = cluster.stream_manager()
-    mgr.create_scope(scope)
-    mgr.create_stream(scope, "s", StreamConfiguration(scaling=ScalingPolicy.fixed(1)))
+    scope = _one_segment_stream(cluster, "k")
     total = 3000
-    script = (
-        "import pravega_client, sys, os\n"
-        f"manager = pravega_client.StreamManager({described['controller']!r})\n"
-        + READ_EVENTS
-        + textwrap.dedent(
-            f"""
-            writer = manager.create_writer("{scope}", "s")
-            for i in range({total}):
-                writer.write_event(f"{{i}}", "key")
-                if i % 250 == 0:
-                    writer.flush()
-                    print("progress", i, flush=True)
-            writer.flush()
-            print("done", flush=True)
-            sys.stdout.flush()
-            os._exit(0)
-            """
-        )
-    )
-    client = subprocess.Popen(
-        [str(install_client()), "-c", script],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    client = start_client(
+        described["controller"],
+        f"""
+        writer = manager.create_writer("{scope}", "s")
+        for i in range({total}):
+            writer.write_event(f"{{i}}", "key")
+            if i % 250 == 0:
+                writer.flush()
+                print("progress", i, flush=True)
+        writer.flush()
+        print("done", flush=True)
+        """,
     )
     killed_at = None
     assert client.stdout is not None
@@ -329,32 +321,17 @@ def test_an_official_reader_goes_on_after_its_segment_s_container_is_killed(
     the stream's segment (and of nothing else it reads, the group's state aside) is killed
     midway: every event is read, once."""
     cluster, described = endpoints
-    scope = "q" + uuid.uuid4().hex[:10]
-    mgr = cluster.stream_manager()
-    mgr.create_scope(scope)
-    mgr.create_stream(scope, "s", StreamConfiguration(scaling=ScalingPolicy.fixed(1)))
+    scope = _one_segment_stream(cluster, "q")
     total = 2000
-    script = (
-        "import pravega_client, sys, os, asyncio\n"
-        f"manager = pravega_client.StreamManager({described['controller']!r})\n"
-        + READ_EVENTS
-        + textwrap.dedent(
-            f"""
-            group = manager.create_reader_group("g", "{scope}", "s")
-            reader = group.create_reader("r")
-            print("ready", flush=True)
-            got = read_events(reader, {total}, timeout_s=240)
-            print("read", len(got), len(set(got)), flush=True)
-            sys.stdout.flush()
-            os._exit(0)
-            """
-        )
-    )
-    client = subprocess.Popen(
-        [str(install_client()), "-c", script],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    client = start_client(
+        described["controller"],
+        f"""
+        group = manager.create_reader_group("g", "{scope}", "s")
+        reader = group.create_reader("r")
+        print("ready", flush=True)
+        got = read_events(reader, {total}, timeout_s=240)
+        print("read", len(got), len(set(got)), flush=True)
+        """,
     )
     assert client.stdout is not None
     try:

@@ -67,23 +67,38 @@ def install_client() -> Path:
         return python
 
 
+def client_script(controller_uri: str, script: str) -> str:
+    """``script`` (dedented) with ``manager`` (a ``pravega_client.StreamManager`` connected to
+    ``controller_uri``, e.g. ``tcp://127.0.0.1:9090``) and ``read_events`` (READ_EVENTS)
+    defined before it, ending with ``os._exit``: the client's Rust threads can outlive the
+    interpreter's finalization and abort it ("PyGILState_Release: thread state must be
+    current"), one run in ten under load, after the script did everything it had to."""
+    prologue = (
+        "import asyncio, pravega_client\n"
+        f"manager = pravega_client.StreamManager({controller_uri!r})\n" + READ_EVENTS
+    )
+    epilogue = "\nimport os, sys\nsys.stdout.flush()\nos._exit(0)\n"
+    return prologue + textwrap.dedent(script) + epilogue
+
+
+def start_client(controller_uri: str, script: str) -> subprocess.Popen[str]:
+    """``script`` (:func:`client_script`) running in the client's venv, its stdout and stderr
+    piped as text: for a test that acts on the script's output while it runs."""
+    return subprocess.Popen(
+        [str(install_client()), "-c", client_script(controller_uri, script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def client_runner(client_python: Path, controller_uri: str) -> RunClient:
-    """``run(script)``: run ``script`` in the client's venv, with ``manager`` (a
-    ``pravega_client.StreamManager`` connected to ``controller_uri``, e.g.
-    ``tcp://127.0.0.1:9090``) and ``read_events`` (READ_EVENTS) defined; its stdout. A
-    script that fails fails the test with its output. The script ends with ``os._exit``:
-    the client's Rust threads can outlive the interpreter's finalization and abort it
-    ("PyGILState_Release: thread state must be current"), one run in ten under load, after
-    the script did everything it had to."""
+    """``run(script)``: run ``script`` (:func:`client_script`) in the client's venv; its
+    stdout. A script that fails fails the test with its output."""
 
     def run(script: str) -> str:
-        prologue = (
-            "import asyncio, pravega_client\n"
-            f"manager = pravega_client.StreamManager({controller_uri!r})\n" + READ_EVENTS
-        )
-        epilogue = "\nimport os, sys\nsys.stdout.flush()\nos._exit(0)\n"
         done = subprocess.run(
-            [str(client_python), "-c", prologue + textwrap.dedent(script) + epilogue],
+            [str(client_python), "-c", client_script(controller_uri, script)],
             capture_output=True,
             text=True,
             timeout=SCRIPT_TIMEOUT_S,
