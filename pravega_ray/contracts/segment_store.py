@@ -7,7 +7,7 @@ segment store.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from pravega_ray.constants import TABLE_KEY_BYTES_MAX, TABLE_VALUE_BYTES_MAX
@@ -97,6 +97,16 @@ TABLE_ENTRY_HEADER_BYTES = 14
 them."""
 
 
+def table_entry_end(entry: TableEntry) -> int:
+    """Where the entry after ``entry`` starts in its table segment (``entry`` as the segment
+    store answered it, with its ``offset``): a copy made by compaction (its offset is not
+    its version) stores its version, 8 bytes, after the header."""
+    if entry.offset is None:
+        raise InvalidArgumentError("a table entry built by a client has no offset")
+    size = TABLE_ENTRY_HEADER_BYTES + len(entry.key) + len(entry.value or b"")
+    return entry.offset + size + (8 if entry.offset != entry.version else 0)
+
+
 def table_update_bytes(update: TableUpdate) -> int:
     """What ``update`` adds to its batch's size: its entry's header, key and value."""
     return TABLE_ENTRY_HEADER_BYTES + len(update.key) + len(update.value or b"")
@@ -127,11 +137,18 @@ def check_table_update(update: object) -> TableUpdate:
 
 @dataclass(frozen=True, slots=True)
 class TableEntry:
-    """A key, its value (None in :meth:`TableSegments.read_changes` for a removal), its version."""
+    """A key, its value (None in :meth:`TableSegments.read_changes` for a removal), its version.
+
+    ``offset`` is where the entry is stored in its table segment, when the segment store
+    answered it (None in entries a client builds). It equals ``version`` unless compaction
+    copied the entry to the segment's tail: a copy keeps its key's version. It is not part
+    of the entry's equality.
+    """
 
     key: bytes
     value: bytes | None
     version: int
+    offset: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

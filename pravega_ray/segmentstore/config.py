@@ -30,6 +30,13 @@ class ContainerConfig:
     table_watch_lease_s: float = constants.TABLE_WATCH_LEASE_S
     """A watcher's lease on a system table segment, and the grace period after a recovery
     (``table_watches.py``)."""
+    table_compaction_min_bytes: int = constants.TABLE_COMPACTION_MIN_BYTES
+    """Table segments storing fewer bytes are not compacted (``table_compactor.py``)."""
+    table_compaction_min_utilization: float = constants.TABLE_COMPACTION_MIN_UTILIZATION
+    """Table segments are compacted while fewer than this fraction of their entries are live
+    (0 turns compaction off)."""
+    table_compaction_round_bytes: int = constants.TABLE_COMPACTION_ROUND_BYTES
+    """How much of a table segment's head one compaction round reads."""
 
     def __post_init__(self) -> None:
         if self.container_id < 0:
@@ -48,6 +55,12 @@ class ContainerConfig:
             raise InvalidArgumentError("intervals must be positive")
         if not self.table_watch_lease_s > 0:
             raise InvalidArgumentError("table_watch_lease_s must be positive")
+        if not 0 <= self.table_compaction_min_utilization <= 1:
+            raise InvalidArgumentError("table_compaction_min_utilization must be in [0, 1]")
+        if self.table_compaction_min_bytes < 0 or self.table_compaction_round_bytes <= 0:
+            raise InvalidArgumentError(
+                "table_compaction_min_bytes must be >= 0 and table_compaction_round_bytes > 0"
+            )
         if not self.transient_segment_idle_s >= 0 or not self.transient_cleanup_period_s > 0:
             raise InvalidArgumentError(
                 "transient_segment_idle_s must be >= 0 and transient_cleanup_period_s > 0"

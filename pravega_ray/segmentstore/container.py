@@ -94,6 +94,7 @@ from pravega_ray.segmentstore.durable_log import DurableLog, RecoveryStats
 from pravega_ray.segmentstore.read_index import ReadIndex
 from pravega_ray.segmentstore.segment_merger import SegmentMerger, check_merge_jobs
 from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
+from pravega_ray.segmentstore.table_compactor import TableCompactor
 from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.segmentstore.table_watches import WATCH_WAIT_S_MAX, TableWatches, check_holder
 from pravega_ray.segmentstore.time_index import (
@@ -171,7 +172,7 @@ class SegmentContainer(TimeIndexCalls):
             scheduler=scheduler,
             fenced=self.fenced,
         )
-        self._tables = TableSegments(self)
+        self._tables = TableSegments(self, scheduler)
         self._watches = TableWatches(config.table_watch_lease_s, clock.monotonic)
         self.transients = TransientSegments(self, clock=clock, scheduler=scheduler)
         parts = (self.metadata, self._attributes, self._storage_writer, self._read_index)
@@ -228,6 +229,7 @@ class SegmentContainer(TimeIndexCalls):
         self._storage_writer.stop()
         self.auto_scaler.stop()
         self.transients.stop()
+        self._tables.stop()
         self.metadata.wake_all_waiters()  # waiters re-check and find the container closed
         await self._durable_log.stop()
         self._durable_log.fail_all(ContainerNotReadyError("container closed"))
@@ -242,6 +244,7 @@ class SegmentContainer(TimeIndexCalls):
         self._storage_writer.stop()
         self.auto_scaler.stop()
         self.transients.stop()
+        self._tables.stop()
         if self._on_fatal is not None:
             self._on_fatal(error)
 
@@ -608,6 +611,11 @@ class SegmentContainer(TimeIndexCalls):
         result = await self._tables.update(segment, updates, client_id, client_last)
         await self._watches.settle(segment, lambda: self.metadata.get(segment).length, skip=watcher)
         return result
+
+    @property
+    def table_compactor(self) -> TableCompactor:
+        """The compactor of this container's table segments (``table_compactor.py``)."""
+        return self._tables.compactor
 
     async def table_get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:
         return await self._tables.get(segment, keys)

@@ -10,11 +10,15 @@ Entry layout (big-endian), one after another in the segment::
 
     offset  size  field
     0       1     magic             0x54 ("T")
-    1       1     kind              0 = put, 1 = removal (a tombstone)
+    1       1     kind              0 = put, 1 = removal (a tombstone), 2 = copy
     2       4     key length        1 .. TABLE_KEY_BYTES_MAX
     6       4     value length      0 .. TABLE_VALUE_BYTES_MAX (0 for a removal)
-    10      4     checksum          crc32 of key + value
-    14      ...   key, then value
+    10      4     checksum          crc32 of the version field (copies), key and value
+    14      8     version           copies only: the version of the put it copies
+    14/22   ...   key, then value
+
+A *copy* is a put that compaction re-appended at the tail (``table_compactor.py``); it
+keeps the version of the put it copies.
 
 Versions
 --------
@@ -36,8 +40,20 @@ Hash index
 
 Attribute keys of a table segment (16 bytes)::
 
-    0x01 + blake2b(key, digest 15 bytes)    -> version of the key's latest put entry
+    0x01 + blake2b(key, digest 15 bytes)    -> where the key's latest put entry is (below)
     0x02 + 15-byte client id                -> offset of the client's last update batch
+    0x00 * 15 + 0x01                        -> live keys (LIVE_KEYS)
+    0x00 * 15 + 0x02                        -> entries at or above the compaction offset
+    0x00 * 15 + 0x03                        -> the compaction offset
+    0x00 * 15 + 0x04                        -> whether the two counters count (COUNTS)
+
+A key's hash attribute is the offset of its latest put (which is also its version), or,
+once compaction copied that put, ``-1 - offset`` of the copy: a negative value says "read
+the version from the entry". Updates set it back to the offset of their new entry.
+The counters drive compaction (``table_compactor.py``). ``COUNTS`` is ``COUNTED`` (-1)
+once they count every entry: from a segment's first update, or, for a segment written
+before they existed (no ``COUNTS``), once the compactor has counted it. While it counts,
+``COUNTS`` holds the offset it counts below, and updates add to the counters from there.
 
 The 120-bit hash makes collisions negligible (about n^2 / 2^121 for n keys); a
 lookup that finds another key at the hashed offset raises
@@ -57,17 +73,24 @@ versions the first attempt produced, computed from the recorded offset and the
 batch's (deterministic) layout. This check comes before the key conditions, so
 a retried conditional update does not fail on the versions it produced itself.
 
-Deferred: compaction of table segments (re-appending live entries so the head
-can be truncated); today a table segment keeps every entry ever written.
+Compaction
+----------
+
+The compactor (``table_compactor.py``) re-appends the live puts at the head as copies and
+truncates the head, so a segment's size follows its live data. Reads of a key whose entry
+compaction moved meanwhile (the read met the truncation) look the key up again. A
+conditional update of a key whose latest put is a copy reads the copy's version first,
+then applies the batch, checking that the key did not move in between.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import struct
 import zlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from pravega_ray.constants import (
     READ_BYTES_MAX,
@@ -88,39 +111,84 @@ from pravega_ray.contracts.segment_store import (
     TableUpdateResult,
     check_table_key,
     check_table_update,
+    table_entry_end,
 )
 from pravega_ray.errors import (
     BadKeyVersionError,
     DataCorruptionError,
     InvalidArgumentError,
     NoSuchKeyError,
+    RetriableError,
+    SegmentTruncatedError,
 )
+from pravega_ray.invariant import invariant
+from pravega_ray.timing import AsyncioScheduler, Scheduler
 
 if TYPE_CHECKING:
     from pravega_ray.segmentstore.container import SegmentContainer
+    from pravega_ray.segmentstore.table_compactor import TableCompactor
 
 __all__ = [
     "CLIENT_ID_BYTES",
+    "COMPACTION_OFFSET",
+    "COUNTED",
+    "COUNTS",
+    "ENTRY_COUNT",
+    "LIVE_KEYS",
     "NOT_EXISTS",
     "TableEntry",
     "TableSegments",
     "TableUpdate",
     "TableUpdateResult",
     "decode_entries",
+    "encode_copy",
     "encode_entry",
     "key_hash",
+    "location",
+    "moved_to",
+    "stored_bytes",
 ]
+
+log = logging.getLogger(__name__)
 
 CLIENT_ID_BYTES = 15
 """Length of a table client's id (its attribute is ``0x02`` + the id)."""
 
 _MAGIC = 0x54
-_PUT, _REMOVAL = 0, 1
+_PUT, _REMOVAL, _COPY = 0, 1, 2
 _HEADER = struct.Struct(">BBIII")
 HEADER_BYTES = _HEADER.size
+_VERSION = struct.Struct(">q")
 _HASH_PREFIX = b"\x01"
 _CLIENT_PREFIX = b"\x02"
 _HASH_RANGE_BEFORE = b"\x00" + b"\xff" * 15  # iteration starts after it
+_STATS_PREFIX = b"\x00" * 15
+LIVE_KEYS = _STATS_PREFIX + b"\x01"
+"""Attribute: how many keys the table holds."""
+ENTRY_COUNT = _STATS_PREFIX + b"\x02"
+"""Attribute: how many entries are stored at or above the compaction offset."""
+COMPACTION_OFFSET = _STATS_PREFIX + b"\x03"
+"""Attribute: where the compactor goes on (everything below is copied or dead)."""
+COUNTS = _STATS_PREFIX + b"\x04"
+"""Attribute: ``COUNTED``, an offset a count is under way below, or absent (module docstring)."""
+COUNTED = -1
+_STATS = [LIVE_KEYS, ENTRY_COUNT, COUNTS]
+_RESOLVE_ROUNDS = 16  # a conditional update re-reads moved keys at most this often
+
+
+def location(value: int) -> int:
+    """Where a key's latest put is stored, from its hash attribute (not NULL_VALUE)."""
+    return value if value >= 0 else -1 - value
+
+
+def moved_to(offset: int) -> int:
+    """The hash attribute of a key whose latest put compaction copied to ``offset``."""
+    return -1 - offset
+
+
+def stored_bytes(entry: TableEntry) -> int:
+    """How many bytes ``entry`` (one this module decoded) takes in its segment."""
+    return table_entry_end(entry) - (entry.offset or 0)
 
 
 def key_hash(key: bytes) -> bytes:
@@ -141,39 +209,61 @@ def encode_entry(key: bytes, value: bytes | None) -> bytes:
     return _HEADER.pack(_MAGIC, kind, len(key), len(value or b""), zlib.crc32(body)) + body
 
 
-def _parse_header(data: bytes, offset: int) -> tuple[bool, int, int, int]:
-    """``(is_put, key length, value length, crc)`` of the header at ``data[0:14]``."""
+def encode_copy(key: bytes, value: bytes, version: int) -> bytes:
+    """A copy of a put of ``key`` whose version is ``version`` (compaction re-appends it)."""
+    body = _VERSION.pack(version) + key + value
+    return _HEADER.pack(_MAGIC, _COPY, len(key), len(value), zlib.crc32(body)) + body
+
+
+def _parse_header(data: bytes, offset: int) -> tuple[int, int, int, int]:
+    """``(kind, body length, key length, crc)`` of the header at ``data[0:14]``; the body
+    is what follows the header (the version of a copy, the key, the value)."""
     magic, kind, key_length, value_length, crc = _HEADER.unpack_from(data)
-    if magic != _MAGIC or kind not in (_PUT, _REMOVAL) or key_length == 0:
+    if magic != _MAGIC or kind not in (_PUT, _REMOVAL, _COPY) or key_length == 0:
         raise DataCorruptionError(f"no table entry at offset {offset}", offset=offset)
     if key_length > TABLE_KEY_BYTES_MAX or value_length > TABLE_VALUE_BYTES_MAX:
         raise DataCorruptionError(f"table entry at {offset} has bad lengths", offset=offset)
-    return kind == _PUT, key_length, value_length, crc
+    if kind == _REMOVAL and value_length:
+        raise DataCorruptionError(f"table removal at {offset} has a value", offset=offset)
+    extra = _VERSION.size if kind == _COPY else 0
+    return kind, extra + key_length + value_length, key_length, crc
+
+
+def _entry(kind: int, body: bytes, key_length: int, crc: int, offset: int) -> TableEntry:
+    """The entry stored at ``offset`` from its header fields and ``body``."""
+    if zlib.crc32(body) != crc:
+        raise DataCorruptionError(f"table entry at {offset}: checksum mismatch", offset=offset)
+    version, start = offset, 0
+    if kind == _COPY:
+        (version,) = _VERSION.unpack_from(body)
+        start = _VERSION.size
+        if not 0 <= version < offset:
+            raise DataCorruptionError(
+                f"table entry at {offset}: a copy of version {version}", offset=offset
+            )
+    key = bytes(body[start : start + key_length])
+    value = bytes(body[start + key_length :]) if kind != _REMOVAL else None
+    return TableEntry(key, value, version, offset)
 
 
 def decode_entries(data: bytes, offset: int) -> tuple[list[TableEntry], int]:
     """Whole entries at the start of ``data`` (which starts at segment ``offset``).
 
-    Returns the entries (removals with ``value=None``) and how many bytes they
-    took; a partial entry at the end is left for the next call.
+    Returns the entries (removals with ``value=None``; a copy with the version it keeps,
+    each with its ``offset``) and how many bytes they took; a partial entry at the end is
+    left for the next call.
     """
     entries: list[TableEntry] = []
     position = 0
     while len(data) - position >= HEADER_BYTES:
-        is_put, key_length, value_length, crc = _parse_header(
+        kind, body_length, key_length, crc = _parse_header(
             data[position : position + HEADER_BYTES], offset + position
         )
-        end = position + HEADER_BYTES + key_length + value_length
+        end = position + HEADER_BYTES + body_length
         if end > len(data):
             break
         body = data[position + HEADER_BYTES : end]
-        if zlib.crc32(body) != crc:
-            raise DataCorruptionError(
-                f"table entry at {offset + position}: checksum mismatch", offset=offset + position
-            )
-        key = bytes(body[:key_length])
-        value = bytes(body[key_length:]) if is_put else None
-        entries.append(TableEntry(key, value, offset + position))
+        entries.append(_entry(kind, body, key_length, crc, offset + position))
         position = end
     return entries, position
 
@@ -184,10 +274,22 @@ class TableSegments:
     Every method is a coroutine on the container's event loop and takes a
     segment name; segments must have been created with :meth:`create` (role
     ``table``), else InvalidArgumentError. Reads return durable state only.
+    ``compactor``: the container's :class:`TableCompactor` (built here from the
+    container's configuration when not given).
     """
 
-    def __init__(self, container: SegmentContainer) -> None:
+    def __init__(
+        self,
+        container: SegmentContainer,
+        scheduler: Scheduler | None = None,
+        compactor: TableCompactor | None = None,
+    ) -> None:
+        from pravega_ray.segmentstore.table_compactor import TableCompactor
+
         self._container = container
+        self.compactor = compactor or TableCompactor(
+            container, self, scheduler or AsyncioScheduler()
+        )
 
     async def create(self, segment: str) -> None:
         """Create an empty table segment (SegmentExistsError if it exists)."""
@@ -222,39 +324,89 @@ class TableSegments:
             raise InvalidArgumentError(f"table update batch over {TABLE_BATCH_BYTES_MAX} bytes")
         hashes = [key_hash(u.key) for u in updates]
         client = client_attribute(client_id) if client_id is not None else None
-        keys = hashes + ([client] if client is not None else [])
+        keys = hashes + _STATS + ([client] if client is not None else [])
         outcome: list[TableUpdateResult] = []
+        # Versions of keys whose latest put is a copy, read from the copies: hash ->
+        # (its hash attribute when read, the version).
+        copied: dict[bytes, tuple[int, int]] = {}
+
+        def version_of(hashed: bytes, value: int) -> int | None:
+            if value == NULL_VALUE:
+                return NOT_EXISTS
+            if value >= 0:
+                return value
+            known = copied.get(hashed)
+            return known[1] if known is not None and known[0] == value else None
 
         def compose(offset: int, current: Callable[[bytes], int]) -> tuple[bytes, dict[bytes, int]]:
             if client is not None and current(client) != client_last:
                 outcome.append(_replayed(current(client), encoded, updates))
                 return b"", {}
+            unknown = {
+                hashed: current(hashed)
+                for update, hashed in zip(updates, hashes, strict=True)
+                if update.expected_version is not None
+                and version_of(hashed, current(hashed)) is None
+            }
+            if unknown:
+                raise _CopiedVersions(unknown)
             data = bytearray()
             changed: dict[bytes, int] = {}
             versions = []
+            live = 0
             for update, entry, hashed in zip(updates, encoded, hashes, strict=True):
-                version = current(hashed)
-                _check_condition(update, NOT_EXISTS if version == NULL_VALUE else version)
+                value = current(hashed)
+                if update.expected_version is not None:
+                    version = version_of(hashed, value)
+                    invariant(version is not None, "a copied key's version was not read")
+                    _check_condition(update, cast(int, version))
                 if update.value is None:
                     versions.append(NOT_EXISTS)
                     changed[hashed] = NULL_VALUE
+                    live -= 1 if value != NULL_VALUE else 0
                 else:
                     versions.append(offset + len(data))
                     changed[hashed] = offset + len(data)
+                    live += 1 if value == NULL_VALUE else 0
                 data += entry
             if data and client is not None:
                 changed[client] = offset
+            counts = current(COUNTS)
+            if counts == NULL_VALUE and offset == 0:  # the first update: count from here
+                counts = changed[COUNTS] = COUNTED
+            if data and counts != NULL_VALUE:
+                changed[ENTRY_COUNT] = _zero(current(ENTRY_COUNT)) + len(updates)
+                changed[LIVE_KEYS] = _zero(current(LIVE_KEYS)) + live
             outcome.append(TableUpdateResult(tuple(versions), offset if data else None))
             return bytes(data), changed
 
-        try:
-            await self._container.append_composed(segment, keys, compose)
-        except (BadKeyVersionError, NoSuchKeyError):
-            # The update that made the condition fail may not be durable yet: answer once it
-            # is, so a read after the conflict sees the winner (reads return durable state).
-            await self._container.durable_barrier()
-            raise
-        return outcome[-1]
+        for _ in range(_RESOLVE_ROUNDS):
+            try:
+                await self._container.append_composed(segment, keys, compose)
+            except _CopiedVersions as e:
+                await self._read_copied_versions(segment, e.values, copied)
+                continue
+            except (BadKeyVersionError, NoSuchKeyError):
+                # The update that made the condition fail may not be durable yet: answer once
+                # it is, so a read after the conflict sees the winner (reads return durable
+                # state).
+                await self._container.durable_barrier()
+                raise
+            self.compactor.consider(segment)
+            return outcome[-1]
+        raise RetriableError(f"{segment}: keys kept moving under a conditional update")
+
+    async def _read_copied_versions(
+        self, segment: str, values: dict[bytes, int], into: dict[bytes, tuple[int, int]]
+    ) -> None:
+        """Note the version of each key in ``values`` (hash -> hash attribute) from its copy."""
+        await self._container.durable_barrier()  # the copies are durable (reads are)
+        for hashed, value in values.items():
+            try:
+                entry = await self.read_entry(segment, location(value), with_value=False)
+            except SegmentTruncatedError:
+                continue  # moved again meanwhile: the next round sees where to
+            into[hashed] = (value, entry.version)
 
     async def get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:
         """The latest entry of each key (None where absent), in the order asked."""
@@ -263,22 +415,34 @@ class TableSegments:
         for key in keys:
             check_table_key(key)
         hashes = [key_hash(k) for k in keys]
-        versions = await self._container.get_attributes(segment, hashes)
+        values = await self._container.get_attributes(segment, hashes)
         result: list[TableEntry | None] = []
         for key, hashed in zip(keys, hashes, strict=True):
-            version = versions.get(hashed)
-            if version is None:
-                result.append(None)
-                continue
-            entry = await self._read_entry(segment, version, with_value=True)
-            if entry.key != key:
+            value = values.get(hashed)
+            entry = await self._latest(segment, hashed, value, with_value=True)
+            if entry is not None and entry.key != key:
                 raise DataCorruptionError(
                     f"{segment}: key hash {hashed.hex()} points at another key (a hash collision "
                     "or a damaged index)",
-                    offset=version,
+                    offset=entry.offset,
                 )
             result.append(entry)
         return result
+
+    async def _latest(
+        self, segment: str, hashed: bytes, value: int | None, *, with_value: bool
+    ) -> TableEntry | None:
+        """The entry a key's hash attribute ``value`` points at (None if absent). Compaction
+        may have moved it and truncated the head meanwhile: then look the key up again."""
+        while value is not None and value != NULL_VALUE:
+            try:
+                return await self.read_entry(segment, location(value), with_value=with_value)
+            except SegmentTruncatedError:
+                moved = (await self._container.get_attributes(segment, [hashed])).get(hashed)
+                if moved == value:
+                    raise
+                value = moved
+        return None
 
     async def iterate(
         self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
@@ -288,7 +452,8 @@ class TableSegments:
         Pass the returned cursor back for the next page; None means done. Pages
         may be short (even empty) before the end. Keys added or removed during
         an iteration may or may not be seen; every key present throughout is
-        seen exactly once. With ``with_values=False`` values come back as None.
+        seen exactly once, with its version, whether or not compaction moves it.
+        With ``with_values=False`` values come back as None.
 
         An entry that cannot be read (its Tier-2 chunk damaged or lost) raises
         DataCorruptionError naming it, with ``entries`` (the page's entries before it) and
@@ -302,18 +467,20 @@ class TableSegments:
             raise InvalidArgumentError(f"bad table iteration cursor {cursor!r}")
         items, next_cursor = await self._container.iterate_attributes(segment, after, limit)
         entries: list[TableEntry] = []
-        for hashed, version in items:
+        for hashed, value in items:
             if not hashed.startswith(_HASH_PREFIX):
                 return entries, None  # past the hash range: client attributes follow
             try:
-                entries.append(await self._read_entry(segment, version, with_value=with_values))
+                entry = await self._latest(segment, hashed, value, with_value=with_values)
             except DataCorruptionError as e:
                 raise DataCorruptionError(
-                    f"table entry at offset {version} of {segment} cannot be read: {e}",
-                    **{**vars(e), "segment": segment, "offset": version},
+                    f"table entry at offset {location(value)} of {segment} cannot be read: {e}",
+                    **{**vars(e), "segment": segment, "offset": location(value)},
                     entries=entries,
                     cursor=hashed,
                 ) from e
+            if entry is not None:  # None: removed while the page was read
+                entries.append(entry)
         if next_cursor is not None and not next_cursor.startswith(_HASH_PREFIX):
             next_cursor = None
         return entries, next_cursor
@@ -325,8 +492,12 @@ class TableSegments:
 
         Returns whole entries of up to about ``max_bytes`` (at least one if any
         exists) and the offset to continue from; ``from_offset`` must be an entry
-        boundary (0, or an offset this method returned). Raises
-        SegmentTruncatedError below the segment's start.
+        boundary (0, or an offset this method returned). Compaction's copies are among
+        them, as puts with the version they keep (a copy never changes a key's value).
+        ``from_offset=0`` reads from the segment's start: below it, compaction has
+        dropped only entries a later one replaced or copied. Any other offset below the
+        start raises SegmentTruncatedError: the changes there are gone, so a reader of
+        changes starts afresh (iterate, then read changes from the length it saw).
         """
         self._check_table(segment)
         check_offset("from_offset", from_offset)
@@ -334,28 +505,43 @@ class TableSegments:
         info = await self._container.get_info(segment)
         if from_offset > info.length:
             raise InvalidArgumentError(f"offset {from_offset} is outside {segment}")
+        if from_offset == 0:
+            from_offset = info.start_offset
         end = min(info.length, from_offset + max_bytes)
         data = await self._container.read_range(segment, from_offset, end - from_offset)
         entries, used = decode_entries(data, from_offset)
         if not entries and from_offset < info.length:  # one entry bigger than max_bytes
-            entry = await self._read_entry(segment, from_offset, with_value=True)
-            entries, used = [entry], self._entry_bytes(entry)
+            entry = await self.read_entry(segment, from_offset, with_value=True)
+            entries, used = [entry], stored_bytes(entry)
         return entries, from_offset + used
 
-    @staticmethod
-    def _entry_bytes(entry: TableEntry) -> int:
-        return HEADER_BYTES + len(entry.key) + len(entry.value or b"")
-
-    async def _read_entry(self, segment: str, offset: int, *, with_value: bool) -> TableEntry:
+    async def read_entry(self, segment: str, offset: int, *, with_value: bool) -> TableEntry:
+        """The entry stored at ``offset`` (its ``offset`` set)."""
         header = await self._container.read_range(segment, offset, HEADER_BYTES)
-        is_put, key_length, value_length, crc = _parse_header(header, offset)
-        body = await self._container.read_range(
-            segment, offset + HEADER_BYTES, key_length + value_length
-        )
-        if zlib.crc32(body) != crc:
-            raise DataCorruptionError(f"table entry at {offset}: checksum mismatch", offset=offset)
-        value = body[key_length:] if is_put else None
-        return TableEntry(body[:key_length], value if with_value else None, offset)
+        kind, body_length, key_length, crc = _parse_header(header, offset)
+        body = await self._container.read_range(segment, offset + HEADER_BYTES, body_length)
+        entry = _entry(kind, body, key_length, crc, offset)
+        if with_value or entry.value is None:
+            return entry
+        return TableEntry(entry.key, None, entry.version, offset)
+
+    def stop(self) -> None:
+        """Stop compacting (the container closes)."""
+        self.compactor.stop()
+
+
+class _CopiedVersions(Exception):
+    """Raised from an update's compose: these keys' latest puts are copies whose versions
+    must be read first (hash -> its attribute value)."""
+
+    def __init__(self, values: dict[bytes, int]) -> None:
+        super().__init__(f"{len(values)} keys to read")
+        self.values = values
+
+
+def _zero(value: int) -> int:
+    """A counter attribute's value (absent counts as 0)."""
+    return 0 if value == NULL_VALUE else value
 
 
 def _check_condition(update: TableUpdate, version: int) -> None:

@@ -23,9 +23,9 @@ from __future__ import annotations
 from pravega_ray.constants import TABLE_KEY_BYTES_MAX, TABLE_VALUE_BYTES_MAX
 from pravega_ray.contracts.segment_store import (
     NOT_EXISTS,
-    TABLE_ENTRY_HEADER_BYTES,
     TableEntry,
     TableUpdate,
+    table_entry_end,
 )
 from pravega_ray.contracts.segment_store_service import SegmentStoreService
 from pravega_ray.errors import BadKeyVersionError, InvalidArgumentError, NoSuchKeyError
@@ -296,7 +296,7 @@ async def read_table_entries_delta(
             if value is not None:
                 entries.append(_wire_entry(entry))
                 size += wire_bytes
-            position = entry.version + TABLE_ENTRY_HEADER_BYTES + len(entry.key) + len(value or b"")
+            position = table_entry_end(entry)
             if len(entries) >= count:
                 break
         else:

@@ -197,15 +197,23 @@ def test_a_retried_batch_with_the_same_client_state_applies_once() -> None:
     asyncio.run(go())
 
 
+COMPACTING = dict(table_compaction_min_bytes=600, table_compaction_round_bytes=300)
+"""Compaction after a few hundred bytes, a few entries per round."""
+
+
+@pytest.mark.parametrize("compacting", [False, True], ids=["plain", "compacting"])
 @pytest.mark.parametrize("seed", range(4))
-def test_random_operations_with_restarts_match_a_dict_model(seed: int) -> None:
-    """Gets, versions and iteration agree with a model across evictions, flushes and restarts."""
+def test_random_operations_with_restarts_match_a_dict_model(seed: int, compacting: bool) -> None:
+    """Gets, versions and iteration agree with a model across evictions, flushes and
+    restarts, and across compaction moving the entries (conditions name versions from
+    before the moves)."""
     rng = random.Random(seed)
 
     async def go() -> None:
-        node = Node(**TIGHT_TABLES)
+        node = Node(**TIGHT_TABLES, **(COMPACTING if compacting else {}))
         await node.tables.create(SEG)
         model: dict[bytes, tuple[bytes, int]] = {}
+        compacted = 0
         for step in range(120):
             keys = [f"k{rng.randrange(80)}".encode() for _ in range(rng.randint(1, 6))]
             keys = list(dict.fromkeys(keys))
@@ -237,6 +245,7 @@ def test_random_operations_with_restarts_match_a_dict_model(seed: int) -> None:
                 await node.restart()
             if rng.random() < 0.1:
                 await asyncio.sleep(0.03)  # let the storage writer flush and evict
+            compacted = max(compacted, (await node.container.get_info(SEG)).start_offset)
         probe = [f"k{i}".encode() for i in range(80)]
         for tables in (node.tables, None):
             if tables is None:
@@ -248,6 +257,7 @@ def test_random_operations_with_restarts_match_a_dict_model(seed: int) -> None:
             listed = await all_entries(tables, limit=rng.randint(1, 9))
             assert {k: (e.value, e.version) for k, e in listed.items()} == model
         assert node.storage.list("attributes-btree/"), "the index was never used"
+        assert (compacted > 0) == compacting, "compaction truncated nothing, or ran unasked"
         await node.container.close()
 
     asyncio.run(go())

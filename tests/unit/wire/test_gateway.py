@@ -514,6 +514,18 @@ def test_table_create_update_with_duplicate_keys_and_delta_reads() -> None:
             # From just before the removal record: skipped, and the read goes on to map/c.
             tail, _ = await delta_read_all(client, good.updated_versions[0])
             assert [k for k, _, _ in tail] == [b"map/a", b"map/c"]
+            # Compacted (the live puts copied to the tail, with their versions, and the head
+            # truncated): a read from 0 starts at the segment's start and steps over copies.
+            length = (await container.get_info(TABLE)).length
+            while (await container.get_info(TABLE)).start_offset < length:
+                assert (await container.table_compactor.compact(TABLE)).read
+            seen, end = await delta_read_all(client, 0)
+            assert sorted(seen) == [
+                (b"map/a", good.updated_versions[0], b"A2"),
+                (b"map/c", late.updated_versions[0], b"C"),
+                (b"version", versions[0], b"\x00"),
+            ]
+            assert end == (await container.get_info(TABLE)).length
 
             delete = DeleteTableSegment(
                 request_id=client.request_id(), segment=TABLE, must_be_empty=False
