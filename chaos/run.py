@@ -18,6 +18,7 @@ Run: ``make chaos`` (10 minutes), ``make chaos MINUTES=2``, or
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import logging
@@ -253,9 +254,18 @@ class Injector:
             env=self.zombie.env,
             cwd=REPO,
         )
+        at_monotonic = time.monotonic()
         watchdog = threading.Timer(ZOMBIE_WAIT_S, process.kill)
         watchdog.daemon = True
         watchdog.start()
+        # Its stderr is read all along: a full pipe would stop the zombie mid-takeover.
+        stderr: collections.deque[str] = collections.deque(maxlen=200)
+        drain = threading.Thread(target=stderr.extend, args=(process.stderr,), daemon=True)
+        drain.start()
+
+        def err() -> str:
+            drain.join(timeout=10)
+            return "".join(stderr)[-3000:]
 
         def play() -> None:
             import ray
@@ -264,7 +274,12 @@ class Injector:
             try:
                 ready = process.stdout.readline().strip()
                 if ready != "READY":
-                    raise RuntimeError(f"the zombie did not start: {ready!r}")
+                    process.kill()
+                    process.wait(timeout=60)
+                    raise RuntimeError(
+                        f"the zombie did not start in {time.monotonic() - at_monotonic:.1f}s "
+                        f"(exit {process.returncode}, stdout {ready!r}): {err()}"
+                    )
                 took_over = time.monotonic()
                 record["took_over_s"] = round(took_over - at, 2)
                 ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=False)
@@ -273,10 +288,11 @@ class Injector:
                 record["recovered_s"] = round(time.monotonic() - took_over, 2)
                 process.stdin.write("GO\n")
                 process.stdin.flush()
-                out, err = process.communicate(timeout=ZOMBIE_WAIT_S)
+                out = process.stdout.read()
+                process.wait(timeout=ZOMBIE_WAIT_S)
                 lines = out.strip().splitlines()
                 if process.returncode != 0 or not lines:
-                    raise RuntimeError(f"the zombie failed ({process.returncode}): {err[-2000:]}")
+                    raise RuntimeError(f"the zombie failed ({process.returncode}): {err()}")
                 record["zombie"] = json.loads(lines[-1])
             except Exception as e:  # recorded with the fault
                 with self._lock:

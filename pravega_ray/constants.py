@@ -298,11 +298,11 @@ TABLE_WATCH_WAIT_S = 1.0
 """How long a ``table_watch`` call waits for a change before it answers none (the lease is
 renewed at each call, so this must be well under ``TABLE_WATCH_LEASE_S``)."""
 
-TABLE_COMPACTION_MIN_BYTES = 256 * KIB
+TABLE_COMPACTION_MIN_BYTES = 64 * KIB
 """A table segment is compacted only once it stores at least this many bytes
 (``segmentstore/table_compactor.py``)."""
 TABLE_COMPACTION_MIN_UTILIZATION = 0.75
 """... and only while fewer than this fraction of its stored entries are live."""
-TABLE_COMPACTION_ROUND_BYTES = 256 * KIB
+TABLE_COMPACTION_ROUND_BYTES = 1 * MIB
 """How much of a table segment's head one compaction round reads (it copies the live
 entries of it to the tail, then truncates it)."""
