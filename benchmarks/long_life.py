@@ -56,7 +56,8 @@ async def one_run(args: argparse.Namespace, root: Path, mode: str) -> dict[str, 
     updates = args.keys if mode == "fresh" else args.updates
     tier1, tier2 = root / "tier1", root / "tier2"
     urls = f"file://{tier1}", f"file://{tier2}"
-    config = ContainerConfig(0, table_compaction_min_utilization=0.75 if compaction else 0.0)
+    utilization = args.min_utilization if compaction else 0.0
+    config = ContainerConfig(0, table_compaction_min_utilization=utilization)
     container = build_container_on(*urls, config)
     container.recover()
     await container.table_create(SEGMENT)
@@ -144,6 +145,12 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=256)
     parser.add_argument("--points", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--min-utilization",
+        type=float,
+        default=ContainerConfig(0).table_compaction_min_utilization,
+        help="compaction's live-entry ratio (ContainerConfig's default)",
+    )
     args = parser.parse_args()
     results = []
     for mode in ("fresh", "off", "on"):
