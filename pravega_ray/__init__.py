@@ -92,6 +92,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictingUpdateError",
     "ContainerNotReadyError",
+    "ContainerThrottledError",
     "ControllerUnavailableError",
     "DataCorruptionError",
     "EventRead",

@@ -110,6 +110,12 @@ LOG_FILE_BYTES_MAX = 64 * MIB
 CHECKPOINT_INTERVAL_S = 5.0
 """The storage writer writes a metadata checkpoint (and truncates the log) at most this often..."""
 
+TIER1_UNFLUSHED_BYTES_MAX = 512 * MIB
+"""Per container: appends wait while Tier-1 holds more bytes not yet in Tier-2 than this
+(backpressure when Tier-2 is slow or down; ``segmentstore/throttle.py``)."""
+TIER1_THROTTLE_WAIT_S = 30.0
+"""A throttled append waits at most this long, then is answered ContainerThrottledError
+(retried by its writer): below ``APPEND_CALL_TIMEOUT_S``."""
 CHECKPOINT_LOG_BYTES = 32 * MIB
 """...and at least once this many log bytes were written since the last one."""
 

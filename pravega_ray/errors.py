@@ -50,6 +50,7 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     └── RetriableError                  outcome unknown; safe to retry the protocol way
         ├── SegmentStoreUnavailableError  container actor died or restarting
         ├── ContainerNotReadyError      container still recovering
+        ├── ContainerThrottledError     appends held back too long (Tier-2 behind); none made
         └── ControllerUnavailableError  controller actor died or restarting mid-call
 """
 
@@ -67,6 +68,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictingUpdateError",
     "ContainerNotReadyError",
+    "ContainerThrottledError",
     "ControllerUnavailableError",
     "DataCorruptionError",
     "EventTooLargeError",
@@ -321,6 +323,11 @@ class SegmentStoreUnavailableError(RetriableError):
 
 class ContainerNotReadyError(RetriableError):
     """The segment container is still recovering."""
+
+
+class ContainerThrottledError(RetriableError):
+    """An append waited longer than allowed for Tier-2 to catch up (backpressure,
+    ``segmentstore/throttle.py``) and was not made: retry it (writers do, transparently)."""
 
 
 class ControllerUnavailableError(RetriableError):

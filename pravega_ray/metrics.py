@@ -445,6 +445,13 @@ STORAGE_WRITER_LAG = gauge(
     "Durable segment bytes not yet in Tier-2; the log cannot be truncated past them.",
     ("container",),
 )
+TIER1_THROTTLED_APPENDS = gauge(
+    "pravega_tier1_throttled_appends",
+    "appends",
+    "Appends waiting because Tier-1 holds more bytes not yet in Tier-2 than allowed "
+    "(segmentstore/throttle.py).",
+    ("container",),
+)
 TIER2_WRITTEN_BYTES = counter(
     "pravega_tier2_written_bytes",
     "bytes",
@@ -522,6 +529,7 @@ CATALOG: tuple[MetricDefinition, ...] = tuple(
         LOG_BYTES,
         LOG_RECORDS,
         STORAGE_WRITER_LAG,
+        TIER1_THROTTLED_APPENDS,
         TIER2_WRITTEN_BYTES,
         TIER2_READ_BYTES,
         READ_CACHE_HITS,

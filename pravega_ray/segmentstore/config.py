@@ -30,6 +30,10 @@ class ContainerConfig:
     table_watch_lease_s: float = constants.TABLE_WATCH_LEASE_S
     """A watcher's lease on a system table segment, and the grace period after a recovery
     (``table_watches.py``)."""
+    tier1_unflushed_bytes_max: int = constants.TIER1_UNFLUSHED_BYTES_MAX
+    """Appends wait while Tier-1 holds more bytes not yet in Tier-2 (``throttle.py``)."""
+    tier1_throttle_wait_s: float = constants.TIER1_THROTTLE_WAIT_S
+    """... at most this long each; then ContainerThrottledError (the caller retries)."""
     table_compaction_min_bytes: int = constants.TABLE_COMPACTION_MIN_BYTES
     """Table segments storing fewer bytes are not compacted (``table_compactor.py``)."""
     table_compaction_min_utilization: float = constants.TABLE_COMPACTION_MIN_UTILIZATION
@@ -46,6 +50,7 @@ class ContainerConfig:
             "group_commit_operations_max",
             "read_cache_bytes_max",
             "storage_flush_bytes",
+            "tier1_unflushed_bytes_max",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidArgumentError(f"{name} must be positive")
@@ -53,6 +58,8 @@ class ContainerConfig:
             raise InvalidArgumentError("group_commit_delay_s must be in [0, 1]")
         if self.storage_flush_interval_s <= 0 or self.append_reorder_wait_s < 0:
             raise InvalidArgumentError("intervals must be positive")
+        if not self.tier1_throttle_wait_s > 0:
+            raise InvalidArgumentError("tier1_throttle_wait_s must be positive")
         if not self.table_watch_lease_s > 0:
             raise InvalidArgumentError("table_watch_lease_s must be positive")
         if not 0 <= self.table_compaction_min_utilization <= 1:

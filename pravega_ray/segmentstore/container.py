@@ -97,6 +97,7 @@ from pravega_ray.segmentstore.storage_writer import FlushPolicy, StorageWriter
 from pravega_ray.segmentstore.table_compactor import TableCompactor
 from pravega_ray.segmentstore.table_segment import TableSegments
 from pravega_ray.segmentstore.table_watches import WATCH_WAIT_S_MAX, TableWatches, check_holder
+from pravega_ray.segmentstore.throttle import Tier1Throttle
 from pravega_ray.segmentstore.time_index import (
     TimeIndex,
     TimeIndexCalls,
@@ -171,6 +172,14 @@ class SegmentContainer(TimeIndexCalls):
             clock=clock,
             scheduler=scheduler,
             fenced=self.fenced,
+            after_round=lambda: self.throttle.measured(),
+        )
+        self.throttle = Tier1Throttle(
+            config.container_id,
+            config.tier1_unflushed_bytes_max,
+            lambda: sum(max(0, s.length - s.storage_length) for s in self.metadata.busy()),
+            clock,
+            config.tier1_throttle_wait_s,
         )
         self._tables = TableSegments(self, scheduler)
         self._watches = TableWatches(config.table_watch_lease_s, clock.monotonic)
@@ -336,6 +345,8 @@ class SegmentContainer(TimeIndexCalls):
         data = check_append(
             writer_id, data, event_count, expected_last_event_number, last_event_number
         )
+        await self.throttle.admit(len(data))
+        self._ensure_running()
         deadline = self._clock.monotonic() + self.config.append_reorder_wait_s
         while True:
             state = self.metadata.get(segment)
@@ -385,6 +396,8 @@ class SegmentContainer(TimeIndexCalls):
         check_int("event_count", event_count, 0, UINT32_MAX)
         if expected_offset is not None:
             check_offset("expected_offset", expected_offset)
+        await self.throttle.admit(len(data))
+        self._ensure_running()
         state = self.metadata.get(segment)
         if expected_offset is not None and expected_offset > state.pending_length:
             state = await self.transients.wait_for_length(segment, expected_offset)
@@ -428,6 +441,8 @@ class SegmentContainer(TimeIndexCalls):
         check_count("attribute keys", keys)
         for key in keys:
             check_key(key)
+        await self.throttle.admit(0)
+        self._ensure_running()
         await self._attributes.prefetch(self.metadata.get(segment), keys)
         state = self.metadata.get(segment)
         state.check_not_sealed()

@@ -113,8 +113,12 @@ class StorageWriter:
         clock: Clock,
         scheduler: Scheduler,
         fenced: Callable[[FencedError], BaseException],
+        after_round: Callable[[], None] = lambda: None,
     ) -> None:
+        """``after_round``: called after each timed round, whether it succeeded or not
+        (the container's backpressure measures the lag then, ``throttle.py``)."""
         self._container_id = container_id
+        self._after_round = after_round
         self._segments = segments
         self._data = data
         self._storage = storage
@@ -158,6 +162,8 @@ class StorageWriter:
                 return  # fenced or failed: the container has stopped
             except Exception:  # keep going; the data is safe in Tier-1
                 log.exception("storage writer of container %d", self._container_id)
+            finally:
+                self._after_round()
 
     async def flush_all(self, checkpoint: bool = False) -> None:
         """Flush to Tier-2 every byte durable when called, delete dead chunks, and
