@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ray
-
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.table_metadata_store import TableMetadataStore, open_metadata_store
 from pravega_ray.segmentstore.builder import build_chunk_storage
 from pravega_ray_actors.options import container_name
-from pravega_ray_actors.ray_calls import RayServiceInvoker
+from pravega_ray_actors.ray_calls import RayServiceInvoker, lookup
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +30,7 @@ def controller_parts(
     """Look the containers up by name and open the controller's metadata store (``watch``:
     holding leases on its table segments, for the actors that serve most reads: the
     controller API instances and the commit processor)."""
-    handles = [
-        ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
-    ]
+    handles = [lookup(container_name(i), namespace) for i in range(container_count)]
     invoker = RayServiceInvoker(handles, namespace)
     segments = SegmentHelper(SegmentStoreClient(invoker), container_count=container_count)
     metadata = open_metadata_store(

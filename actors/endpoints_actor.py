@@ -54,7 +54,7 @@ class EndpointsActor:
         from pravega_ray.cluster import RayControllerConnection, _controller_instance_names
         from pravega_ray.grpc.server import serve
         from pravega_ray.rest import serve_rest
-        from pravega_ray_actors.ray_calls import RayServiceInvoker
+        from pravega_ray_actors.ray_calls import RayServiceInvoker, lookup
 
         self._config = EndpointConfig(**config)  # type: ignore[arg-type]
         tls = self._config.tls_files()
@@ -63,9 +63,7 @@ class EndpointsActor:
         self._namespace = namespace
         self._handles: dict[int, Any] = {}
         self._lock = threading.Lock()
-        handles = [
-            ray.get_actor(n, namespace=namespace) for n in _controller_instance_names(namespace)
-        ]
+        handles = [lookup(n, namespace) for n in _controller_instance_names(namespace)]
         self._controller = ControllerClient(RayControllerConnection(handles))
         self._grpc = serve(
             self._controller,
@@ -76,9 +74,7 @@ class EndpointsActor:
             tls=tls,
             access=access,
         )
-        containers = [
-            ray.get_actor(container_name(i), namespace=namespace) for i in range(container_count)
-        ]
+        containers = [lookup(container_name(i), namespace) for i in range(container_count)]
         clients = ClientFactory(
             self._controller, SegmentStoreConnection(RayServiceInvoker(containers, namespace))
         )

@@ -10,7 +10,9 @@ error, and "outcome unknown" as a :class:`RetriableError` naming the actor:
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -23,6 +25,30 @@ from pravega_ray.naming import container_for_segment
 from pravega_ray_actors.options import container_name
 
 R = TypeVar("R")
+
+log = logging.getLogger(__name__)
+
+LOOKUP_WAIT_S = 300.0
+"""How long an actor starting up waits for a container's name to be registered again."""
+
+
+def lookup(name: str, namespace: str, wait_s: float = LOOKUP_WAIT_S) -> ray.actor.ActorHandle[Any]:
+    """The actor registered as ``name``, waiting while it is not (the cluster manager moving a
+    container kills it and creates it again under its name). An actor's ``__init__`` must
+    not fail on that: Ray does not restart an actor whose creation raised, so a controller
+    actor restarted during a move was gone for good (found by the chaos run: the transaction
+    timer, killed while a container moved, never came back)."""
+    deadline = time.monotonic() + wait_s
+    pause_s = 0.1
+    while True:
+        try:
+            return ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            if time.monotonic() >= deadline:
+                raise
+            log.info("actor %s not registered (moving?); looking again in %.1f s", name, pause_s)
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, 5.0)
 
 
 def unwrap_ray_error(

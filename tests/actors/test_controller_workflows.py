@@ -97,7 +97,9 @@ def test_update_seal_delete_and_a_recursive_scope_delete_on_ray(cluster, unique_
     assert unique_name not in mgr.list_scopes()
 
 
-def test_a_stream_written_at_ten_times_its_target_rate_splits(cluster, unique_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_stream_split_by_a_burst_merges_back_to_min_segments_once_cold(
+    cluster, unique_name
+) -> None:  # type: ignore[no-untyped-def]
     config = pr.StreamConfiguration(pr.ScalingPolicy.by_event_rate(1000, 2, 1))
     mgr = _stream(cluster, unique_name, 1, config)
     writer = cluster.create_writer(unique_name, "st", pr.BytesSerializer())
@@ -117,3 +119,49 @@ def test_a_stream_written_at_ten_times_its_target_rate_splits(cluster, unique_na
     info = mgr.get_stream_info(unique_name, "st")
     assert len(info.segments) == 2  # split into scale_factor pieces at once
     assert [(s.key_low, s.key_high) for s in info.segments] == [(0.0, 0.5), (0.5, 1.0)]
+    # No more writes: both halves turn cold (after the containers' cooldown and warm-up) and
+    # the controller merges them, down to min_segments and no further.
+    deadline = time.monotonic() + 120
+    while len(info.segments) > 1:
+        assert time.monotonic() < deadline, f"not merged back within 120 s: {info.segments}"
+        time.sleep(1.0)
+        info = mgr.get_stream_info(unique_name, "st")
+    assert info.epoch == 2
+    assert [(s.key_low, s.key_high) for s in info.segments] == [(0.0, 1.0)]
+    time.sleep(5.0)  # cold still, but at min_segments: nothing more happens
+    assert mgr.get_stream_info(unique_name, "st").epoch == 2
+    reader_config = pr.ReaderGroupConfig.for_streams(f"{unique_name}/st")
+    cluster.create_reader_group(unique_name, "rg", reader_config)
+    reader = cluster.create_reader("r", unique_name, "rg", pr.BytesSerializer())
+    read = 0
+    try:
+        while read < n:
+            event = reader.read_next_event(5.0)
+            assert event is not None, f"{read} of {n} events read across the split and merge"
+            read += event.checkpoint_name is None
+    finally:
+        reader.close()
+
+
+def test_an_actor_starting_while_a_name_is_unregistered_waits_for_it(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Controller actors look the containers up in ``__init__``; a container being moved
+    has no name for a while, and an ``__init__`` that raised then was never restarted by Ray
+    (the chaos run's transaction timer). ``lookup`` waits for the name instead."""
+    from pravega_ray_actors.ray_calls import lookup
+
+    @ray.remote(num_cpus=0)
+    class Late:
+        def ping(self) -> str:
+            return "here"
+
+    name = f"late-{time.monotonic_ns()}"
+    created: list[object] = []
+    timer = threading.Timer(
+        1.0, lambda: created.append(Late.options(name=name, namespace=cluster.namespace).remote())
+    )
+    timer.start()
+    handle = lookup(name, cluster.namespace, wait_s=30)
+    assert ray.get(handle.ping.remote()) == "here"
+    ray.kill(handle)
+    with pytest.raises(ValueError):
+        lookup(f"never-{name}", cluster.namespace, wait_s=0.5)
