@@ -37,8 +37,10 @@ group. Rebalancing is cooperative (Pravega's ``ReaderGroupStateManager``):
   become unassigned (at offset 0) and get handed out like any other. So no successor is
   read before all its predecessors were read to their ends, and per routing key order
   holds for the whole group across any number of splits and merges. Futures belong to
-  the group, not to a reader: a reader leaving or declared offline loses none. Completed
-  segments are kept, so a late or repeated report changes nothing.
+  the group, not to a reader: a reader leaving or declared offline loses none. A completed
+  segment is kept while a future segment waits for it (or its end offset is still needed):
+  then it is dropped, so the state grows with the live segments, not with the streams'
+  epochs. A late or repeated report changes nothing (nobody owns the segment any more).
 
 Every change can be applied again after a lost reply with the same effect (the
 synchronizer repeats a change whose outcome is unknown): joining again with the same
@@ -419,6 +421,11 @@ class ReaderGroupState:
         for predecessor in released:
             if predecessor not in waiting and predecessor not in self.end_offsets:
                 self.completed_ends.pop(predecessor, None)  # its successors cover it now
+        # A completed segment matters only while a future segment waits for it: all its
+        # successors became known when it completed, and a late report of it is ignored
+        # (nobody owns it). Dropping the others keeps the state as large as the live
+        # segments, however many epochs the streams had.
+        self.completed.intersection_update(waiting | self.completed_ends.keys())
 
     def _known(self, segment: str) -> bool:
         return (

@@ -22,7 +22,8 @@ def test_segments_are_shared_fairly_and_handed_over_at_the_release_offset() -> N
     assert state.remove_reader("r1", "s1", {"a": 11, "b": 21})
     assert state.unassigned == {"a": 11, "b": 21}
     assert state.sync("r2", "s2", {}, ["c"]).owned == {"a": 11, "b": 21}
-    assert state.completed == {"c"}
+    assert state.completed == set()  # no successor waits for it: not kept
+    assert state.sync("r2", "s2", {}, ["c"]).owned == {"a": 11, "b": 21}  # a repeat: nothing
 
 
 def test_a_reader_id_online_is_refused_until_declared_offline() -> None:
@@ -91,7 +92,7 @@ def test_split_successors_are_handed_out_once_their_predecessor_completes() -> N
 
     answer = state.sync("r1", "s1", {"b": 4}, ["a"], successors)
     assert answer.owned == {"b": 4, "a1": 0, "a2": 0}
-    assert state.completed == {"a"} and state.future == {}
+    assert state.completed == set() and state.future == {}  # its successors are out: dropped
     # A repeated report (a lost reply) looks nothing up and changes nothing.
     assert state.sync("r1", "s1", {}, ["a"], successors).owned == answer.owned
     assert lookups == ["a"]
@@ -105,9 +106,10 @@ def test_merge_successor_waits_until_all_predecessors_complete() -> None:
     assert state.sync("r2", "s2", {}, []).owned == {"b": 0}
     assert state.sync("r1", "s1", {}, ["a"], MERGE.__getitem__).owned == {}
     assert state.future == {"ab": ["a", "b"]} and state.unassigned == {}
+    assert state.completed == {"a"}  # kept: ab waits for it
     assert state.sync("r1", "s1", {}, []).owned == {}  # not before b is done
     assert state.sync("r2", "s2", {}, ["b"], MERGE.__getitem__).owned == {"ab": 0}
-    assert state.future == {} and state.completed == {"a", "b"}
+    assert state.future == {} and state.completed == set()  # nothing waits: both dropped
 
 
 def test_future_segments_stay_with_the_group_when_readers_go() -> None:
@@ -164,3 +166,56 @@ def test_damaged_future_records_are_refused(change: dict[str, object]) -> None:
     stored = {**state.to_dict(), **change}
     with pytest.raises(ValueError):
         ReaderGroupState.from_dict(stored)
+
+
+def test_the_state_stays_as_large_as_the_live_segments_over_ten_thousand_scales() -> None:
+    """Splits and merges, 10,000 of them, under a group of two readers that read every
+    sealed segment to its end: the state (completed, future and held segments) stays about
+    as large as the live segments, not as the streams' history."""
+    import json
+    import random
+
+    rng = random.Random(26)
+    live = ["s0", "s1"]  # in key order
+    successors: dict[str, dict[str, list[str]]] = {}
+    state = ReaderGroupState.new("sc", "rg", ["sc/st"], list(live))
+    sessions = {"r1": "s1", "r2": "s2"}
+    for reader, session in sessions.items():
+        state.add_reader(reader, session)
+    names = 2
+    sizes: list[int] = []
+
+    def catch_up() -> None:
+        for _ in range(20):
+            settled = True
+            for reader, session in sessions.items():
+                owned = state.sync(reader, session, {}, []).owned
+                sealed = [s for s in owned if s not in live]
+                if sealed:
+                    settled = False
+                    state.sync(reader, session, {}, sealed, lambda s: successors.get(s, {}))
+            if settled and not state.future and not state.unassigned:
+                return
+        raise AssertionError(f"the group did not catch up: {state.future}, {state.unassigned}")
+
+    for scale in range(10_000):
+        if len(live) < 3 or (len(live) < 6 and rng.random() < 0.5):
+            i = rng.randrange(len(live))
+            old, new = live[i], [f"s{names}", f"s{names + 1}"]
+            names += 2
+            successors[old] = {n: [old] for n in new}
+            live[i : i + 1] = new
+        else:
+            i = rng.randrange(len(live) - 1)
+            pair, new_name = live[i : i + 2], f"s{names}"
+            names += 1
+            for old in pair:
+                successors[old] = {new_name: list(pair)}
+            live[i : i + 2] = [new_name]
+        catch_up()
+        held = len(state.completed) + len(state.future) + len(state.unassigned)
+        held += sum(len(o) for o in state.assigned.values())
+        assert held <= 3 * len(live), (scale, held, len(live))
+        if scale in (99, 9_999):
+            sizes.append(len(json.dumps(state.to_dict())))
+    assert sizes[1] < 1.5 * sizes[0], sizes  # flat: only the names' digits grew
