@@ -384,7 +384,8 @@ class TableSegments:
             try:
                 await self._container.append_composed(segment, keys, compose)
             except _CopiedVersions as e:
-                await self._read_copied_versions(segment, e.values, copied)
+                keys_of = {h: u.key for u, h in zip(updates, hashes, strict=True)}
+                await self._read_copied_versions(segment, e.values, keys_of, copied)
                 continue
             except (BadKeyVersionError, NoSuchKeyError):
                 # The update that made the condition fail may not be durable yet: answer once
@@ -397,15 +398,26 @@ class TableSegments:
         raise RetriableError(f"{segment}: keys kept moving under a conditional update")
 
     async def _read_copied_versions(
-        self, segment: str, values: dict[bytes, int], into: dict[bytes, tuple[int, int]]
+        self,
+        segment: str,
+        values: dict[bytes, int],
+        keys: dict[bytes, bytes],
+        into: dict[bytes, tuple[int, int]],
     ) -> None:
-        """Note the version of each key in ``values`` (hash -> hash attribute) from its copy."""
+        """Note the version of each key in ``values`` (hash -> hash attribute) from its copy
+        (``keys``: hash -> the key, which the copy must hold)."""
         await self._container.durable_barrier()  # the copies are durable (reads are)
         for hashed, value in values.items():
             try:
                 entry = await self.read_entry(segment, location(value), with_value=False)
             except SegmentTruncatedError:
                 continue  # moved again meanwhile: the next round sees where to
+            if entry.key != keys[hashed]:
+                raise DataCorruptionError(
+                    f"{segment}: key hash {hashed.hex()} points at another key (a hash "
+                    "collision or a damaged index)",
+                    offset=location(value),
+                )
             into[hashed] = (value, entry.version)
 
     async def get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]:
