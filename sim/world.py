@@ -99,8 +99,11 @@ CONTAINER_OPTIONS: dict[str, Any] = dict(
     checkpoint_interval_s=0.5,
     checkpoint_log_bytes=1500,
     table_watch_lease_s=0.02,
+    table_compaction_min_bytes=400,
+    table_compaction_round_bytes=300,
 )
-"""Small chunks, a tiny read cache, frequent checkpoints: Tier-2 and recovery at work."""
+"""Small chunks, a tiny read cache, frequent checkpoints: Tier-2 and recovery at work; the
+controller's table segments compacted once they store 400 bytes, 300 bytes a round."""
 
 WRITER_CONFIG = WriterConfig(
     block_bytes_target=48,

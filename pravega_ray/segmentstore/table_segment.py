@@ -452,6 +452,26 @@ class TableSegments:
             except SegmentTruncatedError:
                 moved = (await self._container.get_attributes(segment, [hashed])).get(hashed)
                 if moved == value:
+                    # The index points below the segment's start: compaction dropped the
+                    # entry yet the key was not moved. Seen once in a chaos run (reader-group
+                    # state under container kills and S3 faults), not explained yet: say
+                    # everything that may tell why.
+                    found = await self._container.get_attributes(
+                        segment, [COMPACTION_OFFSET, ENTRY_COUNT, LIVE_KEYS, COUNTS]
+                    )
+                    state = self._container.metadata.get(segment)
+                    log.warning(
+                        "%s: key hash %s points at %d, below the start %d (compaction offset "
+                        "%s, counters %s; pending value %s, dirty %s)",
+                        segment,
+                        hashed.hex(),
+                        location(value),
+                        state.start_offset,
+                        found.get(COMPACTION_OFFSET),
+                        found,
+                        state.pending_attributes.get(hashed),
+                        hashed in state.dirty_attributes,
+                    )
                     raise
                 value = moved
         return None
