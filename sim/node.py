@@ -150,6 +150,11 @@ class Node:
         assert self.current is not None
         return self.current.container
 
+    def compaction_rounds(self) -> int:
+        """Table compaction rounds of this node's containers: the crashed ones and this."""
+        incarnations = [*self.graveyard, *([self.current] if self.current else [])]
+        return sum(i.container.table_compactor.rounds for i in incarnations)
+
     def start(self) -> None:
         """Build a container on a new loop and recover it from this node's disks.
 

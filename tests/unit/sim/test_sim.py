@@ -96,6 +96,19 @@ def test_a_run_writes_reads_and_injects_faults() -> None:
     assert any(" crash" in line for line in result.trace)
 
 
+def test_seeds_with_the_controller_s_tables_compacting_pass() -> None:
+    """Table compaction under the simulation's faults: the controller's records live in
+    compacted table segments while containers crash, replies are lost and the stream scales
+    (a compaction that drops live entries fails seed 1: the controller cannot answer)."""
+    config = sim.SimConfig(compaction=True)
+    rounds = 0
+    for seed in range(1, 21):
+        result = sim.run(seed, STEPS, config)
+        assert result.ok, (seed, result.violation)
+        rounds += result.stats["compaction_rounds"]
+    assert rounds > 20, rounds
+
+
 def test_the_system_passes_the_fixed_seeds() -> None:
     """And among them, the stream scales (split and merge) through the controller's
     workflows, some seeds with the controller crashing mid-scale; each scale completes
