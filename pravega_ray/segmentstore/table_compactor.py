@@ -119,7 +119,10 @@ class TableCompactor:
             return
         if self._container.config.table_compaction_min_utilization <= 0:
             return
-        attributes = self._container.metadata.get(segment).pending_attributes
+        try:
+            attributes = self._container.metadata.get(segment).pending_attributes
+        except SegmentNotFoundError:
+            return  # deleted since the update (which succeeded: it must not fail now)
         if attributes.get(COUNTS) == COUNTED and not self.due(segment, attributes):
             return
         task = self._scheduler.start(self._run(segment), f"table-compaction {segment}")
