@@ -23,9 +23,11 @@ first. A read that meets the truncation looks its key up again (``TableSegments`
 When: after each update (:meth:`TableCompactor.consider`), a segment that stores at least
 ``table_compaction_min_bytes`` and whose live keys are fewer than
 ``table_compaction_min_utilization`` of its stored entries is compacted by a background
-task, round after round, until it no longer is. The counts are attributes the updates keep
-(``LIVE_KEYS``, ``ENTRY_COUNT``); a segment written before they existed is counted once,
-while it is updated (:meth:`TableCompactor.count`).
+task, round after round, until it no longer is; those rounds leave the newest half of the
+minimum size alone (entries there are the likeliest to be replaced soon, and readers at the
+tail, such as a reader watching its group's state, are not truncated under). The counts
+are attributes the updates keep (``LIVE_KEYS``, ``ENTRY_COUNT``); a segment written before
+they existed is counted once, while it is updated (:meth:`TableCompactor.count`).
 """
 
 from __future__ import annotations
@@ -144,8 +146,9 @@ class TableCompactor:
             if counters.get(COUNTS) != COUNTED:
                 await self.count(segment)
                 counters = await self._counters(segment)
+            tail = self._container.config.table_compaction_min_bytes // 2
             while not self._stopped and self.due(segment, counters):
-                done = await self.compact(segment)
+                done = await self.compact(segment, keep_tail_bytes=tail)
                 if not done.read:
                     return
                 log.debug("table compaction of %s: %r", segment, done)
@@ -160,10 +163,12 @@ class TableCompactor:
             log.exception("table compaction of %s", segment)
 
     # --- how ------------------------------------------------------------------------------------
-    async def compact(self, segment: str) -> CompactionRound:
+    async def compact(self, segment: str, keep_tail_bytes: int = 0) -> CompactionRound:
         """One round (module docstring). Returns what it did: ``read == 0`` when there was
         nothing to read, another round moved the compaction offset meanwhile, or the
-        segment is not counted (:meth:`count`)."""
+        segment is not counted (:meth:`count`). ``keep_tail_bytes``: the newest bytes are
+        left alone (the background rounds keep half the minimum size: entries there are the
+        likeliest to be replaced soon, and readers of the tail are not truncated under)."""
         container = self._container
         await container.durable_barrier()  # read what the counters count
         info = await container.get_info(segment)
@@ -172,9 +177,11 @@ class TableCompactor:
         if compacted > info.start_offset:  # a round copied, then stopped before truncating
             await container.truncate(segment, compacted)
         start = max(compacted, info.start_offset)
-        if start >= info.length:
+        if start >= info.length - keep_tail_bytes:
             return CompactionRound()
-        budget = min(container.config.table_compaction_round_bytes, info.length - start)
+        budget = min(
+            container.config.table_compaction_round_bytes, info.length - keep_tail_bytes - start
+        )
         entries, used = decode_entries(await container.read_range(segment, start, budget), start)
         if len(entries) > _ROUND_ENTRIES_MAX:
             entries = entries[:_ROUND_ENTRIES_MAX]
