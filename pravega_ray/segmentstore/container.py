@@ -177,7 +177,7 @@ class SegmentContainer(TimeIndexCalls):
         self.throttle = Tier1Throttle(
             config.container_id,
             config.tier1_unflushed_bytes_max,
-            lambda: sum(max(0, s.length - s.storage_length) for s in self.metadata.busy()),
+            self.metadata.tier2_lag,
             clock,
             config.tier1_throttle_wait_s,
         )

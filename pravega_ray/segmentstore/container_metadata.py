@@ -328,6 +328,10 @@ class ContainerMetadata:
         if self._segments.get(state.name) is state:
             self._busy[state.name] = state
 
+    def tier2_lag(self) -> int:
+        """Durable bytes of every segment not yet in Tier-2 (the storage writer's lag)."""
+        return sum(max(0, s.length - s.storage_length) for s in self._busy.values())
+
     def busy(self) -> list[SegmentMetadata]:
         """Every segment that may have work for the background rounds (a superset of those
         that have: a segment leaves the set only in :meth:`drop_clean`)."""

@@ -259,8 +259,7 @@ class DurableLog:
         tags = self._metric_tags
         metrics.LOG_BYTES.set(self._log_bytes, tags)
         metrics.LOG_RECORDS.set(len(self._records), tags)
-        lag = sum(max(0, s.length - s.storage_length) for s in self._metadata.busy())
-        metrics.STORAGE_WRITER_LAG.set(lag, tags)
+        metrics.STORAGE_WRITER_LAG.set(self._metadata.tier2_lag(), tags)
         hits, misses = self._read_index.hits, self._read_index.misses
         counted_hits, counted_misses = self._reads_counted
         if hits > counted_hits:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from pravega_ray.constants import ATTRIBUTE_UPDATES_MAX
 from pravega_ray.contracts.attributes import NULL_VALUE
-from pravega_ray.contracts.segment_store import TableEntry
+from pravega_ray.contracts.segment_store import table_entry_end
 from pravega_ray.errors import ContainerNotReadyError, PravegaError, SegmentNotFoundError
 from pravega_ray.segmentstore.table_segment import (
     COMPACTION_OFFSET,
@@ -47,6 +47,7 @@ from pravega_ray.segmentstore.table_segment import (
     COUNTS,
     ENTRY_COUNT,
     LIVE_KEYS,
+    counter_value,
     decode_entries,
     encode_copy,
     key_hash,
@@ -65,11 +66,6 @@ __all__ = ["CompactionRound", "TableCompactor"]
 log = logging.getLogger(__name__)
 
 _ROUND_ENTRIES_MAX = ATTRIBUTE_UPDATES_MAX - 4  # one hash attribute each, and the counters
-
-
-def _end(entry: TableEntry) -> int:
-    """Where the entry after ``entry`` (one the segment store answered) starts."""
-    return (entry.offset or 0) + stored_bytes(entry)
 
 
 class CompactionRound:
@@ -186,7 +182,7 @@ class TableCompactor:
         if len(entries) > _ROUND_ENTRIES_MAX:
             entries = entries[:_ROUND_ENTRIES_MAX]
         if entries:
-            used = _end(entries[-1]) - start
+            used = table_entry_end(entries[-1]) - start
         else:  # one entry bigger than a round
             entry = await self._tables.read_entry(segment, start, with_value=True)
             entries, used = [entry], stored_bytes(entry)
@@ -270,8 +266,7 @@ class TableCompactor:
             return b"", {
                 COUNTS: COUNTED,
                 ENTRY_COUNT: max(current(ENTRY_COUNT), 0) + entries,
-                LIVE_KEYS: (0 if current(LIVE_KEYS) == NULL_VALUE else current(LIVE_KEYS))
-                + len(live),
+                LIVE_KEYS: counter_value(current(LIVE_KEYS)) + len(live),
             }
 
         await container.append_composed(segment, [COUNTS, ENTRY_COUNT, LIVE_KEYS], finish)

@@ -121,12 +121,10 @@ from pravega_ray.errors import (
     RetriableError,
     SegmentTruncatedError,
 )
-from pravega_ray.invariant import invariant
 from pravega_ray.timing import AsyncioScheduler, Scheduler
 
 if TYPE_CHECKING:
     from pravega_ray.segmentstore.container import SegmentContainer
-    from pravega_ray.segmentstore.table_compactor import TableCompactor
 
 __all__ = [
     "CLIENT_ID_BYTES",
@@ -140,6 +138,7 @@ __all__ = [
     "TableSegments",
     "TableUpdate",
     "TableUpdateResult",
+    "counter_value",
     "decode_entries",
     "encode_copy",
     "encode_entry",
@@ -273,23 +272,15 @@ class TableSegments:
 
     Every method is a coroutine on the container's event loop and takes a
     segment name; segments must have been created with :meth:`create` (role
-    ``table``), else InvalidArgumentError. Reads return durable state only.
-    ``compactor``: the container's :class:`TableCompactor` (built here from the
-    container's configuration when not given).
+    ``table``), else InvalidArgumentError. Reads return durable state only. Its
+    ``compactor`` (:class:`TableCompactor`) runs on ``scheduler``.
     """
 
-    def __init__(
-        self,
-        container: SegmentContainer,
-        scheduler: Scheduler | None = None,
-        compactor: TableCompactor | None = None,
-    ) -> None:
+    def __init__(self, container: SegmentContainer, scheduler: Scheduler | None = None) -> None:
         from pravega_ray.segmentstore.table_compactor import TableCompactor
 
         self._container = container
-        self.compactor = compactor or TableCompactor(
-            container, self, scheduler or AsyncioScheduler()
-        )
+        self.compactor = TableCompactor(container, self, scheduler or AsyncioScheduler())
 
     async def create(self, segment: str) -> None:
         """Create an empty table segment (SegmentExistsError if it exists)."""
@@ -342,12 +333,12 @@ class TableSegments:
             if client is not None and current(client) != client_last:
                 outcome.append(_replayed(current(client), encoded, updates))
                 return b"", {}
-            unknown = {
-                hashed: current(hashed)
+            conditioned = {  # hash -> the key's version now, for the conditional updates
+                hashed: version_of(hashed, current(hashed))
                 for update, hashed in zip(updates, hashes, strict=True)
                 if update.expected_version is not None
-                and version_of(hashed, current(hashed)) is None
             }
+            unknown = {h: current(h) for h, version in conditioned.items() if version is None}
             if unknown:
                 raise _CopiedVersions(unknown)
             data = bytearray()
@@ -357,9 +348,7 @@ class TableSegments:
             for update, entry, hashed in zip(updates, encoded, hashes, strict=True):
                 value = current(hashed)
                 if update.expected_version is not None:
-                    version = version_of(hashed, value)
-                    invariant(version is not None, "a copied key's version was not read")
-                    _check_condition(update, cast(int, version))
+                    _check_condition(update, cast(int, conditioned[hashed]))
                 if update.value is None:
                     versions.append(NOT_EXISTS)
                     changed[hashed] = NULL_VALUE
@@ -375,8 +364,8 @@ class TableSegments:
             if counts == NULL_VALUE and offset == 0:  # the first update: count from here
                 counts = changed[COUNTS] = COUNTED
             if data and counts != NULL_VALUE:
-                changed[ENTRY_COUNT] = _zero(current(ENTRY_COUNT)) + len(updates)
-                changed[LIVE_KEYS] = _zero(current(LIVE_KEYS)) + live
+                changed[ENTRY_COUNT] = counter_value(current(ENTRY_COUNT)) + len(updates)
+                changed[LIVE_KEYS] = counter_value(current(LIVE_KEYS)) + live
             outcome.append(TableUpdateResult(tuple(versions), offset if data else None))
             return bytes(data), changed
 
@@ -461,13 +450,12 @@ class TableSegments:
                     )
                     state = self._container.metadata.get(segment)
                     log.warning(
-                        "%s: key hash %s points at %d, below the start %d (compaction offset "
-                        "%s, counters %s; pending value %s, dirty %s)",
+                        "%s: key hash %s points at %d, below the start %d (compaction "
+                        "offset and counters %s; pending value %s, dirty %s)",
                         segment,
                         hashed.hex(),
                         location(value),
                         state.start_offset,
-                        found.get(COMPACTION_OFFSET),
                         found,
                         state.pending_attributes.get(hashed),
                         hashed in state.dirty_attributes,
@@ -571,8 +559,8 @@ class _CopiedVersions(Exception):
         self.values = values
 
 
-def _zero(value: int) -> int:
-    """A counter attribute's value (absent counts as 0)."""
+def counter_value(value: int) -> int:
+    """A counter attribute's value (absent, ``NULL_VALUE``, counts as 0)."""
     return 0 if value == NULL_VALUE else value
 
 

@@ -33,6 +33,7 @@ import logging
 from collections.abc import Callable
 
 from pravega_ray import metrics
+from pravega_ray.constants import TIER1_THROTTLE_WAIT_S
 from pravega_ray.errors import ContainerThrottledError
 from pravega_ray.segmentstore.container_metadata import wait_on, wake_all
 from pravega_ray.timing import Clock
@@ -54,7 +55,7 @@ class Tier1Throttle:
         bytes_max: int,
         held: Callable[[], int],
         clock: Clock,
-        wait_s_max: float = 30.0,
+        wait_s_max: float = TIER1_THROTTLE_WAIT_S,
     ) -> None:
         self._container_id = container_id
         self._bytes_max = bytes_max
