@@ -151,3 +151,23 @@ def test_a_writer_of_the_public_api_is_slowed_not_failed_by_a_tier2_outage() -> 
         reader.close()
     finally:
         cluster.shutdown()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"tier1_unflushed_bytes_max": 0},
+        {"tier1_throttle_wait_s": 0},
+        {"tier1_throttle_wait_s": float("nan")},
+        {"table_compaction_min_utilization": 1.5},
+        {"table_compaction_min_utilization": float("nan")},
+        {"table_compaction_min_bytes": -1},
+        {"table_compaction_round_bytes": 0},
+    ],
+)
+def test_container_config_refuses_bad_backpressure_and_compaction_settings(bad: dict) -> None:
+    from pravega_ray.errors import InvalidArgumentError
+    from pravega_ray.segmentstore.config import ContainerConfig
+
+    with pytest.raises(InvalidArgumentError):
+        ContainerConfig(0, **bad)
