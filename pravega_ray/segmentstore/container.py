@@ -322,9 +322,12 @@ class SegmentContainer(TimeIndexCalls):
         once every operation queued before it is durable (all the writer has in flight)."""
         self._ensure_running()
         check_key(writer_id)
-        await self._attributes.prefetch(self.metadata.get(segment), [writer_id])
+        self.metadata.get(segment)  # SegmentNotFoundError before waiting
         await self._barrier()
-        return self.metadata.get(segment).attributes.get(writer_id, NO_EVENT_NUMBER)
+        # Read after the barrier, in one step with its prefetch: a value prefetched before
+        # it could be evicted (clean) while it waited, and read as absent (seen once).
+        found = await self._attributes.get(segment, [writer_id])
+        return found.get(writer_id, NO_EVENT_NUMBER)
 
     async def append(
         self,
