@@ -238,7 +238,16 @@ class InProcessCluster(ClientFactory):
         return self.run(_translate(getattr(container, method.__name__)(segment, *args)))
 
     def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        """Run ``coro`` on the cluster's loop; once the cluster is shut down, a Future that
+        failed with SegmentStoreUnavailableError (a processor's last read, say) and the
+        coroutine closed unrun."""
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        except RuntimeError:  # the loop is closed
+            coro.close()
+            failed: Future[R] = Future()
+            failed.set_exception(SegmentStoreUnavailableError("the in-process cluster is shut down"))
+            return failed
 
     def restart_container(self, container_id: int) -> None:
         """Kill a container (in-flight calls fail, outcome unknown) and recover a new one."""
