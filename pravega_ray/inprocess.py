@@ -246,7 +246,8 @@ class InProcessCluster(ClientFactory):
         except RuntimeError:  # the loop is closed
             coro.close()
             failed: Future[R] = Future()
-            failed.set_exception(SegmentStoreUnavailableError("the in-process cluster is shut down"))
+            down = SegmentStoreUnavailableError("the in-process cluster is shut down")
+            failed.set_exception(down)
             return failed
 
     def restart_container(self, container_id: int) -> None:
