@@ -92,6 +92,9 @@ class ControllerActor:
     def delete_scope(self, scope: str) -> bool:
         return self._controller.delete_scope(scope)
 
+    def delete_scope_recursive(self, scope: str) -> bool:
+        return self._controller.delete_scope_recursive(scope)
+
     # --- streams ---------------------------------------------------------------------------------
     def create_stream(
         self,

@@ -3,10 +3,11 @@
 One detached named actor runs :class:`~pravega_ray.controller.event_processor.RequestEventProcessor`
 over the internal request stream with the stream workflows
 (:class:`~pravega_ray.controller.stream_workflows.StreamWorkflows`): scale, update, seal,
-delete and auto-scale reports. Its work runs on threads of its own from the constructor
-on; the actor answers ``describe`` meanwhile. Killed at any moment, Ray restarts it
-(``max_restarts=-1``) and the new one resumes from the processor's stored checkpoint:
-every request is handled at least once, and every workflow is idempotent.
+delete, auto-scale reports and the recursive delete of scopes
+(:class:`~pravega_ray.controller.scope_workflows.ScopeWorkflows`). Its work runs on threads
+of its own from the constructor on; the actor answers ``describe`` meanwhile. Killed at any
+moment, Ray restarts it (``max_restarts=-1``) and the new one resumes from the processor's
+stored checkpoint: every request is handled at least once, and every workflow is idempotent.
 
 The commit and abort event processors of transactions have actors of their own next to this
 one (``commit_processor_actor.py``, ``abort_processor_actor.py``), built the same way
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import os
 
+from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.scope_workflows import ScopeWorkflows
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray_actors.controller_parts import controller_parts
@@ -33,8 +36,17 @@ class RequestProcessorActor:
         self._tiers = {"tier1": tier1, "tier2": tier2}
         parts = controller_parts(tier2, container_count, namespace)
         helper = parts.segments
+        store = StreamMetadataStore(parts.metadata)
+        # The recursive delete of a scope removes its groups and tables through the
+        # controller's own calls (a controller instance of this actor's).
+        controller = Controller(
+            parts.metadata, helper, container_count, set_policy=helper.set_scale_policy
+        )
         workflows = StreamWorkflows(
-            StreamMetadataStore(parts.metadata), helper, set_policy=helper.set_scale_policy
+            store,
+            helper,
+            set_policy=helper.set_scale_policy,
+            scopes=ScopeWorkflows(store, controller).handle,
         )
         self._processor = RequestEventProcessor(
             RequestStream(helper), workflows.handle, parts.metadata

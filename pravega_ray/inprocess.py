@@ -30,6 +30,7 @@ from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.retention_service import CycleResult, RetentionService
+from pravega_ray.controller.scope_workflows import ScopeWorkflows
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.controller.stream_workflows import StreamWorkflows
@@ -143,7 +144,15 @@ class InProcessCluster(ClientFactory):
         """Stream workflows over this cluster's records (``step`` is called between steps)."""
         store = StreamMetadataStore(self.metadata)
         helper = self._segment_helper()
-        return StreamWorkflows(store, helper, step=step, set_policy=helper.set_scale_policy)
+        # The recursive delete of a scope works through a controller instance of its own
+        # over the same records, as the request processor's actor does.
+        controller = Controller(
+            self.metadata, helper, self.container_count, set_policy=helper.set_scale_policy
+        )
+        scopes = ScopeWorkflows(store, controller, step=step)
+        return StreamWorkflows(
+            store, helper, step=step, set_policy=helper.set_scale_policy, scopes=scopes.handle
+        )
 
     def _new_processor(
         self, step: Callable[[str], None] = lambda name: None

@@ -55,6 +55,7 @@ from pravega_ray.controller import segment_helper, stream_workflows
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.scope_workflows import ScopeWorkflows
 from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_metadata_store import ChunkMetadataStore, StreamMetadataStore
 from pravega_ray.controller.table_metadata_store import (
@@ -225,13 +226,15 @@ class SimController:
             set_policy=helper.set_scale_policy,
         )
         workflows_helper = self._helper()
+        records = StreamMetadataStore(store)
         workflows = stream_workflows.StreamWorkflows(
-            StreamMetadataStore(store),
+            records,
             workflows_helper,
             clock=self._clock,
             scheduler=self._scheduler,
             step=self._step,
             set_policy=workflows_helper.set_scale_policy,
+            scopes=ScopeWorkflows(records, controller, step=self._step).handle,
         )
         processor = RequestEventProcessor(
             RequestStream(self._helper(), scheduler=self._scheduler),

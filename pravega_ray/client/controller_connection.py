@@ -167,6 +167,9 @@ class ControllerClient:
     def delete_scope(self, scope: str) -> bool:
         return self._once(ControllerService.delete_scope, scope)
 
+    def delete_scope_recursive(self, scope: str) -> bool:
+        return self._repeated(ControllerService.delete_scope_recursive, scope)
+
     # --- streams ---------------------------------------------------------------------------------
     def create_stream(
         self,

@@ -10,7 +10,6 @@ read the manager's ``clock`` and pause through its ``scheduler``.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 from pravega_ray.client.connection import ControllerConnection
@@ -19,8 +18,6 @@ from pravega_ray.contracts.arguments import check_wait
 from pravega_ray.contracts.records import KeyValueTableInfo, SegmentRange, StreamInfo, StreamState
 from pravega_ray.errors import (
     InvalidArgumentError,
-    KeyValueTableNotFoundError,
-    ReaderGroupNotFoundError,
     StreamNotFoundError,
 )
 from pravega_ray.stream_configuration import StreamConfiguration
@@ -57,30 +54,32 @@ class StreamManager:
     def list_scopes(self) -> list[str]:
         return self._controller.list_scopes()
 
-    def delete_scope(self, scope: str, recursive: bool = False) -> bool:
+    def delete_scope(
+        self, scope: str, recursive: bool = False, timeout_s: float = WORKFLOW_WAIT_S
+    ) -> bool:
         """Delete a scope; False if absent.
 
         Without ``recursive``: ScopeNotEmptyError while it has streams, key-value tables or
-        reader groups. With it: first seals and deletes every stream, deletes every
-        key-value table and reader group (Pravega's ``deleteScopeRecursive``; done by this
-        client, one call per object, so a scope filled concurrently may still be not empty).
+        reader groups. With it (Pravega's ``deleteScopeRecursive``): the controller marks the
+        scope as being deleted, so creates in it fail with IllegalStateError from then on,
+        and its request processor deletes the reader groups and key-value tables, seals and
+        deletes the streams (open transactions are aborted), then the scope, resuming after
+        any kill; this call waits for the end (at most ``timeout_s``; TimeoutError then,
+        the delete going on). A repeated call waits for the same delete.
         """
         if not isinstance(recursive, bool):
             raise InvalidArgumentError("recursive must be a bool")
-        if recursive and scope in self._controller.list_scopes():
-            for group in self._controller.list_reader_groups(scope):
-                with contextlib.suppress(ReaderGroupNotFoundError):
-                    self._controller.delete_reader_group(scope, group)
-            for table in self._controller.list_key_value_tables(scope):
-                with contextlib.suppress(KeyValueTableNotFoundError):
-                    self._controller.delete_key_value_table(scope, table)
-            for stream in self._controller.list_streams(scope):
-                try:
-                    self.seal_stream(scope, stream)
-                    self.delete_stream(scope, stream)
-                except StreamNotFoundError:
-                    pass
-        return self._controller.delete_scope(scope)
+        if not recursive:
+            return self._controller.delete_scope(scope)
+        check_wait("timeout_s", timeout_s)
+        if not self._controller.delete_scope_recursive(scope):
+            return False
+        self._wait(
+            lambda: scope not in self._controller.list_scopes(),
+            f"the recursive delete of scope {scope}",
+            timeout_s,
+        )
+        return True
 
     def create_stream(
         self, scope: str, stream: str, config: StreamConfiguration | None = None

@@ -75,6 +75,16 @@ class ControllerService(Protocol):
         """
         ...
 
+    def delete_scope_recursive(self, scope: str) -> bool:
+        """Start deleting ``scope`` with everything in it (Pravega's
+        ``deleteScopeRecursive``); False if absent, True once started (again: harmless).
+
+        From now on creates in the scope raise IllegalStateError; the controller's request
+        processor deletes its reader groups and key-value tables, seals and deletes its
+        streams, then the scope. Poll :meth:`list_scopes` for the end.
+        """
+        ...
+
     # --- streams ---------------------------------------------------------------------------------
     def create_stream(
         self,

@@ -186,6 +186,14 @@ class Controller:
     def delete_scope(self, scope: str) -> bool:
         return self._streams.delete_scope(scope)
 
+    def delete_scope_recursive(self, scope: str) -> bool:
+        return self._streams.delete_scope_recursive(scope)
+
+    def request_seal_and_delete(self, scope: str, stream: str) -> None:
+        """Post a seal request that deletes the stream once sealed (the recursive delete of
+        its scope, ``scope_workflows.py``; not a service call); a duplicate is harmless."""
+        self._steps.post("seal", scope, stream, then_delete=True)
+
     # --- streams ---------------------------------------------------------------------------------
     def create_stream(
         self,

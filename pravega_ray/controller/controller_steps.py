@@ -37,6 +37,7 @@ from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.errors import (
     ConflictingUpdateError,
     DataCorruptionError,
+    IllegalStateError,
     PravegaError,
     RetriableError,
     ScopeNotFoundError,
@@ -122,6 +123,7 @@ class ControllerSteps:
     def _resume_all(self) -> int:
         resumed = 0
         for scope in self._store.list_scopes():
+            resumed += self._resume_scope_delete(scope)
             for kind in self._finishers:
                 try:
                     keys = self._store.list_keys(kind, scope)
@@ -135,6 +137,21 @@ class ControllerSteps:
         if resumed:
             log.info("controller resumed %d interrupted workflows", resumed)
         return resumed
+
+    def _resume_scope_delete(self, scope: str) -> int:
+        """Post the delete request of a scope marked DELETING again (its first post may
+        have been cut short); 1 if posted. A duplicate request is harmless."""
+        try:
+            if not self._store.scope_deleting(scope):
+                return 0
+            self.post("delete_scope", scope, "")
+        except RetriableError as e:
+            log.warning("controller: resuming the delete of scope %s failed (%r)", scope, e)
+            return 0
+        except PravegaError as e:  # a damaged scope record: quarantined by the read
+            log.warning("controller: scope %s not resumed: %r", scope, e)
+            return 0
+        return 1
 
     def _finisher(self, kind: str, state: object) -> Finisher | None:
         """The workflow step that finishes a record of ``kind`` left in ``state``, if any."""
@@ -205,6 +222,30 @@ class ControllerSteps:
         validate_name("scope", scope)
         if self._store.get_scope(scope) is None:
             raise ScopeNotFoundError(f"scope {scope} does not exist")
+
+    def check_scope_open(self, scope: str) -> None:
+        """For a create in ``scope`` (names checked): ScopeNotFoundError, or
+        IllegalStateError while a recursive delete of the scope is under way."""
+        deleting = self._store.scope_deleting(scope)
+        if deleting is None:
+            raise ScopeNotFoundError(f"scope {scope} does not exist")
+        if deleting:
+            raise IllegalStateError(f"scope {scope} is being deleted; nothing is created in it")
+
+    def created_in_open_scope(self, scope: str, what: str, undo: Callable[[], None]) -> None:
+        """Called by a create right after its record is stored: if a recursive delete of
+        ``scope`` began meanwhile (or ended), ``undo`` removes what the create stored and
+        IllegalStateError (ScopeNotFoundError) says why.
+
+        The create writes its record, then reads the scope; the delete marks the scope,
+        then lists what it holds: one of the two sees the other, so a record is never
+        left behind in a deleted scope (but for a create killed in between)."""
+        try:
+            self.check_scope_open(scope)
+        except (IllegalStateError, ScopeNotFoundError) as e:
+            undo()
+            log.info("controller: %s undone: %s", what, e)
+            raise
 
     def check_stream_names(self, scope: str, stream: str) -> None:
         """Where every stream call starts: both names (InvalidNameError; a leading ``_``

@@ -92,6 +92,7 @@ class ReaderGroupTasks:
         """
         self._steps.ready()
         self._group_args(scope, group)
+        self._steps.check_scope_open(scope)
         check_request_id(request_id)
         config = check_reader_group_config(config)  # what it says must load
         existing = self._store.get_reader_group_record(scope, group)
@@ -113,6 +114,9 @@ class ReaderGroupTasks:
         # incarnation nobody knows, never a group without its state segment.
         state.state_segment = self._create_state_segment(state)
         self._store.create_reader_group(state)
+        self._steps.created_in_open_scope(
+            scope, f"create of reader group {scope}/{group}", lambda: self._undo_create(state)
+        )
         if config.retention_type is not RetentionConfigType.NONE:
             # After the record: a crash in between leaves a group that is no subscriber
             # yet; a repeated create (same request id) does not come here again, so the
@@ -128,6 +132,15 @@ class ReaderGroupTasks:
                     s_scope, s_stream, f"{scope}/{group}", 0, cuts[scoped]
                 )
         return True
+
+    def _undo_create(self, state: ReaderGroupState) -> None:
+        """Remove a group just created (its state segment and record; no subscriber yet)
+        in a scope being deleted; what a recursive delete removed meanwhile is fine."""
+        with contextlib.suppress(SegmentNotFoundError):
+            self._segments.delete_segment(state.state_segment or "")
+        record = self._store.get_reader_group_record(state.scope, state.name)
+        if record is not None and record.get("group_id") == state.group_id:
+            self._store.delete_reader_group(state.scope, state.name)
 
     def _create_state_segment(self, state: ReaderGroupState) -> str:
         segment = reader_group_state_segment(state.scope, state.name, state.group_id)

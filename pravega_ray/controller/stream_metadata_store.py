@@ -60,6 +60,10 @@ log = logging.getLogger(__name__)
 SEGMENT_NUMBERS = 2**32
 """Segment numbers are the low 32 bits of a segment id."""
 
+SCOPE_DELETING = "DELETING"
+"""The ``state`` of a scope record whose recursive delete is under way (a scope record
+without a state is active)."""
+
 _ROOT = f"{SYSTEM_SCOPE}/controller"
 _TOMBSTONE = b"\x00deleted"
 _CHECKSUM_TAG = b"crc32:"
@@ -376,6 +380,30 @@ class StreamMetadataStore:
 
     def list_scopes(self) -> list[str]:
         return [k.rsplit("/", 1)[1] for k in self._records.list_keys("scopes")]
+
+    def scope_deleting(self, scope: str) -> bool | None:
+        """Whether a recursive delete of ``scope`` is under way; None if the scope does not
+        exist. Damage is quarantined and raised."""
+        record = self._read(f"scopes/{scope}")
+        return None if record is None else record.get("state") == SCOPE_DELETING
+
+    def mark_scope_deleting(self, scope: str) -> bool:
+        """Mark ``scope`` as being deleted recursively (no create is accepted in it from
+        now on); False if it does not exist. Idempotent; a concurrent update of the
+        record is read again."""
+        key = f"scopes/{scope}"
+        while True:
+            with self._parsing(key):
+                record = self._records.get(key)
+            if record is None:
+                return False
+            if record.value.get("state") == SCOPE_DELETING:
+                return True
+            try:
+                self._records.put(key, {**record.value, "state": SCOPE_DELETING}, record.version)
+            except ConflictingUpdateError:
+                continue
+            return True
 
     def list_keys(self, kind: str, scope: str) -> list[str]:
         """Keys of the ``kind`` records (``streams``, ``kvtables``, ``readergroups``) of

@@ -52,7 +52,7 @@ from pravega_ray.errors import (
     StreamNotSealedError,
     StreamSealedError,
 )
-from pravega_ray.naming import validate_name
+from pravega_ray.naming import validate_name, validate_stream_name
 from pravega_ray.stream_configuration import ScaleType, ScalingPolicy, StreamConfiguration
 from pravega_ray.timing import Clock
 
@@ -133,6 +133,23 @@ class StreamMetadataTasks:
         self._store.delete_scope(scope)
         return True
 
+    def delete_scope_recursive(self, scope: str) -> bool:
+        """Start the recursive delete of ``scope`` (Pravega's ``deleteScopeRecursive``);
+        False if it does not exist. Poll :meth:`list_scopes` for its end.
+
+        The scope is marked DELETING (from now on creates in it are refused with
+        IllegalStateError), then a ``delete_scope`` request is posted: the request
+        processor deletes its reader groups and key-value tables, seals and deletes its
+        streams, and then the scope (``scope_workflows.py``). Repeating the call (or a
+        controller resuming) posts the request again, which is harmless.
+        """
+        self._steps.ready()
+        validate_name("scope", scope)
+        if not self._store.mark_scope_deleting(scope):
+            return False
+        self._steps.post("delete_scope", scope, "")
+        return True
+
     # --- streams -------------------------------------------------------------------------------
     def create_stream(
         self,
@@ -147,7 +164,8 @@ class StreamMetadataTasks:
         valid StreamConfiguration); nothing is stored then.
         """
         self._steps.ready()
-        self._steps.check_stream_names(scope, stream)
+        validate_stream_name(scope, stream)
+        self._steps.check_scope_open(scope)
         check_request_id(request_id)
         config = config if config is not None else StreamConfiguration()
         stored_config = _stored_config(config)
@@ -165,12 +183,24 @@ class StreamMetadataTasks:
             f"stream {scope}/{stream}",
         )
         if existing is None:
+            self._steps.created_in_open_scope(
+                scope,
+                f"create of stream {scope}/{stream}",
+                lambda: self._undo_create(scope, stream),
+            )
             self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
             return True
         # A damaged record is named, not "exists"; a create cut short is finished.
         if self.get_stream_info(scope, stream).state is StreamState.CREATING:
             self._steps.run_workflow(key, lambda: self._finish_create(scope, stream))
         return request_id is not None and existing.get("request_id") == request_id
+
+    def _undo_create(self, scope: str, stream: str) -> None:
+        """Remove the records of a stream just created (CREATING, no segment yet) in a
+        scope being deleted; one a recursive delete removed meanwhile is fine."""
+        with contextlib.suppress(StreamNotFoundError):
+            if self._store.streams.state(scope, stream) is StreamState.CREATING:
+                self._store.streams.delete(scope, stream)
 
     def _finish_create(self, scope: str, stream: str) -> None:
         """Create the stream's segments (side by side, ``run_each``) with their scaling

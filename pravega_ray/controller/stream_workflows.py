@@ -16,7 +16,9 @@ configuration, hand the scaling policy to the active segments, ACTIVE, drop the 
 Seal: finish a scale under way, SEALING, abort the open transactions and wait for the
 committing ones, seal every active segment, record sizes, SEALED.
 Delete (sealed streams only): delete every segment of every epoch, remember the numbers the
-name used, then the records, the stream record last.
+name used, then the records, the stream record last; a seal request with ``then_delete``
+(a scope's recursive delete) deletes the stream once sealed. ``delete_scope`` requests go to
+``scopes`` (``scope_workflows.py``).
 
 Auto-scale reports (from containers, ``scale_report``): a hot segment is split into the
 report's number of equal key ranges at once; a cold one is marked, and two neighbouring
@@ -78,8 +80,10 @@ class StreamWorkflows:
         scheduler: ThreadScheduler = DAEMON_THREADS,
         step: Callable[[str], None] = lambda name: None,
         set_policy: Callable[[str, ScalingPolicy], None] = lambda segment, policy: None,
+        scopes: Callable[[str, dict[str, Any]], str] | None = None,
     ) -> None:
         self._store = store
+        self._scopes = scopes
         self._records = store.streams
         self._segments = segments
         self._clock = clock
@@ -99,6 +103,7 @@ class StreamWorkflows:
             "scale_report": self._on_report,
             "merge_sweep": self._on_sweep,
             "truncate": self._on_truncate,
+            "delete_scope": self._on_delete_scope,
         }
         handler = handlers.get(kind) if isinstance(kind, str) else None
         if handler is None:
@@ -270,10 +275,23 @@ class StreamWorkflows:
         return DONE
 
     # --- seal and delete -------------------------------------------------------------------------
+    def _on_delete_scope(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        if self._scopes is None:
+            log.error("delete of scope %s dropped: this processor has no scope workflows", scope)
+            return DONE
+        return self._scopes(scope, body)
+
+    def _sealed(self, scope: str, stream: str, body: dict[str, Any]) -> str:
+        """The stream is SEALED: delete it too if the request says so (a scope's
+        recursive delete asks so)."""
+        if body.get("then_delete"):
+            self.finish_delete(scope, stream)
+        return DONE
+
     def _on_seal(self, scope: str, stream: str, body: dict[str, Any]) -> str:
         state = self._records.state(scope, stream)
         if state is StreamState.SEALED:
-            return DONE
+            return self._sealed(scope, stream, body)
         running = self._records.scale_record(scope, stream)
         if running is not None:
             outcome = self.run_scale(scope, stream, running)
@@ -299,7 +317,7 @@ class StreamWorkflows:
         self._records.add_sealed_sizes(scope, stream, sizes)
         self._step("segments sealed")
         self._records.transition(scope, stream, StreamState.SEALED)
-        return DONE
+        return self._sealed(scope, stream, body)
 
     def _on_delete(self, scope: str, stream: str, body: dict[str, Any]) -> str:
         value = self._records.get(scope, stream)[0]

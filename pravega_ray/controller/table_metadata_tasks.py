@@ -76,6 +76,7 @@ class TableMetadataTasks:
         """
         self._steps.ready()
         self._table_args(scope, table)
+        self._steps.check_scope_open(scope)
         check_request_id(request_id)
         if (
             isinstance(partitions, bool)
@@ -92,12 +93,24 @@ class TableMetadataTasks:
             f"key-value table {scope}/{table}",
         )
         if existing is None:
+            self._steps.created_in_open_scope(
+                scope,
+                f"create of key-value table {scope}/{table}",
+                lambda: self._undo_create(scope, table),
+            )
             self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
             return True
         # A damaged record is named, not "exists"; a create cut short is finished.
         if self.get_key_value_table(scope, table).state is KeyValueTableState.CREATING:
             self._steps.run_workflow(key, lambda: self._finish_create(scope, table))
         return request_id is not None and existing.get("request_id") == request_id
+
+    def _undo_create(self, scope: str, table: str) -> None:
+        """Remove the record of a table just created (CREATING, no segment yet) in a scope
+        being deleted; one a recursive delete removed meanwhile is fine."""
+        record = self._store.get_key_value_table_record(scope, table)
+        if record is not None and record.get("state") == KeyValueTableState.CREATING.value:
+            self._store.delete_key_value_table(scope, table)
 
     def _finish_create(self, scope: str, table: str) -> None:
         """Create the table segments side by side, then make the table ACTIVE. Idempotent:

@@ -93,8 +93,13 @@ def test_update_seal_delete_and_a_recursive_scope_delete_on_ray(cluster, unique_
         mgr.get_stream_info(unique_name, "st")
     assert mgr.create_stream(unique_name, "again", None)
     mgr.create_key_value_table(unique_name, "t", 1)
+    group = pr.ReaderGroupConfig.for_streams(f"{unique_name}/again")
+    cluster.create_reader_group(unique_name, "rg", group)
+    # The request processor's actor runs the delete (a controller instance of its own).
     assert mgr.delete_scope(unique_name, recursive=True)
     assert unique_name not in mgr.list_scopes()
+    with pytest.raises(pr.ScopeNotFoundError):
+        mgr.create_stream(unique_name, "late", None)
 
 
 def test_a_stream_split_by_a_burst_merges_back_to_min_segments_once_cold(
