@@ -192,6 +192,36 @@ class AttributeCache:
             return items[:limit], (items[limit - 1][0] if len(items) > limit else None)
         return items[:limit], (items[limit - 1][0] if len(items) >= limit else high)
 
+    async def iterate_range(
+        self, segment: str, low: bytes, high: bytes, after: bytes | None, limit: int
+    ) -> tuple[list[tuple[bytes, int]], bytes | None]:
+        """A page of the segment's durable attributes with keys in ``[low, high]`` (and above
+        ``after``, a cursor, when given), core keys included, in key order.
+
+        Returns the page and the cursor of the next one (None once ``high`` is reached).
+        One index step reads at most ``limit`` keys; values not yet in the index (or removed
+        in memory) come from memory, which wins for the same key, so a page holds removed
+        keys never and may hold fewer items than ``limit`` (even none) before the end, or a
+        few more. For the time index's cleanup (``time_index.py``). The keys are the
+        caller's (not checked); SegmentNotFoundError if the segment is (or goes) missing.
+        """
+        if after is None or after < low:
+            value = int.from_bytes(low, "big")
+            after = (value - 1).to_bytes(len(low), "big") if value > 0 else None
+        storage_name = self._metadata.get(segment).storage_name
+        stored = await self._call(self._index.iterate, storage_name, after, limit)
+        state = self._metadata.get(segment)
+        if state.storage_name != storage_name:
+            raise SegmentNotFoundError(f"segment {segment} was deleted during the iteration")
+        full = len(stored) == limit
+        page_high = stored[-1][0] if full and stored[-1][0] < high else high
+        merged = {k: v for k, v in stored if k <= page_high}
+        for key, value in state.attributes.items():
+            if (after is None or key > after) and low <= key <= page_high:
+                merged[key] = value
+        items = sorted((k, v) for k, v in merged.items() if v != NULL_VALUE)
+        return items, (page_high if page_high < high else None)
+
     async def first_in_range(
         self, segment: str, low: bytes, high: bytes
     ) -> tuple[bytes, int] | None:

@@ -33,10 +33,15 @@ Not thread-safe: all methods run on one asyncio event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
-from pravega_ray.constants import NO_EVENT_NUMBER, TRAFFIC_TIME_CONSTANT_S
+from pravega_ray.constants import (
+    ATTRIBUTE_UPDATES_MAX,
+    NO_EVENT_NUMBER,
+    TRAFFIC_TIME_CONSTANT_S,
+)
 from pravega_ray.contracts.arguments import (
     INT64_MAX,
     UINT32_MAX,
@@ -470,7 +475,13 @@ class SegmentContainer(TimeIndexCalls):
 
     async def truncate(self, segment: str, offset: int) -> None:
         """Durably drop the bytes below ``offset`` (reads there: SegmentTruncatedError).
-        Idempotent at or below the start; InvalidArgumentError beyond the length."""
+        Idempotent at or below the start; InvalidArgumentError beyond the length.
+
+        Then, for a stream segment, durably removes the time and boundary index entries no
+        lookup can need any more (``time_index.py``, *cleanup*), also when the call changed
+        nothing else (so a retry removes what a killed predecessor left). That removal is
+        best effort past the truncation: a damaged attribute index or the segment's
+        deletion meanwhile stops it (logged) without failing the call."""
         self._ensure_running()
         check_offset("offset", offset)
         state = self.metadata.get(segment)
@@ -480,9 +491,41 @@ class SegmentContainer(TimeIndexCalls):
             )
         if offset <= state.pending_start_offset:
             await self._barrier()
-            return
-        state.pending_start_offset = offset
-        await self._add(ops.TruncateSegment(segment, offset))
+        else:
+            state.pending_start_offset = offset
+            await self._add(ops.TruncateSegment(segment, offset))
+        if state.role == SegmentRole.NORMAL.value:
+            await self._remove_stale_index_entries(segment)
+
+    async def _remove_stale_index_entries(self, segment: str) -> None:
+        """Remove the segment's stale time and boundary index entries, one log operation
+        per batch of at most ATTRIBUTE_UPDATES_MAX (each durable before the next is read)."""
+        removed = 0
+        try:
+            stale = self._time_index.stale_entries(segment, ATTRIBUTE_UPDATES_MAX)
+            async with contextlib.aclosing(stale):
+                async for keys in stale:
+                    state = self.metadata.get(segment)
+                    removals = dict.fromkeys(keys, NULL_VALUE)
+                    state.reserve(0, removals, 0)
+                    await self._add(ops.UpdateAttributes(segment, tuple(removals.items())))
+                    removed += len(removals)
+        except SegmentNotFoundError:
+            return  # deleted meanwhile: its index goes with it
+        except DataCorruptionError as e:
+            log.warning(
+                "container %d: stale index entries of %s not removed: %r",
+                self.config.container_id,
+                segment,
+                e,
+            )
+        if removed:
+            log.debug(
+                "container %d: removed %d stale index entries of %s",
+                self.config.container_id,
+                removed,
+                segment,
+            )
 
     async def merge(
         self, target: str, source: str, attributes: tuple[AttributeUpdate, ...] = ()

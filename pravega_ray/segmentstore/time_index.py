@@ -18,13 +18,35 @@ and no user update can forge them (they are outside the settable core ids):
 Appends (and merged segments) always start at an event boundary, so every entry's offset
 is one. Keys sort by slot / bucket (big-endian ids), so "the first entry at or after a
 time" is one ordered step of the attribute index. Entries below a segment's start offset
-(after a truncation) are ignored, never served: an answer is never below the start offset.
+(after a truncation) are never served: an answer is never below the start offset.
 A clock that goes back indexes nothing until it passes the newest slot again.
+
+*cleanup* Offsets only grow with slots and buckets, so the entries a truncation leaves
+behind are a prefix of each index, and :meth:`TimeIndex.stale_entries` finds the ones no
+lookup can need any more:
+
+* a boundary entry whose offset is below the start offset (a walk starts at the start's
+  bucket and skips values below the start);
+* a time entry whose *next* entry's offset is at or below the start offset. The last entry
+  at or below the start stays: a lookup of a time before its slot answers the start
+  either way (``max(offset, start)``), but one in the slots after it would otherwise find
+  the next entry above the start and skip the events between the start and it. Removing
+  any subset of these entries leaves every answer unchanged, so a partial cleanup is safe.
+
+The markers ``TIME_SLOT_LAST`` and ``BOUNDARY_BUCKET_LAST`` always stay. Every truncate
+call of a stream segment (``SegmentContainer.truncate``, even one at or below the start
+that changes nothing else) removes the stale entries it finds, in log operations of at
+most ``ATTRIBUTE_UPDATES_MAX`` removals (``NULL_VALUE``), after the truncation is durable.
+The rule for a container killed between a truncation and its removals (or during them):
+the entries left are removed by the segment's next truncate call (a caller retrying the
+truncation whose outcome it did not see makes one) or go with the segment; until then
+they cost space only, never a wrong answer.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import AsyncGenerator
 
 from pravega_ray.constants import (
     EVENT_HEADER_BYTES,
@@ -66,6 +88,9 @@ INDEX_KEYS = (TIME_SLOT_LAST, BOUNDARY_BUCKET_LAST)
 _SLOT_MAX = (1 << 62) - 1
 _BOUNDARY_LOOKUP_BATCH = 64
 _WALK_WINDOW_BYTES = BOUNDARY_BUCKET_BYTES
+_STALE_PAGE_KEYS_MIN = 64
+"""The first index page the cleanup reads (pages double up to the batch): a truncation
+that leaves one or two stale entries reads little."""
 _HEADER = struct.Struct(">II")
 _NORMAL = SegmentRole.NORMAL.value
 
@@ -138,6 +163,55 @@ class TimeIndex:
                 segment=segment,
             )
         return max(offset, state.start_offset)
+
+    async def stale_entries(self, segment: str, batch: int) -> AsyncGenerator[list[bytes], None]:
+        """The keys of the segment's index entries no lookup can need any more (see the
+        module docstring, *cleanup*), in lists of 1 to ``batch`` keys, boundary index first.
+
+        Judged against the start offset when the walk starts (a later truncation only makes
+        more entries stale). The caller may remove each list before asking for the next.
+        InvalidArgumentError if the segment is not a stream segment, SegmentNotFoundError
+        if it is (or goes) missing.
+        """
+        check_int("batch", batch, 1, INT64_MAX)
+        start = self._stream_segment(segment).start_offset
+        keys: list[bytes] = []
+        # Boundary entries up to the start's bucket: those below the start.
+        low, high = boundary_key(0), boundary_key(start // BOUNDARY_BUCKET_BYTES)
+        after: bytes | None = None
+        page = min(_STALE_PAGE_KEYS_MIN, batch)
+        while True:
+            items, after = await self._attributes.iterate_range(segment, low, high, after, page)
+            for key, offset in items:
+                if offset < start:
+                    keys.append(key)
+                if len(keys) >= batch:
+                    yield keys
+                    keys = []
+            if after is None:
+                break
+            page = min(page * 2, batch)
+        # Time entries: every one followed by another at or below the start.
+        low, high = time_key(0), time_key(_SLOT_MAX)
+        after, last = None, None
+        page = min(_STALE_PAGE_KEYS_MIN, batch)
+        while True:
+            items, after = await self._attributes.iterate_range(segment, low, high, after, page)
+            for key, offset in items:
+                if offset > start:
+                    after = None  # offsets grow with slots: nothing further is stale
+                    break
+                if last is not None:
+                    keys.append(last)
+                    if len(keys) >= batch:
+                        yield keys
+                        keys = []
+                last = key
+            if after is None:
+                break
+            page = min(page * 2, batch)
+        if keys:
+            yield keys
 
     async def check_event_boundary(self, segment: str, offset: int) -> None:
         """InvalidArgumentError unless ``offset`` is the segment's start offset, its durable

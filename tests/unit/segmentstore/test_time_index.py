@@ -14,6 +14,7 @@ from pravega_ray.contracts.segment_store import SegmentRole
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, SegmentTruncatedError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import transaction_segment_name
+from pravega_ray.segmentstore import container as container_module
 from pravega_ray.segmentstore import time_index
 from pravega_ray.segmentstore.container import SegmentContainer
 from pravega_ray.storage.memory import InMemoryChunkStorage
@@ -276,3 +277,150 @@ def test_locate_offset_answers_the_first_boundary_at_or_after(
         await c.close()
 
     run(go())
+
+
+async def index_entries_of(c: SegmentContainer) -> tuple[dict[bytes, int], dict[bytes, int]]:
+    """The segment's live (time, boundary) index entries: memory over the attribute index."""
+    found: list[dict[bytes, int]] = []
+    for low, high in (
+        (time_index.time_key(0), time_index.time_key((1 << 62) - 1)),
+        (time_index.boundary_key(0), time_index.boundary_key((1 << 61) - 1)),
+    ):
+        entries: dict[bytes, int] = {}
+        after = None
+        while True:
+            page, after = await c._attributes.iterate_range(  # type: ignore[attr-defined]
+                SEGMENT, low, high, after, 50
+            )
+            entries.update(page)
+            if after is None:
+                break
+        found.append(entries)
+    return found[0], found[1]
+
+
+def expected_answer(slots: dict[int, int], time_ms: int, start: int, length: int) -> int:
+    """What get_offset_at_time must answer, from every slot's first offset (no truncation)."""
+    later = [offset for slot, offset in slots.items() if slot >= time_ms // 10]
+    return max(min(later), start) if later else length
+
+
+def test_truncate_removes_the_index_entries_no_lookup_needs_and_answers_stay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(time_index, "BOUNDARY_BUCKET_BYTES", 100)
+    monkeypatch.setattr(time_index, "_WALK_WINDOW_BYTES", 64)
+    monkeypatch.setattr(container_module, "ATTRIBUTE_UPDATES_MAX", 16)  # many removal batches
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+    clock = ManualClock(wall_start_ms=START_MS)
+    slots: dict[int, int] = {}
+    offsets: list[int] = []
+
+    async def first() -> int:
+        c = new_container(store, storage, config=TIGHT_ATTRIBUTES, clock=clock)
+        await c.create_segment(SEGMENT)
+        w = Appender(c)
+        for i in range(300):  # 300 slots, about 24 buckets of 100 bytes
+            slots.setdefault(clock.wall_time_ms() // 10, await w.events(b"x" * (i % 5 + 1)))
+            await w.events(b"same-slot")
+            clock.advance(0.011)
+        offsets.extend(w.offsets)
+        times, boundaries = await index_entries_of(c)
+        assert len(times) == 300 and sorted(times.values()) == sorted(slots.values())
+        assert len(boundaries) > 20
+        start = w.offsets[401]  # an event inside a slot, after its first
+        kept = sorted(o for o in boundaries.values() if o >= start)
+        await c.truncate(SEGMENT, start)
+        times, boundaries = await index_entries_of(c)
+        above = [o for o in slots.values() if o > start]
+        assert sorted(times.values()) == [max(o for o in slots.values() if o <= start), *above]
+        assert sorted(boundaries.values()) == kept and kept
+        markers = await c.get_attributes(SEGMENT, list(time_index.INDEX_KEYS))
+        assert markers == {  # the markers stay
+            time_index.TIME_SLOT_LAST: max(slots),
+            time_index.BOUNDARY_BUCKET_LAST: offsets[-1] // 100,
+        }
+        # Idempotent: truncating again (at or below the start) removes nothing more.
+        await c.truncate(SEGMENT, start)
+        await c.truncate(SEGMENT, 0)
+        assert await index_entries_of(c) == (times, boundaries)
+        await check_answers(c, start)
+        await c.checkpoint()
+        await c.close()
+        return start
+
+    async def check_answers(c: SegmentContainer, start: int) -> None:
+        length = (await c.get_info(SEGMENT)).length
+        for slot in [*sorted(slots)[::7], min(slots) - 5, max(slots) + 1]:
+            for time_ms in (slot * 10, slot * 10 + 9):
+                answer = await c.get_offset_at_time(SEGMENT, time_ms)
+                assert answer == expected_answer(slots, time_ms, start, length), time_ms
+        for offset in offsets[::13]:
+            if offset >= start:
+                await c.check_event_boundary(SEGMENT, offset)
+                assert await c.locate_offset(SEGMENT, offset + 1) == next(
+                    o for o in [*offsets, length] if o > offset
+                )
+
+    start = run(first())
+
+    async def second() -> None:  # a restarted container: the removals were durable
+        c = new_container(store, storage, config=TIGHT_ATTRIBUTES, clock=clock)
+        times, boundaries = await index_entries_of(c)
+        assert len(times) == 1 + sum(o > start for o in slots.values())
+        assert all(o >= start for o in boundaries.values())
+        await check_answers(c, start)
+        # Writing goes on indexing new slots after the markers (no second entry for a slot).
+        w = Appender(c)
+        w.last = 599
+        clock.advance(0.02)
+        at = await w.events(b"later")
+        slots[clock.wall_time_ms() // 10] = at
+        offsets.append(at)
+        await check_answers(c, start)
+        await c.close()
+
+    run(second())
+
+
+def test_entries_left_by_a_killed_container_go_at_the_next_truncate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+    clock = ManualClock(wall_start_ms=START_MS)
+    slots: dict[int, int] = {}
+
+    async def nothing(self: object, segment: str, batch: int):  # type: ignore[no-untyped-def]
+        return
+        yield
+
+    async def killed_after_the_truncation() -> int:
+        c = new_container(store, storage, config=TIGHT_ATTRIBUTES, clock=clock)
+        await c.create_segment(SEGMENT)
+        w = Appender(c)
+        for _ in range(50):
+            slots.setdefault(clock.wall_time_ms() // 10, await w.events(b"event"))
+            clock.advance(0.01)
+        with monkeypatch.context() as m:  # the truncation lands, its removals do not
+            m.setattr(time_index.TimeIndex, "stale_entries", nothing)
+            await c.truncate(SEGMENT, w.offsets[30])
+        assert len((await index_entries_of(c))[0]) == 50
+        return w.offsets[30]  # no close: the next container fences this one
+
+    start = run(killed_after_the_truncation())
+
+    async def recovered() -> None:
+        c = new_container(store, storage, config=TIGHT_ATTRIBUTES, clock=clock)
+        assert len((await index_entries_of(c))[0]) == 50  # left: space, not a wrong answer
+        length = (await c.get_info(SEGMENT)).length
+        assert await c.get_offset_at_time(SEGMENT, START_MS) == start
+        await c.truncate(SEGMENT, start)  # a retry of the truncation: it changes nothing else
+        times, _ = await index_entries_of(c)
+        assert sorted(times.values()) == [start, *(o for o in slots.values() if o > start)]
+        for slot in slots:
+            assert await c.get_offset_at_time(SEGMENT, slot * 10) == expected_answer(
+                slots, slot * 10, start, length
+            )
+        await c.close()
+
+    run(recovered())
