@@ -47,6 +47,7 @@ class RequestProcessorActor:
             helper,
             set_policy=helper.set_scale_policy,
             scopes=ScopeWorkflows(store, controller).handle,
+            container_count=container_count,
         )
         self._processor = RequestEventProcessor(
             RequestStream(helper), workflows.handle, parts.metadata

@@ -151,7 +151,12 @@ class InProcessCluster(ClientFactory):
         )
         scopes = ScopeWorkflows(store, controller, step=step)
         return StreamWorkflows(
-            store, helper, step=step, set_policy=helper.set_scale_policy, scopes=scopes.handle
+            store,
+            helper,
+            step=step,
+            set_policy=helper.set_scale_policy,
+            scopes=scopes.handle,
+            container_count=self.container_count,
         )
 
     def _new_processor(

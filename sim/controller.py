@@ -235,6 +235,7 @@ class SimController:
             step=self._step,
             set_policy=workflows_helper.set_scale_policy,
             scopes=ScopeWorkflows(records, controller, step=self._step).handle,
+            container_count=self._container_count,
         )
         processor = RequestEventProcessor(
             RequestStream(self._helper(), scheduler=self._scheduler),

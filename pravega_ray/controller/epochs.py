@@ -18,6 +18,7 @@ from pravega_ray.naming import stream_segment_name
 
 __all__ = [
     "EpochRecord",
+    "RollPlan",
     "Row",
     "ScaleRecord",
     "check_key_ranges",
@@ -53,13 +54,44 @@ class EpochRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RollPlan:
+    """What a rolling commit merges where (``stream_workflows.py``, "Rolling
+    transactions"): the COMMITTING transactions of old epoch ``txn_epoch``, in commit order,
+    and ``duplicates``, one new segment per segment of that epoch (same key range, same
+    position in its row; each on the container of the segment it duplicates, where the
+    transaction segments are), which make the epoch before the scale record's."""
+
+    txn_epoch: int
+    txns: tuple[str, ...]  # ids, hex
+    duplicates: tuple[Row, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "txn_epoch": self.txn_epoch,
+            "txns": list(self.txns),
+            "duplicates": [list(r) for r in self.duplicates],
+        }
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> RollPlan:
+        return cls(
+            int(value["txn_epoch"]),
+            tuple(str(t) for t in value["txns"]),
+            tuple((int(s), float(lo), float(hi)) for s, lo, hi in value["duplicates"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleRecord:
-    """The temporary scale property: what one scale seals and creates."""
+    """The temporary scale property: what one scale seals and creates. A rolling commit
+    stores one too (``rolling``): it seals every segment of the current epoch and creates
+    ``segments`` (the same ranges) two epochs on, after the duplicates' epoch."""
 
     epoch: int
     sealed: tuple[int, ...]
     segments: tuple[Row, ...]
     created_ms: int
+    rolling: RollPlan | None = None
 
 
 def overlaps(a: Row, b: Row) -> bool:

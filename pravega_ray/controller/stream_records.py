@@ -50,7 +50,15 @@ from typing import Any
 
 from pravega_ray.constants import STREAM_SEGMENTS_MAX
 from pravega_ray.contracts.records import STATE_TRANSITIONS, KeyHash, StreamInfo, StreamState
-from pravega_ray.controller.epochs import EpochRecord, Row, ScaleRecord, overlaps, to_range, union
+from pravega_ray.controller.epochs import (
+    EpochRecord,
+    RollPlan,
+    Row,
+    ScaleRecord,
+    overlaps,
+    to_range,
+    union,
+)
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.errors import (
     ConflictingUpdateError,
@@ -370,9 +378,20 @@ class StreamRecords:
         return row
 
     def highest_epoch(self, scope: str, stream: str) -> int:
-        """The current epoch, or the one a running scale is adding once its row exists."""
+        """The current epoch, or the one a running scale is adding once its row exists (a
+        rolling commit adds two: the second counts once the first exists too)."""
         current = int(self.get(scope, stream)[0]["epoch"])
-        return current + 1 if self.epoch(scope, stream, current + 1) is not None else current
+        if self.epoch(scope, stream, current + 1) is None:
+            return current
+        return current + 2 if self.epoch(scope, stream, current + 2) is not None else current + 1
+
+    def txn_low_epoch(self, value: dict[str, Any]) -> int:
+        """The lowest epoch that may still hold active transactions, from the stream record
+        ``value`` (kept by scales and rolling commits; a record without it: the epoch before
+        the current one, where a scale used to leave them at most)."""
+        current = int(value["epoch"])
+        low = value.get("txn_low_epoch")
+        return max(0, current - 1) if low is None else min(int(low), current)
 
     def segment_row(self, scope: str, stream: str, sid: int) -> tuple[Row, int] | None:
         """Segment ``sid``'s ``(row, created_ms)`` from its creation epoch, None if unknown."""
@@ -440,6 +459,8 @@ class StreamRecords:
         transition = self.scale_record(scope, stream)
         if transition is not None:
             ids |= {r[0] for r in transition.segments}
+            if transition.rolling is not None:
+                ids |= {r[0] for r in transition.rolling.duplicates}
         return sorted(ids)
 
     def info(self, scope: str, stream: str) -> StreamInfo:
@@ -612,12 +633,31 @@ class StreamRecords:
         value = self._read(f"transition/{scope}/{stream}")
         if value is None:
             return None
+        rolling = value.get("rolling")
         return ScaleRecord(
             int(value["epoch"]),
             tuple(int(s) for s in value["sealed"]),
             tuple((int(s), float(lo), float(hi)) for s, lo, hi in value["segments"]),
             int(value["created_ms"]),
+            None if rolling is None else RollPlan.from_dict(rolling),
         )
+
+    def start_roll(self, scope: str, stream: str, record: ScaleRecord) -> bool:
+        """Store a rolling commit's temporary property (``record.rolling`` set); False if a
+        scale (or another roll) holds the property already."""
+        assert record.rolling is not None
+        payload = {
+            "epoch": record.epoch,
+            "sealed": list(record.sealed),
+            "segments": [list(r) for r in record.segments],
+            "created_ms": record.created_ms,
+            "rolling": record.rolling.to_dict(),
+        }
+        try:
+            self._records.put(f"transition/{scope}/{stream}", payload, None)
+        except ConflictingUpdateError:
+            return False
+        return True
 
     def end_scale(self, scope: str, stream: str) -> None:
         self._records.delete(f"transition/{scope}/{stream}")

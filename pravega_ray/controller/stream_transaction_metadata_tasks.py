@@ -266,15 +266,17 @@ class StreamTransactionMetadataTasks:
         self, scope: str, stream: str, current: int
     ) -> tuple[int, EpochRecord | None]:
         """The epoch a new transaction goes to and its row: a running scale's new one once
-        its row exists, else ``current`` (both rows read side by side)."""
+        its row exists (a rolling commit's second new one, which becomes current), else
+        ``current`` (the rows read side by side). A rolling commit closes its first new
+        epoch before it stores the rows: a transaction created there moves on."""
         streams = self._store.streams
         rows: dict[int, EpochRecord | None] = {}
 
         def read_row(e: int) -> None:
             rows[e] = streams.epoch(scope, stream, e)
 
-        run_each(read_row, (current, current + 1))
-        epoch = current + 1 if rows[current + 1] is not None else current
+        run_each(read_row, (current, current + 1, current + 2))
+        epoch = max(e for e, row in rows.items() if row is not None or e == current)
         return epoch, rows[epoch]
 
     def _delete_segments(self, pairs: list[tuple[str, str]]) -> None:

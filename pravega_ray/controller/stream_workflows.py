@@ -8,8 +8,9 @@ and can be killed between any two steps (``step`` names each, for tests) and run
 from the start with the same end result, exactly once.
 
 Scale (temporary property ``transition/``): SCALING; create the new segments; add the new
-epoch's history row (partial) and its index row; wait (:data:`WAIT`, no expiry) until the
-old epoch has no active transaction (:meth:`StreamWorkflows.old_epoch_done`); seal the old
+epoch's history row (partial) and its index row; wait (:data:`WAIT`, no expiry) while a
+commit may be merging into the old epoch (:meth:`StreamWorkflows.old_epoch_done`; open
+transactions stay in their epoch and commit later by rolling); seal the old
 segments and record their sizes; one compare-and-set makes the new epoch current and the
 stream ACTIVE; mark the row complete; drop the property. Update (``update/``): UPDATING, store the
 configuration, hand the scaling policy to the active segments, ACTIVE, drop the property.
@@ -19,6 +20,11 @@ Delete (sealed streams only): delete every segment of every epoch, remember the 
 name used, then the records, the stream record last; a seal request with ``then_delete``
 (a scope's recursive delete) deletes the stream once sealed. ``delete_scope`` requests go to
 ``scopes`` (``scope_workflows.py``).
+
+Rolling transactions (``roll`` requests, posted by the commit processor for a transaction
+whose epoch a scale sealed; :meth:`StreamWorkflows.run_roll`): the transactions are merged
+into duplicates of their epoch's segments in a new epoch ``a + 1``, and ``a + 2`` duplicates
+the current epoch ``a`` and becomes current; docs/design.md "The controller".
 
 Auto-scale reports (from containers, ``scale_report``): a hot segment is split into the
 report's number of equal key ranges at once; a cold one is marked, and two neighbouring
@@ -31,16 +37,21 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, AUTO_SCALE_STREAM_COOLDOWN_S
-from pravega_ray.contracts.records import StreamState
-from pravega_ray.controller.epochs import EpochRecord, ScaleRecord
+from pravega_ray.contracts.records import StreamState, TxnStatus
+from pravega_ray.controller.epochs import EpochRecord, RollPlan, ScaleRecord
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
-from pravega_ray.controller.transaction_workflows import TransactionSegments, TransactionWorkflows
+from pravega_ray.controller.transaction_workflows import (
+    COMMIT_NOTICES,
+    TransactionSegments,
+    TransactionWorkflows,
+)
 from pravega_ray.errors import (
     ScaleConflictError,
     SegmentExistsError,
@@ -48,7 +59,14 @@ from pravega_ray.errors import (
     StreamNotFoundError,
     StreamSealedError,
 )
-from pravega_ray.naming import parse_segment_name, stream_segment_name
+from pravega_ray.invariant import InvariantViolation
+from pravega_ray.naming import (
+    container_for_segment,
+    parse_segment_name,
+    segment_id,
+    stream_segment_name,
+    transaction_segment_name,
+)
 from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
 from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
@@ -81,9 +99,11 @@ class StreamWorkflows:
         step: Callable[[str], None] = lambda name: None,
         set_policy: Callable[[str, ScalingPolicy], None] = lambda segment, policy: None,
         scopes: Callable[[str, dict[str, Any]], str] | None = None,
+        container_count: int | None = None,
     ) -> None:
         self._store = store
         self._scopes = scopes
+        self._container_count = container_count
         self._records = store.streams
         self._segments = segments
         self._clock = clock
@@ -104,6 +124,7 @@ class StreamWorkflows:
             "merge_sweep": self._on_sweep,
             "truncate": self._on_truncate,
             "delete_scope": self._on_delete_scope,
+            "roll": self._on_roll,
         }
         handler = handlers.get(kind) if isinstance(kind, str) else None
         if handler is None:
@@ -123,7 +144,10 @@ class StreamWorkflows:
         return self.run_scale(scope, stream, record)
 
     def run_scale(self, scope: str, stream: str, t: ScaleRecord) -> str:
-        """Run (or finish) the scale of temporary property ``t``; idempotent."""
+        """Run (or finish) the scale of temporary property ``t`` (or the rolling commit it
+        is); idempotent."""
+        if t.rolling is not None:
+            return self.run_roll(scope, stream, t)
         value = self._records.get(scope, stream)[0]
         if value["epoch"] >= t.epoch:  # done but for the clean-up
             self._records.set_epoch_complete(scope, stream, t.epoch)
@@ -160,11 +184,12 @@ class StreamWorkflows:
         self._records.put_epoch(scope, stream, row)
         self._step("epoch added")
         if not self.old_epoch_done(scope, stream, value["epoch"]):
-            return WAIT  # for the old epoch's transactions: longer than a request's expiry
+            return WAIT  # for commits merging into the old epoch (soon done; no expiry)
         sizes = self._seal_all(scope, stream, list(t.sealed))
         self._records.add_sealed_sizes(scope, stream, sizes)
         self._step("old segments sealed")
         numbers = [sid & 0xFFFFFFFF for sid, _, _ in t.segments]
+        low = self._txn_low_epoch(scope, stream, value, t.epoch)
 
         def complete(v: dict[str, Any]) -> dict[str, Any]:
             return {
@@ -174,6 +199,7 @@ class StreamWorkflows:
                 "next_number": max(int(v["next_number"]), max(numbers) + 1),
                 "cold": [c for c in v.get("cold", []) if c[0] not in t.sealed],
                 "scaled_ms": self._clock.wall_time_ms(),
+                "txn_low_epoch": low,
             }
 
         self._records.update(scope, stream, complete)
@@ -183,10 +209,205 @@ class StreamWorkflows:
         return DONE
 
     def old_epoch_done(self, scope: str, stream: str, epoch: int) -> bool:
-        """Whether epoch ``epoch``'s segments may be sealed: no transaction of it is OPEN,
-        COMMITTING or ABORTING. Closes the epoch to new transactions first (a creation racing
-        with this moves to the new epoch: ``stream_transaction_metadata_tasks.py``)."""
-        return self._txns.close_and_count(scope, stream, epoch, abort_open=False) == 0
+        """Whether epoch ``epoch``'s segments may be sealed: no commit may be merging into
+        them (every COMMITTING transaction of it is handed to a rolling commit; OPEN ones
+        stay, and are rolled if they commit). Closes the epoch to new transactions first (a
+        creation racing with this moves to the new epoch:
+        ``stream_transaction_metadata_tasks.py``). Called once the new epoch's row is
+        stored: a commit round that reads the epochs after that rolls
+        (``transaction_workflows.py``)."""
+        self._txns.txns.close_epoch(scope, stream, epoch)
+        return self._txns.merging(scope, stream, epoch) == 0
+
+    def _txn_low_epoch(self, scope: str, stream: str, value: dict[str, Any], current: int) -> int:
+        """The stream's new ``txn_low_epoch`` once ``current`` is its epoch: its old one
+        raised past every epoch that holds no active transaction any more (epochs below
+        ``current`` are closed to new ones, so an empty one stays empty)."""
+        low = self._records.txn_low_epoch(value)
+        while low < current and not self._txns.txns.list_epoch(scope, stream, low):
+            low += 1
+        return low
+
+    # --- rolling transactions --------------------------------------------------------------------
+    def _on_roll(
+        self, scope: str, stream: str, body: dict[str, Any], *, sealing: bool = False
+    ) -> str:
+        """Commit the COMMITTING transactions of old epoch ``body["epoch"]`` by a rolling
+        commit (Pravega's rolling transactions; module docstring). WAIT while a scale runs
+        or the epoch is still current (a scale past it has begun, not ended); DONE once
+        none is left. ``sealing``: called by a seal, which rolls before it seals."""
+        running = self._records.scale_record(scope, stream)
+        if running is not None:
+            return self.run_roll(scope, stream, running) if running.rolling else WAIT
+        try:
+            epoch = int(body.get("epoch", -1))
+        except (TypeError, ValueError):
+            epoch = -1
+        if epoch < 0:
+            log.error("roll request dropped: %s", body)
+            return DONE
+        value = self._records.get(scope, stream)[0]
+        state = StreamState(value["state"])
+        current = int(value["epoch"])
+        if epoch >= current:
+            return WAIT  # the scale past the epoch has not ended yet
+        if state is not StreamState.ACTIVE and not (sealing and state is StreamState.SEALING):
+            return WAIT  # a seal rolls them itself first; another workflow ends soon
+        committing = self._committing(scope, stream, epoch)
+        if not committing:
+            return DONE  # rolled already (a repeated request)
+        plan = self._plan_roll(scope, stream, value, epoch, committing)
+        if not self._records.start_roll(scope, stream, plan):
+            return WAIT  # a scale took the stream first
+        self._step("roll planned")
+        return self.run_roll(scope, stream, plan)
+
+    def _committing(self, scope: str, stream: str, epoch: int) -> list[str]:
+        """Ids (hex) of ``epoch``'s COMMITTING transactions, in the order they were asked
+        to commit (then by id)."""
+        found = []
+        for txn_id in self._txns.txns.list_epoch(scope, stream, epoch):
+            record = self._txns.txns.active(scope, stream, epoch, txn_id)
+            if record is not None and record.status is TxnStatus.COMMITTING:
+                found.append((record.status_ms, txn_id.hex))
+        return [hex_id for _, hex_id in sorted(found)]
+
+    def _plan_roll(
+        self, scope: str, stream: str, value: dict[str, Any], epoch: int, txns: list[str]
+    ) -> ScaleRecord:
+        """The rolling commit of ``txns`` of ``epoch``: epoch ``a + 1`` (``a`` the current)
+        of duplicates of ``epoch``'s segments, each on the container of the one it
+        duplicates, where the transaction segments to merge are; epoch ``a + 2`` of
+        duplicates of ``a``'s segments, which becomes current."""
+        if not self._container_count:
+            raise InvariantViolation("a rolling commit needs the cluster's container count")
+        count = self._container_count
+        a = int(value["epoch"])
+        old = self._records.epoch(scope, stream, epoch)
+        current = self._records.epoch(scope, stream, a)
+        if old is None or current is None:
+            raise StreamNotFoundError(f"stream {scope}/{stream} lost epoch {epoch} or {a}")
+        number = int(value["next_number"])
+        duplicates = []
+        for sid, lo, hi in old.segments:
+            home = container_for_segment(stream_segment_name(scope, stream, sid), count)
+            while (
+                container_for_segment(
+                    stream_segment_name(scope, stream, segment_id(a + 1, number)), count
+                )
+                != home
+            ):
+                number += 1
+            duplicates.append((segment_id(a + 1, number), lo, hi))
+            number += 1
+        fresh = []
+        for _, lo, hi in current.segments:
+            fresh.append((segment_id(a + 2, number), lo, hi))
+            number += 1
+        return ScaleRecord(
+            a + 2,
+            tuple(sorted(current.ids())),
+            tuple(fresh),
+            self._clock.wall_time_ms(),
+            RollPlan(epoch, tuple(txns), tuple(duplicates)),
+        )
+
+    def run_roll(self, scope: str, stream: str, t: ScaleRecord) -> str:
+        """Run (or finish) the rolling commit of temporary property ``t``; idempotent.
+
+        Closes epochs ``a`` and ``a + 1`` to new transactions; creates the duplicates and
+        the new segments; stores the rows of ``a + 2`` then ``a + 1`` (a transaction created
+        meanwhile goes to ``a + 2``, which becomes current); waits until no commit merges
+        into ``a``; merges each transaction's segments into the duplicates, in commit
+        order; seals ``a``'s segments, then the duplicates (a reader reads ``a`` to its end,
+        then the transactions, then ``a + 2``; a writer moves on to ``a + 2``); records the
+        transactions COMMITTED; makes ``a + 2`` current."""
+        plan = t.rolling
+        assert plan is not None
+        a = t.epoch - 2
+        value = self._records.get(scope, stream)[0]
+        if int(value["epoch"]) >= t.epoch:  # done but for the clean-up
+            self._records.set_epoch_complete(scope, stream, a + 1)
+            self._records.set_epoch_complete(scope, stream, t.epoch)
+            self._records.end_scale(scope, stream)
+            return DONE
+        state = StreamState(value["state"])
+        if state is StreamState.SEALED:
+            log.error("rolling commit of %s/%s dropped: the stream is sealed", scope, stream)
+            self._records.end_scale(scope, stream)
+            return DONE
+        if state is StreamState.ACTIVE:
+            self._records.transition(scope, stream, StreamState.SCALING)
+        elif state not in (StreamState.SCALING, StreamState.SEALING):
+            return WAIT
+        txns = self._txns.txns
+        txns.close_epoch(scope, stream, a + 1)
+        txns.close_epoch(scope, stream, a)
+        config = StreamConfiguration.from_dict(value["config"])
+
+        def create(row: tuple[int, float, float], policy: bool) -> None:
+            name = stream_segment_name(scope, stream, row[0])
+            with contextlib.suppress(SegmentExistsError):
+                self._segments.create_segment(name)
+            if policy:
+                self._set_policy(name, config.scaling)
+
+        jobs = [(r, False) for r in plan.duplicates] + [(r, True) for r in t.segments]
+        run_each(lambda job: create(*job), jobs)
+        self._step("roll segments created")
+        row_a = self._records.epoch(scope, stream, a)
+        now = max(self._clock.wall_time_ms(), row_a.created_ms if row_a else 0)
+        dup_ids = tuple(sorted(r[0] for r in plan.duplicates))
+        self._records.put_epoch(scope, stream, EpochRecord(t.epoch, now, t.segments, dup_ids, True))
+        self._records.put_epoch(
+            scope, stream, EpochRecord(a + 1, now, plan.duplicates, t.sealed, True)
+        )
+        self._step("roll epochs added")
+        if self._txns.merging(scope, stream, a) > 0:
+            return WAIT  # a commit round merging into a's segments: they are sealed next
+        old = self._records.epoch(scope, stream, plan.txn_epoch)
+        if old is None:
+            raise StreamNotFoundError(f"stream {scope}/{stream} lost epoch {plan.txn_epoch}")
+        sources: dict[str, list[str]] = {}
+        for (sid, _, _), (dup, _, _) in zip(old.segments, plan.duplicates, strict=True):
+            parent = stream_segment_name(scope, stream, sid)
+            sources[stream_segment_name(scope, stream, dup)] = [
+                transaction_segment_name(parent, uuid.UUID(hex=h).bytes) for h in plan.txns
+            ]
+        self._segments.seal_and_merge(sources)
+        self._step("rolled transactions merged")
+        sizes = self._seal_all(scope, stream, list(t.sealed))
+        sizes.update(self._seal_all(scope, stream, list(dup_ids)))
+        self._records.add_sealed_sizes(scope, stream, sizes)
+        self._step("roll segments sealed")
+        ended = self._clock.wall_time_ms()
+        for hex_id in plan.txns:
+            txn_id = uuid.UUID(hex=hex_id)
+            record = txns.active(scope, stream, plan.txn_epoch, txn_id)
+            if record is not None and record.status is TxnStatus.COMMITTING:
+                txns.complete(record, TxnStatus.COMMITTED, ended)
+            COMMIT_NOTICES.notify(txn_id)
+        self._step("rolled transactions committed")
+        low = self._txn_low_epoch(scope, stream, value, t.epoch)
+        numbers = [sid & 0xFFFFFFFF for sid, _, _ in t.segments]
+
+        def complete(v: dict[str, Any]) -> dict[str, Any]:
+            sealing = v["state"] == StreamState.SEALING.value
+            return {
+                **v,
+                "state": StreamState.SEALING.value if sealing else StreamState.ACTIVE.value,
+                "epoch": t.epoch,
+                "next_number": max(int(v["next_number"]), max(numbers) + 1),
+                "cold": [],
+                "txn_low_epoch": low,
+            }
+
+        self._records.update(scope, stream, complete)
+        self._step("roll epoch current")
+        self._records.set_epoch_complete(scope, stream, a + 1)
+        self._records.set_epoch_complete(scope, stream, t.epoch)
+        self._records.end_scale(scope, stream)
+        return DONE
 
     def _seal(self, segment: str) -> int:
         try:
@@ -305,11 +526,21 @@ class StreamWorkflows:
             return POSTPONE  # the create task finishes it first
         if state is StreamState.UPDATING:
             self._on_update(scope, stream, body)
+        # Commits asked of transactions of old epochs land first: rolled, before the seal.
+        rolled = self._roll_old_commits(scope, stream)
+        if rolled != DONE:
+            return rolled
         self._records.transition(scope, stream, StreamState.SEALING)
         self._step("sealing")
-        # As Pravega's seal: open transactions are aborted, committing ones finish first.
-        epoch = self._records.highest_epoch(scope, stream)
-        if self._txns.close_and_count(scope, stream, epoch, abort_open=True):
+        # As Pravega's seal: open transactions are aborted, committing ones finish first
+        # (in every epoch that may hold one: a scale leaves open ones in their epoch).
+        value = self._records.get(scope, stream)[0]
+        low = self._records.txn_low_epoch(value)
+        highest = self._records.highest_epoch(scope, stream)
+        active = 0
+        for epoch in range(low, highest + 1):
+            active += self._txns.close_and_count(scope, stream, epoch, abort_open=True)
+        if active:
             return WAIT
         self._step("transactions ended")
         segments = self._records.info(scope, stream).segments
@@ -318,6 +549,17 @@ class StreamWorkflows:
         self._step("segments sealed")
         self._records.transition(scope, stream, StreamState.SEALED)
         return self._sealed(scope, stream, body)
+
+    def _roll_old_commits(self, scope: str, stream: str) -> str:
+        """For a seal: roll the COMMITTING transactions of epochs before the current one;
+        DONE if there were none, else the roll's outcome (WAIT after a roll that ended, so
+        the seal reads the stream again)."""
+        value = self._records.get(scope, stream)[0]
+        for epoch in range(self._records.txn_low_epoch(value), int(value["epoch"])):
+            if self._committing(scope, stream, epoch):
+                outcome = self._on_roll(scope, stream, {"epoch": epoch}, sealing=True)
+                return WAIT if outcome == DONE else outcome
+        return DONE
 
     def _on_delete(self, scope: str, stream: str, body: dict[str, Any]) -> str:
         value = self._records.get(scope, stream)[0]

@@ -26,12 +26,15 @@ because the merge deletes it.
 ``_system/_abortstream``; the *abort event processor* (concurrent, :func:`abort_processor`)
 deletes the transaction segments (gone = done) and records ABORTED.
 
-**Scale interplay.** :meth:`TransactionWorkflows.close_and_count` is what a scale (and a
-seal) calls before sealing an epoch: it writes the epoch's "closed to new transactions"
-mark, then counts the epoch's active transactions (a creation writes its record, then
-checks the mark: see ``transactions.py``). A scale waits (:data:`WAIT`) until the count is
-0; so a transaction's events are merged into its epoch's segments while they are still
-active, behind everything acknowledged before the commit (no rolling transactions).
+**Scale interplay (rolling transactions).** A scale no longer waits for open transactions:
+it stores its new epoch's row, closes the old epoch to new transactions
+(:meth:`TransactionWorkflows.close_and_count` is what a seal calls), and waits only while
+:meth:`TransactionWorkflows.merging` counts a COMMITTING transaction of the old epoch that a
+commit round may be merging. A commit round that finds its transaction's epoch old, or a row
+after it stored, posts a ``roll`` request to the request stream, marks the record
+``rolling`` and answers WAIT; the request processor's rolling commit
+(``stream_workflows.py``) merges it into duplicates of its epoch's segments and records it
+COMMITTED. docs/design.md "The controller", Transactions.
 """
 
 from __future__ import annotations
@@ -198,21 +201,43 @@ class TransactionWorkflows:
         self._step = step
         self.commits = RequestStream(segments, COMMIT_SEGMENT, scheduler=scheduler)
         self.aborts = RequestStream(segments, ABORT_SEGMENT, scheduler=scheduler)
+        self.requests = RequestStream(segments, scheduler=scheduler)  # rolling commits
 
     # --- lookups ---------------------------------------------------------------------------------
     def candidate_epochs(self, scope: str, stream: str) -> list[int]:
         """The epochs where an active transaction of the stream can be: the current one
-        first (where nearly all are), then a running scale's new one, then the one before."""
-        current = int(self._streams.get(scope, stream)[0]["epoch"])
-        return [e for e in (current, current + 1, current - 1) if e >= 0]
+        first (where nearly all are), then a running scale's new one (a rolling commit's
+        two), then the older ones down to the stream's ``txn_low_epoch`` (a scale no longer
+        waits for open transactions: they stay in their epoch until they end)."""
+        value = self._streams.get(scope, stream)[0]
+        current = int(value["epoch"])
+        low = self._streams.txn_low_epoch(value)
+        return [current, current + 1, current + 2, *range(current - 1, low - 1, -1)]
 
     def find(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnRecord | None:
-        """The active record of ``txn_id``, None if it has none (ended, or never was)."""
+        """The active record of ``txn_id``, None if it has none (ended, or never was). The
+        epoch in the id's top 32 bits (``new_transaction_id``) is looked at first."""
+        record = self.txns.active(scope, stream, txn_id.int >> 96, txn_id)
+        if record is not None:
+            return record
         for epoch in self.candidate_epochs(scope, stream):
-            record = self.txns.active(scope, stream, epoch, txn_id)
-            if record is not None:
-                return record
+            if epoch != txn_id.int >> 96:
+                record = self.txns.active(scope, stream, epoch, txn_id)
+                if record is not None:
+                    return record
         return None
+
+    def merging(self, scope: str, stream: str, epoch: int) -> int:
+        """How many COMMITTING transactions of ``epoch`` are not handed to a rolling commit:
+        a commit round may be merging them into the epoch's segments right now, so a scale
+        (or a rolling commit) seals those segments only once this is 0 (module docstring,
+        "Scale interplay")."""
+        count = 0
+        for txn_id in self.txns.list_epoch(scope, stream, epoch):
+            record = self.txns.active(scope, stream, epoch, txn_id)
+            if record is not None and record.status is TxnStatus.COMMITTING and not record.rolling:
+                count += 1
+        return count
 
     def segment_pairs(
         self, scope: str, stream: str, epoch: int, txn_id: uuid.UUID
@@ -335,8 +360,10 @@ class TransactionWorkflows:
         records: list[TxnRecord | None] = [None] * len(bodies)
         scope, stream = str(bodies[0].get("scope")), str(bodies[0].get("stream"))
         # One round of reads: the records, the stream record (its current epoch) and the
-        # rows of the epochs the requests name (a record's epoch is its request's).
-        epochs = sorted({e for e in (_epoch_of(b) for b in bodies) if e is not None})
+        # rows of the epochs the requests name (a record's epoch is its request's), and of
+        # the epochs after them (a scale past the epoch has begun: roll).
+        named = {e for e in (_epoch_of(b) for b in bodies) if e is not None}
+        epochs = sorted(named | {e + 1 for e in named})
         rows: dict[int, EpochRecord | None] = {}
         current = [-1]
 
@@ -363,6 +390,15 @@ class TransactionWorkflows:
             if record is not None and record.txn_id in committing and record.epoch > current[0]:
                 outcomes[i] = WAIT  # created against a scale's new epoch: merged once active
         ready = [r for r in committing.values() if r.epoch <= current[0]]
+        rolled = {r.txn_id for r in ready if r.epoch < current[0] or rows[r.epoch + 1] is not None}
+        if rolled:
+            # A scale past their epoch began: its segments are (being) sealed, so these
+            # are merged by a rolling commit (stream_workflows.py); WAIT until it ends.
+            for i, record in enumerate(records):
+                if record is not None and record.txn_id in rolled:
+                    outcomes[i] = WAIT
+            self._hand_to_roll([r for r in ready if r.txn_id in rolled])
+            ready = [r for r in ready if r.txn_id not in rolled]
         if not ready:
             return outcomes
         pairs = [
@@ -385,6 +421,33 @@ class TransactionWorkflows:
             COMMIT_NOTICES.notify(record.txn_id)
         self._step("committed")
         return outcomes
+
+    def _hand_to_roll(self, records: Sequence[TxnRecord]) -> None:
+        """Mark each record ``rolling`` (once) and post a ``roll`` request for its epoch to
+        the request stream, where the stream's scales run: the roll waits for any scale
+        under way, then merges them (``StreamWorkflows.run_roll``)."""
+        posted: set[int] = set()
+        for record in records:
+            if record.rolling:
+                continue  # handed over already: its roll request is posted
+            if record.epoch not in posted:  # posted first: a crash before the mark posts again
+                posted.add(record.epoch)
+                body = {
+                    "type": "roll",
+                    "scope": record.scope,
+                    "stream": record.stream,
+                    "epoch": record.epoch,
+                    "posted_ms": self._clock.wall_time_ms(),
+                }
+                self.requests.post(body)
+
+            def decide(current: TxnRecord) -> dict[str, Any] | None:
+                if current.status is not TxnStatus.COMMITTING or current.rolling:
+                    return None
+                return {"rolling": True}
+
+            self.change(record, decide)
+            self._step("handed to a rolling commit")
 
     def handle_abort(self, body: dict[str, Any]) -> str:
         """The abort event processor's handler: delete the segments, record ABORTED."""

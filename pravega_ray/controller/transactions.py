@@ -56,6 +56,10 @@ class TxnRecord:
     created_ms: int
     status_ms: int
     version: int
+    rolling: bool = False
+    """COMMITTING, and handed to a rolling commit: its epoch's segments were (or are
+    being) sealed by a scale, so it is merged into duplicates of them in a new epoch
+    (``stream_workflows.py``, "Rolling transactions")."""
 
     @property
     def deadline_ms(self) -> int:
@@ -72,6 +76,8 @@ class TxnRecord:
             "created_ms": self.created_ms,
             "status_ms": self.status_ms,
         }
+        if self.rolling:
+            out["rolling"] = True
         for name, change in changes.items():
             out[name] = change.value if isinstance(change, TxnStatus) else change
         return out
@@ -158,6 +164,7 @@ class TxnRecords:
                 int(value["created_ms"]),
                 int(value.get("status_ms", value["created_ms"])),
                 found.version,
+                bool(value.get("rolling", False)),
             )
 
     def update(self, record: TxnRecord, **changes: Any) -> TxnRecord:

@@ -82,6 +82,42 @@ def test_transaction_end_to_end_through_ray(cluster, unique_name) -> None:  # ty
     assert sorted(e.event["n"] for e in events) == list(range(100))
 
 
+def test_a_scale_with_an_open_transaction_ends_and_the_commit_rolls_through_ray(
+    cluster, unique_name
+) -> None:  # type: ignore[no-untyped-def]
+    """Rolling transactions through the actors: the scale does not wait for the open
+    transaction; its commit (the commit processor's actor hands it to the request
+    processor's) lands after what was acknowledged before commit(), per key."""
+    _stream(cluster, unique_name, 2)
+    mgr = cluster.stream_manager()
+    keys = [f"k{n}" for n in range(8)]
+    with (
+        cluster.create_writer(unique_name, "st", pr.JsonSerializer()) as writer,
+        cluster.create_transactional_writer(unique_name, "st", pr.JsonSerializer()) as tw,
+    ):
+        txn = tw.begin_txn()
+        for key in keys:
+            txn.write_event({"k": key, "s": "txn"}, routing_key=key)
+        segment = mgr.get_stream_info(unique_name, "st").segments[0]
+        started = time.monotonic()
+        assert mgr.scale_stream(
+            unique_name, "st", [segment.segment_id], [(0.0, 0.25), (0.25, 0.5)], timeout_s=60
+        )
+        scaled_s = time.monotonic() - started
+        for key in keys:
+            writer.write_event({"k": key, "s": "before"}, routing_key=key)
+        writer.flush()
+        txn.commit()
+        assert txn.check_status() is pr.TxnStatus.COMMITTED
+        for key in keys:
+            writer.write_event({"k": key, "s": "after"}, routing_key=key)
+    assert scaled_s < 30  # it waited for no transaction
+    assert mgr.get_stream_info(unique_name, "st").epoch == 3  # the roll's two epochs
+    events = read_exactly(cluster, unique_name, "st", 3 * len(keys), **SLOW_READS)
+    for key in keys:
+        assert [e.event["s"] for e in events if e.event["k"] == key] == ["before", "txn", "after"]
+
+
 @pytest.mark.parametrize(
     "victim", [COMMIT_PROCESSOR_NAME, CONTROLLER_NAME, "container", TXN_TIMER_NAME]
 )

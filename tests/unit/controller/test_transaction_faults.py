@@ -1,6 +1,6 @@
 """Transactions under faults and with scales: the commit and abort processors killed after
 every step, containers restarted mid-commit, leases running out (the timer, on a manual
-clock), a scale waiting for its old epoch's transactions, a seal with open ones."""
+clock), a scale with an open transaction (committed later by rolling), a seal with open ones."""
 
 from __future__ import annotations
 
@@ -49,6 +49,19 @@ def die_once_after(step: str, killed: list[str]):  # type: ignore[no-untyped-def
             raise SystemExit(f"processor killed after {name!r}")
 
     return die_once
+
+
+def hold_workflows_after(cluster: InProcessCluster, step: str) -> threading.Event:
+    """Restart the request processor with workflows that stop after ``step`` until the
+    event returned is set (a scale held there: it no longer waits for open transactions)."""
+    release = threading.Event()
+
+    def hold(name: str) -> None:
+        if name == step:
+            release.wait(60)
+
+    cluster.restart_processor(step=hold)
+    return release
 
 
 def record_of(cluster: InProcessCluster, txn: TxnInfo) -> TxnRecord:
@@ -211,33 +224,46 @@ def test_timer_posts_a_lost_commit_again_and_forgets_old_completed_ones(cluster)
         status(cluster, txn)
 
 
-def test_a_scale_waits_for_the_old_epochs_transaction_and_a_new_one_uses_the_new_epoch(
+def test_a_scale_does_not_wait_for_an_open_transaction_which_then_commits_rolling(
     cluster,
 ) -> None:  # type: ignore[no-untyped-def]
     make_stream(cluster, 2)
     c = cluster._controller
     s0, s1 = c.get_stream_info("sc", "st").segments
     old = c.create_transaction("sc", "st", 60.0)
-    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.75), (0.75, 1.0)])
-    records = StreamMetadataStore(cluster.metadata).streams
-    wait_for(lambda: records.highest_epoch("sc", "st") == 1)  # the partial epoch is there
-    new = c.create_transaction("sc", "st", 60.0)  # against the scale's partial epoch
-    assert new.epoch == 1 and new.segments[0].segment_id == s0.segment_id
     written_old = write_txn(cluster, old, b"OLD")
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.75), (0.75, 1.0)])
+    wait_for(lambda: c.check_scale("sc", "st", epoch))  # the open transaction holds nothing
+    assert cluster.segments.get_info(s1.name).result(10).sealed
+    assert status(cluster, old) is TxnStatus.OPEN
+    new = c.create_transaction("sc", "st", 60.0)
+    assert new.epoch == 1 and new.segments[0].segment_id == s0.segment_id
     written_new = write_txn(cluster, new, b"NEW")
     c.commit_transaction("sc", "st", new.txn_id)
-    time.sleep(0.5)
-    assert not c.check_scale("sc", "st", epoch)  # waits for the old epoch's transaction
-    assert status(cluster, new) is TxnStatus.COMMITTING  # waits for its epoch
-    assert not cluster.segments.get_info(s1.name).result(10).sealed
-    c.commit_transaction("sc", "st", old.txn_id)
-    wait_for(lambda: c.check_scale("sc", "st", epoch))
     wait_for(lambda: status(cluster, new) is TxnStatus.COMMITTED)
-    assert status(cluster, old) is TxnStatus.COMMITTED
-    assert read_all(cluster, s1.name) == written_old[s1.name]  # merged before the seal
-    assert read_all(cluster, s0.name) == written_old[s0.name] + written_new[s0.name]
-    for parent in new.segments[1:]:
-        assert read_all(cluster, parent.name) == written_new[parent.name]
+    assert read_all(cluster, s0.name) == written_new[s0.name]
+    # The old one commits by rolling: epoch 2 duplicates epoch 0's segments and holds it,
+    # epoch 3 duplicates epoch 1's and is current.
+    c.commit_transaction("sc", "st", old.txn_id)
+    wait_for(lambda: status(cluster, old) is TxnStatus.COMMITTED)
+    info = c.get_stream_info("sc", "st")
+    assert info.epoch == 3 and info.state is pr.StreamState.ACTIVE
+    assert [(s.key_low, s.key_high) for s in info.segments] == [(0, 0.5), (0.5, 0.75), (0.75, 1)]
+    dups = c.get_epoch_segments("sc", "st", 2)
+    assert [(s.key_low, s.key_high) for s in dups] == [(0, 0.5), (0.5, 1)]
+    for dup, parent in zip(dups, old.segments, strict=True):
+        assert read_all(cluster, dup.name) == written_old[parent.name]
+        assert cluster.segments.get_info(dup.name).result(10).sealed
+    assert read_all(cluster, s0.name) == written_new[s0.name]  # nothing of the old one
+    for segment in c.get_epoch_segments("sc", "st", 1):
+        assert cluster.segments.get_info(segment.name).result(10).sealed
+    # Readers go epoch 1 -> 2 -> 3: each duplicate succeeds the segments it overlaps.
+    successors = c.get_successors("sc", "st", s0.segment_id)
+    assert [r.segment_id for r in successors] == [dups[0].segment_id]
+    assert {r.segment_id for r in c.get_successors("sc", "st", dups[1].segment_id)} == {
+        s.segment_id for s in info.segments[1:]
+    }
+    assert c.list_transactions("sc", "st") == {}
 
 
 def test_seal_aborts_open_transactions_and_waits_for_committing_ones(cluster) -> None:  # type: ignore[no-untyped-def]
@@ -340,10 +366,12 @@ def test_a_waiting_request_never_expires_and_does_not_hold_up_other_streams(clus
 
 
 def test_commits_waiting_on_one_streams_scale_hold_up_no_other_stream(cluster) -> None:  # type: ignore[no-untyped-def]
-    """The outside probe's defect 1: a scale waits for an open transaction, two commits of
-    that stream wait for the scale, and the commit processor (one thread) spun on them, so
+    """The outside probe's defect 1: a scale waited for an open transaction, two commits of
+    that stream waited for the scale, and the commit processor (one thread) spun on them, so
     another stream's commit stayed COMMITTING and its seal hung. Now the other stream's
-    commit and seal finish at once, and the waiting commits are tried a few times a second."""
+    commit and seal finish at once, and the waiting commits are tried a few times a second.
+    (A scale no longer waits for an open transaction: this one is held after its new epoch
+    is stored; the open one commits by rolling at the end.)"""
     from pravega_ray import metrics
 
     mgr = cluster.stream_manager()
@@ -354,6 +382,7 @@ def test_commits_waiting_on_one_streams_scale_hold_up_no_other_stream(cluster) -
     open_txn = tw.begin_txn()
     open_txn.write_event(b"x", routing_key="k")
     segment = mgr.get_stream_info("sc", "a").segments[0]
+    release = hold_workflows_after(cluster, "epoch added")
     scale = threading.Thread(
         target=lambda: mgr.scale_stream(
             "sc", "a", [segment.segment_id], [(0, 0.5), (0.5, 1)], timeout_s=60
@@ -362,9 +391,10 @@ def test_commits_waiting_on_one_streams_scale_hold_up_no_other_stream(cluster) -
     )
     with metrics.using_sink(metrics.InMemorySink()) as sink:
         scale.start()
-        # Once the scale has closed the old epoch, new transactions are in the new epoch,
-        # and their commits wait for it to become active.
-        wait_for(lambda: StreamMetadataStore(cluster.metadata).txns.is_closed("sc", "a", 0))
+        # Once the scale has stored its new epoch, new transactions are in it, and their
+        # commits wait for it to become active.
+        records = StreamMetadataStore(cluster.metadata).streams
+        wait_for(lambda: records.highest_epoch("sc", "a") == 1)
         waiting = []
         for _ in range(3):
             txn = tw.begin_txn()
@@ -380,10 +410,12 @@ def test_commits_waiting_on_one_streams_scale_hold_up_no_other_stream(cluster) -
         time.sleep(2.0)
         after = sink.value("pravega_controller_workflows", workflow="commit", outcome="postponed")
         assert (after or 0) - (before or 0) <= 3 * 2 * 10  # was hundreds of thousands
-        open_txn.commit()  # the scale goes on, then the waiting commits
+        release.set()  # the scale goes on, then the waiting commits
         scale.join(30)
         for txn in waiting:
             wait_for(lambda t=txn: t.check_status() is TxnStatus.COMMITTED)
+        open_txn.commit()  # of the old epoch: rolled
+        assert open_txn.check_status() is TxnStatus.COMMITTED
 
 
 def test_an_update_queued_behind_a_waiting_scale_holds_up_no_other_stream(cluster) -> None:  # type: ignore[no-untyped-def]
@@ -451,9 +483,10 @@ def test_a_creation_that_finds_its_epoch_closed_moves_to_the_new_epoch(
     c = cluster._controller
     _, s1 = c.get_stream_info("sc", "st").segments
     old = c.create_transaction("sc", "st", 60.0)
+    release = hold_workflows_after(cluster, "old segments sealed")
     epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
     txns = StreamMetadataStore(cluster.metadata).txns
-    wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale closed epoch 0 and waits
+    wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale closed epoch 0 (held)
     tasks = cluster.core._transactions
     real = tasks._newest_epoch
     seen: list[int] = []
@@ -471,9 +504,10 @@ def test_a_creation_that_finds_its_epoch_closed_moves_to_the_new_epoch(
     assert s1.segment_id not in [s.segment_id for s in new.segments]
     with pytest.raises(pr.SegmentNotFoundError):  # none on the old epoch's sealed-to-be one
         cluster.segments.get_info(transaction_segment_name(s1.name, new.txn_id.bytes)).result(10)
-    c.abort_transaction("sc", "st", old.txn_id)
+    release.set()
     wait_for(lambda: c.check_scale("sc", "st", epoch))
     assert status(cluster, new) is TxnStatus.OPEN
+    assert status(cluster, old) is TxnStatus.OPEN  # the scale did not wait for it
 
 
 def test_transactions_survive_a_restart_of_the_whole_cluster(cluster) -> None:  # type: ignore[no-untyped-def]

@@ -21,7 +21,10 @@ STEPS = 1000
 WITHOUT_LOSS = sim.SimConfig(faults=sim.FAULT_KINDS - sim.MESSAGE_LOSS)
 """Every fault but lost calls and replies: the planted-defect searches were calibrated so."""
 
-FIXED_SEEDS = range(40)
+FIXED_SEEDS = range(80)
+"""Seeds every run must pass. 40 until the scale stopped waiting for open transactions
+(rolling transactions): its calls changed every run's interleaving, and the controller then
+crashed mid-scale in 2 of the first 40 seeds (12, 17) where the test asks for 3 (76 next)."""
 
 CAUGHT_WITHIN = {
     "writer-resends-acked": 20,

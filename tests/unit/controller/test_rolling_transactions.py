@@ -1,0 +1,240 @@
+"""Rolling transactions (issue 26 item 5, Pravega's design): a scale never waits for an
+open transaction; a transaction of an epoch a scale has sealed commits into duplicates of
+its epoch's segments in a new epoch, atomically, after everything acknowledged before
+``commit()``; killed at any step it ends once; a seal rolls what was asked to commit first.
+On an in-process cluster (memory backends)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import pytest
+
+import pravega_ray as pr
+from pravega_ray.contracts.records import TxnStatus
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.inprocess import InProcessCluster
+from tests.unit.controller.test_transactions import make_stream, read_all, wait_for, write_txn
+
+pytestmark = pytest.mark.timeout(120)
+
+KEYS = [f"k{i}" for i in range(16)]
+
+
+@pytest.fixture
+def cluster():  # type: ignore[no-untyped-def]
+    c = InProcessCluster(container_count=3)
+    yield c
+    c.shutdown()
+
+
+def _split_all(mgr: pr.StreamManager) -> None:
+    """Split every segment of ``sc/st`` in two (waits for the scale)."""
+    for segment in mgr.get_stream_info("sc", "st").segments:
+        mid = (segment.key_low + segment.key_high) / 2
+        ranges = [(segment.key_low, mid), (mid, segment.key_high)]
+        assert mgr.scale_stream("sc", "st", [segment.segment_id], ranges, timeout_s=30)
+
+
+def _read_everything(cluster: InProcessCluster, group: str) -> list[str]:
+    """Every event of ``sc/st`` as read by a new one-reader group, in reading order."""
+    cluster.create_reader_group("sc", group, pr.ReaderGroupConfig.for_streams("sc/st"))
+    reader = cluster.create_reader("r", "sc", group, pr.Utf8Serializer())
+    out: list[str] = []
+    try:
+        idle = 0
+        while idle < 3:
+            event = reader.read_next_event(0.3)
+            if event is None or event.event is None:
+                idle += 1
+                continue
+            idle = 0
+            out.append(event.event)
+    finally:
+        reader.close()
+    return out
+
+
+def test_a_scale_with_an_open_transaction_ends_at_once_and_the_commit_keeps_key_order(
+    cluster,
+) -> None:  # type: ignore[no-untyped-def]
+    mgr = cluster.stream_manager()
+    make_stream(cluster, 2)
+    writer = cluster.create_writer("sc", "st", pr.Utf8Serializer())
+    tw = cluster.create_transactional_writer("sc", "st", pr.Utf8Serializer(), lease_s=600)
+    for key in KEYS:
+        writer.write_event(f"{key}:0", routing_key=key)
+    txn = tw.begin_txn()
+    for key in KEYS:
+        txn.write_event(f"{key}:txn", routing_key=key)
+    writer.flush()
+    started = time.monotonic()
+    _split_all(mgr)  # twice: the transaction's epoch is now two scales old
+    _split_all(mgr)
+    assert time.monotonic() - started < 20  # no wait for the open transaction
+    assert txn.check_status() is TxnStatus.OPEN
+    for key in KEYS:
+        writer.write_event(f"{key}:1", routing_key=key)
+    writer.flush()  # acknowledged before commit(): read before the transaction's events
+    txn.commit()
+    assert txn.check_status() is TxnStatus.COMMITTED
+    for key in KEYS:
+        writer.write_event(f"{key}:2", routing_key=key)
+    writer.close()
+    info = mgr.get_stream_info("sc", "st")
+    assert len(info.segments) == 8 and info.epoch == 8  # 6 scales, then the roll's 2 epochs
+    events = _read_everything(cluster, "g")
+    assert sorted(events) == sorted(f"{k}:{n}" for k in KEYS for n in ("0", "1", "txn", "2"))
+    for key in KEYS:
+        assert [e.split(":")[1] for e in events if e.split(":")[0] == key] == ["0", "1", "txn", "2"]
+
+
+def test_several_transactions_of_old_epochs_roll_in_commit_order(cluster) -> None:  # type: ignore[no-untyped-def]
+    mgr = cluster.stream_manager()
+    make_stream(cluster, 1)
+    tw = cluster.create_transactional_writer("sc", "st", pr.Utf8Serializer(), lease_s=600)
+    first, second = tw.begin_txn(), tw.begin_txn()
+    _split_all(mgr)
+    third = tw.begin_txn()  # of epoch 1
+    _split_all(mgr)
+    for n, t in enumerate((first, second, third)):
+        for key in KEYS:
+            t.write_event(f"{key}:{n}", routing_key=key)
+    second.commit()
+    third.commit()
+    first.commit()
+    assert [t.check_status() for t in (first, second, third)] == [TxnStatus.COMMITTED] * 3
+    events = _read_everything(cluster, "g")
+    for key in KEYS:
+        assert [e.split(":")[1] for e in events if e.split(":")[0] == key] == ["1", "2", "0"]
+
+
+ROLL_STEPS = [
+    "roll planned",
+    "roll segments created",
+    "roll epochs added",
+    "rolled transactions merged",
+    "roll segments sealed",
+    "rolled transactions committed",
+    "roll epoch current",
+]
+
+
+@pytest.mark.parametrize("step", ROLL_STEPS)
+def test_the_processor_killed_at_every_step_of_a_roll_commits_once(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    old = c.create_transaction("sc", "st", 600.0)
+    written = write_txn(cluster, old, b"OLD")
+    _, s1 = c.get_stream_info("sc", "st").segments
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.75), (0.75, 1.0)])
+    wait_for(lambda: c.check_scale("sc", "st", epoch))
+    killed: list[str] = []
+
+    def die_once(name: str) -> None:
+        if name == step and not killed:
+            killed.append(name)
+            raise SystemExit(f"processor killed after {name!r}")
+
+    cluster.restart_processor(step=die_once)
+    c.commit_transaction("sc", "st", old.txn_id)
+    wait_for(lambda: bool(killed))
+    cluster.restart_processor()  # resumes from its checkpoint
+    wait_for(lambda: c.check_transaction_status("sc", "st", old.txn_id) is TxnStatus.COMMITTED)
+    wait_for(lambda: c.get_stream_info("sc", "st").epoch == 3)
+    records = StreamMetadataStore(cluster.metadata).streams
+    wait_for(lambda: records.scale_record("sc", "st") is None)  # its clean-up too
+    info = c.get_stream_info("sc", "st")
+    assert info.state is pr.StreamState.ACTIVE
+    dups = c.get_epoch_segments("sc", "st", 2)
+    for dup, parent in zip(dups, old.segments, strict=True):
+        assert read_all(cluster, dup.name) == written[parent.name]  # once
+    # The stream scales on as usual afterwards.
+    last = info.segments[-1]
+    assert c.scale_stream("sc", "st", [last.segment_id], [(0.75, 0.9), (0.9, 1.0)]) == 4
+    wait_for(lambda: c.check_scale("sc", "st", 4))
+
+
+def test_a_seal_rolls_a_commit_of_an_old_epoch_first_and_aborts_open_ones(cluster) -> None:  # type: ignore[no-untyped-def]
+    make_stream(cluster, 2)
+    c = cluster._controller
+    mgr = cluster.stream_manager()
+    committing = c.create_transaction("sc", "st", 600.0)
+    open_old = c.create_transaction("sc", "st", 600.0)
+    written = write_txn(cluster, committing, b"C")
+    _, s1 = c.get_stream_info("sc", "st").segments
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.75), (0.75, 1.0)])
+    wait_for(lambda: c.check_scale("sc", "st", epoch))
+    open_new = c.create_transaction("sc", "st", 600.0)
+    cluster.commit_processor.stop()  # the commit stays asked, not rolled yet
+    c.commit_transaction("sc", "st", committing.txn_id)
+    assert mgr.seal_stream("sc", "st", timeout_s=30)
+    assert c.check_transaction_status("sc", "st", committing.txn_id) is TxnStatus.COMMITTED
+    for txn in (open_old, open_new):
+        txn_id = txn.txn_id
+        wait_for(lambda t=txn_id: c.check_transaction_status("sc", "st", t) is TxnStatus.ABORTED)
+    dups = c.get_epoch_segments("sc", "st", 2)
+    for dup, parent in zip(dups, committing.segments, strict=True):
+        assert read_all(cluster, dup.name) == written[parent.name]
+    cluster.restart_commit_processor()  # its event finds the transaction committed: done
+
+
+def test_an_open_transaction_of_an_old_epoch_is_listed_found_and_timed_out(cluster) -> None:  # type: ignore[no-untyped-def]
+    mgr = cluster.stream_manager()
+    make_stream(cluster, 1)
+    c = cluster._controller
+    old = c.create_transaction("sc", "st", 2.0)
+    for _ in range(3):
+        _split_all(mgr)
+    assert c.list_transactions("sc", "st") == {old.txn_id: TxnStatus.OPEN}
+    assert c.get_transaction("sc", "st", old.txn_id).epoch == 0
+    wait_for(lambda: c.check_transaction_status("sc", "st", old.txn_id) is TxnStatus.ABORTED, 30)
+    # Nothing holds the old epochs any more: the next scale moves the low epoch up.
+    _split_all(mgr)
+    value = StreamMetadataStore(cluster.metadata).streams.get("sc", "st")[0]
+    assert value["txn_low_epoch"] == value["epoch"]
+
+
+def test_commits_racing_scales_each_land_once(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Transactions begun and committed while the stream scales again and again: each
+    committed one whole, once, per key after what was acknowledged before its commit."""
+    mgr = cluster.stream_manager()
+    make_stream(cluster, 1)
+    tw = cluster.create_transactional_writer("sc", "st", pr.Utf8Serializer(), lease_s=600)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def scaler() -> None:
+        try:
+            while not stop.is_set():
+                info = mgr.get_stream_info("sc", "st")
+                if len(info.segments) >= 8:
+                    return
+                s = info.segments[0]
+                mid = (s.key_low + s.key_high) / 2
+                # A rolling commit may hold the stream (ScaleConflictError): try again.
+                with contextlib.suppress(pr.ScaleConflictError):
+                    mgr.scale_stream(
+                        "sc", "st", [s.segment_id], [(s.key_low, mid), (mid, s.key_high)]
+                    )
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    thread = threading.Thread(target=scaler)
+    thread.start()
+    committed = []
+    for n in range(12):
+        txn = tw.begin_txn()
+        for key in KEYS[:4]:
+            txn.write_event(f"{key}:{n}", routing_key=key)
+        time.sleep(0.02)
+        txn.commit()
+        committed.append(n)
+    stop.set()
+    thread.join(60)
+    assert not errors
+    events = _read_everything(cluster, "g")
+    for key in KEYS[:4]:
+        assert [int(e.split(":")[1]) for e in events if e.split(":")[0] == key] == committed
