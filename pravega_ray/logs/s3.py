@@ -84,6 +84,18 @@ can truncate too, but only below a checkpoint it had acknowledged (so below the 
 that happens while the new owner replays, ``read_all`` raises :class:`RetriableError` and the
 recovery runs again; so does ``initialize`` when a slot it found taken (or a record it reads
 back) was truncated away meanwhile.
+
+Not garbage collected, and why (issue 26). Each takeover leaves its fence, plus the claims of a
+lost race (at most 2 + 4 + ... + ``CLAIM_WINDOW_SLOTS_MAX`` slots), for the life of the log.
+The fence that displaced owner E sits in the slot after E's last record, the one E's next append
+targets, and nothing bounds how long a zombie of E may still try that append (a paused process,
+or a request retried after a timeout, as in the chaos finding above): while the slot is taken
+the PUT fails, once it is free the PUT succeeds below the cut and is lost. Unlike Tier-2's
+fences (``storage/fenced.py``), where a check against *any* higher fence lets the lower ones go,
+the slot itself is the check here, and only E knows which slot it will write. A claim that no
+owner's next append can target (one whose previous slot holds another claim of the same
+writer) could go, but telling that apart costs reading the headers of both slots at every
+truncation, for objects that only races create: kept.
 """
 
 from __future__ import annotations

@@ -29,26 +29,76 @@ def test_older_owner_cannot_create_or_delete_after_a_newer_claim(storage) -> Non
     assert storage.list("segments/") == ["segments/a/1"]
 
 
-def test_claim_fences_every_skipped_epoch_and_stops_at_the_newest_fence(storage) -> None:
-    FencedChunkStorage(storage, "container-3").claim(2)  # epochs 2 and 1 (a legacy directory)
-    assert storage.list("fences/container-3/") == [f"fences/container-3/{e:020d}" for e in (1, 2)]
-    zombie_at_4 = FencedChunkStorage(storage, "container-3")
-    zombie_at_4.claim(4)  # 4 and 3, stops at 2
-    FencedChunkStorage(storage, "container-3").claim(7)
-    assert len(storage.list("fences/container-3/")) == 7
-    with pytest.raises(FencedError):
-        zombie_at_4.create("x", b"")
-    assert storage.list("fences/container-9/") == []  # owners are separate
+def _fences(storage, owner: str = "container-3") -> list[str]:  # type: ignore[no-untyped-def]
+    return storage.list(f"fences/{owner}/")  # type: ignore[no-any-return]
 
 
-def test_the_lower_of_two_racing_claims_stops_in_claim(storage) -> None:
-    FencedChunkStorage(storage, "container-0").claim(1)
-    higher = FencedChunkStorage(storage, "container-0")
-    higher.claim(3)  # creates 3 and 2 before the lower one gets to its own fence
-    lower = FencedChunkStorage(storage, "container-0")
+def test_claim_deletes_the_lower_fences_and_every_older_zombie_stays_refused(storage) -> None:
+    owners = []
+    for epoch in (1, 2, 4, 5, 9):  # skipped epochs: initializers that died before claim()
+        owner = FencedChunkStorage(storage, "container-3")
+        owner.claim(epoch)
+        owner.create(f"chunks/{epoch}", b"")
+        owners.append(owner)
+        assert _fences(storage) == [f"fences/container-3/{epoch:020d}"]  # one fence: its own
+    newest = owners.pop()
+    for zombie in owners:  # each of their fences is gone, the highest stops them all
+        with pytest.raises(FencedError):
+            zombie.create("chunks/zombie", b"")
+        with pytest.raises(FencedError):
+            zombie.delete("chunks/9")
+    assert not storage.exists("chunks/zombie") and storage.exists("chunks/9")
+    newest.create("chunks/newest", b"")
+    assert newest.fence_epochs() == [9]
+    assert _fences(storage, "container-9") == []  # owners are separate
+
+
+def test_a_claim_of_an_old_layout_keeps_only_its_own_fence(storage) -> None:
+    for epoch in range(1, 8):  # the former layout: every epoch's fence, gaps filled
+        storage.create(f"fences/container-3/{epoch:020d}", b"")
+    zombie_at_7 = FencedChunkStorage(storage, "container-3")
+    zombie_at_7._epoch = 7  # type: ignore[attr-defined]  # it claimed under that layout
+    zombie_at_7.create("chunks/by-7", b"")
+    FencedChunkStorage(storage, "container-3").claim(8)
+    assert _fences(storage) == ["fences/container-3/00000000000000000008"]
     with pytest.raises(FencedError):
-        lower.claim(2)
-    higher.create("ok", b"")
+        zombie_at_7.create("chunks/zombie", b"")
+
+
+def test_leftover_lower_fences_are_harmless_and_go_at_the_next_claim(storage) -> None:
+    FencedChunkStorage(storage, "container-3").claim(5)
+    storage.create("fences/container-3/00000000000000000002", b"")  # a late loser's fence
+    late = FencedChunkStorage(storage, "container-3")
+    with pytest.raises(FencedError):
+        late.claim(3)  # it lost: a fence above its epoch exists
+    with pytest.raises(FencedError):
+        late.create("chunks/late", b"")
+    assert FencedChunkStorage(storage, "container-3").fence_epochs() == [2, 3, 5]
+    zombie_at_2 = FencedChunkStorage(storage, "container-3")
+    zombie_at_2._epoch = 2  # type: ignore[attr-defined]
+    with pytest.raises(FencedError):  # its own fence back does not let it through
+        zombie_at_2.create("chunks/zombie", b"")
+    FencedChunkStorage(storage, "container-3").claim(6)
+    assert FencedChunkStorage(storage, "container-3").fence_epochs() == [6]
+    assert storage.list("chunks/") == []
+
+
+def test_a_claim_killed_before_its_cleanup_leaves_fences_the_next_claim_deletes(
+    storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    FencedChunkStorage(storage, "container-3").claim(1)
+    killed = FencedChunkStorage(storage, "container-3")
+    with monkeypatch.context() as m:
+        m.setattr(storage, "delete", lambda name: (_ for _ in ()).throw(OSError("killed")))
+        with pytest.raises(OSError):
+            killed.claim(2)
+    assert FencedChunkStorage(storage, "container-3").fence_epochs() == [1, 2]
+    old = FencedChunkStorage(storage, "container-3")
+    old._epoch = 1  # type: ignore[attr-defined]
+    with pytest.raises(FencedError):
+        old.create("chunks/zombie", b"")
+    FencedChunkStorage(storage, "container-3").claim(3)
+    assert FencedChunkStorage(storage, "container-3").fence_epochs() == [3]
 
 
 def test_writing_before_claim_is_a_bug() -> None:
