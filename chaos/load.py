@@ -649,3 +649,121 @@ class PipelineWrites(Part):
                     # The first row times the write; the others are the same call.
                     self.acks.done(key, i, begun, None, UNTIMED if i else "pipeline")
             n += 1
+
+
+class TxnStreamScaler(Part):
+    """Scales the transactions' stream every ``every_s``: splits its first segment, or
+    merges its first two back once it has ``segments_max``, so open transactions keep
+    meeting scales and commit by rolling (docs/design.md "The controller", Transactions).
+    A scale refused while a rolling commit holds the stream is tried at the next turn."""
+
+    name = "transaction stream scales"
+
+    def __init__(
+        self, cluster: Any, seed: int, *, every_s: float = 20.0, segments_max: int = 4
+    ) -> None:
+        super().__init__(cluster, seed)
+        self.scales = 0
+        self.refused = 0
+        self.errors: dict[str, int] = defaultdict(int)
+        if every_s > 0:
+            self.spawn(self._run, every_s, segments_max)
+
+    def _run(self, every_s: float, segments_max: int) -> None:
+        mgr = self.cluster.stream_manager()
+        while not self.stopping.wait(every_s * self.rng.uniform(0.5, 1.5)):
+            try:
+                segments = mgr.get_stream_info(SCOPE, TXN_STREAM).segments
+                first = segments[0]
+                if len(segments) >= segments_max:
+                    second = segments[1]
+                    sealed, ranges = [first, second], [(first.key_low, second.key_high)]
+                else:
+                    mid = (first.key_low + first.key_high) / 2
+                    sealed, ranges = [first], [(first.key_low, mid), (mid, first.key_high)]
+                mgr.scale_stream(
+                    SCOPE, TXN_STREAM, [s.segment_id for s in sealed], ranges, timeout_s=90
+                )
+                self.scales += 1
+            except pr.ScaleConflictError:
+                self.refused += 1  # a rolling commit (or its own earlier scale) holds it
+            except Exception as e:  # an actor killed mid-call: the next turn
+                self.errors[type(e).__name__] += 1
+
+
+class ScopeDeletes(Part):
+    """Every ``every_s``, a scope of its own (``chaos-del-<n>``) filled with a stream holding
+    events, a key-value table and a reader group, then ``delete_scope(recursive=True)``
+    while a thread keeps creating streams in it. Checked at once (``problems``): the call
+    ends, the scope is gone, and each racing create either succeeded before the delete
+    (and went with the scope) or was refused (IllegalStateError, ScopeNotFoundError)."""
+
+    name = "scope deletes"
+
+    def __init__(self, cluster: Any, seed: int, *, every_s: float = 45.0) -> None:
+        super().__init__(cluster, seed)
+        self.deleted = 0
+        self.refused_creates = 0
+        self.problems: list[str] = []
+        self.errors: dict[str, int] = defaultdict(int)
+        if every_s > 0:
+            self.spawn(self._run, every_s)
+
+    def _run(self, every_s: float) -> None:
+        n = 0
+        while not self.stopping.wait(every_s * self.rng.uniform(0.5, 1.5)):
+            scope = f"chaos-del-{n}"
+            n += 1
+            try:
+                self._fill(scope)
+            except Exception as e:  # an actor killed mid-call: delete what there is
+                self.errors[f"fill {type(e).__name__}"] += 1
+            racing = threading.Event()
+            racer = threading.Thread(target=self._create_racing, args=(scope, racing))
+            racer.start()
+            try:
+                for _attempt in range(5):  # a repeat of a call whose outcome is unknown
+                    try:
+                        self.cluster.stream_manager().delete_scope(
+                            scope, recursive=True, timeout_s=120
+                        )
+                        break
+                    except pr.RetriableError as e:
+                        self.errors[f"delete {type(e).__name__}"] += 1
+                else:
+                    self.problems.append(f"the recursive delete of {scope} never returned")
+                    continue
+                if scope in self.cluster.stream_manager().list_scopes():
+                    self.problems.append(f"scope {scope} still listed after its delete")
+                else:
+                    self.deleted += 1
+            except Exception as e:
+                self.problems.append(f"the recursive delete of {scope}: {type(e).__name__}: {e}")
+            finally:
+                racing.set()
+                racer.join(60)
+
+    def _fill(self, scope: str) -> None:
+        mgr = self.cluster.stream_manager()
+        mgr.create_scope(scope)
+        mgr.create_stream(scope, "s", pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
+        mgr.create_key_value_table(scope, "t", 1)
+        group = pr.ReaderGroupConfig.for_streams(f"{scope}/s")
+        self.cluster.create_reader_group(scope, "g", group)
+        with self.cluster.create_writer(scope, "s", pr.BytesSerializer()) as writer:
+            for i in range(20):
+                writer.write_event(b"x" * 100, routing_key=str(i))
+
+    def _create_racing(self, scope: str, stop: threading.Event) -> None:
+        mgr = self.cluster.stream_manager()
+        i = 0
+        while not stop.is_set():
+            try:
+                mgr.create_stream(scope, f"late{i}", None)
+            except (pr.IllegalStateError, pr.ScopeNotFoundError):
+                self.refused_creates += 1
+                return  # the delete began: every later create is refused too
+            except Exception as e:
+                self.errors[f"create {type(e).__name__}"] += 1
+            i += 1
+            stop.wait(0.05)

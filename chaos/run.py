@@ -56,17 +56,20 @@ from chaos.load import (
     KvClients,
     Part,
     PipelineWrites,
+    ScopeDeletes,
+    TxnStreamScaler,
     TxnWriters,
 )
 from chaos.official import KEY_PREFIX as OFFICIAL_PREFIX
 from chaos.official import OFFICIAL_STREAM, OfficialClients
 from chaos.proxy_process import ProxyProcess
-from chaos.s3_proxy import ProxyFaults
+from chaos.s3_proxy import FaultKind, ProxyFaults
 from chaos.schedule import (
     CONTAINER_KILL,
     NODE_ADD,
     NODE_REMOVE,
     READER_KILL,
+    TIER2_OUTAGE,
     ZOMBIE,
     Fault,
     build_schedule,
@@ -94,6 +97,8 @@ FAULT_WINDOW_S = 10.0
 """Acknowledgements within this many seconds after a fault count as 'during faults'."""
 T = TypeVar("T")
 
+TIER2_OUTAGE_S = 30.0
+"""How long a Tier-2 outage (every Tier-2 request answered 503) lasts."""
 KILL_RETRY_S = 30.0
 """How long an actor kill that failed (the actor restarting) is tried again."""
 ZOMBIE_WRITE_S = 10.0
@@ -130,9 +135,15 @@ class Injector:
         readers: GroupReaders,
         started: float,
         zombie: ZombieSpec,
+        proxy: ProxyProcess,
+        faults: ProxyFaults,
     ) -> None:
         self.cluster = cluster
         self.zombie = zombie
+        self.proxy = proxy
+        self.faults = faults
+        self.faults_on = threading.Event()  # cleared when the run stops the S3 faults
+        self.faults_on.set()
         self.nodes = nodes
         self.namespace = namespace
         self.readers = readers
@@ -169,12 +180,38 @@ class Injector:
                 record["target"] = self.readers.kill(fault.pick)
             elif fault.kind == ZOMBIE:
                 self._start_zombie(record, fault.pick, at)
+            elif fault.kind == TIER2_OUTAGE:
+                self._tier2_outage(record, at)
             else:
                 record["skipped"] = "unknown kind"
         except Exception as e:  # recorded: one failed injection never stops the run
             record["error"] = f"{type(e).__name__}: {e}"
         with self._lock:
             self.applied.append(record)
+
+    def _tier2_outage(self, record: dict[str, Any], at: float) -> None:
+        """Every Tier-2 request fails (503) for ``TIER2_OUTAGE_S``, then the run's S3 faults
+        come back (unless the run stopped them meanwhile). Tier-1 gets no fault meanwhile."""
+        record["target"] = "tier2"
+        outage = ProxyFaults(rate=1.0, kinds=(FaultKind.ERROR_503,), only="tier2")
+        self.proxy.set_faults(outage)
+
+        def end() -> None:
+            time.sleep(TIER2_OUTAGE_S)
+            with self._lock:
+                if self.faults_on.is_set():
+                    self.proxy.set_faults(self.faults)
+            record["recovered_s"] = round(time.monotonic() - at, 2)
+
+        thread = threading.Thread(target=end, name="chaos-tier2-outage", daemon=True)
+        self._timers.append(thread)
+        thread.start()
+
+    def stop_s3_faults(self) -> None:
+        """No S3 fault from now on (an outage ending later does not bring them back)."""
+        with self._lock:
+            self.faults_on.clear()
+            self.proxy.set_faults(ProxyFaults(rate=0.0))
 
     def _kill(self, name: str, record: dict[str, Any]) -> None:
         """``ray.kill`` the actor ``name`` (Ray restarts it). An actor that is restarting
@@ -633,7 +670,9 @@ def load_and_check(
     )
     readers.started = subscriber.started = started  # their reads' times count from here too
     kv = KvClients(cluster, seed + 3)
-    injector = Injector(cluster, nodes, namespace, readers, started, zombie)
+    injector = Injector(cluster, nodes, namespace, readers, started, zombie, proxy, faults)
+    txn_scales = TxnStreamScaler(cluster, seed + 9)
+    scope_deletes = ScopeDeletes(cluster, seed + 10)
     parts: list[Part] = [
         writers,
         scaling,
@@ -644,6 +683,8 @@ def load_and_check(
         official,
         readers,
         subscriber,
+        txn_scales,
+        scope_deletes,
     ]
     try:
         seconds = args.minutes * 60.0
@@ -663,11 +704,11 @@ def load_and_check(
             wait_until(started + fault.at_s)
             injector.apply(fault)
         wait_until(started + seconds)
-        proxy.set_faults(ProxyFaults(rate=0.0))
+        injector.stop_s3_faults()
         log(run_started, "faults stopped; stopping the load")
         injector.join()
         official.stop_writing()
-        for part in (writers, scaling, retained, pipeline, txns, kv):
+        for part in (writers, scaling, retained, pipeline, txn_scales, scope_deletes, txns, kv):
             part.stop()
             log(run_started, f"{part.name} stopped")
         time.sleep(txns.lease_s + 5)  # transactions left to time out are aborted by now
@@ -685,6 +726,7 @@ def load_and_check(
         official.stop()
         extra = Extra(cluster, retained_acks, subscriber, pipeline, [scaling, retained])
         extra.official, extra.official_drained = official, official_drained
+        extra.txn_scales, extra.scope_deletes = txn_scales, scope_deletes
         return report(
             args, proxy, writers, txns, readers, kv, injector, drained, txns.problems, extra
         )
@@ -715,7 +757,10 @@ class Extra:
         self.writers = writers
         self.official: OfficialClients | None = None
         self.official_drained = True
+        self.txn_scales: TxnStreamScaler | None = None
+        self.scope_deletes: ScopeDeletes | None = None
         mgr = cluster.stream_manager()
+        self.txn_epoch = mgr.get_stream_info(SCOPE, TXN_STREAM).epoch
         info = mgr.get_stream_info(SCOPE, SCALING_STREAM)
         self.scaling_epoch, self.scaling_segments = info.epoch, len(info.segments)
         head = mgr.get_head_cut(SCOPE, RETAINED_STREAM)
@@ -786,6 +831,11 @@ def report(
     everything = [lat for _, lat, _, _ in writers.acks.latencies]
     failures = writers.failures + txns.failures + readers.failures + kv.failures
     failures += extra.subscriber.failures + extra.pipeline.failures
+    for other in (extra.txn_scales, extra.scope_deletes):
+        if other is not None:
+            failures += other.failures
+    if extra.scope_deletes is not None:
+        failures += extra.scope_deletes.problems
     for part in extra.writers:
         failures += part.failures
     if theirs is not None:
@@ -861,6 +911,20 @@ def report(
         f"  auto-scaled stream: epoch {extra.scaling_epoch}, {extra.scaling_segments} segments "
         f"at the end"
     )
+    if extra.txn_scales is not None:
+        t = extra.txn_scales
+        rolls = max(0, extra.txn_epoch - t.scales) // 2  # each scale adds one epoch, a roll two
+        print(
+            f"  transaction stream: {t.scales} scales ({t.refused} refused while a rolling "
+            f"commit held it), epoch {extra.txn_epoch}: about {rolls} rolling commits; "
+            f"errors {dict(t.errors)}"
+        )
+    if extra.scope_deletes is not None:
+        d = extra.scope_deletes
+        print(
+            f"  recursive scope deletes: {d.deleted} done, {d.refused_creates} racing creates "
+            f"refused, {len(d.problems)} problems; errors {dict(d.errors)}"
+        )
     print(
         f"  retained stream: {kept.acked:,} acknowledged, {kept.read:,} read by its subscriber; "
         f"{extra.retained_truncated_bytes:,} bytes truncated by retention; "

@@ -91,6 +91,9 @@ class ProxyFaults:
     kinds: tuple[FaultKind, ...] = tuple(FaultKind)
     slow_s: float = 0.5
     timeout_s: float = S3_READ_TIMEOUT_S + 5.0
+    only: str = ""
+    """When set, only requests whose path (with its query) contains it may get a fault (a
+    Tier-2 outage: ``"tier2"``, the prefix of that tier's keys)."""
 
     def __post_init__(self) -> None:
         for name in ("rate", "slow_s", "timeout_s"):
@@ -107,6 +110,8 @@ class ProxyFaults:
             raise InvalidArgumentError(f"ProxyFaults.kinds: {self.kinds!r}: {e}") from None
         if not kinds:
             raise InvalidArgumentError("ProxyFaults.kinds must name at least one kind")
+        if not isinstance(self.only, str):
+            raise InvalidArgumentError(f"ProxyFaults.only must be a str: {self.only!r}")
         object.__setattr__(self, "kinds", kinds)
 
 
@@ -348,7 +353,7 @@ class FaultyS3Proxy:
     def _decide(self, method: str, path: str) -> tuple[FaultKind | None, ProxyFaults]:
         with self._lock:
             faults = self._faults
-            hit = self._rng.random() < faults.rate
+            hit = self._rng.random() < faults.rate and (not faults.only or faults.only in path)
             kind = self._rng.choice(faults.kinds) if hit else None
             if kind is not None:
                 self._counts[kind.value] += 1

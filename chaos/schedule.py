@@ -23,6 +23,9 @@ NODE_ADD = "node_add"
 READER_KILL = "reader_kill"
 ZOMBIE = "zombie"
 """A container taken over by a zombie process, then restarted: the zombie keeps writing."""
+TIER2_OUTAGE = "tier2_outage"
+"""Every request to Tier-2 fails (503) for ``chaos.run.TIER2_OUTAGE_S``: Tier-1 holds what
+is acknowledged meanwhile, and the storage writers flush it once Tier-2 is back."""
 CONTROLLER_ACTORS = (
     "controller",  # an API instance (named controller or controller-<i>)
     "request-event-processor",
@@ -39,13 +42,19 @@ CONTROLLER_ACTORS = (
 def per_ten_minutes(seconds: float) -> dict[str, int]:
     """The issue's fault counts for a run of ``seconds``: 20 container kills and 5 kills of
     each controller actor per 10 minutes, a node removed and one added, a zombie container, a
-    reader killed every three minutes; at least one of each however short."""
+    Tier-2 outage, a reader killed every three minutes; at least one of each however short."""
     scale = seconds / 600.0
 
     def at_least_one(per_ten: float) -> int:
         return max(1, math.ceil(per_ten * scale))
 
-    counts = {CONTAINER_KILL: at_least_one(20), NODE_REMOVE: 1, NODE_ADD: 1, ZOMBIE: 1}
+    counts = {
+        CONTAINER_KILL: at_least_one(20),
+        NODE_REMOVE: 1,
+        NODE_ADD: 1,
+        ZOMBIE: 1,
+        TIER2_OUTAGE: 1,
+    }
     counts[READER_KILL] = at_least_one(3.3)
     for actor in CONTROLLER_ACTORS:
         counts[f"kill:{actor}"] = at_least_one(5)

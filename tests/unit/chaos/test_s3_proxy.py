@@ -450,3 +450,17 @@ def test_boto3_through_the_proxy(s3_server: Any, s3_bucket: tuple[Any, str]) -> 
         assert counts["error_503"] > 0
         assert counts["requests"] == 8 + 40
         client.close()
+
+
+def test_faults_only_on_paths_that_contain_only() -> None:
+    """A Tier-2 outage: every request under ``tier2`` fails, none of the others does (a
+    listing names the tier in its query)."""
+    outage = ProxyFaults(rate=1.0, kinds=(FaultKind.ERROR_503,), only="tier2")
+    proxy = FaultyS3Proxy("http://127.0.0.1:1", seed=3, faults=outage)  # never started
+    for path in ("/b/tier2/segments/x", "/b?list-type=2&prefix=tier2%2Fchunks"):
+        assert proxy._decide("GET", path)[0] is FaultKind.ERROR_503
+    for path in ("/b/tier1/log/0", "/b?list-type=2&prefix=tier1%2F"):
+        assert proxy._decide("PUT", path)[0] is None
+    assert proxy.counts()["error_503"] == 2
+    with pytest.raises(InvalidArgumentError):
+        ProxyFaults(only=3)  # type: ignore[arg-type]
