@@ -98,7 +98,8 @@ FAULT_WINDOW_S = 10.0
 T = TypeVar("T")
 
 TIER2_OUTAGE_S = 30.0
-"""How long a Tier-2 outage (every Tier-2 request answered 503) lasts."""
+"""How long a Tier-2 outage (every Tier-2 request answered 503) lasts; in a run shorter than
+ten times this, a tenth of the run (9 s of a 90 s smoke run)."""
 KILL_RETRY_S = 30.0
 """How long an actor kill that failed (the actor restarting) is tried again."""
 ZOMBIE_WRITE_S = 10.0
@@ -137,8 +138,10 @@ class Injector:
         zombie: ZombieSpec,
         proxy: ProxyProcess,
         faults: ProxyFaults,
+        outage_s: float = TIER2_OUTAGE_S,
     ) -> None:
         self.cluster = cluster
+        self.outage_s = outage_s
         self.zombie = zombie
         self.proxy = proxy
         self.faults = faults
@@ -190,14 +193,14 @@ class Injector:
             self.applied.append(record)
 
     def _tier2_outage(self, record: dict[str, Any], at: float) -> None:
-        """Every Tier-2 request fails (503) for ``TIER2_OUTAGE_S``, then the run's S3 faults
-        come back (unless the run stopped them meanwhile). Tier-1 gets no fault meanwhile."""
+        """Every Tier-2 request fails (503) for ``outage_s``, then the run's S3 faults come
+        back (unless the run stopped them meanwhile). Tier-1 gets no fault meanwhile."""
         record["target"] = "tier2"
         outage = ProxyFaults(rate=1.0, kinds=(FaultKind.ERROR_503,), only="tier2")
         self.proxy.set_faults(outage)
 
         def end() -> None:
-            time.sleep(TIER2_OUTAGE_S)
+            time.sleep(self.outage_s)
             with self._lock:
                 if self.faults_on.is_set():
                     self.proxy.set_faults(self.faults)
@@ -670,7 +673,10 @@ def load_and_check(
     )
     readers.started = subscriber.started = started  # their reads' times count from here too
     kv = KvClients(cluster, seed + 3)
-    injector = Injector(cluster, nodes, namespace, readers, started, zombie, proxy, faults)
+    outage_s = min(TIER2_OUTAGE_S, args.minutes * 6.0)  # a tenth of the run at most
+    injector = Injector(
+        cluster, nodes, namespace, readers, started, zombie, proxy, faults, outage_s
+    )
     txn_scales = TxnStreamScaler(cluster, seed + 9)
     scope_deletes = ScopeDeletes(cluster, seed + 10)
     parts: list[Part] = [
