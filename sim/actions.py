@@ -149,6 +149,10 @@ def _due(world: World, items: Sequence[Any]) -> int:
 
 def _io(world: World, node: Node) -> str:
     io = node.ios.pop(_due(world, node.ios))
+    if io.tier2 and world.faulty and world.faults.tier2_down(world.steps):
+        io.run(OSError(INJECTED))
+        world._count("tier2_outage_failures")
+        return f"c{node.container_id} io {io.kind} FAILS (Tier-2 down)"
     io.run()
     return f"c{node.container_id} io {io.kind}"
 

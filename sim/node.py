@@ -91,8 +91,12 @@ class Io:
     due: float  # it may complete from then on (virtual seconds)
     kind: str = field(init=False)
 
+    tier2: bool = field(init=False)  # a call of the Tier-2 chunk storage
+
     def __post_init__(self) -> None:
         self.kind = _kind(self.function)
+        owner = getattr(_target(self.function), "__self__", None)
+        self.tier2 = owner is not None and "ChunkStorage" in type(owner).__name__
 
     def run(self, error: BaseException | None = None) -> None:
         """Run the call (or fail it with ``error``) and complete its future."""

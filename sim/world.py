@@ -133,6 +133,7 @@ FAULT_KINDS = frozenset(
         "torn_tail",
         "clock_jump",
         "controller_crash",
+        "tier2_outage",
     }
 )
 """Every kind of fault the simulation injects (``SimConfig.faults`` picks some):
@@ -148,7 +149,10 @@ FAULT_KINDS = frozenset(
   at a step from 1 to DEFAULT_STEPS (``sim/clock.py``); the monotonic clock does not;
 * ``controller_crash``: the controller's process dies (``sim/controller.py``), between two
   steps of a scale workflow (mid-scale) or at any step, and restarts 0.05 to 2 s later,
-  rebuilt from its table segments.
+  rebuilt from its table segments;
+* ``tier2_outage``: Tier-2 is down for a stretch of 50 to 400 steps (from a step from 1 to
+  DEFAULT_STEPS): every chunk call of every container fails with an I/O error meanwhile,
+  so Tier-1 holds what is acknowledged and the storage writers flush it once it is back.
 """
 
 SCALES_MAX = 3
@@ -211,6 +215,13 @@ class Faults:
     clock_jump_step: int = 0  # the step (1 to DEFAULT_STEPS) the wall clock jumps at; 0: never
     clock_jump_ms: int = 0  # by how much (either way)
     controller_crash: float = 0.0  # the chance at each workflow step; a tenth of it per step
+    tier2_outage_step: int = 0  # the first step of the Tier-2 outage; 0: none
+    tier2_outage_steps: int = 0  # how many steps it lasts
+
+    def tier2_down(self, step: int) -> bool:
+        """Whether Tier-2 is down at ``step`` (the ``tier2_outage`` fault)."""
+        start = self.tier2_outage_step
+        return bool(start) and start <= step < start + self.tier2_outage_steps
 
     @staticmethod
     def draw(
@@ -218,13 +229,15 @@ class Faults:
         kinds: frozenset[str],
         extra: random.Random,
         controller: random.Random | None = None,
+        outage: random.Random | None = None,
     ) -> Faults:
         """The seed's rates; a kind not in ``kinds`` gets 0 (the draws are made anyway, so
         leaving a kind out changes nothing else of a seed's run but that kind's faults).
 
-        The kinds added later (``torn_tail``, ``clock_jump``; ``controller_crash``) are
-        drawn from generators of their own (``extra``; ``controller``, none: no controller
-        crash), so adding them changed no other draw.
+        The kinds added later (``torn_tail``, ``clock_jump``; ``controller_crash``;
+        ``tier2_outage``) are drawn from generators of their own (``extra``; ``controller``,
+        none: no controller crash; ``outage``, none: no outage), so adding them changed no
+        other draw.
         """
 
         def rate(kind: str, on: float, low: float, high: float, source: random.Random) -> float:
@@ -247,6 +260,7 @@ class Faults:
             controller_crash=0.0
             if controller is None
             else rate("controller_crash", 0.6, 0.05, 0.3, controller),
+            **_outage(outage, "tier2_outage" in kinds),
         )
 
     def active(self) -> frozenset[str]:
@@ -260,8 +274,20 @@ class Faults:
             "torn_tail": self.torn_tail,
             "clock_jump": self.clock_jump_step,
             "controller_crash": self.controller_crash,
+            "tier2_outage": self.tier2_outage_steps,
         }
         return frozenset(kind for kind, rate in rates.items() if rate)
+
+
+def _outage(source: random.Random | None, on: bool) -> dict[str, int]:
+    """The ``tier2_outage`` fields of :meth:`Faults.draw` (drawn even when off)."""
+    if source is None:
+        return {}
+    happens = source.random() < 0.5
+    start, steps = source.randint(1, DEFAULT_STEPS), source.randint(50, 400)
+    if not (happens and on):
+        return {}
+    return {"tier2_outage_step": start, "tier2_outage_steps": steps}
 
 
 @dataclass
@@ -305,6 +331,7 @@ class World:
             config.faults,
             random.Random(f"sim-extra:{seed}"),
             random.Random(f"sim-controller:{seed}"),
+            random.Random(f"sim-tier2:{seed}"),
         )
         self.scale_rng = random.Random(f"sim-scale:{seed}")
         count = self.scale_rng.choice((0, 1, 2, 2, 3, 3)) if config.scales else 0
