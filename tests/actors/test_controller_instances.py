@@ -163,7 +163,10 @@ def test_instances_killed_in_a_loop_fail_no_call_and_lose_nothing(cluster, uniqu
             last = mgr.get_stream_info(scope, "st").segments[-1]
             middle = (last.key_low + last.key_high) / 2
             new = [(last.key_low, middle), (middle, last.key_high)]
-            assert mgr.scale_stream(scope, "st", [last.segment_id], new)
+            try:
+                assert mgr.scale_stream(scope, "st", [last.segment_id], new)
+            except pr.ScaleConflictError:
+                continue  # a rolling commit replaced the segments read: read them again
             scales[0] += 1
             time.sleep(0.5)
 
@@ -196,5 +199,6 @@ def test_instances_killed_in_a_loop_fail_no_call_and_lose_nothing(cluster, uniqu
             assert numbers == sorted(numbers), f"routing key {key} out of order"
     for name in committed:
         assert sorted(e.event["n"] for e in events if e.event["s"] == name) == list(range(10))
-    assert mgr.get_stream_info(scope, "st").epoch == scales[0]
+    epoch = mgr.get_stream_info(scope, "st").epoch
+    assert epoch >= scales[0] and (epoch - scales[0]) % 2 == 0  # a rolling commit adds two
     assert cluster._controller.damaged_records() == {}
