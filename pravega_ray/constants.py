@@ -312,3 +312,10 @@ TABLE_COMPACTION_MIN_UTILIZATION = 0.75
 TABLE_COMPACTION_ROUND_BYTES = 1 * MIB
 """How much of a table segment's head one compaction round reads (it copies the live
 entries of it to the tail, then truncates it)."""
+
+WRITE_LOG_RETENTION_S = 7 * 24 * 3600.0
+"""How long a finished (COMMITTED or ABORTED) exactly-once write's record is kept
+(``data/write_log.py``): a write id reused later than this after its write finished writes
+again (Kafka's ``transactional.id.expiration.ms`` is the analogue, also 7 days)."""
+WRITE_LOG_RETENTION_S_MAX = 10 * 365 * 24 * 3600.0
+"""Longest write-log retention accepted (ten years: "for ever" in practice)."""

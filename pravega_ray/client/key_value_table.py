@@ -22,7 +22,8 @@ call raises (outcome unknown) and the partition continues under a new client id.
 Iteration (``iter_keys``, ``iter_entries``) walks the partitions one after
 another, a page at a time, in hash order (not key order). Keys present
 throughout are seen exactly once; keys added or removed meanwhile may or may
-not be.
+not be. ``entries_page`` gives the same walk a page per call, from a position that
+can be stored between calls (a scan spread over time).
 
 Stored bytes the serializers cannot decode raise SerializationError (attributes
 ``key``: the raw key, ``data``: the raw value, ``version``) and change nothing; an
@@ -273,6 +274,51 @@ class KeyValueTable(Generic[K, V]):
             self, lambda e: TableEntry(self._key(e), self._value(e), e.version), with_values=True
         )
 
+    def entries_page(
+        self, position: bytes | None = None
+    ) -> tuple[list[TableEntry[K, V]], bytes | None]:
+        """One page of the table's entries from ``position`` (None: the start), in the order
+        of :meth:`iter_entries`, and the position of the next page (None: the end).
+
+        For a scan spread over time (even over processes: a position is opaque bytes that
+        can be stored): going from None to None sees every key present throughout exactly
+        once, as an iteration does. A page holds at most ``TABLE_ITERATE_LIMIT`` entries
+        and may be empty before the end. InvalidArgumentError for a position that is not
+        one of this table's (another table's, or a table of that name re-created with
+        fewer partitions); SerializationError if an entry does not decode (nothing of the
+        page is returned: a bytes serializer sees every entry); DataCorruptionError for an
+        entry that cannot be read, with ``position`` (bytes: after it) to go on from.
+        """
+        partition, cursor = self._decode_position(position)
+        segment = self._partitions[partition].segment
+        try:
+            page, cursor = self._page(segment, cursor, True)
+        except DataCorruptionError as e:
+            after = getattr(e, "cursor", None)
+            if not isinstance(after, bytes):
+                raise
+            vars(e)["position"] = _position(partition, after)
+            raise
+        entries = [TableEntry(self._key(e), self._value(e), e.version) for e in page]
+        if cursor is not None:
+            return entries, _position(partition, cursor)
+        if partition + 1 < len(self._partitions):
+            return entries, _position(partition + 1, None)
+        return entries, None
+
+    def _decode_position(self, position: bytes | None) -> tuple[int, bytes | None]:
+        if position is None:
+            return 0, None
+        if not isinstance(position, bytes) or len(position) < 2:
+            raise InvalidArgumentError(f"bad table position {position!r}")
+        partition = int.from_bytes(position[:2], "big")
+        if partition >= len(self._partitions):
+            raise InvalidArgumentError(
+                f"table position of partition {partition}: "
+                f"{self.info.scope}/{self.info.name} has {len(self._partitions)}"
+            )
+        return partition, (position[2:] or None)
+
     def _page(
         self, segment: str, cursor: bytes | None, with_values: bool
     ) -> tuple[list[SegmentEntry], bytes | None]:
@@ -372,6 +418,12 @@ class _Entries(Iterator[R]):
             self._partition_done = self._cursor is None
         entry = self._page.popleft()
         return self._convert(entry)
+
+
+def _position(partition: int, cursor: bytes | None) -> bytes:
+    """*format* A table position: the partition (u16, big-endian), then the table segment's
+    iteration cursor (none: the partition's start)."""
+    return partition.to_bytes(2, "big") + (cursor or b"")
 
 
 def _undecodable(what: str, entry: SegmentEntry, cause: BaseException) -> SerializationError:

@@ -177,7 +177,7 @@ def _finish_commit(
     def committed(current: WriteRecord) -> WriteRecord:
         if current.run_id != record.run_id or current.state is not WriteState.COMMITTING:
             raise IllegalStateError(f"write {record.write_id!r} changed while committing")
-        return dataclasses.replace(current, state=WriteState.COMMITTED)
+        return current.finished(WriteState.COMMITTED)
 
     return write_log.update(record.write_id, committed)
 
@@ -297,9 +297,12 @@ class WriteRun:
     ) -> WriteRun | WriteStreamResult:
         """A new run of ``write_id`` (a random id if None), or the result of a write id
         committed before (``already-committed``) or finished now (``resumed``).
-        IllegalStateError if another driver runs the same write id."""
+        IllegalStateError if another driver runs the same write id. First runs one step of
+        the write log's expiry (``write_log.py``, *retention*): a write id whose record
+        expired (finished over ``WRITE_LOG_RETENTION_S`` ago) writes again."""
         the_id = write_id if write_id is not None else f"auto-{uuid.uuid4().hex}"
         write_log = WriteLog(cluster, scope, stream)
+        _expire_quietly(write_log)
         writer = cluster.create_transactional_writer(scope, stream, lease_s=lease_s)
         try:
             previous = write_log.get(the_id)
@@ -364,7 +367,7 @@ class WriteRun:
             def aborted(current: WriteRecord) -> WriteRecord:
                 if current.run_id != self.run_id or current.state is not WriteState.OPEN:
                     raise IllegalStateError(f"write {self.write_id!r} changed")
-                return dataclasses.replace(current, state=WriteState.ABORTED)
+                return current.finished(WriteState.ABORTED)
 
             self._log.update(self.write_id, aborted)
             if not self._given_id:
@@ -603,6 +606,18 @@ def committed_result(
     if record is None or record.state is not WriteState.COMMITTED:
         return None
     return _result(record, "already-committed")
+
+
+def _expire_quietly(write_log: WriteLog) -> None:
+    """One step of the write log's expiry (``write_log.py``, *retention*), before the write
+    reads its own record; a failure only delays it."""
+    try:
+        removed = write_log.expire()
+    except PravegaError as e:
+        log.info("write log of %s: expiry step failed: %r", write_log.scope, e)
+        return
+    if removed:
+        log.info("write log of %s: %d finished write records expired", write_log.scope, removed)
 
 
 def _remove_quietly(write_log: WriteLog, write_id: str) -> None:

@@ -18,7 +18,22 @@ ids and the driver moving the state never overwrite each other::
   commit; whoever finds the record so (a driver that died there, run again with the same
   write id) commits exactly those and aborts the rest.
 * COMMITTED / ABORTED: final for that run; ABORTED (or OPEN from a dead driver) lets the
-  same write id write again under a new run.
+  same write id write again under a new run. The record says when it became final
+  (``finished_ms``, wall clock).
+
+*retention* A final record is kept for ``retention_s`` (:data:`WRITE_LOG_RETENTION_S`, 7 days,
+by default) after it finished, then :meth:`WriteLog.expire` removes it, conditionally on the
+version it read, so a record changed meanwhile (the write id started again) is never lost.
+That is the contract of a retention period: **a write id reused after its record expired
+writes again**, as a new write (Kafka's transactional ids expire likewise). Exactly once
+holds for retries within the period. OPEN and COMMITTING records never expire (a driver may
+still finish them). A final record written before ``finished_ms`` existed is stamped
+"finished now" the first time an expiry sees it, so its period starts then. Each write start
+(``WriteRun.begin``) runs one expiry step: one page of the scope's table (at most
+``TABLE_ITERATE_LIMIT`` records, every stream of the scope), resuming where the previous step
+stopped (a position kept in the table under :data:`EXPIRY_POSITION_KEY`), removing at most
+:data:`EXPIRY_CHANGES_MAX` records: a table of N records is swept every N / 1000 write starts
+or so, and the work of one is bounded.
 
 This module talks only to the client (no Ray): the Ray Data sink in ``datasink.py`` and
 the tests use it.
@@ -29,6 +44,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import json
+import logging
 import random
 import time
 import uuid
@@ -37,17 +53,24 @@ from enum import Enum
 from typing import Any
 
 from pravega_ray.client.client_factory import ClientFactory
-from pravega_ray.client.key_value_table import KeyValueTable
+from pravega_ray.client.key_value_table import KeyValueTable, TableEntry
 from pravega_ray.client.serializers import BytesSerializer, Utf8Serializer
+from pravega_ray.constants import WRITE_LOG_RETENTION_S, WRITE_LOG_RETENTION_S_MAX
+from pravega_ray.contracts.arguments import INT64_MAX, check_int, check_seconds
 from pravega_ray.errors import (
     BadKeyVersionError,
+    DataCorruptionError,
     IllegalStateError,
     InvalidArgumentError,
     KeyValueTableNotFoundError,
     NoSuchKeyError,
 )
 
+log = logging.getLogger(__name__)
+
 __all__ = [
+    "EXPIRY_CHANGES_MAX",
+    "EXPIRY_POSITION_KEY",
     "WRITE_ID_LENGTH_MAX",
     "WRITE_LOG_TABLE",
     "WRITE_TXNS_MAX",
@@ -79,6 +102,14 @@ UPDATE_BACKOFF_S = 0.005
 TABLE_READY_WAIT_S = 30.0
 """How long to wait for a table being created by someone else to become active."""
 
+EXPIRY_CHANGES_MAX = 100
+"""Most records one expiry step removes or stamps (each is a table call); a step that reaches
+it leaves the position where it was, and the next step reads the same page again."""
+
+EXPIRY_POSITION_KEY = "/expiry-position"
+"""The table key holding where the next expiry step starts (a table position, opaque). No
+record has it: a record's key starts with its stream's name, never empty."""
+
 
 class WriteState(str, Enum):
     OPEN = "open"
@@ -100,6 +131,17 @@ class WriteRecord:
     commit: tuple[str, ...] = ()
     events: int = 0
     bytes: int = 0
+    finished_ms: int | None = None
+    """When the record became COMMITTED or ABORTED (wall clock, ms); None before, and in
+    records written before the field existed."""
+
+    def finished(self, state: WriteState, now_ms: int | None = None) -> WriteRecord:
+        """This record in final ``state`` (COMMITTED or ABORTED), finished at ``now_ms``
+        (the wall clock if None)."""
+        if state not in (WriteState.COMMITTED, WriteState.ABORTED):
+            raise InvalidArgumentError(f"{state} is not a final state")
+        at = int(time.time() * 1000) if now_ms is None else now_ms
+        return dataclasses.replace(self, state=state, finished_ms=at)
 
     def to_json(self) -> builtins.bytes:  # (the field ``bytes`` hides the type here)
         value = dataclasses.asdict(self)
@@ -117,6 +159,7 @@ class WriteRecord:
             commit=tuple(value["commit"]),
             events=int(value["events"]),
             bytes=int(value["bytes"]),
+            finished_ms=None if value.get("finished_ms") is None else int(value["finished_ms"]),
         )
 
     def txn_ids(self) -> list[uuid.UUID]:
@@ -143,12 +186,24 @@ class WriteLog:
 
     The constructor creates the scope's table if needed (ScopeNotFoundError if the scope
     does not exist); with ``create=False`` (write tasks: their driver created it) it only
-    opens it, saving a controller call. Thread-safe as its key-value table is.
+    opens it, saving a controller call. ``retention_s``: how long :meth:`expire` keeps a
+    finished record (a finite number of seconds above 0, at most WRITE_LOG_RETENTION_S_MAX;
+    InvalidArgumentError otherwise, before anything is opened). Thread-safe as its
+    key-value table is.
     """
 
     def __init__(
-        self, factory: ClientFactory, scope: str, stream: str, *, create: bool = True
+        self,
+        factory: ClientFactory,
+        scope: str,
+        stream: str,
+        *,
+        create: bool = True,
+        retention_s: float = WRITE_LOG_RETENTION_S,
     ) -> None:
+        self.retention_s = check_seconds(
+            "retention_s", retention_s, WRITE_LOG_RETENTION_S_MAX, positive=True
+        )
         self.scope = scope
         self.stream = stream
         self._table = _open_table(factory, scope, create)
@@ -226,6 +281,74 @@ class WriteLog:
     def remove(self, write_id: str) -> None:
         """Forget the write (a no-op if it has no record)."""
         self._table.remove(self._key(write_id))
+
+    def expire(self, now_ms: int | None = None) -> int:
+        """One expiry step (module docstring, *retention*): removes the final records of the
+        next page of the scope's table that finished at least ``retention_s`` before
+        ``now_ms`` (the wall clock if None), stamps final records without ``finished_ms``
+        with ``now_ms``, and stores where the next step starts. Returns how many records it
+        removed.
+
+        Every change is conditional on the version read, so a record that changed meanwhile
+        is left for a later step. At most one page (``TABLE_ITERATE_LIMIT`` records) is read
+        and at most EXPIRY_CHANGES_MAX records changed. A stored position that is not this
+        table's starts over; an entry that cannot be read (DataCorruptionError) is stepped
+        over, and so is a value that is not a record (logged). Errors of the table calls
+        (the table deleted, a container unreachable) propagate: callers doing this
+        opportunistically catch PravegaError.
+        """
+        now = (
+            int(time.time() * 1000) if now_ms is None else check_int("now_ms", now_ms, 0, INT64_MAX)
+        )
+        cutoff = now - int(self.retention_s * 1000)
+        position = _position_of(self._table.get(EXPIRY_POSITION_KEY))
+        try:
+            page, after = self._table.entries_page(position)
+        except InvalidArgumentError:
+            page, after = self._table.entries_page(None)  # not this table's: start over
+        except DataCorruptionError as e:
+            page, after = [], getattr(e, "position", None)
+            log.warning("write log of %s: stepping over an unreadable entry: %s", self.scope, e)
+        removed = changed = 0
+        for entry in page:
+            if changed >= EXPIRY_CHANGES_MAX:
+                after = position  # the rest of this page next time
+                break
+            if entry.key == EXPIRY_POSITION_KEY:
+                continue
+            try:
+                record = WriteRecord.from_json(entry.value)
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning(
+                    "write log of %s: %s is not a write record: %r", self.scope, entry.key, e
+                )
+                continue
+            if record.state not in (WriteState.COMMITTED, WriteState.ABORTED):
+                continue
+            try:
+                if record.finished_ms is None:  # written before the field: its period starts now
+                    stamped = dataclasses.replace(record, finished_ms=now)
+                    self._table.replace(entry.key, stamped.to_json(), entry.version)
+                    changed += 1
+                elif record.finished_ms <= cutoff:
+                    self._table.remove(entry.key, entry.version)
+                    removed += 1
+                    changed += 1
+            except (BadKeyVersionError, NoSuchKeyError):
+                continue  # changed or removed meanwhile: a later step sees it again
+        self._table.put(EXPIRY_POSITION_KEY, b"" if after is None else after.hex().encode())
+        return removed
+
+
+def _position_of(entry: TableEntry[str, bytes] | None) -> bytes | None:
+    """The stored expiry position (None: the table's start, also for a damaged value)."""
+    if entry is None or not entry.value:
+        return None
+    try:
+        return bytes.fromhex(entry.value.decode())
+    except (UnicodeDecodeError, ValueError):
+        log.warning("write log: ignoring a damaged expiry position %r", entry.value[:64])
+        return None
 
 
 def _open_table(factory: ClientFactory, scope: str, create: bool) -> KeyValueTable[str, bytes]:

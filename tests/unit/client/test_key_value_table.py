@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import pravega_ray as pr
+from pravega_ray import constants
 from pravega_ray.inprocess import InProcessCluster
 
 pytestmark = pytest.mark.timeout(60)
@@ -86,6 +87,33 @@ def test_many_keys_spread_over_partitions_and_iterate_exactly_once(
     info = cluster.stream_manager().get_key_value_table_info("sc", "many")
     sizes = [len(changes(cluster, s)) for s in info.segments]
     assert sum(sizes) == 2500 and min(sizes) > 400, sizes
+
+
+def test_entries_page_scans_every_key_once_from_stored_positions(
+    cluster: InProcessCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(constants, "TABLE_ITERATE_LIMIT", 7)  # many pages per partition
+    cluster.stream_manager().create_key_value_table("sc", "paged", partitions=3)
+    kvt = cluster.key_value_table("sc", "paged")
+    expected = {b"key-%d" % i: kvt.put(b"key-%d" % i, b"v%d" % i) for i in range(60)}
+    seen: list[bytes] = []
+    position: bytes | None = None
+    pages = 0
+    while True:
+        page, position = kvt.entries_page(position)
+        assert len(page) <= 7
+        seen += [e.key for e in page if expected[e.key] == e.version]
+        pages += 1
+        if position is None:
+            break
+    assert sorted(seen) == sorted(expected) and pages >= 60 // 7
+    cluster.stream_manager().create_key_value_table("sc", "one", partitions=1)
+    other = cluster.key_value_table("sc", "one")
+    with pytest.raises(pr.InvalidArgumentError):  # partition 2 of a one-partition table
+        other.entries_page((2).to_bytes(2, "big"))
+    for bad in (b"", b"\x00", b"\x00\x00bad-cursor"):
+        with pytest.raises(pr.InvalidArgumentError):
+            other.entries_page(bad)
 
 
 def test_bad_input_gets_typed_errors_and_changes_nothing(cluster: InProcessCluster) -> None:

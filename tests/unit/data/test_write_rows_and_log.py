@@ -3,8 +3,10 @@ write record (``write_log``) on an in-process cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -12,9 +14,27 @@ import pyarrow as pa
 import pytest
 
 import pravega_ray as pr
-from pravega_ray.constants import MAX_EVENT_SIZE_BYTES
-from pravega_ray.data.datasink import WRITE_BATCH_BYTES, _write_batched
-from pravega_ray.data.write_log import WRITE_LOG_TABLE, WriteLog, WriteState, check_write_id
+from pravega_ray import constants
+from pravega_ray.constants import (
+    MAX_EVENT_SIZE_BYTES,
+    WRITE_LOG_RETENTION_S,
+    WRITE_LOG_RETENTION_S_MAX,
+)
+from pravega_ray.data import write_log
+from pravega_ray.data.datasink import (
+    WRITE_BATCH_BYTES,
+    WriteRun,
+    WriteStreamResult,
+    _write_batched,
+)
+from pravega_ray.data.write_log import (
+    EXPIRY_POSITION_KEY,
+    WRITE_LOG_TABLE,
+    WriteLog,
+    WriteRecord,
+    WriteState,
+    check_write_id,
+)
 from pravega_ray.data.write_rows import check_schema, events_of_table
 from pravega_ray.inprocess import InProcessCluster
 from tests.checks import read_exactly
@@ -129,5 +149,154 @@ def test_write_tasks_batch_rows_per_key_and_keep_each_keys_order_and_every_row()
         for key in {k for k, _ in pending} - {None}:  # keyless rows have no order
             mine = [e["n"] for e in got if e["k"] == key]
             assert mine == sorted(mine), f"key {key} out of order"
+    finally:
+        cluster.shutdown()
+
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def test_write_log_expires_finished_records_after_the_retention_and_keeps_the_rest() -> None:
+    cluster = InProcessCluster(container_count=2)
+    try:
+        cluster.stream_manager().create_scope("sc")
+        log = WriteLog(cluster, "sc", "st", retention_s=3600.0)
+        assert log.retention_s == 3600.0 and WriteLog(cluster, "sc", "st").retention_s == (
+            WRITE_LOG_RETENTION_S
+        )
+        t0 = 1_800_000_000_000
+
+        def finish(
+            write_id: str, state: WriteState, at_ms: int, stream_log: WriteLog = log
+        ) -> None:
+            record = stream_log.start(write_id, stream_log.get(write_id))
+            stream_log.update(write_id, lambda r: r.finished(state, at_ms))
+            assert record.finished_ms is None
+
+        finish("committed", WriteState.COMMITTED, t0)
+        finish("aborted", WriteState.ABORTED, t0 + 1800_000)
+        finish("elsewhere", WriteState.COMMITTED, t0, WriteLog(cluster, "sc", "other"))
+        log.start("open", None)
+        committing = log.start("committing", None)
+        log.update("committing", lambda r: dataclasses.replace(r, state=WriteState.COMMITTING))
+        legacy = WriteRecord("legacy", "run", WriteState.COMMITTED, events=3)  # no finished_ms
+        raw = legacy.to_json().replace(b',"finished_ms":null', b"")
+        assert b"finished_ms" not in raw
+        log._table.put("st/legacy", raw)  # type: ignore[attr-defined]  # an older version's
+        assert WriteRecord.from_json(raw).finished_ms is None
+
+        assert log.expire(t0 + 3599_999) == 0  # nothing old enough; the legacy one is stamped
+        assert log.get("legacy").finished_ms == t0 + 3599_999  # type: ignore[union-attr]
+        assert log.expire(t0 + 3600_000) == 2  # the committed one, the other stream's too
+        assert log.get("committed") is None
+        assert WriteLog(cluster, "sc", "other").get("elsewhere") is None
+        assert log.expire(t0 + 5400_000) == 1 and log.get("aborted") is None
+        assert log.expire(t0 + 2 * 3600_000) == 1 and log.get("legacy") is None
+        assert log.expire(t0 + 100 * DAY_MS) == 0  # unfinished records never expire
+        assert log.get("open").state is WriteState.OPEN  # type: ignore[union-attr]
+        assert log.get("committing").run_id == committing.run_id  # type: ignore[union-attr]
+        # A write id reused after its record expired starts afresh: it writes again.
+        assert log.start("committed", log.get("committed")).state is WriteState.OPEN
+    finally:
+        cluster.shutdown()
+
+
+def test_write_log_expiry_never_loses_a_record_reused_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = InProcessCluster(container_count=1)
+    try:
+        cluster.stream_manager().create_scope("sc")
+        log = WriteLog(cluster, "sc", "st", retention_s=1.0)
+        log.start("w", None)
+        log.update("w", lambda r: r.finished(WriteState.COMMITTED, 1000))
+        table = log._table  # type: ignore[attr-defined]
+        read_page = table.entries_page
+        restarted = []
+
+        def page_then_restart(position: bytes | None) -> Any:
+            page = read_page(position)  # the expiry reads the finished record ...
+            restarted.append(log.start("w", log.get("w")))  # ... a driver reuses the id
+            return page
+
+        with monkeypatch.context() as m:
+            m.setattr(table, "entries_page", page_then_restart)
+            assert log.expire(10_000_000) == 0  # its remove was conditional on the old version
+        record = log.get("w")
+        assert record is not None and record.run_id == restarted[0].run_id
+        assert record.state is WriteState.OPEN
+    finally:
+        cluster.shutdown()
+
+
+def test_write_log_expiry_does_bounded_work_per_step_and_sweeps_everything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(constants, "TABLE_ITERATE_LIMIT", 7)
+    monkeypatch.setattr(write_log, "EXPIRY_CHANGES_MAX", 3)
+    cluster = InProcessCluster(container_count=1)
+    try:
+        cluster.stream_manager().create_scope("sc")
+        log = WriteLog(cluster, "sc", "st", retention_s=1.0)
+        for i in range(30):
+            log.start(f"w{i}", None)
+            log.update(f"w{i}", lambda r: r.finished(WriteState.ABORTED, 1000))
+            log.start(f"open{i}", None)
+        table = log._table  # type: ignore[attr-defined]
+        read_page = table.entries_page
+        pages: list[int] = []
+
+        def counted(position: bytes | None) -> Any:
+            page, after = read_page(position)
+            pages.append(len(page))
+            return page, after
+
+        monkeypatch.setattr(table, "entries_page", counted)
+        removed: list[int] = []
+        while len(removed) < 100 and sum(removed) < 30:
+            removed.append(log.expire(10_000))
+        assert sum(removed) == 30 and max(removed) <= 3 and max(pages) <= 7
+        assert all(log.get(f"w{i}") is None for i in range(30))
+        assert all(log.get(f"open{i}") is not None for i in range(30))
+        assert [e.key for e in table.iter_entries()].count(EXPIRY_POSITION_KEY) == 1
+        # A position that is not this table's (say, of a table re-created) starts over.
+        table.put(EXPIRY_POSITION_KEY, ((5).to_bytes(2, "big") + b"x").hex().encode())
+        log.expire(10_000)
+        table.put(EXPIRY_POSITION_KEY, b"not hex")
+        log.expire(10_000)
+    finally:
+        cluster.shutdown()
+
+
+def test_write_log_retention_must_be_finite_and_positive() -> None:
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "60", WRITE_LOG_RETENTION_S_MAX * 2):
+        with pytest.raises(pr.InvalidArgumentError):
+            WriteLog(None, "sc", "st", retention_s=bad)  # type: ignore[arg-type]  # checked first
+    with pytest.raises(pr.InvalidArgumentError):
+        WriteRecord("w", "r", WriteState.OPEN).finished(WriteState.OPEN)
+
+
+def test_a_write_start_runs_an_expiry_step_and_an_expired_write_id_writes_again() -> None:
+    cluster = InProcessCluster(container_count=1)
+    try:
+        mgr = cluster.stream_manager()
+        mgr.create_scope("sc")
+        mgr.create_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
+        log = WriteLog(cluster, "sc", "st")
+        log.start("old", None)
+        long_ago = int(time.time() * 1000) - int(WRITE_LOG_RETENTION_S * 1000) - 1
+        log.update("old", lambda r: r.finished(WriteState.COMMITTED, long_ago))
+        log.start("recent", None)
+        log.update("recent", lambda r: r.finished(WriteState.COMMITTED))
+        recent = WriteRun.begin(cluster, "sc", "st", "recent", 30.0)
+        assert isinstance(recent, WriteStreamResult) and recent.outcome == "already-committed"
+        assert log.get("old") is None  # that start's expiry step removed it
+        again = WriteRun.begin(cluster, "sc", "st", "old", 30.0)
+        assert isinstance(again, WriteRun)  # expired: a new run, which writes again
+        again.abort(RuntimeError("test"))
+        again.close()
+        aborted = log.get("old")
+        assert aborted is not None and aborted.state is WriteState.ABORTED
+        assert aborted.finished_ms is not None and aborted.finished_ms > long_ago
     finally:
         cluster.shutdown()
