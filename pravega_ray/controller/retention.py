@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,15 @@ from pravega_ray.controller.cut_order import Cut, Ranges, cut_le
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.stream_configuration import RetentionPolicy, RetentionType
 
-__all__ = ["Case", "Choice", "RetentionRecord", "bound", "choose_truncation", "purge"]
+__all__ = [
+    "Case",
+    "Choice",
+    "RetentionRecord",
+    "bound",
+    "choose_truncation",
+    "encoded_bytes",
+    "purge",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,14 +199,38 @@ def purge(records: Sequence[RetentionRecord], cut: Cut, ranges: Ranges) -> list[
     return [r for r in records if not cut_le(r.cut, cut, ranges)]
 
 
-def bound(records: Sequence[RetentionRecord], most: int) -> list[RetentionRecord]:
-    """At most ``most`` (>= 2) records: while there are more, drop the inner record whose
-    neighbours are closest in time (the oldest and the newest always stay, so the set
-    still spans the stream, only more coarsely)."""
+def encoded_bytes(record: RetentionRecord) -> int:
+    """The bytes ``record`` takes in a stored retention set (its dict as compact JSON, and a
+    separator): what :func:`bound` counts."""
+    return len(json.dumps(record.to_dict(), separators=(",", ":"))) + 1
+
+
+def bound(
+    records: Sequence[RetentionRecord], most: int, bytes_max: int | None = None
+) -> list[RetentionRecord]:
+    """At most ``most`` (>= 2) records, and (if ``bytes_max`` is given) at most ``bytes_max``
+    bytes of them encoded (:func:`encoded_bytes`): while there are more, drop the inner record
+    whose neighbours are closest in time (the oldest and the newest stay, so the set still
+    spans the stream, only more coarsely). If the oldest and the newest alone are over
+    ``bytes_max`` (cuts of thousands of segments), the oldest goes too: the newest (the tail)
+    always stays, so the result is never empty unless ``records`` is."""
     if most < 2:
         raise InvalidArgumentError("a retention set keeps at least 2 records")
+    if bytes_max is not None and bytes_max < 1:
+        raise InvalidArgumentError(f"a retention set's byte bound must be >= 1, got {bytes_max}")
     out = list(records)
-    while len(out) > most:
+    sizes = [encoded_bytes(r) for r in out] if bytes_max is not None else []
+    total = sum(sizes)
+
+    def over() -> bool:
+        return len(out) > most or (bytes_max is not None and total > bytes_max)
+
+    while len(out) > 2 and over():
         gaps = [out[i + 1].time_ms - out[i - 1].time_ms for i in range(1, len(out) - 1)]
-        del out[1 + gaps.index(min(gaps))]
+        drop = 1 + gaps.index(min(gaps))
+        del out[drop]
+        if sizes:
+            total -= sizes.pop(drop)
+    if len(out) == 2 and over():
+        del out[0]
     return out

@@ -18,8 +18,8 @@ subscribers or not: consumption-based retention needs a policy, as Pravega's):
 3. The *tail cut*: the current epoch's segments at their lengths (asked of the segment
    store) with the time now and its size; appended to the retention set unless it equals
    the newest record (no new data). Records at or behind the head (a truncation that
-   completed) are dropped; the set is bounded to ``set_max`` records
-   (``retention.bound``: the inner records closest in time go first). Stored with one
+   completed) are dropped; the set is bounded to ``set_max`` records and ``set_bytes_max``
+   bytes of them (``retention.bound``: the inner records closest in time go first). Stored with one
    compare-and-set: a concurrent cycle of the same stream makes this one stop.
 4. The subscribers' acknowledgement cuts, their lower bound and its size.
 5. ``retention.choose_truncation``; if it picks a cut, the truncation is requested exactly
@@ -63,12 +63,20 @@ from pravega_ray.naming import stream_segment_name
 from pravega_ray.stream_configuration import StreamConfiguration
 from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
-__all__ = ["RETENTION_SET_MAX", "CycleResult", "RetentionService"]
+__all__ = ["RETENTION_SET_BYTES_MAX", "RETENTION_SET_MAX", "CycleResult", "RetentionService"]
 
 log = logging.getLogger(__name__)
 
 RETENTION_SET_MAX = 1000
 """Most records a stream's retention set keeps (about 3 weeks of 30-minute cycles)."""
+
+RETENTION_SET_BYTES_MAX = 512 * 1024
+"""Most bytes a stream's retention records take encoded (``retention.bound``): the set is one
+controller record, at most ``TABLE_VALUE_BYTES_MAX`` (1 MiB), which also holds the head mark
+(one more cut). A record's cut names every segment of its epoch, about 30 bytes each, so a
+stream of many segments keeps fewer records than RETENTION_SET_MAX: 512 KiB / (30 bytes x
+segments), about 17 records at 1,000 segments. Past about 8,000 segments only the tail fits,
+and retention can no longer choose a cut behind it (nor can the set fail to save)."""
 
 KIND = "retention"
 RUNNABLE = (StreamState.ACTIVE, StreamState.SCALING, StreamState.TRUNCATING)
@@ -111,6 +119,7 @@ class RetentionService:
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         step: Callable[[str], None] = lambda name: None,
         set_max: int = RETENTION_SET_MAX,
+        set_bytes_max: int = RETENTION_SET_BYTES_MAX,
     ) -> None:
         self._store = StreamMetadataStore(store)
         self._records = self._store.streams
@@ -120,6 +129,7 @@ class RetentionService:
         self._new_id = new_id
         self._step = step
         self._set_max = set_max
+        self._set_bytes_max = set_bytes_max
 
     # --- many streams ----------------------------------------------------------------------------
     def streams(self) -> Iterator[tuple[str, str]]:
@@ -192,7 +202,7 @@ class RetentionService:
                     records[-1].time_ms, max(tail.size, records[-1].size), tail.cut
                 )
             records.append(tail)
-        records = bound(records, self._set_max)
+        records = bound(records, self._set_max, self._set_bytes_max)
         if stored is None or len(records) != before or records != stored_records:
             try:
                 version = self._save(scope, stream, records, head_mark, version)

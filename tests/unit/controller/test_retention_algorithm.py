@@ -11,6 +11,7 @@ from pravega_ray.controller.retention import (
     RetentionRecord,
     bound,
     choose_truncation,
+    encoded_bytes,
     purge,
 )
 from pravega_ray.naming import segment_id
@@ -161,6 +162,21 @@ def test_bound_thins_the_set_keeping_its_ends() -> None:
     assert bound(records, 10) == records
     with pytest.raises(pr.InvalidArgumentError):
         bound(records, 1)
+
+
+def test_bound_keeps_the_set_within_its_bytes_however_many_segments_its_cuts_name() -> None:
+    wide = [RetentionRecord(t, t, {s: 100 + t for s in range(1000)}) for t in range(10, 40)]
+    each = encoded_bytes(wide[0])
+    assert each > 7_000  # a cut of 1,000 segments
+    kept = bound(wide, 1000, 10 * each)  # the count allows them all, the bytes ten
+    assert len(kept) == 10 and sum(map(encoded_bytes, kept)) <= 10 * each
+    assert kept[0] == wide[0] and kept[-1] == wide[-1]  # it still spans the stream
+    assert bound(wide, 1000, 2 * each + 5) == [wide[0], wide[-1]]
+    assert bound(wide, 1000, each) == [wide[-1]]  # only the tail fits: it stays
+    assert bound(wide[:1], 1000, 1) == wide[:1] and bound([], 5, 1) == []
+    assert bound(wide, 1000, 10**9) == wide
+    with pytest.raises(pr.InvalidArgumentError):
+        bound(wide, 5, 0)
 
 
 def test_records_round_trip() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.client.event_framing import frame_events
-from pravega_ray.controller.retention import Case, RetentionRecord
+from pravega_ray.controller.retention import Case, RetentionRecord, encoded_bytes
 from pravega_ray.controller.retention_service import RetentionService
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.timing import ManualClock
@@ -237,6 +237,20 @@ def test_the_retention_set_is_bounded(cluster) -> None:  # type: ignore[no-untyp
     stored = cluster.core._store.streams.versioned("retention", "sc", "st")[0]
     sizes = [r["size"] for r in stored["records"]]
     assert len(sizes) == 5 and sizes[0] == 10 and sizes[-1] == 120
+
+
+def test_the_retention_set_is_bounded_in_bytes(cluster) -> None:  # type: ignore[no-untyped-def]
+    (s,) = _stream(cluster, pr.RetentionPolicy.by_size(10_000, 0))
+    clock = clock_from_now()
+    one = encoded_bytes(RetentionRecord(clock.wall_time_ms(), 100, {s.segment_id: 100}))
+    service = RetentionService(
+        cluster.metadata, cluster._segment_helper(), clock=clock, set_bytes_max=4 * one
+    )
+    _grow(cluster, service, clock, s, 12)
+    stored = cluster.core._store.streams.versioned("retention", "sc", "st")[0]
+    records = [RetentionRecord.from_dict(r) for r in stored["records"]]
+    assert 2 <= len(records) <= 4 and sum(map(encoded_bytes, records)) <= 4 * one
+    assert records[0].size == 10 and records[-1].size == 120  # still spanning the stream
 
 
 def test_deleting_the_stream_deletes_its_retention_set(cluster) -> None:  # type: ignore[no-untyped-def]
