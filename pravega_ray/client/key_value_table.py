@@ -48,6 +48,7 @@ from typing import Any, Generic, TypeVar
 from pravega_ray import constants
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
+from pravega_ray.contracts.arguments import check_int
 from pravega_ray.contracts.attributes import NULL_VALUE
 from pravega_ray.contracts.records import KeyValueTableInfo
 from pravega_ray.contracts.segment_store import NOT_EXISTS, TableUpdate, TableUpdateResult
@@ -275,24 +276,27 @@ class KeyValueTable(Generic[K, V]):
         )
 
     def entries_page(
-        self, position: bytes | None = None
+        self, position: bytes | None = None, limit: int | None = None
     ) -> tuple[list[TableEntry[K, V]], bytes | None]:
         """One page of the table's entries from ``position`` (None: the start), in the order
         of :meth:`iter_entries`, and the position of the next page (None: the end).
 
         For a scan spread over time (even over processes: a position is opaque bytes that
         can be stored): going from None to None sees every key present throughout exactly
-        once, as an iteration does. A page holds at most ``TABLE_ITERATE_LIMIT`` entries
-        and may be empty before the end. InvalidArgumentError for a position that is not
-        one of this table's (another table's, or a table of that name re-created with
-        fewer partitions); SerializationError if an entry does not decode (nothing of the
-        page is returned: a bytes serializer sees every entry); DataCorruptionError for an
-        entry that cannot be read, with ``position`` (bytes: after it) to go on from.
+        once, as an iteration does. A page holds at most ``limit`` entries (1 to
+        ``TABLE_ITERATE_LIMIT``, that if None) and may be empty before the end.
+        InvalidArgumentError for a bad limit or a position that is not one of this table's
+        (another table's, or a table of that name re-created with fewer partitions);
+        SerializationError if an entry does not decode (nothing of the page is returned: a
+        bytes serializer sees every entry); DataCorruptionError for an entry that cannot be
+        read, with ``position`` (bytes: after it) to go on from.
         """
+        most = constants.TABLE_ITERATE_LIMIT
+        limit = most if limit is None else check_int("limit", limit, 1, most)
         partition, cursor = self._decode_position(position)
         segment = self._partitions[partition].segment
         try:
-            page, cursor = self._page(segment, cursor, True)
+            page, cursor = self._page(segment, cursor, True, limit)
         except DataCorruptionError as e:
             after = getattr(e, "cursor", None)
             if not isinstance(after, bytes):
@@ -320,12 +324,11 @@ class KeyValueTable(Generic[K, V]):
         return partition, (position[2:] or None)
 
     def _page(
-        self, segment: str, cursor: bytes | None, with_values: bool
+        self, segment: str, cursor: bytes | None, with_values: bool, limit: int | None = None
     ) -> tuple[list[SegmentEntry], bytes | None]:
+        most = constants.TABLE_ITERATE_LIMIT if limit is None else limit
         return self._retrying(
-            lambda: self._segments.table_iterate(
-                segment, cursor, constants.TABLE_ITERATE_LIMIT, with_values
-            )
+            lambda: self._segments.table_iterate(segment, cursor, most, with_values)
         )
 
     # --- plumbing -----------------------------------------------------------------------------

@@ -30,10 +30,11 @@ holds for retries within the period. OPEN and COMMITTING records never expire (a
 still finish them). A final record written before ``finished_ms`` existed is stamped
 "finished now" the first time an expiry sees it, so its period starts then. Each write start
 (``WriteRun.begin``) runs one expiry step: one page of the scope's table (at most
-``TABLE_ITERATE_LIMIT`` records, every stream of the scope), resuming where the previous step
+:data:`EXPIRY_PAGE_ENTRIES` records, every stream of the scope), resuming where the previous step
 stopped (a position kept in the table under :data:`EXPIRY_POSITION_KEY`), removing at most
-:data:`EXPIRY_CHANGES_MAX` records: a table of N records is swept every N / 1000 write starts
-or so, and the work of one is bounded.
+:data:`EXPIRY_CHANGES_MAX` records: a table of N records is swept every N / 100 write starts
+or so (a record goes at most that many writes after its period), and a step's work is
+bounded.
 
 This module talks only to the client (no Ray): the Ray Data sink in ``datasink.py`` and
 the tests use it.
@@ -70,6 +71,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EXPIRY_CHANGES_MAX",
+    "EXPIRY_PAGE_ENTRIES",
     "EXPIRY_POSITION_KEY",
     "WRITE_ID_LENGTH_MAX",
     "WRITE_LOG_TABLE",
@@ -101,6 +103,9 @@ UPDATE_BACKOFF_S = 0.005
 
 TABLE_READY_WAIT_S = 30.0
 """How long to wait for a table being created by someone else to become active."""
+
+EXPIRY_PAGE_ENTRIES = 100
+"""Records one expiry step reads (a record holds up to WRITE_TXNS_MAX transaction ids)."""
 
 EXPIRY_CHANGES_MAX = 100
 """Most records one expiry step removes or stamps (each is a table call); a step that reaches
@@ -290,7 +295,7 @@ class WriteLog:
         removed.
 
         Every change is conditional on the version read, so a record that changed meanwhile
-        is left for a later step. At most one page (``TABLE_ITERATE_LIMIT`` records) is read
+        is left for a later step. At most one page (EXPIRY_PAGE_ENTRIES records) is read
         and at most EXPIRY_CHANGES_MAX records changed. A stored position that is not this
         table's starts over; an entry that cannot be read (DataCorruptionError) is stepped
         over, and so is a value that is not a record (logged). Errors of the table calls
@@ -303,9 +308,9 @@ class WriteLog:
         cutoff = now - int(self.retention_s * 1000)
         position = _position_of(self._table.get(EXPIRY_POSITION_KEY))
         try:
-            page, after = self._table.entries_page(position)
-        except InvalidArgumentError:
-            page, after = self._table.entries_page(None)  # not this table's: start over
+            page, after = self._table.entries_page(position, EXPIRY_PAGE_ENTRIES)
+        except InvalidArgumentError:  # not this table's: start over
+            page, after = self._table.entries_page(None, EXPIRY_PAGE_ENTRIES)
         except DataCorruptionError as e:
             page, after = [], getattr(e, "position", None)
             log.warning("write log of %s: stepping over an unreadable entry: %s", self.scope, e)

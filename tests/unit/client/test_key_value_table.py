@@ -114,6 +114,10 @@ def test_entries_page_scans_every_key_once_from_stored_positions(
     for bad in (b"", b"\x00", b"\x00\x00bad-cursor"):
         with pytest.raises(pr.InvalidArgumentError):
             other.entries_page(bad)
+    for bad_limit in (0, 8, 1.5, True):  # 1 to TABLE_ITERATE_LIMIT (7 here)
+        with pytest.raises(pr.InvalidArgumentError):
+            kvt.entries_page(None, bad_limit)  # type: ignore[arg-type]
+    assert len(kvt.entries_page(None, 2)[0]) <= 2
 
 
 def test_bad_input_gets_typed_errors_and_changes_nothing(cluster: InProcessCluster) -> None:

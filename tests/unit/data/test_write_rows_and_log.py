@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 
 import pravega_ray as pr
-from pravega_ray import constants
 from pravega_ray.constants import (
     MAX_EVENT_SIZE_BYTES,
     WRITE_LOG_RETENTION_S,
@@ -214,8 +213,8 @@ def test_write_log_expiry_never_loses_a_record_reused_meanwhile(
         read_page = table.entries_page
         restarted = []
 
-        def page_then_restart(position: bytes | None) -> Any:
-            page = read_page(position)  # the expiry reads the finished record ...
+        def page_then_restart(position: bytes | None, limit: int | None = None) -> Any:
+            page = read_page(position, limit)  # the expiry reads the finished record ...
             restarted.append(log.start("w", log.get("w")))  # ... a driver reuses the id
             return page
 
@@ -232,7 +231,7 @@ def test_write_log_expiry_never_loses_a_record_reused_meanwhile(
 def test_write_log_expiry_does_bounded_work_per_step_and_sweeps_everything(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(constants, "TABLE_ITERATE_LIMIT", 7)
+    monkeypatch.setattr(write_log, "EXPIRY_PAGE_ENTRIES", 7)
     monkeypatch.setattr(write_log, "EXPIRY_CHANGES_MAX", 3)
     cluster = InProcessCluster(container_count=1)
     try:
@@ -246,8 +245,8 @@ def test_write_log_expiry_does_bounded_work_per_step_and_sweeps_everything(
         read_page = table.entries_page
         pages: list[int] = []
 
-        def counted(position: bytes | None) -> Any:
-            page, after = read_page(position)
+        def counted(position: bytes | None, limit: int | None = None) -> Any:
+            page, after = read_page(position, limit)
             pages.append(len(page))
             return page, after
 
