@@ -394,6 +394,10 @@ def test_entries_left_by_a_killed_container_go_at_the_next_truncate(
         return
         yield
 
+    async def damaged(self: object, segment: str, batch: int):  # type: ignore[no-untyped-def]
+        raise DataCorruptionError("an attribute index page is damaged", segment=segment)
+        yield
+
     async def killed_after_the_truncation() -> int:
         c = new_container(store, storage, config=TIGHT_ATTRIBUTES, clock=clock)
         await c.create_segment(SEGMENT)
@@ -403,9 +407,14 @@ def test_entries_left_by_a_killed_container_go_at_the_next_truncate(
             clock.advance(0.01)
         with monkeypatch.context() as m:  # the truncation lands, its removals do not
             m.setattr(time_index.TimeIndex, "stale_entries", nothing)
+            await c.truncate(SEGMENT, w.offsets[20])
+        with monkeypatch.context() as m:  # a damaged index stops the removals, not the call
+            m.setattr(time_index.TimeIndex, "stale_entries", damaged)
             await c.truncate(SEGMENT, w.offsets[30])
+        assert (await c.get_info(SEGMENT)).start_offset == w.offsets[30]
         assert len((await index_entries_of(c))[0]) == 50
-        return w.offsets[30]  # no close: the next container fences this one
+        await c.close()  # as if killed: nothing else of it runs (close removes nothing)
+        return w.offsets[30]
 
     start = run(killed_after_the_truncation())
 
