@@ -112,7 +112,10 @@ def test_a_scale_with_an_open_transaction_ends_and_the_commit_rolls_through_ray(
         for key in keys:
             writer.write_event({"k": key, "s": "after"}, routing_key=key)
     assert scaled_s < 30  # it waited for no transaction
-    assert mgr.get_stream_info(unique_name, "st").epoch == 3  # the roll's two epochs
+    deadline = time.monotonic() + 30  # COMMITTED just before the roll's epoch is current
+    while mgr.get_stream_info(unique_name, "st").epoch != 3:  # the roll's two epochs
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     events = read_exactly(cluster, unique_name, "st", 3 * len(keys), **SLOW_READS)
     for key in keys:
         assert [e.event["s"] for e in events if e.event["k"] == key] == ["before", "txn", "after"]

@@ -83,8 +83,9 @@ def test_a_scale_with_an_open_transaction_ends_at_once_and_the_commit_keeps_key_
     for key in KEYS:
         writer.write_event(f"{key}:2", routing_key=key)
     writer.close()
-    info = mgr.get_stream_info("sc", "st")
-    assert len(info.segments) == 8 and info.epoch == 8  # 6 scales, then the roll's 2 epochs
+    # COMMITTED (its events readable) just before the roll makes its last epoch current.
+    wait_for(lambda: mgr.get_stream_info("sc", "st").epoch == 8)  # 6 scales, the roll's 2
+    assert len(mgr.get_stream_info("sc", "st").segments) == 8
     events = _read_everything(cluster, "g")
     assert sorted(events) == sorted(f"{k}:{n}" for k in KEYS for n in ("0", "1", "txn", "2"))
     for key in KEYS:

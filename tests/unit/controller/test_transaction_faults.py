@@ -246,8 +246,10 @@ def test_a_scale_does_not_wait_for_an_open_transaction_which_then_commits_rollin
     # epoch 3 duplicates epoch 1's and is current.
     c.commit_transaction("sc", "st", old.txn_id)
     wait_for(lambda: status(cluster, old) is TxnStatus.COMMITTED)
+    # Recorded COMMITTED (its events readable) just before the roll makes epoch 3 current.
+    wait_for(lambda: c.get_stream_info("sc", "st").epoch == 3)
     info = c.get_stream_info("sc", "st")
-    assert info.epoch == 3 and info.state is pr.StreamState.ACTIVE
+    assert info.state is pr.StreamState.ACTIVE
     assert [(s.key_low, s.key_high) for s in info.segments] == [(0, 0.5), (0.5, 0.75), (0.75, 1)]
     dups = c.get_epoch_segments("sc", "st", 2)
     assert [(s.key_low, s.key_high) for s in dups] == [(0, 0.5), (0.5, 1)]
