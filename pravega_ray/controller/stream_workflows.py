@@ -315,9 +315,9 @@ class StreamWorkflows:
     def run_roll(self, scope: str, stream: str, t: ScaleRecord) -> str:
         """Run (or finish) the rolling commit of temporary property ``t``; idempotent.
 
-        Closes epochs ``a`` and ``a + 1`` to new transactions; creates the duplicates and
-        the new segments; stores the rows of ``a + 2`` then ``a + 1`` (a transaction created
-        meanwhile goes to ``a + 2``, which becomes current); waits until no commit merges
+        Closes epoch ``a + 1`` to new transactions; creates the duplicates and the new
+        segments; stores the rows of ``a + 2`` then ``a + 1`` (a transaction created meanwhile
+        goes to ``a + 2``, which becomes current); closes ``a``; waits until no commit merges
         into ``a``; merges each transaction's segments into the duplicates, in commit
         order; seals ``a``'s segments, then the duplicates (a reader reads ``a`` to its end,
         then the transactions, then ``a + 2``; a writer moves on to ``a + 2``); records the
@@ -341,8 +341,7 @@ class StreamWorkflows:
         elif state not in (StreamState.SCALING, StreamState.SEALING):
             return WAIT
         txns = self._txns.txns
-        txns.close_epoch(scope, stream, a + 1)
-        txns.close_epoch(scope, stream, a)
+        txns.close_epoch(scope, stream, a + 1)  # before its row: nothing is created there
         config = StreamConfiguration.from_dict(value["config"])
 
         def create(row: tuple[int, float, float], policy: bool) -> None:
@@ -362,6 +361,9 @@ class StreamWorkflows:
         self._records.put_epoch(
             scope, stream, EpochRecord(a + 1, now, plan.duplicates, t.sealed, True)
         )
+        # After the rows: a creation that finds ``a`` closed retries at once and must find
+        # ``a + 2`` then (closed earlier, its retries could run out while segments are made).
+        txns.close_epoch(scope, stream, a)
         self._step("roll epochs added")
         if self._txns.merging(scope, stream, a) > 0:
             return WAIT  # a commit round merging into a's segments: they are sealed next

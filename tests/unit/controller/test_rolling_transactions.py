@@ -239,3 +239,33 @@ def test_commits_racing_scales_each_land_once(cluster) -> None:  # type: ignore[
     events = _read_everything(cluster, "g")
     for key in KEYS[:4]:
         assert [int(e.split(":")[1]) for e in events if e.split(":")[0] == key] == committed
+
+
+def test_a_transaction_begun_while_a_roll_makes_its_segments_is_created(cluster) -> None:  # type: ignore[no-untyped-def]
+    """A roll held after creating its segments (slow container calls): a transaction begun
+    then is created (in the current epoch, still open; it commits by rolling later). The
+    roll closed the current epoch before its rows existed, at first, and a creation then
+    failed (TxnFailedError): its retries found the closed epoch and no newer one."""
+    make_stream(cluster, 2)
+    c = cluster._controller
+    old = c.create_transaction("sc", "st", 600.0)
+    _, s1 = c.get_stream_info("sc", "st").segments
+    epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.75), (0.75, 1.0)])
+    wait_for(lambda: c.check_scale("sc", "st", epoch))
+    release, held = threading.Event(), threading.Event()
+
+    def hold(name: str) -> None:
+        if name == "roll segments created":
+            held.set()
+            release.wait(60)
+
+    cluster.restart_processor(step=hold)
+    c.commit_transaction("sc", "st", old.txn_id)
+    wait_for(held.is_set)
+    during = c.create_transaction("sc", "st", 600.0)
+    assert during.epoch == 1
+    release.set()
+    wait_for(lambda: c.check_transaction_status("sc", "st", old.txn_id) is TxnStatus.COMMITTED)
+    c.commit_transaction("sc", "st", during.txn_id)  # of epoch 1, now old: rolled too
+    wait_for(lambda: c.check_transaction_status("sc", "st", during.txn_id) is TxnStatus.COMMITTED)
+    wait_for(lambda: c.get_stream_info("sc", "st").epoch == 5)
