@@ -16,6 +16,7 @@ import pravega_ray as pr
 from pravega_ray.contracts.records import TxnStatus
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.inprocess import InProcessCluster
+from tests.unit.controller.test_transaction_faults import die_once_after
 from tests.unit.controller.test_transactions import make_stream, read_all, wait_for, write_txn
 
 pytestmark = pytest.mark.timeout(120)
@@ -133,13 +134,7 @@ def test_the_processor_killed_at_every_step_of_a_roll_commits_once(cluster, step
     epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.75), (0.75, 1.0)])
     wait_for(lambda: c.check_scale("sc", "st", epoch))
     killed: list[str] = []
-
-    def die_once(name: str) -> None:
-        if name == step and not killed:
-            killed.append(name)
-            raise SystemExit(f"processor killed after {name!r}")
-
-    cluster.restart_processor(step=die_once)
+    cluster.restart_processor(step=die_once_after(step, killed))
     c.commit_transaction("sc", "st", old.txn_id)
     wait_for(lambda: bool(killed))
     cluster.restart_processor()  # resumes from its checkpoint

@@ -13,6 +13,7 @@ import pytest
 
 import pravega_ray as pr
 from pravega_ray.inprocess import InProcessCluster
+from tests.unit.controller.test_transaction_faults import die_once_after
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -139,13 +140,7 @@ SCOPE_STEPS = [
 def test_the_processor_killed_at_every_step_resumes_and_ends_once(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
     _filled(cluster)
     killed: list[str] = []
-
-    def die_once(name: str) -> None:
-        if name == step and not killed:
-            killed.append(name)
-            raise SystemExit(f"processor killed after {name!r}")
-
-    cluster.restart_processor(step=die_once)
+    cluster.restart_processor(step=die_once_after(step, killed))
     assert cluster.core.delete_scope_recursive("sc")
     deadline = time.monotonic() + 20
     while not killed:
