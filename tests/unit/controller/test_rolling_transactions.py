@@ -264,3 +264,32 @@ def test_a_transaction_begun_while_a_roll_makes_its_segments_is_created(cluster)
     c.commit_transaction("sc", "st", during.txn_id)  # of epoch 1, now old: rolled too
     wait_for(lambda: c.check_transaction_status("sc", "st", during.txn_id) is TxnStatus.COMMITTED)
     wait_for(lambda: c.get_stream_info("sc", "st").epoch == 5)
+
+
+@pytest.mark.parametrize("step", ["roll epochs added", "rolled transactions merged"])
+def test_a_rolling_commit_while_a_container_restarts_lands_once(cluster, step: str) -> None:  # type: ignore[no-untyped-def]
+    """The issue's fault: a container restarted in the middle of a rolling commit (before
+    the merges, and after them before the seals); the transaction lands once, whole."""
+    make_stream(cluster, 3)
+    c = cluster._controller
+    old = c.create_transaction("sc", "st", 600.0)
+    written = write_txn(cluster, old, b"OLD")
+    s0 = c.get_stream_info("sc", "st").segments[0]
+    epoch = c.scale_stream("sc", "st", [s0.segment_id], [(0.0, 0.1), (0.1, 1 / 3)])
+    wait_for(lambda: c.check_scale("sc", "st", epoch))
+    restarted: list[int] = []
+
+    def restart_all_once(name: str) -> None:
+        if name == step and not restarted:
+            for container_id in range(cluster.container_count):
+                cluster.restart_container(container_id)
+                restarted.append(container_id)
+
+    cluster.restart_processor(step=restart_all_once)
+    c.commit_transaction("sc", "st", old.txn_id)
+    wait_for(lambda: c.check_transaction_status("sc", "st", old.txn_id) is TxnStatus.COMMITTED)
+    wait_for(lambda: c.get_stream_info("sc", "st").epoch == 3)
+    assert restarted
+    dups = c.get_epoch_segments("sc", "st", 2)
+    for dup, parent in zip(dups, old.segments, strict=True):
+        assert read_all(cluster, dup.name) == written[parent.name]
