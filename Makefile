@@ -92,6 +92,7 @@ bench-idle-container: venv
 
 bench-long-life: venv
 	$(PY) -m benchmarks.long_life
+	$(PY) -m benchmarks.long_life_controller
 
 bench-front-door: venv
 	RAY_ADDRESS=local $(PY) -m benchmarks.front_door
