@@ -265,12 +265,8 @@ class StreamWorkflows:
     def _committing(self, scope: str, stream: str, epoch: int) -> list[str]:
         """Ids (hex) of ``epoch``'s COMMITTING transactions, in the order they were asked
         to commit (then by id)."""
-        found = []
-        for txn_id in self._txns.txns.list_epoch(scope, stream, epoch):
-            record = self._txns.txns.active(scope, stream, epoch, txn_id)
-            if record is not None and record.status is TxnStatus.COMMITTING:
-                found.append((record.status_ms, txn_id.hex))
-        return [hex_id for _, hex_id in sorted(found)]
+        found = self._txns.committing(scope, stream, epoch)
+        return [r.txn_id.hex for r in sorted(found, key=lambda r: (r.status_ms, r.txn_id.hex))]
 
     def _plan_roll(
         self, scope: str, stream: str, value: dict[str, Any], epoch: int, txns: list[str]

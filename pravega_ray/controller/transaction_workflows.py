@@ -232,12 +232,16 @@ class TransactionWorkflows:
         a commit round may be merging them into the epoch's segments right now, so a scale
         (or a rolling commit) seals those segments only once this is 0 (module docstring,
         "Scale interplay")."""
-        count = 0
+        return sum(not r.rolling for r in self.committing(scope, stream, epoch))
+
+    def committing(self, scope: str, stream: str, epoch: int) -> list[TxnRecord]:
+        """The COMMITTING transactions of ``epoch`` (their active records)."""
+        found = []
         for txn_id in self.txns.list_epoch(scope, stream, epoch):
             record = self.txns.active(scope, stream, epoch, txn_id)
-            if record is not None and record.status is TxnStatus.COMMITTING and not record.rolling:
-                count += 1
-        return count
+            if record is not None and record.status is TxnStatus.COMMITTING:
+                found.append(record)
+        return found
 
     def segment_pairs(
         self, scope: str, stream: str, epoch: int, txn_id: uuid.UUID
