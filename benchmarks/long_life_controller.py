@@ -13,13 +13,16 @@ An in-process cluster (memory backends, 3 containers, table compaction at the de
    bytes (length minus start) of the group's state segment and of the controller's record
    table segments, against the scales done;
 2. ``--txns`` transactions of one event on a 2-segment stream (``commit(wait=False)``, a
-   scale every ``--scale-every`` of them, so some commit by rolling): the controller's
-   record bytes against the transactions done. Completed transaction records are kept
-   ``TXN_COMPLETED_KEEP_S`` (10 minutes) by design, so this curve is expected to grow for
-   a run shorter than that, by about one small record per transaction.
+   scale every ``--scale-every`` of them, split and merge as in 1., so some commit by
+   rolling): the controller's record bytes against the transactions done. Completed
+   transaction records are kept ``TXN_COMPLETED_KEEP_S`` (10 minutes) by design, so this
+   curve is expected to grow for a run shorter than that, by about one small record per
+   transaction.
 
-Then the whole cluster restarts (every container recovers, the controller reopens its
-records) and a fresh cluster with one stream does the same: ``recover s`` of each. Goals:
+At each point of both curves the whole cluster restarts (every container recovers, the
+controller reopens its records and answers a call): its ``recover s``, against the work
+done. At the end it restarts three times more, and a fresh cluster with one stream does
+the same: ``recover s`` of each (the least of three). Goals:
 the group's state bytes flat (last point within 2x of the first); the controller's record
 table segments' stored bytes within 2x of what their records hold at the end (the records
 themselves grow with the history a stream keeps: its epochs, their index, sealed sizes);
@@ -75,6 +78,23 @@ def timed_restart(cluster: InProcessCluster) -> float:
     return time.perf_counter() - started
 
 
+def split_or_merge(mgr: pr.StreamManager, stream: str) -> None:
+    """Scale ``stream`` once: its first segment split, or its first two merged back once it
+    has 4 (the segment count stays small while the epochs grow)."""
+    segments = mgr.get_stream_info(SCOPE, stream).segments
+    first = segments[0]
+    if len(segments) >= 4:
+        second = segments[1]
+        mgr.scale_stream(
+            SCOPE, stream, [first.segment_id, second.segment_id], [(first.key_low, second.key_high)]
+        )
+    else:
+        mid = (first.key_low + first.key_high) / 2
+        mgr.scale_stream(
+            SCOPE, stream, [first.segment_id], [(first.key_low, mid), (mid, first.key_high)]
+        )
+
+
 def scales_part(
     cluster: InProcessCluster, args: argparse.Namespace
 ) -> tuple[list[list[int | str]], int]:
@@ -99,27 +119,20 @@ def scales_part(
     curve: list[list[int | str]] = []
     started = time.perf_counter()
     for n in range(1, args.scales + 1):
-        segments = mgr.get_stream_info(SCOPE, "scaled").segments
-        first = segments[0]
-        if len(segments) >= 4:
-            second = segments[1]
-            mgr.scale_stream(
-                SCOPE,
-                "scaled",
-                [first.segment_id, second.segment_id],
-                [(first.key_low, second.key_high)],
-            )
-        else:
-            mid = (first.key_low + first.key_high) / 2
-            mgr.scale_stream(
-                SCOPE, "scaled", [first.segment_id], [(first.key_low, mid), (mid, first.key_high)]
-            )
+        split_or_merge(mgr, "scaled")
         writer.write_event(b"e%d" % n, routing_key=f"k{n % 8}")
         if n % step == 0 or n == args.scales:
             writer.flush()
             elapsed = time.perf_counter() - started
+            recover = timed_restart(cluster)
             curve.append(
-                [n, stored_bytes(cluster, [state]), record_bytes(cluster), f"{n / elapsed:.1f}"]
+                [
+                    n,
+                    stored_bytes(cluster, [state]),
+                    record_bytes(cluster),
+                    f"{n / elapsed:.1f}",
+                    f"{recover:.3f}",
+                ]
             )
             log(f"scales: {n:,} done, {read[0]:,} events read")
     writer.close()
@@ -145,19 +158,17 @@ def txns_part(cluster: InProcessCluster, args: argparse.Namespace) -> list[list[
         txn.write_event(b"t%d" % n, routing_key=f"k{n % 8}")
         txn.commit(wait=False)
         if n % args.scale_every == 0:
-            first = mgr.get_stream_info(SCOPE, "txns").segments[0]
-            mid = (first.key_low + first.key_high) / 2
             with contextlib.suppress(pr.ScaleConflictError):  # a roll replaced the segments
-                mgr.scale_stream(
-                    SCOPE, "txns", [first.segment_id], [(first.key_low, mid), (mid, first.key_high)]
-                )
+                split_or_merge(mgr, "txns")
             open_txn.write_event(b"open", routing_key="k0")
             open_txn.commit()  # of an old epoch: a rolling commit
             open_txn = tw.begin_txn()
         if n % step == 0 or n == args.txns:
             elapsed = time.perf_counter() - started
             epoch = mgr.get_stream_info(SCOPE, "txns").epoch
-            curve.append([n, record_bytes(cluster), epoch, f"{n / elapsed:.1f}"])
+            rate = f"{n / elapsed:.1f}"
+            recover = timed_restart(cluster)
+            curve.append([n, record_bytes(cluster), epoch, rate, f"{recover:.3f}"])
             log(f"transactions: {n:,} done")
     open_txn.abort()
     tw.close()
@@ -182,13 +193,13 @@ def main() -> None:
         print_table(
             f"{args.scales:,} scales under a reader group (stored bytes; the reader read "
             f"{read:,} of the {args.scales:,} events)",
-            ["scales", "group state", "controller records", "scales/s"],
+            ["scales", "group state", "controller records", "scales/s", "recover s"],
             scales,
         )
         txns = txns_part(cluster, args)
         print_table(
             f"{args.txns:,} transactions, a scale and a rolling commit every {args.scale_every}",
-            ["transactions", "controller records", "epoch", "txns/s"],
+            ["transactions", "controller records", "epoch", "txns/s", "recover s"],
             txns,
         )
         stored, live = record_bytes(cluster), live_record_bytes(cluster)

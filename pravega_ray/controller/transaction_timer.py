@@ -14,7 +14,8 @@ A heap of *due times*, one entry per transaction record the timer knows:
 
 The heap is rebuilt from the records when the timer starts (so a restarted timer loses
 nothing) and again every ``RESCAN_S``, which is how it learns of transactions created or
-pinged through a controller in another process: a lease is enforced at most ``RESCAN_S``
+pinged through a controller in another process (a rescan reads the active records again;
+of the completed ones, only those it has not read before): a lease is enforced at most ``RESCAN_S``
 (plus a period) late, never early. :meth:`TransactionTimer.run_once` is steppable with an
 explicit time (tests); :meth:`~TransactionTimer.start` runs it every
 ``TXN_TIMER_PERIOD_S`` on a thread started through the ``scheduler``.
@@ -73,6 +74,7 @@ class TransactionTimer:
         self._period_s = period_s
         self._rescan_ms = int(rescan_s * 1000)
         self._heap: list[_Entry] = []
+        self._completed_due: dict[tuple[str, str, str], int] = {}
         self._scanned_ms: int | None = None
         self._stopping = threading.Event()
         self._thread: Joinable | None = None
@@ -81,19 +83,33 @@ class TransactionTimer:
 
     # --- the heap --------------------------------------------------------------------------------
     def rebuild(self, now_ms: int) -> None:
-        """Read every transaction record again and rebuild the heap of due times."""
+        """Read every active transaction record again, and the completed records not read
+        before (a completed record never changes: its due time is kept, so a rescan costs a
+        key listing per stream, not a read per transaction of the last
+        ``TXN_COMPLETED_KEEP_S``), and rebuild the heap of due times. Abandoned, the heap as
+        it was, when :meth:`stop` is called meanwhile."""
         heap: list[_Entry] = []
+        known: dict[tuple[str, str, str], int] = {}
         for scope in self._store.list_scopes():
             for stream in self._store.list_names("streams", scope):
+                if self._stopping.is_set():
+                    return
                 try:
-                    heap.extend(self._stream_entries(scope, stream))
+                    heap.extend(self._stream_entries(scope, stream, known))
                 except PravegaError as e:  # a damaged or vanishing record: the others go on
                     log.warning("transaction timer: %s/%s skipped: %r", scope, stream, e)
+        if self._stopping.is_set():  # the last stream's entries may be cut short
+            return
         heapq.heapify(heap)
         self._heap = heap
+        self._completed_due = known
         self._scanned_ms = now_ms
 
-    def _stream_entries(self, scope: str, stream: str) -> list[_Entry]:
+    def _stream_entries(
+        self, scope: str, stream: str, known: dict[tuple[str, str, str], int]
+    ) -> list[_Entry]:
+        """The heap entries of ``stream``'s records; the due time of each completed one
+        is added to ``known``."""
         out: list[_Entry] = []
         for epoch in self._workflows.candidate_epochs(scope, stream):
             for txn_id in self._txns.list_epoch(scope, stream, epoch):
@@ -106,14 +122,21 @@ class TransactionTimer:
                     out.append(self._active_entry(scope, stream, epoch, txn_id, record))
         keep_ms = int(TXN_COMPLETED_KEEP_S * 1000)
         for txn_id in self._txns.list_completed(scope, stream):
-            try:
-                completed = self._txns.completed(scope, stream, txn_id)
-            except DataCorruptionError as e:
-                log.error("transaction timer: %s", e)
-                continue
-            if completed is not None:
+            where = (scope, stream, txn_id.hex)
+            due = self._completed_due.get(where)
+            if due is None:
+                if self._stopping.is_set():
+                    return out
+                try:
+                    completed = self._txns.completed(scope, stream, txn_id)
+                except DataCorruptionError as e:
+                    log.error("transaction timer: %s", e)
+                    continue
+                if completed is None:
+                    continue
                 due = completed.status_ms + keep_ms
-                out.append((due, "completed", scope, stream, -1, txn_id.hex))
+            known[where] = due
+            out.append((due, "completed", scope, stream, -1, txn_id.hex))
         return out
 
     @staticmethod
@@ -155,6 +178,7 @@ class TransactionTimer:
             completed = self._txns.completed(scope, stream, txn_id)
             if completed is not None and completed.status_ms + TXN_COMPLETED_KEEP_S * 1000 <= now:
                 self._txns.forget(scope, stream, txn_id)
+                self._completed_due.pop((scope, stream, hex_id), None)
             return 0
         record = self._txns.active(scope, stream, epoch, txn_id)
         if record is None:
