@@ -238,7 +238,14 @@ class StreamWorkflows:
         none is left. ``sealing``: called by a seal, which rolls before it seals."""
         running = self._records.scale_record(scope, stream)
         if running is not None:
-            return self.run_roll(scope, stream, running) if running.rolling else WAIT
+            if running.rolling is None:
+                return WAIT
+            outcome = self.run_roll(scope, stream, running)
+            if outcome != DONE:
+                return outcome
+            # That roll may be another epoch's, or planned before this request's
+            # transactions were asked to commit: this request still rolls them (each is
+            # marked ``rolling`` and never handed over again).
         try:
             epoch = int(body.get("epoch", -1))
         except (TypeError, ValueError):

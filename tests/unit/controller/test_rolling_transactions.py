@@ -153,6 +153,40 @@ def test_the_processor_killed_at_every_step_of_a_roll_commits_once(cluster, step
     wait_for(lambda: c.check_scale("sc", "st", 4))
 
 
+def test_a_roll_request_that_finishes_another_epoch_s_roll_then_rolls_its_own(cluster) -> None:  # type: ignore[no-untyped-def]
+    """A roll request handled while the roll of another epoch was stored (that roll's own
+    request waiting at the back of the queue) finished that roll and answered DONE: its
+    own epoch's transaction, marked ``rolling`` (so never handed over again), stayed
+    COMMITTING for ever."""
+    make_stream(cluster, 2)
+    c = cluster._controller
+    _, s1 = c.get_stream_info("sc", "st").segments
+    old1 = c.create_transaction("sc", "st", 600.0)  # of epoch 0
+    write_txn(cluster, old1, b"ONE")
+    assert c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 0.75), (0.75, 1.0)]) == 1
+    wait_for(lambda: c.check_scale("sc", "st", 1))
+    old2 = c.create_transaction("sc", "st", 600.0)  # of epoch 1
+    write_txn(cluster, old2, b"TWO")
+    last = c.get_stream_info("sc", "st").segments[-1]
+    assert c.scale_stream("sc", "st", [last.segment_id], [(0.75, 0.9), (0.9, 1.0)]) == 2
+    wait_for(lambda: c.check_scale("sc", "st", 2))
+    killed: list[str] = []
+    cluster.restart_processor(step=die_once_after("roll planned", killed))
+    c.commit_transaction("sc", "st", old1.txn_id)
+    wait_for(lambda: bool(killed))  # epoch 0's roll stored, not run
+    c.commit_transaction("sc", "st", old2.txn_id)
+    records = StreamMetadataStore(cluster.metadata).txns
+    wait_for(lambda: getattr(records.active("sc", "st", 1, old2.txn_id), "rolling", False))
+    body = {"type": "roll", "scope": "sc", "stream": "st", "epoch": 1, "posted_ms": 0}
+    assert cluster.new_workflows().handle(body) == "done"
+    for txn in (old1, old2):
+        assert c.check_transaction_status("sc", "st", txn.txn_id) is TxnStatus.COMMITTED
+    assert c.get_stream_info("sc", "st").epoch == 6  # two rolls of two epochs each
+    cluster.restart_processor()  # reads both roll requests again: nothing left to do
+    wait_for(lambda: StreamMetadataStore(cluster.metadata).streams.scale_record("sc", "st") is None)
+    assert c.get_stream_info("sc", "st").epoch == 6
+
+
 def test_a_seal_rolls_a_commit_of_an_old_epoch_first_and_aborts_open_ones(cluster) -> None:  # type: ignore[no-untyped-def]
     make_stream(cluster, 2)
     c = cluster._controller
