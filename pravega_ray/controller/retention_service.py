@@ -257,10 +257,8 @@ class RetentionService:
         sealed length) plus the cut's offsets."""
         if not cut:
             return 0
-        sealed = self._records.sealed_sizes(scope, stream)
-        if not sealed:  # nothing sealed: nothing is wholly before any cut
-            return sum(cut.values())
         before = self._records.before_cut(scope, stream, dict(cut))
+        sealed = self._records.sealed_sizes(scope, stream, before) if before else {}
         return sum(sealed.get(s, 0) for s in before) + sum(cut.values())
 
     def _ranges(

@@ -19,10 +19,18 @@ both win. Keys, for stream ``sc/st``:
     replaced (its segments' predecessors); ``partial``: true while its scale runs.
     The *segment table* is part of it: segment ``id``'s record (key range, creation time)
     is in the row of its creation epoch ``id >> 32``, found in O(1).
-``index/sc/st`` (index table)
-    ``rows`` ``[[created_ms, epoch], ...]`` in time order: segments-at-time is a binary
-    search in it, then one history row.
-``sealedsizes/sc/st``: ``sizes`` ``{id: length}`` of every sealed segment.
+``indexrows/sc/st/<chunk, 8 digits>`` (index table, in chunks of ``INDEX_CHUNK`` epochs)
+    ``rows`` ``[[created_ms, epoch], ...]`` of epochs ``chunk * INDEX_CHUNK`` up to the
+    next chunk's, in time order (times never go back, across chunks too): segments-at-time
+    is a binary search over the chunks' first rows, one in the chunk, then one history row.
+    Streams created before the index was chunked keep their rows in the one record
+    ``index/sc/st``, read for every chunk not stored (a new chunk starts from its rows).
+``sealed/sc/st/<shard, 8 digits>``: ``sizes`` ``{id: length}`` of every sealed segment whose
+    number (``id`` & 0xFFFFFFFF) is in ``[shard, shard + 1) * SEALED_SIZES_SHARD``; older
+    streams' sizes stay in the one record ``sealedsizes/sc/st`` too, read with them. So no
+    record grows with the stream's history: a stream scaled every minute for years stays
+    under the table entry's size limit (the single records of before held it for about
+    40,000 epochs).
 ``truncation/sc/st``: the truncation record (``cut``, ``deleted``), written by the truncate
 workflow (``stream_workflows.py``), whoever asked for the truncation.
 ``transition/sc/st``: the temporary scale property (Pravega's epoch transition record):
@@ -71,6 +79,11 @@ from pravega_ray.errors import (
 from pravega_ray.invariant import invariant
 from pravega_ray.naming import segment_epoch, segment_id
 from pravega_ray.stream_configuration import StreamConfiguration
+
+INDEX_CHUNK = 1000
+"""Epochs per record of the index table (Pravega's history time series chunks)."""
+SEALED_SIZES_SHARD = 1000
+"""Segment numbers per record of sealed sizes (Pravega's sealed segments map shards)."""
 
 KEY_HASH_OF_NEW_STREAMS = KeyHash.PRAVEGA
 """The routing rule a stream created from now on records: Pravega's clients' own (issue 25)."""
@@ -213,8 +226,8 @@ class StreamRecords:
 
     def _write_epoch0(self, scope: str, stream: str, value: dict[str, Any]) -> None:
         """Epoch 0's history and index rows, and the leftovers of an earlier stream of the
-        name removed: four independent keys, written side by side (a create cut short
-        between them is completed by :meth:`ensure_epoch0`)."""
+        name removed: independent keys, written side by side (a create cut short between
+        them is completed by :meth:`ensure_epoch0`)."""
         row = self._epoch0_of(value)
         if row is None:
             return
@@ -223,13 +236,18 @@ class StreamRecords:
             if self._records.get(key) is not None:  # a read (cached) costs less than a write
                 self._records.delete(key)  # left by an earlier stream of the same name
 
-        steps: list[Callable[[], None]] = [
+        clears: list[Callable[[], None]] = [
             partial(clear, f"sealedsizes/{scope}/{stream}"),
+            partial(clear, f"index/{scope}/{stream}"),
             partial(clear, f"transition/{scope}/{stream}"),
-            partial(self._put_same, f"history/{scope}/{stream}/{0:010d}", row.to_dict()),
-            partial(self._put_same, self._index_key(scope, stream), _index0(row.created_ms)),
         ]
-        run_each(lambda step: step(), steps)
+        puts: list[Callable[[], None]] = [
+            partial(self._put_same, f"history/{scope}/{stream}/{0:010d}", row.to_dict()),
+            partial(self._put_same, self._index_key(scope, stream, 0), _index0(row.created_ms)),
+        ]
+        # (The shards of sealed sizes and the index chunks of an earlier stream of the name
+        # are gone: its delete removes them before its stream record.)
+        run_each(lambda step: step(), [*clears, *puts])
 
     def ensure_epoch0(self, scope: str, stream: str) -> None:
         """For a stream still CREATING: store the epoch 0 its record names unless both its
@@ -241,13 +259,13 @@ class StreamRecords:
         row = self._epoch0_of(value)
         if row is not None and (
             self.epoch(scope, stream, 0) != row
-            or self._read(self._index_key(scope, stream)) != _index0(row.created_ms)
+            or self._read(self._index_key(scope, stream, 0)) != _index0(row.created_ms)
         ):
             self._write_epoch0(scope, stream, value)
 
     @staticmethod
-    def _index_key(scope: str, stream: str) -> str:
-        return f"index/{scope}/{stream}"
+    def _index_key(scope: str, stream: str, chunk: int) -> str:
+        return f"indexrows/{scope}/{stream}/{chunk:08d}"
 
     def _put_same(self, key: str, value: dict[str, Any]) -> None:
         """Store ``value`` under ``key`` unless it is stored already; a concurrent writer
@@ -351,23 +369,62 @@ class StreamRecords:
             self._records.put(key, {**current.value, "partial": False}, current.version)
 
     def _index_add(self, scope: str, stream: str, created_ms: int, epoch: int) -> None:
-        key = self._index_key(scope, stream)
+        chunk = epoch // INDEX_CHUNK
+        key = self._index_key(scope, stream, chunk)
         current = self._records.get(key)
-        rows = list(current.value["rows"]) if current else []
+        rows = list(current.value["rows"]) if current else self._legacy_rows(scope, stream, chunk)
         if rows and rows[-1][1] >= epoch:
+            if current is None:  # a chunk of the old single record: stored on its own now
+                self._records.put(key, {"rows": rows}, None)
             return
-        # Times never go back in the index, so the binary search holds with a skewed clock.
-        rows.append([max(created_ms, rows[-1][0] if rows else created_ms), epoch])
+        # Times never go back in the index (across chunks too), so the binary search holds
+        # with a skewed clock.
+        before = rows[-1][0] if rows else self._last_time(scope, stream, chunk)
+        rows.append([max(created_ms, before if before is not None else created_ms), epoch])
         self._records.put(key, {"rows": rows}, None if current is None else current.version)
 
+    def _legacy_rows(self, scope: str, stream: str, chunk: int) -> list[list[int]]:
+        """Rows of ``chunk``'s epochs in the single index record of older streams."""
+        value = self._read(f"index/{scope}/{stream}")
+        if not value:
+            return []
+        low, high = chunk * INDEX_CHUNK, (chunk + 1) * INDEX_CHUNK
+        return [[int(t), int(e)] for t, e in value["rows"] if low <= int(e) < high]
+
+    def _chunk_rows(self, scope: str, stream: str, chunk: int) -> list[tuple[int, int]]:
+        value = self._read(self._index_key(scope, stream, chunk))
+        rows = value["rows"] if value else self._legacy_rows(scope, stream, chunk)
+        return [(int(t), int(e)) for t, e in rows]
+
+    def _last_time(self, scope: str, stream: str, chunk: int) -> int | None:
+        """The time of the last index row before ``chunk`` (None: there is none)."""
+        for earlier in range(chunk - 1, -1, -1):
+            rows = self._chunk_rows(scope, stream, earlier)
+            if rows:
+                return rows[-1][0]
+        return None
+
     def index(self, scope: str, stream: str) -> list[tuple[int, int]]:
-        value = self._read(self._index_key(scope, stream))
-        return [(int(t), int(e)) for t, e in value["rows"]] if value else [(0, 0)]
+        """Every row of the index table (every chunk), in time order."""
+        highest = self.highest_epoch(scope, stream)
+        rows: list[tuple[int, int]] = []
+        for chunk in range(highest // INDEX_CHUNK + 1):
+            rows.extend(self._chunk_rows(scope, stream, chunk))
+        return rows or [(0, 0)]
 
     def epoch_at(self, scope: str, stream: str, time_ms: int) -> int:
-        """The epoch that was current at ``time_ms`` (epoch 0 before the stream existed)."""
-        rows = self.index(scope, stream)
+        """The epoch that was current at ``time_ms`` (epoch 0 before the stream existed):
+        a binary search over the index chunks' first rows, then one in a chunk."""
         current = int(self.get(scope, stream)[0]["epoch"])
+        low, high = 0, self.highest_epoch(scope, stream) // INDEX_CHUNK
+        while low < high:  # the last chunk whose first row is at or before time_ms
+            mid = (low + high + 1) // 2
+            rows = self._chunk_rows(scope, stream, mid)
+            if rows and rows[0][0] <= time_ms:
+                low = mid
+            else:
+                high = mid - 1
+        rows = self._chunk_rows(scope, stream, low) or [(0, 0)]
         at = bisect.bisect_right([t for t, _ in rows], time_ms) - 1
         return min(rows[max(at, 0)][1], current)
 
@@ -490,17 +547,39 @@ class StreamRecords:
         )
 
     # --- sealed sizes, truncation ----------------------------------------------------------------
-    def add_sealed_sizes(self, scope: str, stream: str, sizes: dict[int, int]) -> None:
-        key = f"sealedsizes/{scope}/{stream}"
-        current = self._records.get(key)
-        stored = dict(current.value["sizes"]) if current else {}
-        merged = {**stored, **{str(k): v for k, v in sizes.items()}}
-        if merged != stored:
-            self._records.put(key, {"sizes": merged}, None if current is None else current.version)
+    @staticmethod
+    def _sizes_key(scope: str, stream: str, sid: int) -> str:
+        return f"sealed/{scope}/{stream}/{(sid & 0xFFFFFFFF) // SEALED_SIZES_SHARD:08d}"
 
-    def sealed_sizes(self, scope: str, stream: str) -> dict[int, int]:
-        value = self._read(f"sealedsizes/{scope}/{stream}")
-        return {int(k): int(v) for k, v in value["sizes"].items()} if value else {}
+    def add_sealed_sizes(self, scope: str, stream: str, sizes: dict[int, int]) -> None:
+        """Record the sealed lengths ``sizes`` (id -> length), each in its shard."""
+        shards: dict[str, dict[str, int]] = {}
+        for sid, size in sizes.items():
+            shards.setdefault(self._sizes_key(scope, stream, sid), {})[str(sid)] = size
+        for key, part in sorted(shards.items()):
+            current = self._records.get(key)
+            stored = dict(current.value["sizes"]) if current else {}
+            merged = {**stored, **part}
+            if merged != stored:
+                version = None if current is None else current.version
+                self._records.put(key, {"sizes": merged}, version)
+
+    def sealed_sizes(
+        self, scope: str, stream: str, ids: Sequence[int] | None = None
+    ) -> dict[int, int]:
+        """Sealed lengths by id: of ``ids`` (reading only their shards; ids without a
+        recorded size are left out), or of every sealed segment (None)."""
+        legacy = self._read(f"sealedsizes/{scope}/{stream}")
+        out = {int(k): int(v) for k, v in legacy["sizes"].items()} if legacy else {}
+        if ids is None:
+            keys = self._records.list_keys(f"sealed/{scope}/{stream}")
+        else:
+            keys = sorted({self._sizes_key(scope, stream, sid) for sid in ids})
+        for key in keys:
+            value = self._read(key)
+            if value:
+                out.update((int(k), int(v)) for k, v in value["sizes"].items())
+        return out if ids is None else {sid: out[sid] for sid in ids if sid in out}
 
     def truncation(self, scope: str, stream: str) -> dict[str, Any]:
         """The truncation record: ``cut`` (segment id, as a str -> offset) the stream was last
@@ -701,6 +780,9 @@ class StreamRecords:
         highest = self.highest_epoch(scope, stream)
         for epoch in range(highest + 1):
             self._records.delete(f"history/{scope}/{stream}/{epoch:010d}")
+        for parent in (f"sealed/{scope}/{stream}", f"indexrows/{scope}/{stream}"):
+            for key in self._records.list_keys(parent):
+                self._records.delete(key)
         kinds = ("index", "sealedsizes", "truncation", "transition", "update", "truncate")
         for kind in (*kinds, "subscribers", "retention"):
             self._records.delete(f"{kind}/{scope}/{stream}")

@@ -130,7 +130,7 @@ def test_a_create_cut_short_between_its_record_and_its_epoch_completes(cluster) 
     store = StreamMetadataStore(cluster.metadata)
     store.create_stream("sc", "half", pr.StreamConfiguration().to_dict(), 3, 0, "r1")
     cluster.metadata.delete("history/sc/half/0000000000")
-    cluster.metadata.delete("index/sc/half")
+    cluster.metadata.delete("indexrows/sc/half/00000000")
     info = core.get_stream_info("sc", "half")
     assert info.state is StreamState.CREATING and len(info.segments) == 3
     assert core.create_stream("sc", "half", None, "r1")  # the caller's repeat
@@ -185,7 +185,7 @@ def test_a_create_cut_short_between_its_history_and_index_rows_gets_both(cluster
     cluster.core.create_scope("sc")
     store = StreamMetadataStore(cluster.metadata)
     store.create_stream("sc", "half", pr.StreamConfiguration().to_dict(), 2, 1234, None)
-    cluster.metadata.delete("index/sc/half")  # the kill, between the two rows
+    cluster.metadata.delete("indexrows/sc/half/00000000")  # the kill, between the two rows
     instance = _instance(cluster)
     instance.create_scope("other")  # its first call resumes the create
     assert instance.get_stream_info("sc", "half").state is StreamState.ACTIVE
