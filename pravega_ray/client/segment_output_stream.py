@@ -24,7 +24,11 @@ What an answer does:
   successors (``WriterContext.on_segment_sealed``), which re-routes it (after Pravega's
   ``EventStreamWriterImpl.handleSegmentSealed``); StreamSealedError fails it if the
   stream is sealed (or being sealed), SegmentSealedError if a sealed segment has no
-  successors while its stream is not sealed (which a scale never leaves);
+  successors while its stream is not sealed (which a scale never leaves). A stream
+  segment *gone* (SegmentNotFoundError: sealed by a scale, then deleted by a truncation
+  while the writer had nothing for it, as Pravega's writer treats NoSuchSegment) is sealed
+  too, and everything in flight goes to its successors (a deleted segment was sealed
+  first, so none of it was stored there);
 * a late answer to a call already given up on: a success completes what it covers; a
   failure changes nothing (the give-up counted as outcome unknown). A reconnect completes
   queued blocks its last event number covers, too: a given-up call may land after the
@@ -70,11 +74,12 @@ from pravega_ray.errors import (
     ConditionalAppendFailedError,
     PravegaError,
     RetriableError,
+    SegmentNotFoundError,
     SegmentSealedError,
     StreamSealedError,
 )
 from pravega_ray.invariant import invariant
-from pravega_ray.naming import parse_segment_name
+from pravega_ray.naming import is_transaction_segment, parse_segment_name
 
 if TYPE_CHECKING:
     pass
@@ -249,7 +254,7 @@ class SegmentOutputStream:
             return
         elif isinstance(error, (RetriableError, ConditionalAppendFailedError)):
             self.reconnecting = True
-        elif isinstance(error, (SegmentSealedError, StreamSealedError)):
+        elif isinstance(error, (SegmentSealedError, StreamSealedError)) or self._gone(error):
             self.reconnecting = True  # the reconnect finds out whether the stream is sealed
         else:
             # The store refused the block itself (InvalidArgumentError, DataCorruptionError,
@@ -279,11 +284,24 @@ class SegmentOutputStream:
         """
         try:
             last, error = self._last_persisted()
-            sealed = self._sealed_outcome() if last is not None else None
+            if last is not None:
+                sealed = self._sealed_outcome()
+            elif self._gone(error):
+                sealed = self._successors(SegmentNotFoundError(f"segment {self.name} is gone"))
+            else:
+                sealed = None
             with self._context.lock:
                 self._resolve(last, error, sealed)
         finally:
             self._context.complete_settled()
+
+    def _gone(self, error: BaseException | None) -> bool:
+        """Whether ``error`` says this stream segment was deleted: truncated away by
+        retention or a truncation after a scale sealed it, while this writer had nothing
+        to write to it (or the stream deleted). As Pravega's writer does with
+        NoSuchSegment, what is left goes to its successors (a transaction segment gone is
+        an aborted transaction: its writes fail)."""
+        return isinstance(error, SegmentNotFoundError) and not is_transaction_segment(self.name)
 
     def _last_persisted(self) -> tuple[int | None, BaseException | None]:
         """The writer's last event number the store holds, or None and why it is unknown."""
@@ -323,6 +341,14 @@ class SegmentOutputStream:
         context = self._context
         blocks = [b for b, _ in self.blocks.inflight]
         self.blocks.inflight.clear()
+        if last is None and isinstance(sealed, dict):
+            # The segment is gone (_gone): a segment is deleted only once sealed and wholly
+            # before a truncation, so nothing in flight now was stored in it; all of it goes
+            # to the successors.
+            last = min([b.first for b in blocks], default=self.sent_last + 1) - 1
+            for block in blocks:
+                if self._gone(block.rejection):
+                    block.rejection = None
         if last is None:
             failure = error if isinstance(error, PravegaError) else PravegaError(repr(error))
             for block in blocks:
@@ -443,9 +469,15 @@ class SegmentOutputStream:
                 return None
         except (PravegaError, FutureTimeoutError):
             return None
+        return self._successors(SegmentSealedError(f"segment {self.name} is sealed"))
+
+    def _successors(self, failure: PravegaError) -> PravegaError | Successors:
+        """Not under the lock: the sealed (or gone) segment's successors, or the error
+        that fails what is left (:meth:`_sealed_outcome`; ``failure`` when it has none
+        while the stream is not sealed)."""
+        context = self._context
         scope, stream = context.scope, context.stream
         backoff_s = context.config.reconnect_backoff_s
-        failure: PravegaError = SegmentSealedError(f"segment {self.name} is sealed")
         for attempt in range(context.config.reconnect_attempts_max):
             try:
                 segment_id = parse_segment_name(self.name).segment_id

@@ -24,6 +24,7 @@ from pravega_ray.contracts.reader_group_state import (
 from pravega_ray.contracts.records import check_request_id
 from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.stream_records import truncated_away
 from pravega_ray.controller.subscriber_tasks import SubscriberTasks
 from pravega_ray.errors import (
     InvalidArgumentError,
@@ -213,10 +214,9 @@ class ReaderGroupTasks:
 
     def _check_not_truncated(self, scope: str, stream: str, positions: dict[int, int]) -> None:
         truncation = self._store.streams.truncation(scope, stream)
-        deleted = set(truncation["deleted"])
         current = {int(k): int(v) for k, v in truncation["cut"].items()}
         for sid, offset in positions.items():
-            if sid in deleted or offset < current.get(sid, 0):
+            if truncated_away(truncation, sid) or offset < current.get(sid, 0):
                 raise InvalidArgumentError(
                     f"the start cut of {scope}/{stream} is behind the stream's head "
                     f"(segment {sid} at {offset} was truncated away)"

@@ -29,6 +29,7 @@ from pravega_ray.contracts.records import SegmentRange, StreamState
 from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.epochs import overlaps, to_range
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
+from pravega_ray.controller.stream_records import truncated_away
 from pravega_ray.errors import (
     ConflictingUpdateError,
     InvalidArgumentError,
@@ -105,10 +106,10 @@ class StreamCutTasks:
         epoch = records.epoch_at(scope, stream, time_ms)
         row = records.epoch(scope, stream, epoch)
         assert row is not None
-        deleted = set(records.truncation(scope, stream)["deleted"])
+        truncation = records.truncation(scope, stream)
         positions = {}
         for sid, _, _ in row.segments:
-            if sid in deleted:
+            if truncated_away(truncation, sid):
                 return self.get_head_cut(scope, stream)  # wholly before the head
             name = stream_segment_name(scope, stream, sid)
             try:
@@ -144,7 +145,7 @@ class StreamCutTasks:
         current = {int(k): int(v) for k, v in truncation["cut"].items()}
         for sid, offset in positions.items():
             name = stream_segment_name(scope, stream, sid)
-            if sid in truncation["deleted"]:
+            if truncated_away(truncation, sid):
                 raise InvalidArgumentError(f"the cut is behind the stream's truncation ({name})")
             if sid in current and offset < current[sid]:
                 raise InvalidArgumentError(
@@ -191,7 +192,7 @@ class StreamCutTasks:
         self._steps.check_stream(scope, stream)
         start, end = _check_positions(start, "start"), _check_positions(end, "end")
         records = self._store.streams
-        deleted = set(records.truncation(scope, stream)["deleted"])
+        truncation = records.truncation(scope, stream)
         before = set(records.before_cut(scope, stream, start)) if start else set()
         if end is not None:
             for sid, offset in end.items():
@@ -207,7 +208,7 @@ class StreamCutTasks:
         out = []
         for sid in records.all_segment_ids(scope, stream):
             found = records.segment_row(scope, stream, sid)
-            if found is None or sid in deleted or sid in before:
+            if found is None or truncated_away(truncation, sid) or sid in before:
                 continue
             if end is not None and sid not in end:
                 over = [sealed for row, sealed in end_rows.values() if overlaps(row, found[0])]

@@ -506,10 +506,11 @@ class StreamRecords:
                 out.append(found[0])
         return out
 
-    def all_segment_ids(self, scope: str, stream: str) -> list[int]:
-        """Every segment of every epoch (a running scale's new ones too), sorted."""
+    def all_segment_ids(self, scope: str, stream: str, from_epoch: int = 0) -> list[int]:
+        """Every segment of every epoch from ``from_epoch`` on (a running scale's new ones
+        too), sorted."""
         ids: set[int] = set()
-        for epoch in range(self.highest_epoch(scope, stream) + 1):
+        for epoch in range(from_epoch, self.highest_epoch(scope, stream) + 1):
             row = self.epoch(scope, stream, epoch)
             if row is not None:
                 ids |= row.ids()
@@ -583,13 +584,24 @@ class StreamRecords:
 
     def truncation(self, scope: str, stream: str) -> dict[str, Any]:
         """The truncation record: ``cut`` (segment id, as a str -> offset) the stream was last
-        truncated at, ``deleted`` (ids of the segments wholly before it)."""
+        truncated at; the segments wholly before it, deleted: every segment created in an
+        epoch below ``floor`` (absent: 0), and the ids in ``deleted`` (use
+        :func:`truncated_away`)."""
         return self._read(f"truncation/{scope}/{stream}") or {"cut": {}, "deleted": []}
 
     def set_truncation(
         self, scope: str, stream: str, cut: dict[int, int], deleted: list[int]
     ) -> None:
-        value = {"cut": {str(k): v for k, v in cut.items()}, "deleted": sorted(deleted)}
+        """Record the truncation at ``cut`` with the ids of the segments wholly before it
+        (deleted). Every segment created in an epoch below the earliest creation epoch of
+        the cut's segments is before it (each overlaps a cut segment created after it, so
+        was sealed before that one began): those are kept as that ``floor``, not by id, so
+        the record holds only the ids of the epochs the cut spans, however long the
+        stream's history."""
+        old = self.truncation(scope, stream)
+        floor = max(int(old.get("floor", 0)), min((segment_epoch(s) for s in cut), default=0))
+        kept = sorted(s for s in deleted if segment_epoch(s) >= floor)
+        value = {"cut": {str(k): v for k, v in cut.items()}, "deleted": kept, "floor": floor}
         self._put_any(f"truncation/{scope}/{stream}", value)
 
     def put_truncate(self, scope: str, stream: str, cut: dict[int, int], request: str) -> None:
@@ -608,12 +620,16 @@ class StreamRecords:
     def end_truncate(self, scope: str, stream: str) -> None:
         self._records.delete(f"truncate/{scope}/{stream}")
 
-    def before_cut(self, scope: str, stream: str, cut: dict[int, int]) -> list[int]:
+    def before_cut(
+        self, scope: str, stream: str, cut: dict[int, int], from_epoch: int = 0
+    ) -> list[int]:
         """Ids of the segments wholly before ``cut``: sealed by an epoch no later than the
-        creation epoch of every cut segment overlapping them."""
+        creation epoch of every cut segment overlapping them (of the epochs from
+        ``from_epoch`` on: a segment active in an earlier one and later too is found in
+        that later one's row)."""
         rows = {sid: self.segment_row(scope, stream, sid) for sid in cut}
         out = []
-        for sid in self.all_segment_ids(scope, stream):
+        for sid in self.all_segment_ids(scope, stream, from_epoch):
             if sid in cut:
                 continue
             me = self.segment_row(scope, stream, sid)
@@ -791,6 +807,12 @@ class StreamRecords:
     def _put_any(self, key: str, value: dict[str, Any]) -> None:
         current = self._records.get(key)
         self._records.put(key, value, None if current is None else current.version)
+
+
+def truncated_away(truncation: Mapping[str, Any], sid: int) -> bool:
+    """Whether segment ``sid`` is wholly before the truncation record ``truncation``'s cut
+    (deleted by it or an earlier truncation); see :meth:`StreamRecords.set_truncation`."""
+    return segment_epoch(sid) < int(truncation.get("floor", 0)) or sid in truncation["deleted"]
 
 
 def _index0(created_ms: int) -> dict[str, Any]:

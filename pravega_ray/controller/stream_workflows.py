@@ -47,6 +47,7 @@ from pravega_ray.controller.epochs import EpochRecord, RollPlan, ScaleRecord
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.stream_records import truncated_away
 from pravega_ray.controller.transaction_workflows import (
     COMMIT_NOTICES,
     TransactionSegments,
@@ -481,7 +482,15 @@ class StreamWorkflows:
             return POSTPONE
         self._records.transition(scope, stream, StreamState.TRUNCATING)
         self._step("truncating")
-        before = self._records.before_cut(scope, stream, cut)
+        # Those an earlier truncation deleted (and recorded) are not asked again: the
+        # epochs below its floor are not even read.
+        truncation = self._records.truncation(scope, stream)
+        floor = int(truncation.get("floor", 0))
+        before = [
+            sid
+            for sid in self._records.before_cut(scope, stream, cut, floor)
+            if not truncated_away(truncation, sid)
+        ]
         for sid in before:
             with contextlib.suppress(SegmentNotFoundError):
                 self._segments.delete_segment(stream_segment_name(scope, stream, sid))
@@ -490,7 +499,7 @@ class StreamWorkflows:
             with contextlib.suppress(SegmentNotFoundError):
                 self._segments.truncate_segment(stream_segment_name(scope, stream, sid), offset)
         self._step("segments truncated")
-        deleted = set(self._records.truncation(scope, stream)["deleted"]) | set(before)
+        deleted = set(truncation["deleted"]) | set(before)
         self._records.set_truncation(scope, stream, cut, sorted(deleted))
 
         def done(v: dict[str, Any]) -> dict[str, Any]:

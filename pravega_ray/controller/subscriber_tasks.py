@@ -26,6 +26,7 @@ from typing import Protocol
 from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.cut_order import Cut, Ranges, cut_le
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
+from pravega_ray.controller.stream_records import truncated_away
 from pravega_ray.errors import InvalidArgumentError, SegmentNotFoundError
 from pravega_ray.naming import parse_scoped_stream, stream_segment_name
 from pravega_ray.stream_cut import StreamCut
@@ -97,7 +98,7 @@ class SubscriberTasks:
         truncation = records.truncation(scope, stream)
         head = {int(k): int(v) for k, v in truncation["cut"].items()}
         for sid, offset in positions.items():
-            if sid in truncation["deleted"] or offset < head.get(sid, 0):
+            if truncated_away(truncation, sid) or offset < head.get(sid, 0):
                 continue  # truncated away: a cut behind the head holds nothing back
             name = stream_segment_name(scope, stream, sid)
             try:  # InvalidArgumentError past the end or not at an event boundary

@@ -431,3 +431,45 @@ def test_an_idle_writer_follows_a_chain_of_scales_on_its_next_write(cluster) -> 
         futures = [writer.write_event({"k": "k7", "n": n}, "k7") for n in range(1, 30)]
         assert all(f.exception(30) is None for f in futures)
     check_exactly_once_in_key_order(cluster, 30)
+
+
+def test_a_writer_idle_on_a_segment_a_truncation_deleted_writes_to_its_successors(
+    cluster,
+) -> None:  # type: ignore[no-untyped-def]
+    """A writer knows a segment; a scale seals it and a truncation (retention, say) deletes
+    it while the writer has nothing to write there. Its next events for those keys used to
+    fail with SegmentNotFoundError; as Pravega's writer does with NoSuchSegment, they go
+    to the successors, once each, in key order."""
+    mgr = make_stream(cluster, 2)
+    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as writer:
+        n = 0
+        for k in KEYS:
+            writer.write_event({"k": k, "n": n}, k)
+            n += 1
+        writer.flush(timeout=30)
+        a, _b = mgr.get_stream_info("sc", "st").segments
+        mid = (a.key_low + a.key_high) / 2
+        assert mgr.scale_stream("sc", "st", [a.segment_id], [(a.key_low, mid), (mid, a.key_high)])
+        assert mgr.truncate_stream("sc", "st", mgr.get_tail_cut("sc", "st"), timeout_s=30)
+        with pytest.raises(pr.SegmentNotFoundError):
+            cluster.segments.get_info(a.name).result(10)
+        first_after = n
+        for _ in range(3):
+            for k in KEYS:
+                writer.write_event({"k": k, "n": n}, k)
+                n += 1
+        writer.flush(timeout=30)
+    cluster.create_reader_group("sc", "g", pr.ReaderGroupConfig.for_streams("sc/st"))
+    reader = cluster.create_reader("r", "sc", "g", pr.JsonSerializer())
+    got: list[dict[str, Any]] = []
+    while len(got) < n - first_after:
+        event = reader.read_next_event(5.0)
+        assert event is not None and event.event is not None, f"read {len(got)}"
+        got.append(event.event)
+    extra = reader.read_next_event(0.5)
+    assert extra is None or extra.event is None  # nothing more
+    reader.close()
+    assert sorted(e["n"] for e in got) == list(range(first_after, n))
+    for k in KEYS:
+        ns = [e["n"] for e in got if e["k"] == k]
+        assert ns == sorted(ns)

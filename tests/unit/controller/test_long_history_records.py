@@ -174,3 +174,45 @@ def test_one_record_of_a_years_history_would_not_fit_a_table_entry() -> None:
     assert len(json.dumps({"rows": rows})) > TABLE_VALUE_BYTES_MAX
     chunk = rows[: stream_records.INDEX_CHUNK]
     assert len(json.dumps({"rows": chunk})) < TABLE_VALUE_BYTES_MAX // 20
+
+
+def test_truncations_over_a_long_history_keep_only_the_ids_of_the_epochs_the_cut_spans(
+    cluster,
+) -> None:  # type: ignore[no-untyped-def]
+    """The truncation record named every segment any truncation ever deleted, for ever:
+    it now keeps the epochs below the cut's earliest as one number (its ``floor``)."""
+    make(cluster)
+    mgr = cluster.stream_manager()
+    writer = cluster.create_writer("sc", "st", pr.BytesSerializer())
+    old_cuts = []
+    for n in range(12):
+        writer.write_event(b"e%d" % n, routing_key=f"k{n}")
+        writer.flush()
+        segments = mgr.get_stream_info("sc", "st").segments  # all replaced: split or merged
+        ranges = [(0.0, 1.0)] if len(segments) == 2 else [(0.0, 0.5), (0.5, 1.0)]
+        sealed = [s.segment_id for s in segments]
+        assert mgr.scale_stream("sc", "st", sealed, ranges, timeout_s=30)
+        cut = mgr.get_tail_cut("sc", "st")
+        assert mgr.truncate_stream("sc", "st", cut, timeout_s=30)
+        old_cuts.append(cut)
+    writer.close()
+    store = StreamMetadataStore(cluster.metadata)
+    truncation = store.streams.truncation("sc", "st")
+    assert truncation["floor"] == 12  # the tail cut's segments were all created at epoch 12
+    assert truncation["deleted"] == []  # every deleted segment is below it: 18 of them
+    for sid in store.streams.all_segment_ids("sc", "st"):
+        name = f"sc/st/{sid & 0xFFFFFFFF}.#epoch.{sid >> 32}"
+        try:
+            cluster.segments.get_info(name).result(10)
+            exists = True
+        except pr.SegmentNotFoundError:
+            exists = False
+        assert stream_records.truncated_away(truncation, sid) is not exists, name
+    # An old time or an old cut is before the head: the head, or a clear refusal.
+    head = mgr.get_head_cut("sc", "st")
+    assert mgr.get_segments_at_time("sc", "st", 0) == head
+    with pytest.raises(pr.InvalidArgumentError):
+        mgr.truncate_stream("sc", "st", old_cuts[3], timeout_s=30)
+    config = pr.ReaderGroupConfig.for_streams("sc/st", start_cuts={"sc/st": old_cuts[3]})
+    with pytest.raises(pr.InvalidArgumentError):
+        cluster.create_reader_group("sc", "g", config)
