@@ -6,11 +6,14 @@ clients and tools expect them (``pravega_ray/endpoints.py``).
 getURI asks the container actor that owns the segment for its wire gateway
 (``SegmentContainerActor.wire_endpoint``, which opens it on first use), every time: a
 container that restarted or moved is found where it is now, and the client caches the
-answer itself. A thread asks every container every ``REFRESH_S`` too, so a container that
-restarted opens its gateway again at once, on its port, for the clients that connect to
-the address they had without asking getURI again. Killed at any moment, Ray restarts it
-(``max_restarts=-1``) and the constructor serves again on the same port: it holds no
-state.
+answer itself. A container that does not answer is answered with the endpoint it named
+last (``EndpointBook``): Pravega's clients retry a failed connection for ever, a failed
+getURI only about a minute (then a reader never reads that segment again). A thread asks
+every container every ``REFRESH_S`` too, so a container that restarted opens its gateway
+again at once, on its port, for the clients that connect to the address they had without
+asking getURI again (and the endpoints are known again soon after this actor restarts).
+Killed at any moment, Ray restarts it (``max_restarts=-1``) and the constructor serves
+again on the same port: it holds no state but those endpoints.
 
 Security (docs/security.md): the config names the TLS files and the password file; this
 actor and every container actor read the same files, so they serve the same certificate,
@@ -28,7 +31,7 @@ from typing import Any
 
 import ray
 
-from pravega_ray.endpoints import EndpointConfig
+from pravega_ray.endpoints import EndpointBook, EndpointConfig
 from pravega_ray.errors import ContainerNotReadyError
 from pravega_ray.naming import container_for_segment
 from pravega_ray_actors.options import container_name
@@ -63,6 +66,7 @@ class EndpointsActor:
         self._namespace = namespace
         self._handles: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self._book = EndpointBook()
         handles = [lookup(n, namespace) for n in _controller_instance_names(namespace)]
         self._controller = ControllerClient(RayControllerConnection(handles))
         self._grpc = serve(
@@ -107,8 +111,14 @@ class EndpointsActor:
 
     def endpoint_of(self, container_id: int) -> tuple[str, int]:
         """The ``(host, port)`` of container ``container_id``'s wire gateway, opened if it was
-        not. ContainerNotReadyError (UNAVAILABLE to a gRPC client, which asks again) if the
-        container does not answer within ``URI_CALL_TIMEOUT_S`` or cannot open it."""
+        not; the last one it named if it does not answer within ``EndpointBook.quick_s``
+        (``pravega_ray.endpoints.EndpointBook``: a client's connection then fails and it
+        asks again, for ever, where a failed getURI ends its retries after about a minute).
+        ContainerNotReadyError (UNAVAILABLE to a gRPC client, which asks again) if it never
+        named one and does not answer within ``URI_CALL_TIMEOUT_S`` or cannot open it."""
+        return self._book.answer(container_id, lambda timeout_s: self._ask(container_id, timeout_s))
+
+    def _ask(self, container_id: int, timeout_s: float | None) -> tuple[str, int]:
         with self._lock:
             handle = self._handles.get(container_id)
         try:
@@ -117,7 +127,7 @@ class EndpointsActor:
                 with self._lock:
                     self._handles[container_id] = handle
             ref = handle.wire_endpoint.remote(self._container_count, self._config.to_dict())
-            host, port = ray.get(ref, timeout=URI_CALL_TIMEOUT_S)
+            host, port = ray.get(ref, timeout=timeout_s or URI_CALL_TIMEOUT_S)
         except Exception as e:  # died, restarting, moved (a new actor: look it up again)
             with self._lock:
                 self._handles.pop(container_id, None)

@@ -30,12 +30,14 @@ import ipaddress
 import os
 import re
 import ssl
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pravega_ray.auth import AccessControl, DelegationTokens, PasswordFile, derive_token_secret
 from pravega_ray.errors import ConfigurationError, InvalidArgumentError
 
-__all__ = ["EndpointConfig", "TlsFiles", "is_loopback", "wire_port_for"]
+__all__ = ["EndpointBook", "EndpointConfig", "TlsFiles", "is_loopback", "wire_port_for"]
 
 _HOST_NAME_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?")
 _PEM_BYTES_MAX = 1024 * 1024
@@ -302,3 +304,41 @@ def wire_port_for(config: EndpointConfig, container_id: int, container_count: in
             f"{container_count - 1}: use a base of at most {65536 - container_count}"
         )
     return config.wire_port_base + container_id
+
+
+class EndpointBook:
+    """getURI's answers, with the last endpoint each container named.
+
+    Pravega's clients treat a getURI that fails as fatal once their retries run out (the
+    Rust client's segment reader panics after 10 tries, about a minute: the reader never
+    reads that segment again), while a connection that fails is retried for ever. So, as
+    Pravega's controller answers from its host map whether or not the host is up, a
+    container that does not answer (restarting, moving) is answered with the last endpoint
+    it named, at once: the client's connection fails and it asks again until the container
+    answers. A container never heard of gets the error. Thread-safe.
+    """
+
+    def __init__(self, quick_s: float = 1.0) -> None:
+        self._known: dict[int, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+        self.quick_s = quick_s
+        """How long a container with a known endpoint is waited for before the answer is
+        the known endpoint."""
+
+    def answer(
+        self, container_id: int, ask: Callable[[float | None], tuple[str, int]]
+    ) -> tuple[str, int]:
+        """``ask(timeout)``'s endpoint (remembered), or the last one known when it raises;
+        its error when none is known. ``ask`` gets ``quick_s`` when one is known, else
+        None (its own timeout)."""
+        with self._lock:
+            known = self._known.get(container_id)
+        try:
+            endpoint = ask(None if known is None else self.quick_s)
+        except Exception:
+            if known is None:
+                raise
+            return known
+        with self._lock:
+            self._known[container_id] = endpoint
+        return endpoint
