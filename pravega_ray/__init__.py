@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pravega_ray import errors
 from pravega_ray.client.batch_client import BatchClient, SegmentReadRange
 from pravega_ray.client.byte_stream import ByteStreamReader, ByteStreamWriter
+from pravega_ray.client.event_pointers import EventPointer
 from pravega_ray.client.events import Checkpoint, EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
@@ -95,6 +96,7 @@ __all__ = [
     "ContainerThrottledError",
     "ControllerUnavailableError",
     "DataCorruptionError",
+    "EventPointer",
     "EventRead",
     "EventStreamReader",
     "EventStreamWriter",
@@ -110,6 +112,7 @@ __all__ = [
     "KeyValueTableNotFoundError",
     "KeyValueTableState",
     "LeaseExpiredError",
+    "NoSuchEventError",
     "NoSuchKeyError",
     "NotFoundError",
     "Position",

@@ -20,7 +20,8 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── SegmentNotFoundError
     │   ├── ReaderGroupNotFoundError
     │   ├── TxnNotFoundError            unknown (or long completed) transaction id
-    │   └── KeyValueTableNotFoundError
+    │   ├── KeyValueTableNotFoundError
+    │   └── NoSuchEventError            no event where an EventPointer points (any more)
     ├── AlreadyExistsError
     │   ├── SegmentExistsError
     │   └── ReaderAlreadyExistsError    a reader id already online in the group
@@ -79,6 +80,7 @@ __all__ = [
     "InvalidNameError",
     "KeyValueTableNotFoundError",
     "LeaseExpiredError",
+    "NoSuchEventError",
     "NoSuchKeyError",
     "NotFoundError",
     "PravegaError",
@@ -194,6 +196,12 @@ class TxnNotFoundError(NotFoundError):
 
 class KeyValueTableNotFoundError(NotFoundError):
     pass
+
+
+class NoSuchEventError(NotFoundError):
+    """No event where an event pointer points: its segment is gone (deleted, or truncated
+    away whole), or no event frame of the pointer's length starts at its offset (Pravega's
+    ``NoSuchEventException``)."""
 
 
 class AlreadyExistsError(PravegaError):

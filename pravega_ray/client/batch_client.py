@@ -26,6 +26,7 @@ from typing import Any
 
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.event_framing import FrameAssembler
+from pravega_ray.client.event_pointers import EventPointer, fetch_event
 from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX, READ_BYTES_MAX, READER_READ_BYTES
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, RetriableError
@@ -193,6 +194,16 @@ class BatchClient:
                 f"{name}: the range [{segment_range.start_offset}, {end}) ends inside an event",
                 segment=name,
             )
+
+    def fetch_event(self, pointer: EventPointer, serializer: Serializer[Any] | None = None) -> Any:
+        """The one event ``pointer`` points at (``EventRead.event_pointer``), deserialized
+        (raw bytes by default). Raises NoSuchEventError (its segment is gone, the pointer
+        goes past the segment's end, or no event of its length starts at its offset),
+        SegmentTruncatedError (truncated since), InvalidArgumentError (not an
+        EventPointer), DataCorruptionError for damaged bytes (``client/event_pointers.py``)."""
+        serializer = BytesSerializer() if serializer is None else serializer
+        check_serializer(serializer)
+        return serializer.deserialize(fetch_event(self._segments, self._call, pointer))
 
     def next_stream_cut(self, start_cut: StreamCut, approx_bytes: int) -> StreamCut:
         """A cut about ``approx_bytes`` bytes (frames included) after ``start_cut``.

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from pravega_ray.client.event_pointers import EventPointer
 from pravega_ray.contracts.reader_group_state import check_offsets
 from pravega_ray.naming import stream_segment_name
 from pravega_ray.stream_cut import StreamCut
@@ -70,6 +71,20 @@ class EventRead(tuple[Any, str, int, "Position", "str | None"]):
         if isinstance(raw, Position):
             return raw
         return Position(tuple(sorted(raw)))  # the reader's (segment, offset) pairs
+
+    @property
+    def event_pointer(self) -> EventPointer | None:
+        """Where this event is stored (its segment, offset and frame length), to read it
+        again with ``reader.fetch_event`` (None for a checkpoint marker)."""
+        if tuple.__getitem__(self, 4) is not None:
+            return None
+        raw = tuple.__getitem__(self, 3)
+        pairs = raw.offsets if isinstance(raw, Position) else raw
+        segment, offset = tuple.__getitem__(self, 1), tuple.__getitem__(self, 2)
+        for name, after in pairs:
+            if name == segment:
+                return EventPointer(segment, offset, after - offset)
+        return None
 
     @property
     def is_checkpoint(self) -> bool:

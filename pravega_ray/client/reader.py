@@ -57,6 +57,7 @@ from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
+from pravega_ray.client.event_pointers import EventPointer, fetch_event
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.segment_reads import SegmentReadState as _SegmentReader
@@ -80,6 +81,7 @@ from pravega_ray.errors import (
     SerializationError,
     TruncatedDataError,
 )
+from pravega_ray.retry import repeat_while
 from pravega_ray.timing import (
     DAEMON_THREADS,
     SYSTEM_CLOCK,
@@ -323,6 +325,42 @@ class EventStreamReader(Generic[T]):
         offset, payload = segment.events.popleft()
         segment.next_offset = offset + constants.EVENT_HEADER_BYTES + len(payload)
         self._readers = None
+
+    def fetch_event(self, pointer: EventPointer) -> T:
+        """The one event ``pointer`` points at (an ``EventRead.event_pointer``, kept or
+        read back with ``EventPointer.from_base64``), deserialized; the reader's position
+        does not move. Any reader of the group can fetch any event of the group's streams.
+
+        Raises InvalidArgumentError for something not an EventPointer or a pointer into a
+        stream the group does not read; NoSuchEventError (its segment is gone, the pointer
+        goes past the segment's end, or no event of its length starts at its offset),
+        SegmentTruncatedError (truncated since), SerializationError, DataCorruptionError;
+        ClientClosedError after close() (``client/event_pointers.py``).
+        """
+        if self._closed:
+            raise ClientClosedError("reader is closed")
+        if not isinstance(pointer, EventPointer):
+            raise InvalidArgumentError(f"fetch_event takes an EventPointer, not {type(pointer)}")
+        streams = self._state.fetch()[0].streams
+        if pointer.scoped_stream not in streams:
+            raise InvalidArgumentError(
+                f"{pointer} is an event of {pointer.scoped_stream}, which group "
+                f"{self.scope}/{self.group} does not read ({sorted(streams)})"
+            )
+        payload = fetch_event(self._connection, self._call, pointer)
+        return self._deserialize(payload)
+
+    def _call(self, what: str, call: Any) -> Any:
+        """``call()``'s future's answer, asked again while the container restarts."""
+        return repeat_while(
+            RetriableError,
+            lambda: call().result(constants.CONTROLLER_CALL_TIMEOUT_S),
+            what=what,
+            log=log,
+            attempts_max=constants.CONTAINER_CALL_ATTEMPTS_MAX,
+            pause_s=0.5,
+            scheduler=self._scheduler,
+        )
 
     def close(self) -> None:
         """Leave the group, handing owned segments back at the reader's position.
