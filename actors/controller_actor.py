@@ -234,6 +234,9 @@ class ControllerActor:
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._controller.list_transactions(scope, stream)
 
+    def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        return self._controller.list_completed_transactions(scope, stream)
+
     # --- subscribers (retention) ------------------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         return self._controller.add_subscriber(scope, stream, subscriber, generation)
@@ -287,6 +290,7 @@ CALL_GROUPS: dict[str, tuple[str, ...]] = {
         "check_transaction_status",
         "get_transaction",
         "list_transactions",
+        "list_completed_transactions",
         "list_subscribers",
         "get_reader_group_positions",
     ),

@@ -18,7 +18,7 @@ from pravega_ray.client.event_pointers import EventPointer
 from pravega_ray.client.events import Checkpoint, EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
-from pravega_ray.client.reader_group import ReaderGroup
+from pravega_ray.client.reader_group import ReaderGroup, ReaderSegmentDistribution
 from pravega_ray.client.serializers import (
     ArrowIpcSerializer,
     BytesSerializer,
@@ -122,6 +122,7 @@ __all__ = [
     "ReaderGroupConfig",
     "ReaderGroupNotFoundError",
     "ReaderNotInGroupError",
+    "ReaderSegmentDistribution",
     "RetentionConfigType",
     "RetentionPolicy",
     "RetriableError",

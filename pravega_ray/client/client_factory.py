@@ -35,7 +35,7 @@ class ClientFactory:
         self._segments = segments
 
     def stream_manager(self) -> StreamManager:
-        return StreamManager(self._controller)
+        return StreamManager(self._controller, segments=self._segments)
 
     def batch_client(self) -> BatchClient:
         """A batch client: a stream's segment ranges between cuts, each readable on its own."""

@@ -377,6 +377,9 @@ class ControllerClient:
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._repeated(ControllerService.list_transactions, scope, stream)
 
+    def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        return self._repeated(ControllerService.list_completed_transactions, scope, stream)
+
     # --- subscribers (retention): all repeated ---------------------------------------------------
     # A repeat of a call that landed answers False (add, delete: already done) or True
     # (update: the same cut again is accepted), never a wrong state.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 from pravega_ray import metrics
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
@@ -39,7 +40,7 @@ from pravega_ray.stream_configuration import (
 from pravega_ray.stream_cut import StreamCut, cuts_of
 from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
-__all__ = ["ReaderGroup"]
+__all__ = ["ReaderGroup", "ReaderSegmentDistribution"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,24 @@ CHECKPOINT_POLL_S_MAX = 0.02
 """The longest pause between two looks at a checkpoint's progress."""
 CHECKPOINT_TIMEOUT_S_DEFAULT = 30.0
 """How long ``initiate_checkpoint`` waits by default."""
+
+
+@dataclass(frozen=True)
+class ReaderSegmentDistribution:
+    """Which reader of a group holds which segments (Pravega's ``ReaderSegmentDistribution``):
+    ``reader_segments`` maps every reader of the group (those holding none too) to the names
+    of the segments it holds, sorted; ``unassigned_segments`` are the segments waiting for a
+    reader to take them; ``waiting_segments`` the successors still waiting for a
+    predecessor to be read to its end."""
+
+    reader_segments: dict[str, list[str]]
+    unassigned_segments: list[str]
+    waiting_segments: list[str]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many segments each reader holds (Pravega's ``getReaderSegmentDistribution``)."""
+        return {reader: len(segments) for reader, segments in self.reader_segments.items()}
 
 
 class ReaderGroup:
@@ -94,6 +113,17 @@ class ReaderGroup:
     def get_config(self) -> ReaderGroupConfig:
         """The group's current configuration (the last ``reset_to`` config, else its own)."""
         return self._state.fetch()[0].group_config()
+
+    def get_segment_distribution(self) -> ReaderSegmentDistribution:
+        """Which reader holds which segments now (one read of the group's state). Raises
+        ReaderGroupNotFoundError, DataCorruptionError."""
+        state, _ = self._state.fetch()
+        readers = {reader: sorted(state.assigned.get(reader, {})) for reader in state.readers}
+        return ReaderSegmentDistribution(
+            reader_segments=readers,
+            unassigned_segments=sorted(state.unassigned),
+            waiting_segments=sorted(state.future),
+        )
 
     def get_online_readers(self) -> list[str]:
         """Ids of the readers that are members of the group, sorted."""

@@ -10,12 +10,20 @@ read the manager's ``clock`` and pause through its ``scheduler``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
-from pravega_ray.client.connection import ControllerConnection
+from pravega_ray.client.batch_client import BatchClient
+from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.constants import KVT_PARTITIONS_DEFAULT, WORKFLOW_POLL_S, WORKFLOW_WAIT_S
 from pravega_ray.contracts.arguments import check_wait
-from pravega_ray.contracts.records import KeyValueTableInfo, SegmentRange, StreamInfo, StreamState
+from pravega_ray.contracts.records import (
+    KeyValueTableInfo,
+    SegmentRange,
+    StreamInfo,
+    StreamState,
+    TxnStatus,
+)
 from pravega_ray.errors import (
     InvalidArgumentError,
     StreamNotFoundError,
@@ -30,10 +38,12 @@ class StreamManager:
         self,
         controller: ControllerConnection,
         *,
+        segments: SegmentStoreConnection | None = None,
         clock: Clock = SYSTEM_CLOCK,
         scheduler: ThreadScheduler = DAEMON_THREADS,
     ) -> None:
         self._controller = controller
+        self._segments = segments  # for get_distance (the segments' lengths)
         self._clock = clock
         self._scheduler = scheduler
 
@@ -243,6 +253,32 @@ class StreamManager:
     def get_tail_cut(self, scope: str, stream: str) -> StreamCut:
         """The current epoch's segments at their lengths now (event boundaries)."""
         return self._controller.get_tail_cut(scope, stream)
+
+    def get_distance(self, start: StreamCut, end: StreamCut) -> int:
+        """Bytes (event frames included) between two cuts of one stream: what a reader
+        reads from ``start`` to ``end`` (``StreamCut.UNBOUNDED``: the tail now), across
+        scales. Raises InvalidArgumentError (not cuts, cuts of two streams, ``end`` behind
+        ``start``, an unbounded start), StreamNotFoundError; SegmentNotFoundError if a
+        segment between them was truncated away (measure from the head instead)."""
+        if not isinstance(start, StreamCut) or not isinstance(end, StreamCut):
+            raise InvalidArgumentError("get_distance takes two StreamCuts")
+        if start.is_unbounded:
+            raise InvalidArgumentError("the start of a distance must be a bounded cut")
+        if not end.is_unbounded and (end.scope, end.stream) != (start.scope, start.stream):
+            raise InvalidArgumentError(
+                f"cuts of two streams: {start.scope}/{start.stream} and {end.scope}/{end.stream}"
+            )
+        if self._segments is None:
+            raise InvalidArgumentError("this stream manager has no segment store connection")
+        batch = BatchClient(self._controller, self._segments, scheduler=self._scheduler)
+        ranges = batch.segment_ranges(start.scope, start.stream, start, end)
+        return sum(r.length for r in ranges)
+
+    def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        """The stream's transactions that ended (COMMITTED or ABORTED) in the last
+        ``TXN_COMPLETED_KEEP_S`` (10 minutes), by id (Pravega's
+        ``listCompletedTransactions``). Raises InvalidNameError, StreamNotFoundError."""
+        return self._controller.list_completed_transactions(scope, stream)
 
     def create_key_value_table(
         self, scope: str, table: str, partitions: int = KVT_PARTITIONS_DEFAULT

@@ -312,6 +312,11 @@ class ControllerService(Protocol):
         """The stream's active transactions (OPEN, COMMITTING, ABORTING) by id."""
         ...
 
+    def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        """The stream's transactions that ended (COMMITTED, ABORTED) within the last
+        ``TXN_COMPLETED_KEEP_S``, by id (Pravega's ``listCompletedTransactions``)."""
+        ...
+
     # --- subscribers (retention) ------------------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         """Register reader group ``subscriber`` ("scope/group") as a subscriber of the stream:

@@ -332,6 +332,9 @@ class Controller:
     def list_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._transactions.list_transactions(scope, stream)
 
+    def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        return self._transactions.list_completed_transactions(scope, stream)
+
     # --- subscribers (retention) ------------------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         return self._subscribers.add_subscriber(scope, stream, subscriber, generation)

@@ -31,6 +31,7 @@ Every argument is checked before anything is stored: ``txn_id`` must be a ``uuid
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
@@ -52,6 +53,7 @@ from pravega_ray.controller.transaction_workflows import (
 )
 from pravega_ray.controller.transactions import TxnRecord, TxnRecords
 from pravega_ray.errors import (
+    DataCorruptionError,
     InvalidArgumentError,
     LeaseExpiredError,
     PravegaError,
@@ -61,6 +63,8 @@ from pravega_ray.errors import (
     TxnNotFoundError,
 )
 from pravega_ray.timing import Clock, ThreadScheduler
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "COMMIT_WAIT_S_MAX",
@@ -340,6 +344,24 @@ class StreamTransactionMetadataTasks:
                 record = txns.active(scope, stream, epoch, txn_id)
                 if record is not None and self._ended(record) is None:
                     out[txn_id] = record.status
+        return out
+
+    def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
+        """The stream's transactions that ended (COMMITTED or ABORTED) and are still
+        remembered (``TXN_COMPLETED_KEEP_S`` after they ended), and their status. A damaged
+        record is left out and logged (the others are listed)."""
+        self._steps.ready()
+        self._steps.check_stream(scope, stream)
+        txns = self._store.txns
+        out: dict[uuid.UUID, TxnStatus] = {}
+        for txn_id in txns.list_completed(scope, stream):
+            try:
+                record = txns.completed(scope, stream, txn_id)
+            except DataCorruptionError as e:
+                log.error("completed transactions of %s/%s: %s", scope, stream, e)
+                continue
+            if record is not None:
+                out[txn_id] = record.status
         return out
 
     # --- ping, commit, abort ---------------------------------------------------------------------

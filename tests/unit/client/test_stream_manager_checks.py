@@ -43,6 +43,9 @@ STREAM_CALLS: dict[str, Call] = {
     "segment_ranges": lambda c, s, t: c.batch_client().segment_ranges(s, t),
     "list_subscribers": lambda c, s, t: c.core.list_subscribers(s, t),
     "list_transactions": lambda c, s, t: c.core.list_transactions(s, t),
+    "list_completed_transactions": lambda c, s, t: c.stream_manager().list_completed_transactions(
+        s, t
+    ),
     "create_writer": lambda c, s, t: c.create_writer(s, t, pr.BytesSerializer()).close(),
 }
 """Calls on an existing stream: bad name -> InvalidNameError, missing -> StreamNotFoundError."""

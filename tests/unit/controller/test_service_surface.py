@@ -48,7 +48,8 @@ def test_the_surface_is_what_clients_call() -> None:
     # + issue 12: head/tail cuts, 4 subscriber calls, reader-group positions (checkpoints)
     # + commit_transaction_and_wait; + get_epoch (issue 25: the REST API's scaling events)
     # + delete_scope_recursive (issue 26: the recursive delete as one controller workflow)
-    assert len(SERVICE_METHODS) == 38 + 2 + 4 + 1 + 1 + 1 + 1
+    # + list_completed_transactions (issue 27: Pravega's listCompletedTransactions)
+    assert len(SERVICE_METHODS) == 38 + 2 + 4 + 1 + 1 + 1 + 1 + 1
     assert {"get_current_segments", "get_successors", "damaged_records"} <= set(SERVICE_METHODS)
 
 
