@@ -123,6 +123,7 @@ __all__ = [
     "ReaderGroupNotFoundError",
     "ReaderNotInGroupError",
     "ReaderSegmentDistribution",
+    "ReinitializationRequiredError",
     "RetentionConfigType",
     "RetentionPolicy",
     "RetriableError",

@@ -37,6 +37,7 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── TxnFailedError              the transaction is no longer open / was aborted
     │   │   └── LeaseExpiredError       ping after the lease ran out or past max execution
     │   ├── ReaderNotInGroupError       the reader was declared offline (or never joined)
+    │   ├── ReinitializationRequiredError  the group was reset: once, then reading goes on
     │   └── ClientClosedError           the writer or reader was closed
     ├── ConditionalUpdateError          a condition of the update did not hold
     │   ├── ConditionalAppendFailedError  writer event number mismatch
@@ -87,6 +88,7 @@ __all__ = [
     "ReaderAlreadyExistsError",
     "ReaderGroupNotFoundError",
     "ReaderNotInGroupError",
+    "ReinitializationRequiredError",
     "RetriableError",
     "ScaleConflictError",
     "ScopeNotEmptyError",
@@ -267,6 +269,13 @@ class LeaseExpiredError(TxnFailedError):
 
 class ReaderNotInGroupError(IllegalStateError):
     """The reader is not (or no longer) a member of its group, e.g. it was declared offline."""
+
+
+class ReinitializationRequiredError(IllegalStateError):
+    """The reader group was reset (``ReaderGroup.reset_to``) since this reader last looked:
+    what the application derived from the old positions no longer holds (Pravega's
+    ``ReinitializationRequiredException``). Raised once by ``read_next_event``; the next
+    call reads from the new positions."""
 
 
 class ClientClosedError(IllegalStateError):

@@ -74,6 +74,7 @@ from pravega_ray.errors import (
     PravegaError,
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
+    ReinitializationRequiredError,
     RetriableError,
     ScopeNotFoundError,
     SegmentNotFoundError,
@@ -171,6 +172,7 @@ class EventStreamReader(Generic[T]):
         self._fold_next = 0.0  # monotonic time before which a sync does not try to fold
         self._finished = False  # the group's end cuts (or sealed streams) are all read
         self._raise_on_truncated = False
+        self._reset_seen: ReinitializationRequiredError | None = None  # to raise, once
         self._truncations: deque[TruncatedDataError] = deque()  # to raise, once each
         # The group's state, in its state segment: joined, synced and left through it.
         self._state = ReaderGroupSynchronizer(
@@ -191,6 +193,8 @@ class EventStreamReader(Generic[T]):
         Returns an :class:`EventRead` with the deserialized event, its segment
         and offset, and the reader's position after it. Raises SerializationError for
         an event the serializer cannot decode (not consumed: see :meth:`skip_event`),
+        ReinitializationRequiredError once after a ``ReaderGroup.reset_to`` this reader had
+        not seen (at its next sync; the next call reads from the new positions),
         ReaderNotInGroupError once the reader was declared offline, ReaderGroupNotFoundError
         once its group was deleted (or deleted and re-created), and again on every later
         call (the reader has stopped); DataCorruptionError if stored data is damaged;
@@ -234,6 +238,9 @@ class EventStreamReader(Generic[T]):
                     raise
                 if marker is not None:
                     return marker
+            if self._reset_seen is not None:
+                error, self._reset_seen = self._reset_seen, None
+                raise error
             if self._truncations:
                 raise self._truncations.popleft()
             event = self._next_buffered()
@@ -455,6 +462,10 @@ class EventStreamReader(Generic[T]):
                 "reader %s: group reset (generation %d)", self.reader_id, assignment.generation
             )
             self._generation = assignment.generation
+            self._reset_seen = ReinitializationRequiredError(
+                f"reader group {self.scope}/{self.group} was reset (generation "
+                f"{assignment.generation}): reading goes on from its new positions"
+            )
             self._owned.clear()
             self._completed.clear()
             self._truncations.clear()

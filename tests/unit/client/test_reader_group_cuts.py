@@ -153,7 +153,9 @@ def test_reset_to_cuts_and_config(cluster: InProcessCluster) -> None:
             n += 1
     start = {sid: o[2] for sid, o in offsets.items()}
     group.reset_to({"sc/st": pr.StreamCut("sc", "st", start)})
-    time.sleep(0.3)
+    with pytest.raises(pr.ReinitializationRequiredError):  # once, at its next sync
+        while True:
+            assert reader.read_next_event(2.0) is None  # nothing old is left to return
     again = []
     while True:
         ev = reader.read_next_event(2.0)
