@@ -84,3 +84,33 @@ def test_four_readers_checkpoint_while_a_writer_writes(cluster, unique_name) -> 
             if ev.checkpoint_name is None:
                 after.append(ev.event["n"])
     assert sorted(before + after) == sorted(written)
+
+
+def test_a_live_reader_is_told_of_a_reset_once(cluster, unique_name) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27 item 5 through Ray: ReinitializationRequiredError once, then the head again."""
+    scope = unique_name
+    mgr = cluster.stream_manager()
+    mgr.create_scope(scope)
+    mgr.create_stream(scope, "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(1)))
+    with cluster.create_writer(scope, "st", pr.JsonSerializer()) as writer:
+        for n in range(8):
+            writer.write_event({"n": n}, routing_key="k")
+    cluster.create_reader_group(scope, "rg", pr.ReaderGroupConfig.for_streams(f"{scope}/st"))
+    reader = cluster.create_reader("r", scope, "rg", pr.JsonSerializer())
+
+    def read(count: int) -> list[int]:
+        out: list[int] = []
+        while len(out) < count:
+            ev = reader.read_next_event(5.0)
+            assert ev is not None
+            if ev.event is not None:
+                out.append(ev.event["n"])
+        return out
+
+    assert read(8) == list(range(8))
+    cluster.reader_group(scope, "rg").reset_to(pr.ReaderGroupConfig.for_streams(f"{scope}/st"))
+    with pytest.raises(pr.ReinitializationRequiredError):
+        for _ in range(100):
+            reader.read_next_event(0.1)
+    assert read(8) == list(range(8))
+    reader.close()
