@@ -12,6 +12,7 @@ import pravega_ray as pr
 from pravega_ray.constants import EVENT_HEADER_BYTES
 from pravega_ray.contracts.records import TxnStatus
 from pravega_ray.inprocess import InProcessCluster
+from tests.unit.client.test_event_pointers import make
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,14 +24,6 @@ def cluster():  # type: ignore[no-untyped-def]
     c.shutdown()
 
 
-def make(cluster: InProcessCluster, segments: int = 2, stream: str = "st") -> pr.StreamManager:
-    mgr = cluster.stream_manager()
-    if "sc" not in mgr.list_scopes():
-        mgr.create_scope("sc")
-    mgr.create_stream("sc", stream, pr.StreamConfiguration(pr.ScalingPolicy.fixed(segments)))
-    return mgr
-
-
 def write(cluster: InProcessCluster, events: list[bytes], stream: str = "st") -> int:
     """Write ``events``; the bytes they take in their segments."""
     with cluster.create_writer("sc", stream, pr.BytesSerializer()) as writer:
@@ -40,7 +33,7 @@ def write(cluster: InProcessCluster, events: list[bytes], stream: str = "st") ->
 
 
 def test_the_distance_between_two_cuts_is_the_bytes_between_them_across_scales(cluster) -> None:  # type: ignore[no-untyped-def]
-    mgr = make(cluster)
+    mgr = make(cluster, segments=2)
     head = mgr.get_head_cut("sc", "st")
     first = write(cluster, [b"a" * (i % 40) for i in range(100)])
     middle = mgr.get_tail_cut("sc", "st")
@@ -65,7 +58,7 @@ def test_the_distance_between_two_cuts_is_the_bytes_between_them_across_scales(c
 
 
 def test_a_distance_of_bad_cuts_is_refused(cluster) -> None:  # type: ignore[no-untyped-def]
-    mgr = make(cluster)
+    mgr = make(cluster, segments=2)
     make(cluster, stream="other")
     write(cluster, [b"x" * 10 for _ in range(20)])
     head, tail = mgr.get_head_cut("sc", "st"), mgr.get_tail_cut("sc", "st")
