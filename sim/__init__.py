@@ -5,7 +5,8 @@ FoundationDB's simulator); how it works: :mod:`sim.world`.
 trace, step for step, in any process. The stream scales through the project's real
 controller (:mod:`sim.controller`). Faults (:data:`FAULT_KINDS`): crashes and restarts,
 delayed and lost calls and replies, I/O errors, torn log tails (:mod:`sim.disk`), a
-wall-clock jump (:mod:`sim.clock`) and controller crashes; the invariants:
+wall-clock jump (:mod:`sim.clock`), controller crashes and a Tier-2 outage; a feature drawn
+alike: the recursive delete of a second scope (:mod:`sim.scope`); the invariants:
 :mod:`sim.invariants`.
 ``python -m sim --seeds N`` runs many (``sim/__main__.py``) and shrinks the first failing
 seed to the shortest run that still fails (:mod:`sim.shrink`); :mod:`sim.bugs` plants
@@ -16,13 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 from collections.abc import Iterator
 
 from pravega_ray.errors import InvalidArgumentError
-from sim.controller import sequential_workflows
+from sim.controller import controller_hooks, sequential_workflows
 from sim.world import (
     DEFAULT_STEPS,
     FAULT_KINDS,
+    FEATURES,
     MESSAGE_LOSS,
     Result,
     SimConfig,
@@ -30,7 +33,7 @@ from sim.world import (
     check_run_arguments,
 )
 
-__all__ = ["DEFAULT_STEPS", "FAULT_KINDS", "MESSAGE_LOSS", "Result", "SimConfig", "run"]
+__all__ = ["DEFAULT_STEPS", "FAULT_KINDS", "FEATURES", "MESSAGE_LOSS", "Result", "SimConfig", "run"]
 
 
 def run(seed: int, steps: int = DEFAULT_STEPS, config: SimConfig | None = None) -> Result:
@@ -45,7 +48,7 @@ def run(seed: int, steps: int = DEFAULT_STEPS, config: SimConfig | None = None) 
     check_run_arguments(seed, steps)
     if config is not None and not isinstance(config, SimConfig):
         raise InvalidArgumentError(f"config must be a SimConfig or None, got {config!r}")
-    with _quiet(), sequential_workflows():
+    with _quiet(), sequential_workflows(), controller_hooks(random.Random(f"sim-txn-ids:{seed}")):
         world = World(seed, config or SimConfig())
         try:
             return world.run(steps)

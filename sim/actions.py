@@ -115,14 +115,22 @@ def enabled(world: World, clients: bool, deadline: float) -> list[Action]:
         if world.reader.due() and (world.steps >= world.reader_from_step or not world.faulty):
             add((1.0, partial(_read, world)))
         if controller.up:
-            if controller.pool.tasks:
-                add((1.0, world.run_controller_task))
-            if controller.read_at <= now:
-                add((1.0, world.read_requests))
-            elif controller.read_at < later:
-                later = controller.read_at
+            for processor in controller.processors:
+                if processor.pool.tasks:
+                    add((1.0, partial(world.run_controller_task, processor)))
+                if processor.read_at <= now:
+                    add((1.0, partial(world.read_requests, processor)))
+                elif processor.read_at < later:
+                    later = processor.read_at
+            if controller.timer_at <= now:
+                add((1.0, world.sweep_transactions))
+            elif controller.timer_at < later:
+                later = controller.timer_at
         if world.faulty and world.scale_steps and world.scale_due_at > now:
             later = min(later, world.scale_due_at)
+        for when in world.wake_times():
+            if now < when < later:
+                later = when
         timeout = world.reader.next_timeout()
         if timeout is not None and now < timeout < later:
             later = timeout

@@ -28,6 +28,10 @@ defect, and restores the original on exit (tests only; never nested in threads):
   after a merge, the events its keys got after the scale can be read before those still
   unread in the other predecessor: per routing key order breaks across epochs. Found with
   scaling (the stream scales in most seeds).
+* ``delete-keeps-segments`` (controller, ``StreamWorkflows.finish_delete``): deleting a
+  sealed stream removes its records and remembers its numbers but deletes none of its
+  segments: found by the recursive delete of a scope (``scope_delete``), whose streams'
+  segments stay in the containers.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any
 from pravega_ray.client.segment_output_stream import SegmentOutputStream
 from pravega_ray.constants import TIME_INDEX_RESOLUTION_MS
 from pravega_ray.contracts.attributes import NULL_VALUE
+from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray.logs import filesystem
 from pravega_ray.segmentstore import container as container_module
 from pravega_ray.segmentstore import operations as ops
@@ -144,6 +149,18 @@ def _index_entries_following_clock(state: Any, offset: int, now_ms: int) -> dict
     return entries
 
 
+def _finish_delete_keeping_segments(self: StreamWorkflows, scope: str, stream: str) -> None:
+    value = self._records.get(scope, stream)[0]
+    next_number = int(value["next_number"])
+    if self._store.safe_start("streams", scope, stream, 0) < next_number:
+        self._store.remember_deleted("streams", scope, stream, next_number)
+    self._step("numbers remembered")
+    # BUG: the segments of every epoch are not deleted
+    self._step("segments deleted")
+    self._txns.txns.delete_stream(scope, stream, self._records.highest_epoch(scope, stream))
+    self._records.delete(scope, stream)
+
+
 _PATCHES: dict[str, tuple[Any, str, Callable[..., Any]]] = {
     "writer-resends-acked": (SegmentOutputStream, "_resolve", _resolve_resending_all),
     "reader-rewinds-buffered": (SimReader, "retry", _retry_rewinding),
@@ -152,6 +169,7 @@ _PATCHES: dict[str, tuple[Any, str, Callable[..., Any]]] = {
     "log-skips-checksum": (filesystem, "_frame_at", _frame_at_unchecked),
     "time-index-follows-clock": (container_module, "index_entries", _index_entries_following_clock),
     "reader-takes-successor-early": (SimReader, "release", _release_early),
+    "delete-keeps-segments": (StreamWorkflows, "finish_delete", _finish_delete_keeping_segments),
 }
 _ORIGINALS: dict[str, Callable[..., Any]] = {
     name: getattr(owner, attribute) for name, (owner, attribute, _) in _PATCHES.items()

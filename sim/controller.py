@@ -12,12 +12,21 @@ clock:
 * the :class:`~pravega_ray.controller.event_processor.RequestEventProcessor` reading the
   request stream (a segment of a container) from its checkpoint (a record of the store),
   handing each request to :class:`~pravega_ray.controller.stream_workflows.StreamWorkflows`.
+  whose ``delete_scope`` requests go to
+  :class:`~pravega_ray.controller.scope_workflows.ScopeWorkflows` (the recursive delete of a
+  scope: ``sim/scope.py``);
+* with ``transactions=True`` (groundwork: no simulated client begins a transaction yet),
+  the commit and abort event processors and the transaction timer, as
+  ``InProcessCluster._start_transaction_services`` builds them.
 
 Three changes make them run in the simulator's one thread, in an order the seed sets:
 
-* the processor's thread pool is a :class:`SimPool`: a submitted task waits in
-  :attr:`SimPool.tasks` until the simulator runs it, in a step of its own; the processor's
-  reading loop is not started either: the simulator calls ``run_once(0)`` in a step;
+* each processor's thread pool is a :class:`SimPool`: a submitted task waits in
+  :attr:`SimPool.tasks` until the simulator runs it, in a step of its own; a processor's
+  reading loop is not started either: the simulator calls ``run_once(0)`` in a step
+  (:class:`SimProcessor`), at once when a request is posted to its stream
+  (:func:`controller_hooks`), else when its read wait is over; the timer's thread is
+  not started: the simulator calls ``run_once()`` every ``TXN_TIMER_PERIOD_S``;
 * ``run_each`` (the controller's side-by-side segment calls on a thread pool) runs its
   calls one after the other (:func:`sequential_workflows`, installed for a run);
 * the controller's segment calls are *lossless* (``Network.invoker(lossless=True)``): on
@@ -29,10 +38,11 @@ the writer's reconnect does (``sim/network.py``).
 
 **Crashes.** :meth:`SimController.crash` kills the process: the controller, its store,
 its processor and the tasks it had queued are dropped; :meth:`SimController.start`
-builds new ones from the table segments, and the new processor reads the request stream
-again from its checkpoint (a scale cut short runs again, idempotently, to the same end).
-The workflows' ``step`` hook (called between the steps of a scale) is where the
-``controller_crash`` fault strikes mid-scale: it raises :class:`ControllerCrash`, which no
+builds new ones from the table segments, and each new processor reads its stream again
+from its checkpoint (a scale cut short runs again, idempotently, to the same end).
+The workflows' ``step`` hook (called between the steps of a scale, of a scope delete, of
+a seal and delete, and of the commit and abort handlers) is where the
+``controller_crash`` fault strikes mid-workflow: it raises :class:`ControllerCrash`, which no
 code of the controller catches. While the process is down, the clients' calls fail with
 ControllerUnavailableError (retriable), as a dead actor's would.
 """
@@ -49,9 +59,14 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any, TypeVar
 
-from pravega_ray.contracts.records import SegmentRange, StreamInfo
+from pravega_ray.constants import TXN_TIMER_PERIOD_S
+from pravega_ray.contracts.records import EpochInfo, SegmentRange, StreamInfo
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
-from pravega_ray.controller import segment_helper, stream_workflows
+from pravega_ray.controller import (
+    segment_helper,
+    stream_transaction_metadata_tasks,
+    stream_workflows,
+)
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
@@ -63,7 +78,14 @@ from pravega_ray.controller.table_metadata_store import (
     TableMetadataStore,
     migrate_chunk_records,
 )
-from pravega_ray.errors import ControllerUnavailableError, RetriableError
+from pravega_ray.controller.transaction_timer import TransactionTimer, transaction_timer
+from pravega_ray.controller.transaction_workflows import (
+    ABORT_SEGMENT,
+    COMMIT_SEGMENT,
+    abort_processor,
+    commit_processor,
+)
+from pravega_ray.errors import ControllerUnavailableError, InvalidArgumentError, RetriableError
 from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES
 from pravega_ray.storage.chunk_storage import ChunkStorage
 from pravega_ray.timing import ManualClock, ThreadScheduler
@@ -72,6 +94,8 @@ __all__ = [
     "ControllerCrash",
     "SimController",
     "SimPool",
+    "SimProcessor",
+    "controller_hooks",
     "covers_key_space",
     "sequential_workflows",
 ]
@@ -86,7 +110,7 @@ class ControllerCrash(BaseException):
 
 
 class SimPool:
-    """The request processor's thread pool: tasks wait for the simulator to run them."""
+    """An event processor's thread pool: tasks wait for the simulator to run them."""
 
     def __init__(self) -> None:
         self.tasks: deque[Callable[[], None]] = deque()
@@ -138,15 +162,109 @@ def sequential_workflows() -> Iterator[None]:
             setattr(module, "run_each", segment_helper.run_each)  # noqa: B010
 
 
+class SimProcessor:
+    """One event processor of the controller's process, stepped by the simulator: its
+    reading loop (``run_once(0)``: :meth:`SimController.read`) and its pool's tasks
+    (:meth:`SimController.run_task`). ``segment`` is the stream it reads; a post there
+    (:func:`controller_hooks`) makes it read at once."""
+
+    def __init__(self, name: str, processor: RequestEventProcessor, segment: str, now: float):
+        self.name = name
+        self.processor = processor
+        self.segment = segment
+        self.pool = SimPool()
+        processor._pool = self.pool  # type: ignore[assignment]  # tasks wait for the simulator
+        self.read_at = now  # when it reads its stream next (at once: from its checkpoint)
+
+    @property
+    def busy(self) -> bool:
+        """A request not finished (read, or posted and not read yet: a read is due)."""
+        return bool(self.pool.tasks) or self.read_at < float("inf") or bool(self.processor._pending)
+
+
+class _CountingContents:
+    """The recursive scope delete's view of the controller (``ScopeContents``), counting
+    the scopes it deleted (``delete_scope`` answering True): each must be deleted once."""
+
+    def __init__(self, controller: Controller, deleted: dict[str, int]) -> None:
+        self._controller = controller
+        self._deleted = deleted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._controller, name)
+
+    def delete_scope(self, scope: str) -> bool:
+        deleted = self._controller.delete_scope(scope)
+        if deleted:
+            self._deleted[scope] = self._deleted.get(scope, 0) + 1
+        return deleted
+
+
+class _Hooks:
+    """What :func:`controller_hooks` reaches during a run: the world's controller (told of
+    each request posted) and the generator of transaction ids."""
+
+    on_post: Callable[[str], None] | None = None
+    txn_ids: random.Random | None = None
+
+
+_HOOKS = _Hooks()
+_ORIGINAL_POST = RequestStream.post
+_ORIGINAL_TXN_ID = stream_transaction_metadata_tasks.new_transaction_id
+
+
+def _post_noticed(self: RequestStream, body: dict[str, Any]) -> int:
+    offset = _ORIGINAL_POST(self, body)
+    if _HOOKS.on_post is not None:
+        _HOOKS.on_post(self.segment)
+    return offset
+
+
+def _seeded_transaction_id(epoch: int) -> uuid.UUID:
+    """``new_transaction_id`` with its 96 random bits from the run's generator (it draws
+    them from ``os.urandom``: the ids name segments and table keys, so a run would differ)."""
+    rng = _HOOKS.txn_ids
+    if rng is None:
+        return _ORIGINAL_TXN_ID(epoch)
+    if not 0 <= epoch < 2**32:
+        raise InvalidArgumentError(f"an epoch of a transaction id is in [0, 2**32), got {epoch}")
+    random_bits = rng.getrandbits(96)
+    high = (epoch << 32) | (random_bits >> 64)
+    low = random_bits & ((1 << 63) - 1)
+    return uuid.UUID(int=(high << 64) | low)
+
+
+@contextlib.contextmanager
+def controller_hooks(txn_ids: random.Random) -> Iterator[None]:
+    """For the ``with`` block (one run): every request posted to a request stream (the
+    controller's, the commit and abort streams) is told to the run's controller, whose
+    processor of that stream then reads at once (a real processor's loop would wake
+    within its read wait; the simulated one is stepped, and would otherwise sleep), and
+    transaction ids are drawn from ``txn_ids`` (``_seeded_transaction_id``)."""
+    module = stream_transaction_metadata_tasks
+    assert module.new_transaction_id is _ORIGINAL_TXN_ID
+    RequestStream.post = _post_noticed  # type: ignore[method-assign]
+    module.new_transaction_id = _seeded_transaction_id
+    _HOOKS.txn_ids = txn_ids
+    try:
+        yield
+    finally:
+        RequestStream.post = _ORIGINAL_POST  # type: ignore[method-assign]
+        module.new_transaction_id = _ORIGINAL_TXN_ID
+        _HOOKS.on_post = _HOOKS.txn_ids = None
+
+
 class SimController:
     """The controller's process (module docstring): the clients' controller connection
-    (``get_stream_info``, ``get_successors``, ``get_current_segments``, ``scale_stream``),
-    and the request processor the simulator steps.
+    (``get_stream_info``, ``get_successors``, ``get_current_segments``, ``scale_stream``,
+    the scope and transaction calls), and the event processors the simulator steps.
 
     ``invoker``: the network (lossless) the controller's segment calls go through;
     ``storage``: Tier-2 (for the format-5 migration check); ``crash_at_step()`` is asked
     at each step of a workflow whether the process dies there; ``rng`` seeds the client
-    ids and request ids the controller would draw at random.
+    ids and request ids the controller would draw at random; ``transactions``: the
+    process also runs the commit and abort event processors and the transaction timer
+    (seeds that draw the ``transactions`` feature; others run as before it existed).
     """
 
     def __init__(
@@ -158,6 +276,7 @@ class SimController:
         rng: random.Random,
         container_count: int,
         crash_at_step: Callable[[str], bool],
+        transactions: bool = False,
     ) -> None:
         self._invoker = invoker
         self._storage = storage
@@ -166,13 +285,17 @@ class SimController:
         self._rng = rng
         self._container_count = container_count
         self._crash_at_step = crash_at_step
+        self.transactions = transactions
         self.controller: Controller | None = None
-        self.processor: RequestEventProcessor | None = None
-        self.pool = SimPool()
-        self.read_at = float("inf")  # when the processor reads its request stream next
+        self.store: TableMetadataStore | None = None
+        self.processors: list[SimProcessor] = []
+        self.timer: TransactionTimer | None = None
+        self.timer_at = float("inf")  # when the transaction timer sweeps next
         self.restart_at: float | None = None
         self.incarnations = 0
         self.active = 0  # calls of the process under way (its own, and the clients')
+        self.scopes_deleted: dict[str, int] = {}  # by every incarnation's scope workflow
+        _HOOKS.on_post = self._posted
 
     @property
     def up(self) -> bool:
@@ -227,6 +350,7 @@ class SimController:
         )
         workflows_helper = self._helper()
         records = StreamMetadataStore(store)
+        contents = _CountingContents(controller, self.scopes_deleted)
         workflows = stream_workflows.StreamWorkflows(
             records,
             workflows_helper,
@@ -234,20 +358,36 @@ class SimController:
             scheduler=self._scheduler,
             step=self._step,
             set_policy=workflows_helper.set_scale_policy,
-            scopes=ScopeWorkflows(records, controller, step=self._step).handle,
+            scopes=ScopeWorkflows(records, contents, step=self._step).handle,
             container_count=self._container_count,
         )
+        requests = RequestStream(self._helper(), scheduler=self._scheduler)
         processor = RequestEventProcessor(
-            RequestStream(self._helper(), scheduler=self._scheduler),
+            requests,
             workflows.handle,
             store,
             clock=self._clock,
             scheduler=self._scheduler,
         )
-        processor._pool = self.pool  # type: ignore[assignment]  # tasks wait for the simulator
-        self.pool.tasks.clear()
-        self.controller, self.processor = controller, processor
-        self.read_at = self._clock.monotonic()
+        now = self._clock.monotonic()
+        processors = [SimProcessor("controller", processor, requests.segment, now)]
+        timer = None
+        if self.transactions:  # as InProcessCluster._start_transaction_services
+            options = dict(clock=self._clock, scheduler=self._scheduler, step=self._step)
+            commits = commit_processor(store, self._helper(), **options)  # type: ignore[arg-type]
+            aborts = abort_processor(store, self._helper(), **options)  # type: ignore[arg-type]
+            processors.append(SimProcessor("commits", commits, COMMIT_SEGMENT, now))
+            processors.append(SimProcessor("aborts", aborts, ABORT_SEGMENT, now))
+            timer = transaction_timer(
+                store, self._helper(), clock=self._clock, scheduler=self._scheduler
+            )
+        self.controller, self.store, self.processors, self.timer = (
+            controller,
+            store,
+            processors,
+            timer,
+        )
+        self.timer_at = now if timer is not None else float("inf")
         self.restart_at = None
         self.incarnations += 1
 
@@ -255,41 +395,49 @@ class SimController:
         if self._crash_at_step(name):
             raise ControllerCrash(name)
 
+    def _posted(self, segment: str) -> None:
+        """A request was posted to ``segment``: its processor reads it at once."""
+        for p in self.processors:
+            if p.segment == segment:
+                p.read_at = min(p.read_at, self._clock.monotonic())
+
     def crash(self, restart_in_s: float) -> None:
         """Kill the process: everything it held is dropped; it restarts later."""
-        self.controller = self.processor = None
-        self.pool.tasks.clear()
-        self.read_at = float("inf")
+        self.controller = self.store = self.timer = None
+        for p in self.processors:
+            p.pool.tasks.clear()
+        self.processors = []
+        self.timer_at = float("inf")
         self.restart_at = self._clock.monotonic() + restart_in_s
 
-    # --- the request processor, stepped by the simulator -------------------------------------
+    # --- the event processors and the timer, stepped by the simulator ------------------------
     @property
     def busy(self) -> bool:
-        """Whether the processor has a request not finished (read, or posted and not read
-        yet: a read is due)."""
-        processor = self.processor
-        if self.pool.tasks or self.read_at < float("inf"):
-            return True
-        return processor is not None and bool(processor._pending)
+        """Whether a processor has a request not finished."""
+        return any(p.busy for p in self.processors)
 
-    def read_requests(self) -> int:
-        """One round of the processor's reading loop (no wait); requests read."""
-        assert self.processor is not None
+    def read(self, p: SimProcessor) -> int:
+        """One round of ``p``'s reading loop (no wait); requests read."""
         with self._busy():
-            read = self.processor.run_once(0.0)
-        busy = bool(self.pool.tasks) or bool(self.processor._pending)
-        self.read_at = (
-            self._clock.monotonic() + self.processor.read_wait_s() if busy else float("inf")
-        )
+            read = p.processor.run_once(0.0)
+        busy = bool(p.pool.tasks) or bool(p.processor._pending)
+        p.read_at = self._clock.monotonic() + p.processor.read_wait_s() if busy else float("inf")
         return read
 
-    def run_task(self) -> None:
-        """Run the oldest task of the processor's pool (one request of one stream)."""
+    def run_task(self, p: SimProcessor) -> None:
+        """Run the oldest task of ``p``'s pool (the requests of one stream)."""
         with self._busy():
-            self.pool.tasks.popleft()()
-        processor = self.processor
-        if processor is not None and (self.pool.tasks or processor._pending):
-            self.read_at = min(self.read_at, self._clock.monotonic() + processor.read_wait_s())
+            p.pool.tasks.popleft()()
+        if p in self.processors and (p.pool.tasks or p.processor._pending):
+            p.read_at = min(p.read_at, self._clock.monotonic() + p.processor.read_wait_s())
+
+    def sweep(self) -> int:
+        """One sweep of the transaction timer (at the wall clock's time); aborted count."""
+        timer = self.timer
+        assert timer is not None
+        self.timer_at = self._clock.monotonic() + TXN_TIMER_PERIOD_S
+        with self._busy():
+            return timer.run_once()
 
     # --- the clients' controller connection ----------------------------------------------------
     def _call(self, call: Callable[[Controller], R]) -> R:
@@ -313,13 +461,30 @@ class SimController:
     ) -> dict[SegmentRange, list[int]]:
         return self._call(lambda c: c.get_successors(scope, stream, segment_id))
 
+    def get_epoch(self, scope: str, stream: str, epoch: int) -> EpochInfo:
+        return self._call(lambda c: c.get_epoch(scope, stream, epoch))
+
     def scale_stream(
         self, scope: str, stream: str, sealed: list[int], ranges: list[tuple[float, float]]
     ) -> int:
         """Ask for a scale (the request is posted: the processor reads it at once)."""
         epoch = self._call(lambda c: c.scale_stream(scope, stream, sealed, ranges))
-        self.read_at = self._clock.monotonic()
+        if self.processors:
+            self.processors[0].read_at = self._clock.monotonic()
         return epoch
+
+    def call(self, call: Callable[[Controller], R]) -> R:
+        """Any other call of the controller's API (``call(controller)``), as a client makes
+        it: ControllerUnavailableError while it is down or its records' container restarts."""
+        return self._call(call)
+
+    def all_keys(self) -> list[str]:
+        """Every record's key (the final checks)."""
+        store = self.store
+        if store is None:
+            raise ControllerUnavailableError("the controller is down")
+        with self._busy():
+            return store.all_keys()
 
 
 def covers_key_space(segments: Iterable[SegmentRange]) -> bool:

@@ -16,6 +16,9 @@ what may happen now and picks one, weighted, with the seed's generator:
   controller crashes (at a step of a scale, or when idle) or restarts from its records;
 * at up to SCALES_MAX steps the seed draws, the operator asks the controller for a scale
   (that is the step's action; its calls let the world run);
+* in seeds with the ``scope_delete`` feature, at a step the seed draws, an operator asks
+  the controller to delete a second scope recursively, and may race it with a create in
+  it (``sim/scope.py``; the step's action, its calls let the world run);
 * a container crashes, or a crashed one restarts (recovering from its log and Tier-2); a
   crash may cut a log append in the middle of its write, leaving its record *torn* on
   the disk (``sim/disk.py``);
@@ -35,10 +38,11 @@ steps come first in the trace, then the client's own line, under the same number
 The run has two phases: ``steps`` steps with writes and faults, then a settling phase
 without faults (every container restarted, nothing lost any more) until the writer has
 an outcome for every event and the reader read every segment to its durable end; then
-the final check (``sim/invariants.py``, and ``World._check_scales``: each scale done exactly
-once). Before step 1, the controller starts and creates the stream, outside the trace and on
-a generator of its own. Each fault's rate is drawn per seed (some seeds
-have none of a kind), as swarm testing does. A step is the same step whatever ``steps``
+the final check (``sim/invariants.py``, ``World._check_scales``: each scale done exactly
+once, and ``ScopeOperator.check``: the deleted scope is gone, deleted once). Before step
+1, the controller starts and creates the stream (and the second scope), outside the trace
+and on a generator of its own. Each fault's rate is drawn per seed (some seeds have none
+of a kind), as swarm testing does. A step is the same step whatever ``steps``
 is: a run of fewer steps is the same run cut short (what ``python -m sim`` relies on to
 shrink a failing seed, ``sim/shrink.py``).
 
@@ -72,16 +76,18 @@ from pravega_ray.stream_configuration import ScalingPolicy, StreamConfiguration
 from sim import actions
 from sim.clients import SCOPE, STREAM, SimReader, SimThreadScheduler, SimWriter
 from sim.clock import SimClock
-from sim.controller import ControllerCrash, SimController, covers_key_space
+from sim.controller import ControllerCrash, SimController, SimProcessor, covers_key_space
 from sim.disk import LogDisk, make_root, remove_root, sanitize
 from sim.invariants import Checker
 from sim.network import Network
 from sim.node import Io, Node
+from sim.scope import ScopeOperator
 
 __all__ = [
     "CONTAINER_OPTIONS",
     "DEFAULT_STEPS",
     "FAULT_KINDS",
+    "FEATURES",
     "MESSAGE_LOSS",
     "WRITER_CONFIG",
     "Faults",
@@ -134,6 +140,7 @@ FAULT_KINDS = frozenset(
         "clock_jump",
         "controller_crash",
         "tier2_outage",
+        "scope_delete",
     }
 )
 """Every kind of fault the simulation injects (``SimConfig.faults`` picks some):
@@ -152,13 +159,27 @@ FAULT_KINDS = frozenset(
   rebuilt from its table segments;
 * ``tier2_outage``: Tier-2 is down for a stretch of 50 to 400 steps (from a step from 1 to
   DEFAULT_STEPS): every chunk call of every container fails with an I/O error meanwhile,
-  so Tier-1 holds what is acknowledged and the storage writers flush it once it is back.
+  so Tier-1 holds what is acknowledged and the storage writers flush it once it is back;
+* ``scope_delete`` (a feature, drawn per seed like a fault): a second scope with a few
+  small streams is created at setup, and an operator deletes it recursively at a step
+  (from 1 to SCOPE_DELETE_STEP_MAX), in half of those seeds racing a create in it
+  (``sim/scope.py``).
+
+Not a kind yet: ``transactions``. :class:`~sim.controller.SimController` can run the commit
+and abort event processors and the transaction timer (``transactions=True``; transaction ids
+drawn from the seed, posts to their streams noticed), and :class:`Faults` has the field, but
+no simulated client begins transactions yet, so no seed draws it.
 """
 
 SCALES_MAX = 3
 """Scales a seed may ask for (at steps it draws from 1 to DEFAULT_STEPS)."""
+SCOPE_DELETE_STEP_MAX = 1000
+"""The second scope is deleted at a step from 1 to this (``scope_delete``)."""
 SEGMENTS_MAX = 6
 """A scale merges two neighbours once the stream has this many segments (else it may split)."""
+
+FEATURES = frozenset({"scope_delete"})
+"""The kinds that are features, not faults (drawn per seed alike; left out alike)."""
 
 MESSAGE_LOSS = frozenset({"drop_call", "drop_reply"})
 """Lost calls and replies. They find a known defect of the writer (its watchdog skips a
@@ -217,6 +238,9 @@ class Faults:
     controller_crash: float = 0.0  # the chance at each workflow step; a tenth of it per step
     tier2_outage_step: int = 0  # the first step of the Tier-2 outage; 0: none
     tier2_outage_steps: int = 0  # how many steps it lasts
+    scope_delete_step: int = 0  # the step the second scope is deleted at; 0: no second scope
+    scope_create_step: int = 0  # the step a create in it races the delete; 0: none
+    transactions: int = 0  # transactions begun; 0: none (no commit or abort processors)
 
     def tier2_down(self, step: int) -> bool:
         """Whether Tier-2 is down at ``step`` (the ``tier2_outage`` fault)."""
@@ -230,14 +254,15 @@ class Faults:
         extra: random.Random,
         controller: random.Random | None = None,
         outage: random.Random | None = None,
+        features: random.Random | None = None,
     ) -> Faults:
         """The seed's rates; a kind not in ``kinds`` gets 0 (the draws are made anyway, so
         leaving a kind out changes nothing else of a seed's run but that kind's faults).
 
         The kinds added later (``torn_tail``, ``clock_jump``; ``controller_crash``;
-        ``tier2_outage``) are drawn from generators of their own (``extra``; ``controller``,
-        none: no controller crash; ``outage``, none: no outage), so adding them changed no
-        other draw.
+        ``tier2_outage``; ``scope_delete`` and ``transactions``) are drawn from generators of
+        their own (``extra``; ``controller``, none: no controller crash; ``outage``, none: no
+        outage; ``features``, none: neither feature), so adding them changed no other draw.
         """
 
         def rate(kind: str, on: float, low: float, high: float, source: random.Random) -> float:
@@ -261,6 +286,7 @@ class Faults:
             if controller is None
             else rate("controller_crash", 0.6, 0.05, 0.3, controller),
             **_outage(outage, "tier2_outage" in kinds),
+            **_features(features, kinds),
         )
 
     def active(self) -> frozenset[str]:
@@ -275,6 +301,8 @@ class Faults:
             "clock_jump": self.clock_jump_step,
             "controller_crash": self.controller_crash,
             "tier2_outage": self.tier2_outage_steps,
+            "scope_delete": self.scope_delete_step,
+            "transactions": self.transactions,
         }
         return frozenset(kind for kind, rate in rates.items() if rate)
 
@@ -288,6 +316,26 @@ def _outage(source: random.Random | None, on: bool) -> dict[str, int]:
     if not (happens and on):
         return {}
     return {"tier2_outage_step": start, "tier2_outage_steps": steps}
+
+
+def _features(source: random.Random | None, kinds: frozenset[str]) -> dict[str, int]:
+    """The ``scope_delete`` and ``transactions`` fields of :meth:`Faults.draw` (every value
+    drawn even when off, so leaving one out changes nothing of the other)."""
+    if source is None:
+        return {}
+    scope = source.random() < 0.6
+    delete_step = source.randint(1, SCOPE_DELETE_STEP_MAX)
+    race = source.random() < 0.5
+    create_step = max(1, delete_step + source.randint(-40, 40))
+    txns = source.random() < 0.7
+    count = source.randint(3, 8)
+    out: dict[str, int] = {}
+    if scope and "scope_delete" in kinds:
+        out["scope_delete_step"] = delete_step
+        out["scope_create_step"] = create_step if race else 0
+    if txns and "transactions" in kinds:
+        out["transactions"] = count
+    return out
 
 
 @dataclass
@@ -332,6 +380,7 @@ class World:
             random.Random(f"sim-extra:{seed}"),
             random.Random(f"sim-controller:{seed}"),
             random.Random(f"sim-tier2:{seed}"),
+            random.Random(f"sim-features:{seed}"),
         )
         self.scale_rng = random.Random(f"sim-scale:{seed}")
         count = self.scale_rng.choice((0, 1, 2, 2, 3, 3)) if config.scales else 0
@@ -387,6 +436,10 @@ class World:
             random.Random(f"sim-ids:{seed}"),
             config.containers,
             self._controller_crashes,
+            transactions=bool(self.faults.transactions),
+        )
+        self.scope_op = ScopeOperator(
+            seed, self.faults.scope_delete_step, self.faults.scope_create_step
         )
         self.to_write = 0
         try:
@@ -436,6 +489,8 @@ class World:
             controller.create_scope(SCOPE)
             config = StreamConfiguration(scaling=ScalingPolicy.fixed(segments))
             controller.create_stream(SCOPE, STREAM, config)
+            if self.scope_op.on:
+                self.scope_op.set_up(self)
             return tuple(s.name for s in controller.get_current_segments(SCOPE, STREAM))
 
         return self._during_setup(set_up)
@@ -485,15 +540,26 @@ class World:
     def run(self, steps: int) -> Result:
         self.steps_max = steps + self.config.settle_steps_max
         self.fault_steps = steps
-        while self.steps < steps and self.violation is None:
-            if not self._step(clients=True, deadline=float("inf")):
-                break
-        self._end_faults()
-        while self.violation is None and not self._settled():
-            if not self._step(clients=True, deadline=float("inf")):
-                self._violate("stuck: nothing can happen and the run has not settled")
+        try:
+            while self.steps < steps and self.violation is None:
+                if not self._step(clients=True, deadline=float("inf")):
+                    break
+            self._end_faults()
+            while self.violation is None and not self._settled():
+                if not self._step(clients=True, deadline=float("inf")):
+                    self._violate("stuck: nothing can happen and the run has not settled")
+        except Exception:
+            # A client blocked in a call when a violation stopped the world: its wait ran
+            # out (TimeoutError, not an error of the system). Anything else is the sim's.
+            if self.violation is None:
+                raise
         if self.violation is None:
-            final = self._check_scales() or self.checker.final() or self._check_segments()
+            final = (
+                self._check_scales()
+                or self.scope_op.check(self)
+                or self.checker.final()
+                or self._check_segments()
+            )
             if final is not None:
                 self._violate(final)
         self._note_violation()
@@ -557,7 +623,7 @@ class World:
     def _settled(self) -> bool:
         if self.to_write or self.writer.pending or not all(n.up for n in self.nodes):
             return False
-        if not self.controller.up or self.controller.busy:
+        if not self.controller.up or self.controller.busy or self.scope_op.pending:
             return False
         return self.reader.caught_up(self._stream_segments())
 
@@ -645,6 +711,11 @@ class World:
             self._note(self.scale())  # world meanwhile: their steps come first in the trace)
             self._note_violation()
             return True
+        if clients and self.scope_op.due(self):
+            self.steps += 1  # the operator's scope delete (or create) is this step's action
+            self._note(self.scope_op.act(self))
+            self._note_violation()
+            return True
         actions = self._actions(clients, deadline)
         if not actions:
             return False
@@ -696,6 +767,14 @@ class World:
         self._count("restarts")
         return f"c{node.container_id} restarts"
 
+    def wake_times(self) -> list[float]:
+        """When the clients' calls refused for now are asked again (the tick goes there)."""
+        op = self.scope_op
+        times = []
+        if op.pending:
+            times += [op.delete_due_at, op.create_due_at]
+        return times
+
     def wake_writer(self) -> None:
         """A reply arrived: the writer's pump may have work (none while setting up)."""
         writer: SimWriter | None = getattr(self, "writer", None)
@@ -729,25 +808,39 @@ class World:
             return "controller restart fails"
         return f"controller restarts (incarnation {self.controller.incarnations})"
 
-    def run_controller_task(self) -> str:
-        """The request processor handles one request (the world runs during its calls)."""
+    def run_controller_task(self, processor: SimProcessor) -> str:
+        """A processor handles one request (the world runs during its calls)."""
         try:
-            self.controller.run_task()
+            self.controller.run_task(processor)
         except ControllerCrash as e:
-            return "controller task: " + self.crash_controller(f"at {e}")
-        return "controller task"
+            return f"{processor.name} task: " + self.crash_controller(f"at {e}")
+        return f"{processor.name} task"
 
-    def read_requests(self) -> str:
+    def read_requests(self, processor: SimProcessor) -> str:
+        name = processor.name
         try:
-            read = self.controller.read_requests()
+            read = self.controller.read(processor)
         except RetriableError as e:  # the request stream's container is restarting
-            self.controller.read_at = self.clock.monotonic() + 0.5
-            return f"controller reads requests: {type(e).__name__}"
+            processor.read_at = self.clock.monotonic() + 0.5
+            return f"{name} reads requests: {type(e).__name__}"
         except PravegaError as e:
-            self._violate(f"the request processor failed: {sanitize(repr(e), self.root)}")
-            self.controller.read_at = self.clock.monotonic() + 0.5
-            return "controller reads requests: fails"
-        return f"controller reads {read} requests"
+            self._violate(f"the {name} processor failed: {sanitize(repr(e), self.root)}")
+            processor.read_at = self.clock.monotonic() + 0.5
+            return f"{name} reads requests: fails"
+        return f"{name} reads {read} requests"
+
+    def sweep_transactions(self) -> str:
+        """The transaction timer sweeps (its calls let the world run)."""
+        try:
+            aborted = self.controller.sweep()
+        except RetriableError as e:  # its records' container is restarting: next period
+            return f"transaction timer: {type(e).__name__}"
+        except PravegaError as e:
+            self._violate(f"the transaction timer failed: {sanitize(repr(e), self.root)}")
+            return "transaction timer fails"
+        if aborted:
+            self._count("txn_timeouts")
+        return f"transaction timer: {aborted} aborted" if aborted else "transaction timer"
 
     def scale_due(self) -> bool:
         """Whether the operator asks for a scale now (its step came, the faulty phase)."""

@@ -89,7 +89,8 @@ def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["--seeds", "1", "--start", "0", "--steps", "1000", "--bug", "container-acks-early"]
-    without = ["--without", "drop_call,drop_reply,tier2_outage"]
+    # Without scope_delete: seed 0 runs as it did before that feature existed.
+    without = ["--without", "drop_call,drop_reply,scope_delete,tier2_outage"]
     assert main([*argv, *without, "--trace-lines", "5"]) == 1
     out = capsys.readouterr().out
     assert "shrinking seed 0 (at most 40 runs)" in out
@@ -110,9 +111,10 @@ def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
 
 def test_no_shrink_prints_the_original_run(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--seeds", "1", "--start", "0", "--steps", "1000", "--bug", "container-acks-early"]
-    assert main([*argv, "--without", "drop_call,drop_reply,tier2_outage", "--no-shrink"]) == 1
+    kinds = "drop_call,drop_reply,scope_delete,tier2_outage"  # seed 0 as before scope_delete
+    assert main([*argv, "--without", kinds, "--no-shrink"]) == 1
     out = capsys.readouterr().out
     assert "shrinking" not in out
     assert "replay: python -m sim --seeds 1 --start 0 --steps 1000" in out
-    without = "--without drop_call,drop_reply,tier2_outage"
+    without = f"--without {kinds}"
     assert f"{without} --bug container-acks-early --no-shrink" in out
