@@ -56,8 +56,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
+from pravega_ray.client.batch_client import BatchClient
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.event_pointers import EventPointer, fetch_event
+from pravega_ray.client.event_pointers import EventPointer
 from pravega_ray.client.events import EventRead, Position
 from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.segment_reads import SegmentReadState as _SegmentReader
@@ -82,7 +83,6 @@ from pravega_ray.errors import (
     SerializationError,
     TruncatedDataError,
 )
-from pravega_ray.retry import repeat_while
 from pravega_ray.timing import (
     DAEMON_THREADS,
     SYSTEM_CLOCK,
@@ -354,20 +354,9 @@ class EventStreamReader(Generic[T]):
                 f"{pointer} is an event of {pointer.scoped_stream}, which group "
                 f"{self.scope}/{self.group} does not read ({sorted(streams)})"
             )
-        payload = fetch_event(self._connection, self._call, pointer)
-        return self._deserialize(payload)
-
-    def _call(self, what: str, call: Any) -> Any:
-        """``call()``'s future's answer, asked again while the container restarts."""
-        return repeat_while(
-            RetriableError,
-            lambda: call().result(constants.CONTROLLER_CALL_TIMEOUT_S),
-            what=what,
-            log=log,
-            attempts_max=constants.CONTAINER_CALL_ATTEMPTS_MAX,
-            pause_s=0.5,
-            scheduler=self._scheduler,
-        )
+        batch = BatchClient(self._controller, self._connection, scheduler=self._scheduler)
+        event: T = batch.fetch_event(pointer, self._serializer)
+        return event
 
     def close(self) -> None:
         """Leave the group, handing owned segments back at the reader's position.
