@@ -46,12 +46,19 @@ def until_reset(reader: pr.EventStreamReader) -> None:  # type: ignore[type-arg]
             reader.read_next_event(0.1)
 
 
-def test_a_reset_is_raised_once_then_reading_resumes_at_the_new_positions(cluster) -> None:  # type: ignore[no-untyped-def]
-    write(cluster, range(10))
+def read_to_the_end(
+    cluster: InProcessCluster, count: int
+) -> tuple[pr.ReaderGroup, pr.EventStreamReader]:  # type: ignore[type-arg]
+    """``count`` events written, and a group's one reader that has read them all."""
+    write(cluster, range(count))
     cluster.create_reader_group("sc", "g", pr.ReaderGroupConfig.for_streams("sc/st"))
-    group = cluster.reader_group("sc", "g")
     reader = cluster.create_reader("r", "sc", "g", pr.JsonSerializer())
-    assert read(reader, 10) == list(range(10))
+    assert read(reader, count) == list(range(count))
+    return cluster.reader_group("sc", "g"), reader
+
+
+def test_a_reset_is_raised_once_then_reading_resumes_at_the_new_positions(cluster) -> None:  # type: ignore[no-untyped-def]
+    group, reader = read_to_the_end(cluster, 10)
     group.reset_to(pr.ReaderGroupConfig.for_streams("sc/st"))  # back to the head
     group.reset_to(pr.ReaderGroupConfig.for_streams("sc/st"))  # twice before it looks: once
     until_reset(reader)
@@ -71,11 +78,7 @@ def test_a_reader_that_joined_after_the_reset_is_not_told(cluster) -> None:  # t
 
 
 def test_read_next_events_raises_it_too(cluster) -> None:  # type: ignore[no-untyped-def]
-    write(cluster, range(6))
-    cluster.create_reader_group("sc", "g", pr.ReaderGroupConfig.for_streams("sc/st"))
-    group = cluster.reader_group("sc", "g")
-    reader = cluster.create_reader("r", "sc", "g", pr.JsonSerializer())
-    assert read(reader, 6) == list(range(6))
+    group, reader = read_to_the_end(cluster, 6)
     group.reset_to(pr.ReaderGroupConfig.for_streams("sc/st"))
     with pytest.raises(pr.ReinitializationRequiredError):
         for _ in range(100):
