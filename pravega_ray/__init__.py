@@ -18,7 +18,11 @@ from pravega_ray.client.event_pointers import EventPointer
 from pravega_ray.client.events import Checkpoint, EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
 from pravega_ray.client.reader import EventStreamReader
-from pravega_ray.client.reader_group import ReaderGroup, ReaderSegmentDistribution
+from pravega_ray.client.reader_group import (
+    ReaderGroup,
+    ReaderSegmentDistribution,
+    SegmentDistribution,
+)
 from pravega_ray.client.serializers import (
     ArrowIpcSerializer,
     BytesSerializer,
@@ -131,6 +135,7 @@ __all__ = [
     "ScalingPolicy",
     "ScopeNotEmptyError",
     "ScopeNotFoundError",
+    "SegmentDistribution",
     "SegmentExistsError",
     "SegmentNotFoundError",
     "SegmentRange",

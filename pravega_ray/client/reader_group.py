@@ -40,7 +40,7 @@ from pravega_ray.stream_configuration import (
 from pravega_ray.stream_cut import StreamCut, cuts_of
 from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
 
-__all__ = ["ReaderGroup", "ReaderSegmentDistribution"]
+__all__ = ["ReaderGroup", "ReaderSegmentDistribution", "SegmentDistribution"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,10 @@ class ReaderSegmentDistribution:
     def counts(self) -> dict[str, int]:
         """How many segments each reader holds (Pravega's ``getReaderSegmentDistribution``)."""
         return {reader: len(segments) for reader, segments in self.reader_segments.items()}
+
+
+SegmentDistribution = ReaderSegmentDistribution
+"""The name ARCHITECTURE.md section 5 gives ``rg.get_segment_distribution()``'s answer."""
 
 
 class ReaderGroup:
