@@ -55,7 +55,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pravega_ray.controller.cut_order import Cut, Ranges, cut_le
+from pravega_ray.contracts.cut_order import Cut, Ranges, cut_le
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.stream_configuration import RetentionPolicy, RetentionType
 

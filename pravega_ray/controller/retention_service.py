@@ -45,8 +45,8 @@ from typing import Any, Protocol
 
 from pravega_ray import metrics
 from pravega_ray.constants import SYSTEM_SCOPE
+from pravega_ray.contracts.cut_order import Cut, Ranges, cut_le, lower_bound
 from pravega_ray.contracts.records import StreamState
-from pravega_ray.controller.cut_order import Cut, Ranges, cut_le, lower_bound
 from pravega_ray.controller.request_stream import RequestSegments, RequestStream
 from pravega_ray.controller.retention import (
     Case,

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from pravega_ray.contracts.cut_order import Cut, Ranges, cut_le
 from pravega_ray.controller.controller_steps import ControllerSteps
-from pravega_ray.controller.cut_order import Cut, Ranges, cut_le
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore, is_int
 from pravega_ray.controller.stream_records import truncated_away
 from pravega_ray.errors import InvalidArgumentError, SegmentNotFoundError

@@ -10,7 +10,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.client.event_framing import frame_events
-from pravega_ray.controller.cut_order import covers_key_space, cut_le, lower_bound
+from pravega_ray.contracts.cut_order import covers_key_space, cut_le, lower_bound
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import segment_id
 
