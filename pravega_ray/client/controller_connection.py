@@ -304,7 +304,13 @@ class ControllerClient:
 
     # --- key-value tables ------------------------------------------------------------------------
     def create_key_value_table(
-        self, scope: str, table: str, partitions: int, request_id: str | None = None
+        self,
+        scope: str,
+        table: str,
+        partitions: int,
+        request_id: str | None = None,
+        primary_key_length: int | None = None,
+        secondary_key_length: int | None = None,
     ) -> bool:
         return self._repeated(
             ControllerService.create_key_value_table,
@@ -312,6 +318,8 @@ class ControllerClient:
             table,
             partitions,
             request_id=_request_id(request_id),
+            primary_key_length=primary_key_length,
+            secondary_key_length=secondary_key_length,
         )
 
     def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:

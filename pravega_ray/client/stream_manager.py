@@ -281,14 +281,30 @@ class StreamManager:
         return self._controller.list_completed_transactions(scope, stream)
 
     def create_key_value_table(
-        self, scope: str, table: str, partitions: int = KVT_PARTITIONS_DEFAULT
+        self,
+        scope: str,
+        table: str,
+        partitions: int = KVT_PARTITIONS_DEFAULT,
+        primary_key_length: int | None = None,
+        secondary_key_length: int | None = None,
     ) -> bool:
         """Create a key-value table of ``partitions`` table segments; False if it exists.
 
-        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
-        outside [1, 1024]). The partition count is fixed for the table's life.
+        With ``primary_key_length`` (and ``secondary_key_length``, None: 0) the table has
+        key families: every key is exactly ``primary + secondary`` bytes once serialized,
+        and entries of one primary key share a partition (``kvt.update`` is atomic for
+        them). Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError
+        (partitions outside [1, 1024]; key lengths not ints, primary < 1, secondary < 0,
+        sum over 8 KiB, a secondary length alone). Partitions and key lengths are fixed
+        for the table's life.
         """
-        return self._controller.create_key_value_table(scope, table, partitions)
+        return self._controller.create_key_value_table(
+            scope,
+            table,
+            partitions,
+            primary_key_length=primary_key_length,
+            secondary_key_length=secondary_key_length,
+        )
 
     def get_key_value_table_info(self, scope: str, table: str) -> KeyValueTableInfo:
         """Partitions and segments. Raises KeyValueTableNotFoundError."""

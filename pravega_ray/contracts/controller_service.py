@@ -201,13 +201,21 @@ class ControllerService(Protocol):
 
     # --- key-value tables ------------------------------------------------------------------------
     def create_key_value_table(
-        self, scope: str, table: str, partitions: int, request_id: str | None = None
+        self,
+        scope: str,
+        table: str,
+        partitions: int,
+        request_id: str | None = None,
+        primary_key_length: int | None = None,
+        secondary_key_length: int | None = None,
     ) -> bool:
         """Create a key-value table of ``partitions`` table segments; False if it exists.
 
-        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
-        outside [1, KVT_PARTITIONS_MAX]). A table of that name with another partition
-        count is still "exists" (False): partitions are fixed at creation.
+        ``primary_key_length`` (and ``secondary_key_length``, None: 0) give the table key
+        families (``records.check_key_lengths``), kept in its record. Raises
+        ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions outside
+        [1, KVT_PARTITIONS_MAX], bad key lengths). A table of that name with another
+        partition count or key lengths is still "exists" (False): both are fixed at creation.
         """
         ...
 

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 from enum import Enum
 
+from pravega_ray.constants import TABLE_KEY_BYTES_MAX
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.stream_configuration import StreamConfiguration
 
@@ -145,7 +146,13 @@ class KeyValueTableState(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class KeyValueTableInfo:
-    """A key-value table: its partitions are table segments, one per partition."""
+    """A key-value table: its partitions are table segments, one per partition.
+
+    ``primary_key_length``/``secondary_key_length``: the table's key families (Pravega's
+    ``KeyValueTableConfiguration``): every key is exactly that many bytes once serialized,
+    its first ``primary_key_length`` bytes the primary key, which alone picks the
+    partition. None for a table without key families (any key of 1 to 8 KiB).
+    """
 
     scope: str
     name: str
@@ -153,9 +160,42 @@ class KeyValueTableInfo:
     partitions: int
     segments: tuple[str, ...]
     creation_time_ms: int
+    primary_key_length: int | None = None
+    secondary_key_length: int | None = None
+
+    @property
+    def key_families(self) -> bool:
+        """Whether keys are primary + secondary keys of fixed lengths."""
+        return self.primary_key_length is not None
 
 
 def check_request_id(request_id: object) -> None:
     """A create's ``request_id``: None or a str of 1 to 64 characters, else InvalidArgumentError."""
     if request_id is not None and not (isinstance(request_id, str) and 0 < len(request_id) <= 64):
         raise InvalidArgumentError("request_id must be None or a str of 1 to 64 characters")
+
+
+def check_key_lengths(
+    primary_key_length: object, secondary_key_length: object
+) -> tuple[int | None, int | None]:
+    """A key-value table's key families: ``(None, None)`` (none) or ``(primary, secondary)``
+    with ``primary`` an int >= 1, ``secondary`` an int >= 0 (None: 0) and their sum at most
+    ``TABLE_KEY_BYTES_MAX`` (8 KiB). Anything else (bools, floats, a secondary length
+    without a primary one) raises InvalidArgumentError."""
+    if primary_key_length is None:
+        if secondary_key_length is not None:
+            raise InvalidArgumentError("secondary_key_length needs a primary_key_length")
+        return None, None
+    secondary = 0 if secondary_key_length is None else secondary_key_length
+    for name, value, least in (
+        ("primary_key_length", primary_key_length, 1),
+        ("secondary_key_length", secondary, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InvalidArgumentError(f"{name} must be an int >= {least}, got {value!r}")
+    assert isinstance(primary_key_length, int) and isinstance(secondary, int)
+    if primary_key_length + secondary > TABLE_KEY_BYTES_MAX:
+        raise InvalidArgumentError(
+            f"primary_key_length + secondary_key_length must be at most {TABLE_KEY_BYTES_MAX}"
+        )
+    return primary_key_length, secondary

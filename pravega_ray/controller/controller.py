@@ -274,9 +274,17 @@ class Controller:
 
     # --- key-value tables ------------------------------------------------------------------------
     def create_key_value_table(
-        self, scope: str, table: str, partitions: int, request_id: str | None = None
+        self,
+        scope: str,
+        table: str,
+        partitions: int,
+        request_id: str | None = None,
+        primary_key_length: int | None = None,
+        secondary_key_length: int | None = None,
     ) -> bool:
-        return self._key_value_tables.create_key_value_table(scope, table, partitions, request_id)
+        return self._key_value_tables.create_key_value_table(
+            scope, table, partitions, request_id, primary_key_length, secondary_key_length
+        )
 
     def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
         return self._key_value_tables.get_key_value_table(scope, table)

@@ -38,6 +38,7 @@ from pravega_ray.contracts.records import (
     KeyValueTableState,
     StreamInfo,
     StreamState,
+    check_key_lengths,
 )
 from pravega_ray.controller.stream_records import StreamRecords
 from pravega_ray.controller.transactions import TxnRecords
@@ -497,20 +498,29 @@ class StreamMetadataStore:
         return self._read(f"kvtables/{scope}/{table}")
 
     def create_key_value_table(
-        self, scope: str, table: str, partitions: int, created_ms: int, request_id: str | None
+        self,
+        scope: str,
+        table: str,
+        partitions: int,
+        created_ms: int,
+        request_id: str | None,
+        key_lengths: tuple[int, int] | None = None,
     ) -> None:
-        """Store a new table of ``partitions`` table segments in state CREATING.
+        """Store a new table of ``partitions`` table segments in state CREATING, with key
+        families ``key_lengths`` (primary, secondary) if given.
 
         Raises ConflictingUpdateError if it exists, IllegalStateError if its name has used
         up its segment numbers.
         """
-        record = {
+        record: dict[str, Any] = {
             "state": KeyValueTableState.CREATING.value,
             "partitions": partitions,
             "segment_base": self.safe_start("kvtables", scope, table, partitions),
             "created_ms": created_ms,
             "request_id": request_id,
         }
+        if key_lengths is not None:  # absent: no key families (also records from before them)
+            record["key_lengths"] = list(key_lengths)
         self._records.put(f"kvtables/{scope}/{table}", record, None)
 
     def get_key_value_table(self, scope: str, table: str) -> KeyValueTableInfo:
@@ -529,6 +539,10 @@ class StreamMetadataStore:
                 raise ValueError(f"partitions {partitions!r} out of range")
             if not (is_int(base) and base >= 0 and base + partitions <= SEGMENT_NUMBERS):
                 raise ValueError(f"segment_base {base!r} out of range")
+            lengths = record.get("key_lengths") or [None, None]
+            if not isinstance(lengths, list) or len(lengths) != 2:
+                raise ValueError(f"key_lengths {lengths!r} is not a pair")
+            primary, secondary = check_key_lengths(*lengths)  # damage: InvalidArgumentError
             return KeyValueTableInfo(
                 scope=scope,
                 name=table,
@@ -536,6 +550,8 @@ class StreamMetadataStore:
                 partitions=partitions,
                 segments=tuple(kvt_segment_name(scope, table, i, base) for i in range(partitions)),
                 creation_time_ms=int(record["created_ms"]),
+                primary_key_length=primary,
+                secondary_key_length=secondary,
             )
 
     def set_key_value_table_state(

@@ -15,7 +15,12 @@ import contextlib
 from typing import Protocol
 
 from pravega_ray.constants import KVT_PARTITIONS_MAX
-from pravega_ray.contracts.records import KeyValueTableInfo, KeyValueTableState, check_request_id
+from pravega_ray.contracts.records import (
+    KeyValueTableInfo,
+    KeyValueTableState,
+    check_key_lengths,
+    check_request_id,
+)
 from pravega_ray.controller.controller_steps import ControllerSteps, create_racing
 from pravega_ray.controller.segment_helper import run_each
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
@@ -66,13 +71,21 @@ class TableMetadataTasks:
         self._steps.check_scope(scope)
 
     def create_key_value_table(
-        self, scope: str, table: str, partitions: int, request_id: str | None = None
+        self,
+        scope: str,
+        table: str,
+        partitions: int,
+        request_id: str | None = None,
+        primary_key_length: int | None = None,
+        secondary_key_length: int | None = None,
     ) -> bool:
         """Create a key-value table of ``partitions`` table segments; False if it exists.
 
-        Raises ScopeNotFoundError, InvalidNameError, InvalidArgumentError (partitions
-        outside [1, KVT_PARTITIONS_MAX]). A table of that name with another
-        partition count is still "exists" (False): partitions are fixed at creation.
+        With ``primary_key_length`` the table has key families (``check_key_lengths``),
+        kept in its record. Raises ScopeNotFoundError, InvalidNameError,
+        InvalidArgumentError (partitions outside [1, KVT_PARTITIONS_MAX], bad key
+        lengths). A table of that name with another partition count or other key lengths
+        is still "exists" (False): both are fixed at creation.
         """
         self._steps.ready()
         self._table_args(scope, table)
@@ -84,11 +97,13 @@ class TableMetadataTasks:
             or not 1 <= partitions <= KVT_PARTITIONS_MAX
         ):
             raise InvalidArgumentError(f"partitions must be an int in [1, {KVT_PARTITIONS_MAX}]")
+        primary, secondary = check_key_lengths(primary_key_length, secondary_key_length)
+        lengths = None if primary is None or secondary is None else (primary, secondary)
         key = f"kvtables/{scope}/{table}"
         existing = create_racing(
             lambda: self._store.get_key_value_table_record(scope, table),
             lambda: self._store.create_key_value_table(
-                scope, table, partitions, self._clock.wall_time_ms(), request_id
+                scope, table, partitions, self._clock.wall_time_ms(), request_id, lengths
             ),
             f"key-value table {scope}/{table}",
         )
