@@ -17,6 +17,7 @@ from pravega_ray.client.byte_stream import ByteStreamReader, ByteStreamWriter
 from pravega_ray.client.event_pointers import EventPointer
 from pravega_ray.client.events import Checkpoint, EventRead, Position
 from pravega_ray.client.key_value_table import KeyValueTable, TableEntry, TableKey
+from pravega_ray.client.kvt_families import Insert, Put, Remove
 from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.reader_group import (
     ReaderGroup,
@@ -108,6 +109,7 @@ __all__ = [
     "FencedError",
     "IllegalStateError",
     "IllegalStateTransitionError",
+    "Insert",
     "InvalidArgumentError",
     "InvalidNameError",
     "JsonSerializer",
@@ -121,6 +123,7 @@ __all__ = [
     "NotFoundError",
     "Position",
     "PravegaError",
+    "Put",
     "ReaderAlreadyExistsError",
     "ReaderGroup",
     "ReaderGroupConfig",
@@ -128,6 +131,7 @@ __all__ = [
     "ReaderNotInGroupError",
     "ReaderSegmentDistribution",
     "ReinitializationRequiredError",
+    "Remove",
     "RetentionConfigType",
     "RetentionPolicy",
     "RetriableError",

@@ -19,6 +19,12 @@ returns its original result instead of applying it twice, so a retried
 time (that is what makes the retry check sound). If the retries run out, the
 call raises (outcome unknown) and the partition continues under a new client id.
 
+Key families (``kvt_families.py``): a table created with ``primary_key_length`` has
+keys of a fixed length whose primary key alone picks the partition; ``update`` of
+several entries of one primary key (``Insert``/``Put``/``Remove``, each with its own
+condition) is atomic. On a table without key families ``update`` is atomic too, but
+only takes keys that share a partition (one key, or any keys of a one-partition table).
+
 Iteration (``iter_keys``, ``iter_entries``) walks the partitions one after
 another, a page at a time, in hash order (not key order). Keys present
 throughout are seen exactly once; keys added or removed meanwhile may or may
@@ -47,6 +53,15 @@ from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import SegmentStoreConnection
+from pravega_ray.client.kvt_families import (
+    Insert,
+    KeyFilter,
+    KeyLayout,
+    Put,
+    Remove,
+    TableModification,
+    check_version,
+)
 from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
 from pravega_ray.contracts.arguments import check_int
 from pravega_ray.contracts.attributes import NULL_VALUE
@@ -75,7 +90,8 @@ _CLIENT_ID_BYTES = 15
 
 @dataclass(frozen=True, slots=True)
 class TableKey(Generic[K]):
-    """A key and its current version."""
+    """A key and its current version (what ``iter_keys`` yields; Pravega's
+    ``IteratorItem<TableKey>``: a key of a table with key families is its full bytes)."""
 
     key: K
     version: int
@@ -109,7 +125,9 @@ class KeyValueTable(Generic[K, V]):
 
     ``key_serializer``/``value_serializer`` turn keys and values into bytes
     (default: both are bytes). Keys are at most 8 KiB and values 1 MiB once
-    serialized (InvalidArgumentError otherwise). A call whose outcome is unknown is
+    serialized (InvalidArgumentError otherwise); with key families a key is exactly
+    ``primary_key_length + secondary_key_length`` bytes, and may also be given as a
+    ``(primary, secondary)`` pair of bytes (``kvt_families.py``). A call whose outcome is unknown is
     repeated after a backoff slept through ``scheduler``.
     """
 
@@ -132,6 +150,7 @@ class KeyValueTable(Generic[K, V]):
         check_serializer(self._keys, "key_serializer")
         check_serializer(self._values, "value_serializer")
         self._partitions = [_Partition(s) for s in info.segments]
+        self._layout = KeyLayout(info)
         self._call_timeout_s = call_timeout_s
         self._retry_attempts_max = retry_attempts_max
         self._retry_backoff_s = retry_backoff_s
@@ -155,7 +174,7 @@ class KeyValueTable(Generic[K, V]):
         Raises NoSuchKeyError if the key is absent, BadKeyVersionError if its
         version differs.
         """
-        _check_version(version)
+        check_version(version)
         return self._update_one(key, value, version)
 
     def remove(self, key: K, version: int | None = None) -> None:
@@ -165,20 +184,95 @@ class KeyValueTable(Generic[K, V]):
         if its version differs.
         """
         if version is not None:
-            _check_version(version)
+            check_version(version)
         self._update_one(key, None, version, remove=True)
 
     def _update_one(
         self, key: K, value: V | None, expected: int | None, remove: bool = False
     ) -> int:
         self._check_open()
-        raw_key = self._keys.serialize(key)
-        raw_value = None if remove else self._values.serialize(value)
-        if not remove and not isinstance(raw_value, bytes):
-            raise InvalidArgumentError("the value serializer must return bytes")
+        raw_key = self._raw_key(key)
+        raw_value = None if remove else self._raw_value(value)
         partition = self._partition(raw_key)
         result = self._update(partition, [TableUpdate(raw_key, raw_value, expected)])
         return result.versions[0]
+
+    def update(self, modifications: Iterable[TableModification]) -> list[int | None]:
+        """Apply ``modifications`` (:class:`Insert`, :class:`Put`, :class:`Remove`)
+        atomically: every condition is checked together and either all are applied or
+        none (Pravega's ``KeyValueTable.update``). Returns the new version of each, in
+        order (None for a Remove); ``[]`` for no modifications.
+
+        The keys must share one primary key (a table with key families) or one partition
+        (a table without: one key, or any keys of a one-partition table), and no key may
+        appear twice: InvalidArgumentError otherwise, as for a key of the wrong length, a
+        value or key the serializers cannot turn into bytes, or a batch over 4096 keys or
+        8 MiB. A failed condition raises BadKeyVersionError (an Insert of an existing key,
+        a version that differs; ``key`` names it, as raw bytes) or NoSuchKeyError (a
+        versioned Put or Remove of an absent key). Nothing changes on any error. Retried
+        as single-key updates are when the outcome is unknown (applied once).
+        """
+        self._check_open()
+        if isinstance(modifications, (str, bytes)) or not isinstance(modifications, Iterable):
+            raise InvalidArgumentError(
+                f"modifications must be an iterable of Insert/Put/Remove, "
+                f"got {type(modifications).__name__}"
+            )
+        updates: list[TableUpdate] = []
+        for modification in modifications:
+            updates.append(self._segment_update(modification))
+        if not updates:
+            return []
+        routes = {self._layout.routing(u.key) for u in updates}
+        if len(routes) > 1 and self._layout.families:
+            raise InvalidArgumentError(
+                f"an update's keys must share one primary key, got {len(routes)}: "
+                f"{sorted(routes)[:4]!r}"
+            )
+        partitions = {self._partition_index(route) for route in routes}
+        if len(partitions) > 1:
+            raise InvalidArgumentError(
+                f"an update's keys must share one partition on table "
+                f"{self.info.scope}/{self.info.name} (it has no key families), got "
+                f"{len(partitions)}: create it with primary_key_length for atomic updates "
+                "of related keys"
+            )
+        if len({u.key for u in updates}) != len(updates):
+            raise InvalidArgumentError("an update names a key twice")
+        result = self._update(self._partitions[partitions.pop()], updates)
+        return [
+            None if u.value is None else version
+            for u, version in zip(updates, result.versions, strict=True)
+        ]
+
+    def _segment_update(self, modification: object) -> TableUpdate:
+        if isinstance(modification, Insert):
+            raw_key = self._raw_key(modification.key)
+            return TableUpdate(raw_key, self._raw_value(modification.value), NOT_EXISTS)
+        if isinstance(modification, Put):
+            if modification.version is not None:
+                check_version(modification.version)
+            raw_key = self._raw_key(modification.key)
+            return TableUpdate(raw_key, self._raw_value(modification.value), modification.version)
+        if isinstance(modification, Remove):
+            if modification.version is not None:
+                check_version(modification.version)
+            return TableUpdate(self._raw_key(modification.key), None, modification.version)
+        raise InvalidArgumentError(
+            f"a modification is an Insert, Put or Remove, got {type(modification).__name__}"
+        )
+
+    def _raw_key(self, key: object) -> bytes:
+        """A key's bytes (a ``(primary, secondary)`` pair joined, else serialized), checked
+        against the table's key layout."""
+        joined = self._layout.join(key)
+        return self._layout.check(self._keys.serialize(key) if joined is None else joined)
+
+    def _raw_value(self, value: object) -> bytes:
+        raw_value = self._values.serialize(value)
+        if not isinstance(raw_value, bytes):
+            raise InvalidArgumentError("the value serializer must return bytes")
+        return raw_value
 
     def _update(self, partition: _Partition, updates: list[TableUpdate]) -> TableUpdateResult:
         with partition.lock:
@@ -205,6 +299,10 @@ class KeyValueTable(Generic[K, V]):
         """The key's entry (value and version), or None if absent."""
         return self.get_all([key])[0]
 
+    def exists(self, key: K) -> bool:
+        """Whether ``key`` has an entry (Pravega's ``exists``)."""
+        return self.get(key) is not None
+
     def get_all(self, keys: Iterable[K]) -> list[TableEntry[K, V] | None]:
         """Entries of ``keys``, in the same order (None where absent); partitions in parallel."""
         self._check_open()
@@ -213,11 +311,11 @@ class KeyValueTable(Generic[K, V]):
                 f"keys must be an iterable of keys, got {type(keys).__name__}"
             )
         keys = list(keys)
-        raw_keys = [self._keys.serialize(k) for k in keys]
+        raw_keys = [self._raw_key(k) for k in keys]
         by_request: list[tuple[int, list[int]]] = []  # (partition, positions), bounded requests
         by_partition: dict[int, list[int]] = {}
         for i, raw in enumerate(raw_keys):
-            by_partition.setdefault(self._partition_index(raw), []).append(i)
+            by_partition.setdefault(self._partition_index(self._layout.routing(raw)), []).append(i)
         for index, positions in by_partition.items():
             step = constants.TABLE_GET_KEYS_MAX
             by_request += [(index, positions[j : j + step]) for j in range(0, len(positions), step)]
@@ -261,19 +359,70 @@ class KeyValueTable(Generic[K, V]):
             "that name created since is another table: open it again)"
         )
 
-    def iter_keys(self) -> Iterator[TableKey[K]]:
-        """Every key with its version (see the module docstring for the guarantees)."""
-        return _Entries(self, lambda e: TableKey(self._key(e), e.version), with_values=False)
+    def iter_keys(
+        self,
+        primary_key: bytes | None = None,
+        *,
+        secondary_from: bytes | None = None,
+        secondary_to: bytes | None = None,
+        primary_from: bytes | None = None,
+        primary_to: bytes | None = None,
+    ) -> Iterator[TableKey[K]]:
+        """Every key with its version (see the module docstring for the guarantees), or
+        those the filters keep (as :meth:`iter_entries`)."""
+        keep = KeyFilter.build(
+            self._layout, primary_key, secondary_from, secondary_to, primary_from, primary_to
+        )
+        return _Entries(
+            self, lambda e: TableKey(self._key(e), e.version), False, self._visit(keep), keep
+        )
 
-    def iter_entries(self) -> Iterator[TableEntry[K, V]]:
-        """Every entry (key, value, version).
+    def iter_entries(
+        self,
+        primary_key: bytes | None = None,
+        *,
+        secondary_from: bytes | None = None,
+        secondary_to: bytes | None = None,
+        primary_from: bytes | None = None,
+        primary_to: bytes | None = None,
+    ) -> Iterator[TableEntry[K, V]]:
+        """Every entry (key, value, version), or on a table with key families (Pravega's
+        ``KeyValueTableIterator``):
+
+        - ``primary_key=pk`` (bytes, exactly ``primary_key_length``): the entries of that
+          primary key (``forPrimaryKey``), with ``secondary_from``/``secondary_to``
+          (inclusive, compared bytewise; None: open) their secondary keys' range; only
+          the primary key's partition is read;
+        - ``primary_from``/``primary_to`` (inclusive, bytewise; ``forRange``): the entries
+          whose primary keys lie in the range; every partition is read.
+
+        The filtering is client-side: the segment store pages through the partition in
+        hash order and the client drops the keys outside the filter (raw bytes, before
+        deserializing), so the cost is the partition's (every partition's for a range),
+        and the order is hash order, not key order. Filters on a table without key
+        families, bounds that are not bytes, ``primary_key`` of another length,
+        secondary bounds without ``primary_key`` or ``primary_key`` with primary bounds
+        raise InvalidArgumentError.
 
         A SerializationError for one entry can be caught and ``next()`` called again to
         go on with the next entry.
         """
-        return _Entries(
-            self, lambda e: TableEntry(self._key(e), self._value(e), e.version), with_values=True
+        keep = KeyFilter.build(
+            self._layout, primary_key, secondary_from, secondary_to, primary_from, primary_to
         )
+        return _Entries(
+            self,
+            lambda e: TableEntry(self._key(e), self._value(e), e.version),
+            True,
+            self._visit(keep),
+            keep,
+        )
+
+    def _visit(self, keep: KeyFilter | None) -> list[int]:
+        """The partitions an iteration under ``keep`` reads, in order."""
+        if keep is not None and keep.primary_key is not None:
+            return [self._partition_index(keep.primary_key)]
+        return list(range(len(self._partitions)))
 
     def entries_page(
         self, position: bytes | None = None, limit: int | None = None
@@ -332,14 +481,15 @@ class KeyValueTable(Generic[K, V]):
         )
 
     # --- plumbing -----------------------------------------------------------------------------
-    def _partition_index(self, raw_key: bytes) -> int:
-        if not isinstance(raw_key, bytes):
+    def _partition_index(self, routing: bytes) -> int:
+        """The partition of a key whose routing bytes (``KeyLayout.routing``) are given."""
+        if not isinstance(routing, bytes):
             raise InvalidArgumentError("the key serializer must return bytes")
-        digest = hashlib.blake2b(raw_key, digest_size=8, person=b"kvt-partition").digest()
+        digest = hashlib.blake2b(routing, digest_size=8, person=b"kvt-partition").digest()
         return int.from_bytes(digest, "big") % len(self._partitions)
 
     def _partition(self, raw_key: bytes) -> _Partition:
-        return self._partitions[self._partition_index(raw_key)]
+        return self._partitions[self._partition_index(self._layout.routing(raw_key))]
 
     def _retrying(self, call: Callable[[], Future[R]]) -> R:
         """Run ``call`` until its outcome is known; every table call is safe to repeat."""
@@ -372,7 +522,8 @@ class KeyValueTable(Generic[K, V]):
 
 
 class _Entries(Iterator[R]):
-    """Iterates a table's partitions a page at a time; survives one bad entry.
+    """Iterates partitions ``visit`` of a table (default: all) a page at a time, keeping
+    the entries whose raw keys ``keep`` keeps; survives one bad entry.
 
     An entry whose conversion raises is dropped before the error propagates, so the
     caller may catch it and call ``next()`` again to go on with the next entry. So is
@@ -385,11 +536,15 @@ class _Entries(Iterator[R]):
         table: KeyValueTable[Any, Any],
         convert: Callable[[SegmentEntry], R],
         with_values: bool,
+        visit: list[int] | None = None,
+        keep: KeyFilter | None = None,
     ) -> None:
         self._table = table
         self._convert = convert
         self._with_values = with_values
-        self._partition = 0
+        self._visit = list(range(len(table._partitions))) if visit is None else visit
+        self._keep = None if keep is None else keep.predicate()
+        self._partition = 0  # index into _visit
         self._cursor: bytes | None = None
         self._page: deque[SegmentEntry] = deque()
         self._partition_done = False
@@ -407,9 +562,9 @@ class _Entries(Iterator[R]):
                 self._partition += 1
                 self._cursor = None
                 self._partition_done = False
-            if self._partition >= len(self._table._partitions):
+            if self._partition >= len(self._visit):
                 raise StopIteration
-            segment = self._table._partitions[self._partition].segment
+            segment = self._table._partitions[self._visit[self._partition]].segment
             try:
                 page, self._cursor = self._table._page(segment, self._cursor, self._with_values)
             except DataCorruptionError as e:  # one unreadable entry; the page says where to go on
@@ -417,7 +572,8 @@ class _Entries(Iterator[R]):
                 if not isinstance(after, bytes):
                     raise
                 page, self._cursor, self._damage = getattr(e, "entries", []), after, e
-            self._page = deque(page)
+            keep = self._keep
+            self._page = deque(page if keep is None else [e for e in page if keep(e.key)])
             self._partition_done = self._cursor is None
         entry = self._page.popleft()
         return self._convert(entry)
@@ -437,8 +593,3 @@ def _undecodable(what: str, entry: SegmentEntry, cause: BaseException) -> Serial
         data=entry.value,
         version=entry.version,
     )
-
-
-def _check_version(version: object) -> None:
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise InvalidArgumentError(f"a key version is a non-negative int, got {version!r}")
