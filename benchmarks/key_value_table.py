@@ -1,6 +1,7 @@
 """Key-value table throughput and latency on a local cluster, against same-run baselines.
 
-Run: ``.venv/bin/python -m benchmarks.key_value_table [--ops N] [--threads T] [--value-bytes B]``.
+Run: ``.venv/bin/python -m benchmarks.key_value_table [--ops N] [--threads T] [--value-bytes B]
+[--batch-sizes 10,100] [--updates-only]``.
 
 It starts its own embedded cluster (``start_local`` on a temporary directory, 2
 containers, file tiers, Ray namespace ``bench-kvt``) and a table of 4 partitions,
@@ -10,7 +11,12 @@ then measures, with durable acknowledgements throughout:
 - ``put`` T threads: each thread its own keys, all partitions busy;
 - ``replace``: conditional updates carrying the version of the previous put;
 - ``get`` one thread, and ``get_all`` of 100 keys per call;
-- ``iter_entries`` over every key.
+- ``iter_entries`` over every key;
+- multi-key ``update``: on a table with key families (8-byte primary, 4-byte secondary
+  keys), one atomic ``update([Put ...])`` of N entries of one primary key against N
+  single-key puts of as many fresh keys, one after another, in the same run (for each N of
+  ``--batch-sizes``; about ``--ops`` entries each way). ``--updates-only`` runs this
+  section alone (and no baselines).
 
 Baselines measured in the same run:
 
@@ -169,6 +175,38 @@ def kvt_rows(cluster: pr.Cluster, ops: int, threads: int, value: bytes) -> list[
     return rows
 
 
+def update_rows(cluster: pr.Cluster, ops: int, sizes: list[int], value: bytes) -> list[Row]:
+    """A multi-key ``update`` of N entries of one primary key against N single-key puts.
+
+    Rows count entries (not calls) per second; latencies are per call (one update of N
+    entries, or one put).
+    """
+    mgr = cluster.stream_manager()
+    mgr.create_scope("bench-f")
+    mgr.create_key_value_table(
+        "bench-f", "f", partitions=4, primary_key_length=8, secondary_key_length=4
+    )
+    kvt = cluster.key_value_table("bench-f", "f")
+    kvt.put(b"warm0000" + b"0000", value)
+    rows = []
+    for n in sizes:
+        rounds = max(1, ops // n)
+        primaries = [b"%08d" % (n * 100_000 + r) for r in range(rounds)]
+        log(f"update: {rounds:,} updates of {n} entries, then {rounds * n:,} single puts")
+        batches = [[pr.Put(p + b"%04d" % i, value) for i in range(n)] for p in primaries]
+        calls = [lambda b=b: kvt.update(b) for b in batches]
+        seconds, lat = time_calls(calls)
+        rows.append(row("pravega-ray kvt", f"update({n}) entries", rounds * n, seconds, lat))
+        singles = [  # as many fresh keys, of other primary keys: the same work, one by one
+            lambda k=b"%08d" % (n * 100_000 + 50_000 + r) + b"%04d" % i: kvt.put(k, value)
+            for r in range(rounds)
+            for i in range(n)
+        ]
+        seconds, lat = time_calls(singles)
+        rows.append(row("pravega-ray kvt", f"put x{n} (one by one)", rounds * n, seconds, lat))
+    return rows
+
+
 def put_replace(
     kvt: pr.KeyValueTable, versions: dict[bytes, int], key: bytes, value: bytes
 ) -> None:
@@ -180,17 +218,28 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=2000, help="operations per measurement")
     parser.add_argument("--threads", type=int, default=8, help="threads for the parallel puts")
     parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument(
+        "--batch-sizes", default="10,100", help="entries per multi-key update, comma-separated"
+    )
+    parser.add_argument(
+        "--updates-only", action="store_true", help="only the multi-key update section"
+    )
     args = parser.parse_args()
+    sizes = [int(n) for n in args.batch_sizes.split(",")]
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     value = os.urandom(args.value_bytes)
     rows: list[Row] = []
     with work_dir("bench-kvt-") as work:
         with local_cluster(work / "data", 2, namespace="bench-kvt") as cluster:
-            rows += kvt_rows(cluster, args.ops, args.threads, value)
-            log("baseline: plain Ray actor")
-            rows += ray_baseline(args.ops, value)
-        log("baseline: redis")
-        rows += redis_baseline(args.ops, value, work)
+            if not args.updates_only:
+                rows += kvt_rows(cluster, args.ops, args.threads, value)
+            rows += update_rows(cluster, args.ops, sizes, value)
+            if not args.updates_only:
+                log("baseline: plain Ray actor")
+                rows += ray_baseline(args.ops, value)
+        if not args.updates_only:
+            log("baseline: redis")
+            rows += redis_baseline(args.ops, value, work)
 
     print(f"\nkey-value table, {args.value_bytes}-byte values, durable acks, {os.cpu_count()} CPUs")
     header = f"{'system':<22} {'operation':<24} {'ops/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
@@ -199,6 +248,16 @@ def main() -> None:
     for r in rows:
         latency = f"{r.p50_ms:>8.2f} {r.p99_ms:>8.2f}" if r.p50_ms else f"{'':>8} {'':>8}"
         print(f"{r.system:<22} {r.operation:<24} {r.ops_per_s:>10,.0f} {latency}")
+    for n in sizes:
+        batch = next(r for r in rows if r.operation == f"update({n}) entries")
+        single = next(r for r in rows if r.operation == f"put x{n} (one by one)")
+        print(
+            f"update of {n} entries / {n} single puts: "
+            f"{batch.ops_per_s / single.ops_per_s:.1f}x entries/s "
+            f"(one update p50 {batch.p50_ms:.2f} ms vs {n} puts {n * single.p50_ms:.2f} ms)"
+        )
+    if args.updates_only:
+        return
     put_1 = next(r for r in rows if r.operation == "put, 1 thread")
     ray_set = next(r for r in rows if r.system == "plain Ray actor call")
     print(
