@@ -275,9 +275,14 @@ class SegmentContainerActor:
         return await self._container.table_get(segment, keys)
 
     async def table_iterate(
-        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
+        self,
+        segment: str,
+        cursor: bytes | None,
+        limit: int,
+        with_values: bool = True,
+        key_prefix: bytes | None = None,
     ) -> tuple[list[TableEntry], bytes | None]:
-        return await self._container.table_iterate(segment, cursor, limit, with_values)
+        return await self._container.table_iterate(segment, cursor, limit, with_values, key_prefix)
 
     async def table_read_changes(
         self, segment: str, from_offset: int, max_bytes: int

@@ -54,13 +54,11 @@ from typing import Any, Generic, TypeVar
 from pravega_ray import constants
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.kvt_families import (
-    Insert,
     KeyFilter,
     KeyLayout,
-    Put,
-    Remove,
     TableModification,
     check_version,
+    segment_update,
 )
 from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
 from pravega_ray.contracts.arguments import check_int
@@ -220,7 +218,7 @@ class KeyValueTable(Generic[K, V]):
             )
         updates: list[TableUpdate] = []
         for modification in modifications:
-            updates.append(self._segment_update(modification))
+            updates.append(segment_update(modification, self._raw_key, self._raw_value))
         if not updates:
             return []
         routes = {self._layout.routing(u.key) for u in updates}
@@ -244,23 +242,6 @@ class KeyValueTable(Generic[K, V]):
             None if u.value is None else version
             for u, version in zip(updates, result.versions, strict=True)
         ]
-
-    def _segment_update(self, modification: object) -> TableUpdate:
-        if isinstance(modification, Insert):
-            raw_key = self._raw_key(modification.key)
-            return TableUpdate(raw_key, self._raw_value(modification.value), NOT_EXISTS)
-        if isinstance(modification, Put):
-            if modification.version is not None:
-                check_version(modification.version)
-            raw_key = self._raw_key(modification.key)
-            return TableUpdate(raw_key, self._raw_value(modification.value), modification.version)
-        if isinstance(modification, Remove):
-            if modification.version is not None:
-                check_version(modification.version)
-            return TableUpdate(self._raw_key(modification.key), None, modification.version)
-        raise InvalidArgumentError(
-            f"a modification is an Insert, Put or Remove, got {type(modification).__name__}"
-        )
 
     def _raw_key(self, key: object) -> bytes:
         """A key's bytes (a ``(primary, secondary)`` pair joined, else serialized), checked
@@ -396,11 +377,12 @@ class KeyValueTable(Generic[K, V]):
         - ``primary_from``/``primary_to`` (inclusive, bytewise; ``forRange``): the entries
           whose primary keys lie in the range; every partition is read.
 
-        The filtering is client-side: the segment store pages through the partition in
-        hash order and the client drops the keys outside the filter (raw bytes, before
-        deserializing), so the cost is the partition's (every partition's for a range),
-        and the order is hash order, not key order. Filters on a table without key
-        families, bounds that are not bytes, ``primary_key`` of another length,
+        The table segment's index is a hash index (no key order), so the segment store
+        still reads the whole partition (every partition for a range) in hash order: for
+        ``primary_key`` it sends only that primary key's entries (a key prefix filter),
+        and the client drops the keys outside the secondary or primary range (raw bytes,
+        before deserializing). The order is hash order, not key order. Filters on a table
+        without key families, bounds that are not bytes, ``primary_key`` of another length,
         secondary bounds without ``primary_key`` or ``primary_key`` with primary bounds
         raise InvalidArgumentError.
 
@@ -473,11 +455,20 @@ class KeyValueTable(Generic[K, V]):
         return partition, (position[2:] or None)
 
     def _page(
-        self, segment: str, cursor: bytes | None, with_values: bool, limit: int | None = None
+        self,
+        segment: str,
+        cursor: bytes | None,
+        with_values: bool,
+        limit: int | None = None,
+        key_prefix: bytes | None = None,
     ) -> tuple[list[SegmentEntry], bytes | None]:
         most = constants.TABLE_ITERATE_LIMIT if limit is None else limit
+        if key_prefix is None:
+            return self._retrying(
+                lambda: self._segments.table_iterate(segment, cursor, most, with_values)
+            )
         return self._retrying(
-            lambda: self._segments.table_iterate(segment, cursor, most, with_values)
+            lambda: self._segments.table_iterate(segment, cursor, most, with_values, key_prefix)
         )
 
     # --- plumbing -----------------------------------------------------------------------------
@@ -544,6 +535,7 @@ class _Entries(Iterator[R]):
         self._with_values = with_values
         self._visit = list(range(len(table._partitions))) if visit is None else visit
         self._keep = None if keep is None else keep.predicate()
+        self._prefix = None if keep is None else keep.primary_key  # filtered server-side too
         self._partition = 0  # index into _visit
         self._cursor: bytes | None = None
         self._page: deque[SegmentEntry] = deque()
@@ -566,7 +558,9 @@ class _Entries(Iterator[R]):
                 raise StopIteration
             segment = self._table._partitions[self._visit[self._partition]].segment
             try:
-                page, self._cursor = self._table._page(segment, self._cursor, self._with_values)
+                page, self._cursor = self._table._page(
+                    segment, self._cursor, self._with_values, key_prefix=self._prefix
+                )
             except DataCorruptionError as e:  # one unreadable entry; the page says where to go on
                 after = getattr(e, "cursor", None)
                 if not isinstance(after, bytes):

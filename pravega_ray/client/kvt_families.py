@@ -24,9 +24,19 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pravega_ray.contracts.records import KeyValueTableInfo
+from pravega_ray.contracts.segment_store import NOT_EXISTS, TableUpdate
 from pravega_ray.errors import InvalidArgumentError
 
-__all__ = ["Insert", "KeyFilter", "KeyLayout", "Put", "Remove", "TableModification"]
+__all__ = [
+    "Insert",
+    "KeyFilter",
+    "KeyLayout",
+    "Put",
+    "Remove",
+    "TableModification",
+    "check_version",
+    "segment_update",
+]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -75,6 +85,30 @@ class Remove(Generic[K]):
 
 TableModification = Insert[Any, Any] | Put[Any, Any] | Remove[Any]
 """One entry of ``kvt.update([...])``."""
+
+
+def segment_update(
+    modification: object,
+    raw_key: Callable[[Any], bytes],
+    raw_value: Callable[[Any], bytes],
+) -> TableUpdate:
+    """The table segment update a modification asks for (its key and value turned into
+    bytes by ``raw_key``/``raw_value``); InvalidArgumentError for anything but an
+    :class:`Insert`, :class:`Put` or :class:`Remove`, or a bad version."""
+    if isinstance(modification, Insert):
+        return TableUpdate(raw_key(modification.key), raw_value(modification.value), NOT_EXISTS)
+    if isinstance(modification, Put):
+        if modification.version is not None:
+            check_version(modification.version)
+        key = raw_key(modification.key)
+        return TableUpdate(key, raw_value(modification.value), modification.version)
+    if isinstance(modification, Remove):
+        if modification.version is not None:
+            check_version(modification.version)
+        return TableUpdate(raw_key(modification.key), None, modification.version)
+    raise InvalidArgumentError(
+        f"a modification is an Insert, Put or Remove, got {type(modification).__name__}"
+    )
 
 
 class KeyLayout:

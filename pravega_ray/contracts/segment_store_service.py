@@ -181,8 +181,16 @@ class SegmentStoreService(Protocol):
     async def table_get(self, segment: str, keys: Sequence[bytes]) -> list[TableEntry | None]: ...
 
     async def table_iterate(
-        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
-    ) -> tuple[list[TableEntry], bytes | None]: ...
+        self,
+        segment: str,
+        cursor: bytes | None,
+        limit: int,
+        with_values: bool = True,
+        key_prefix: bytes | None = None,
+    ) -> tuple[list[TableEntry], bytes | None]:
+        """A page of ``TableSegments.iterate``: with ``key_prefix``, only keys starting
+        with it (the page may then be short, even empty, before the end)."""
+        ...
 
     async def table_read_changes(
         self, segment: str, from_offset: int, max_bytes: int
@@ -353,10 +361,19 @@ class SegmentStoreClient:
         return self.invoker.invoke(SegmentStoreService.table_get, segment, keys)
 
     def table_iterate(
-        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
+        self,
+        segment: str,
+        cursor: bytes | None,
+        limit: int,
+        with_values: bool = True,
+        key_prefix: bytes | None = None,
     ) -> Future[tuple[list[TableEntry], bytes | None]]:
+        if key_prefix is None:  # as before prefixes existed (test doubles take this form)
+            return self.invoker.invoke(
+                SegmentStoreService.table_iterate, segment, cursor, limit, with_values
+            )
         return self.invoker.invoke(
-            SegmentStoreService.table_iterate, segment, cursor, limit, with_values
+            SegmentStoreService.table_iterate, segment, cursor, limit, with_values, key_prefix
         )
 
     def table_read_changes(

@@ -682,9 +682,14 @@ class SegmentContainer(TimeIndexCalls):
         return await self._tables.get(segment, keys)
 
     async def table_iterate(
-        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
+        self,
+        segment: str,
+        cursor: bytes | None,
+        limit: int,
+        with_values: bool = True,
+        key_prefix: bytes | None = None,
     ) -> tuple[list[TableEntry], bytes | None]:
-        return await self._tables.iterate(segment, cursor, limit, with_values)
+        return await self._tables.iterate(segment, cursor, limit, with_values, key_prefix)
 
     async def table_read_changes(
         self, segment: str, from_offset: int, max_bytes: int

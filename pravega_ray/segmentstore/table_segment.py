@@ -465,7 +465,12 @@ class TableSegments:
         return None
 
     async def iterate(
-        self, segment: str, cursor: bytes | None, limit: int, with_values: bool = True
+        self,
+        segment: str,
+        cursor: bytes | None,
+        limit: int,
+        with_values: bool = True,
+        key_prefix: bytes | None = None,
     ) -> tuple[list[TableEntry], bytes | None]:
         """A page of the table's current entries in hash order, and the next cursor.
 
@@ -473,7 +478,10 @@ class TableSegments:
         may be short (even empty) before the end. Keys added or removed during
         an iteration may or may not be seen; every key present throughout is
         seen exactly once, with its version, whether or not compaction moves it.
-        With ``with_values=False`` values come back as None.
+        With ``with_values=False`` values come back as None. With ``key_prefix`` only
+        keys that start with it are returned: the hash index has no key order, so the
+        page's ``limit`` entries are still read, and the others are dropped here (what
+        it saves is sending them).
 
         An entry that cannot be read (its Tier-2 chunk damaged or lost) raises
         DataCorruptionError naming it, with ``entries`` (the page's entries before it) and
@@ -482,6 +490,8 @@ class TableSegments:
         """
         self._check_table(segment)
         check_int("limit", limit, 1, TABLE_ITERATE_LIMIT)
+        if key_prefix is not None and not isinstance(key_prefix, bytes):
+            raise InvalidArgumentError(f"a key prefix is bytes, got {type(key_prefix).__name__}")
         after = _HASH_RANGE_BEFORE if cursor is None else cursor
         if not isinstance(after, bytes) or not after.startswith((b"\x00", _HASH_PREFIX)):
             raise InvalidArgumentError(f"bad table iteration cursor {cursor!r}")
@@ -499,8 +509,8 @@ class TableSegments:
                     entries=entries,
                     cursor=hashed,
                 ) from e
-            if entry is not None:  # None: removed while the page was read
-                entries.append(entry)
+            if entry is not None and (key_prefix is None or entry.key.startswith(key_prefix)):
+                entries.append(entry)  # None: removed while the page was read
         if next_cursor is not None and not next_cursor.startswith(_HASH_PREFIX):
             next_cursor = None
         return entries, next_cursor

@@ -265,3 +265,21 @@ def test_a_damaged_key_lengths_field_is_data_corruption(cluster: InProcessCluste
     store._records.put("kvtables/sc/d", {**record.value, "key_lengths": [0, 1]}, record.version)
     with pytest.raises(pr.DataCorruptionError):
         store.get_key_value_table("sc", "d")
+
+
+def test_the_segment_store_filters_a_page_by_key_prefix(cluster: InProcessCluster) -> None:
+    kvt = families(cluster, "x", partitions=1)
+    for p in range(4):
+        kvt.update([pr.Put(b"pk%02d" % p + b"%02d" % s, b"v") for s in range(5)])
+    segment = kvt.info.segments[0]
+    page, cursor = cluster._segments.table_iterate(segment, None, 1000, False, b"pk02").result(10)
+    assert cursor is None and sorted(e.key for e in page) == [b"pk02%02d" % s for s in range(5)]
+    seen, cursor = [], None
+    while True:  # small pages: some short or empty, none lost
+        page, cursor = cluster._segments.table_iterate(segment, cursor, 3, True, b"pk01").result(10)
+        seen += [e.key for e in page]
+        if cursor is None:
+            break
+    assert sorted(seen) == [b"pk01%02d" % s for s in range(5)]
+    with pytest.raises(pr.InvalidArgumentError):
+        cluster._segments.table_iterate(segment, None, 10, True, "pk01").result(10)
