@@ -289,11 +289,21 @@ def kvt_create(
     ctx: typer.Context,
     scoped_table: str = typer.Argument(..., metavar="SCOPE/TABLE"),
     partitions: int = typer.Option(4, "--partitions", min=1, max=1024),
+    primary_key_length: int | None = typer.Option(
+        None, "--primary-key-length", help="key families: bytes of a key's primary key"
+    ),
+    secondary_key_length: int | None = typer.Option(
+        None, "--secondary-key-length", help="key families: bytes of its secondary key"
+    ),
 ) -> None:
     """Create the key-value table SCOPE/TABLE."""
     options: Options = ctx.obj
     scope, name = parse_scoped_stream(scoped_table)
-    created = options.cluster().stream_manager().create_key_value_table(scope, name, partitions)
+    created = (
+        options.cluster()
+        .stream_manager()
+        .create_key_value_table(scope, name, partitions, primary_key_length, secondary_key_length)
+    )
     _created(options.json, "table", scoped_table, created)
 
 
