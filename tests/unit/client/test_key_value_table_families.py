@@ -283,3 +283,18 @@ def test_the_segment_store_filters_a_page_by_key_prefix(cluster: InProcessCluste
     assert sorted(seen) == [b"pk01%02d" % s for s in range(5)]
     with pytest.raises(pr.InvalidArgumentError):
         cluster._segments.table_iterate(segment, None, 10, True, "pk01").result(10)
+
+
+def test_batches_over_the_segment_store_limits_are_invalid_and_change_nothing(
+    cluster: InProcessCluster,
+) -> None:
+    kvt = families(cluster, "big", partitions=2, primary_key_length=1, secondary_key_length=4)
+    too_many = [pr.Put(b"a%04d" % i, b"v") for i in range(4097)]
+    with pytest.raises(pr.InvalidArgumentError):
+        kvt.update(too_many)
+    too_big = [pr.Put(b"a%04d" % i, bytes(1 << 20)) for i in range(9)]  # over 8 MiB
+    with pytest.raises(pr.InvalidArgumentError):
+        kvt.update(too_big)
+    assert list(kvt.iter_keys()) == []
+    assert len(kvt.update(too_many[:4096])) == 4096
+    assert sum(1 for _ in kvt.iter_keys(b"a")) == 4096
