@@ -21,6 +21,7 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     │   ├── ReaderGroupNotFoundError
     │   ├── TxnNotFoundError            unknown (or long completed) transaction id
     │   ├── KeyValueTableNotFoundError
+    │   ├── StateSynchronizerNotFoundError  a state synchronizer deleted under its client
     │   └── NoSuchEventError            no event where an EventPointer points (any more)
     ├── AlreadyExistsError
     │   ├── SegmentExistsError
@@ -99,6 +100,7 @@ __all__ = [
     "SegmentStoreUnavailableError",
     "SegmentTruncatedError",
     "SerializationError",
+    "StateSynchronizerNotFoundError",
     "StreamNotFoundError",
     "StreamNotSealedError",
     "StreamSealedError",
@@ -198,6 +200,10 @@ class TxnNotFoundError(NotFoundError):
 
 class KeyValueTableNotFoundError(NotFoundError):
     pass
+
+
+class StateSynchronizerNotFoundError(NotFoundError):
+    """The state synchronizer was deleted (its segment is gone) while a client of it ran."""
 
 
 class NoSuchEventError(NotFoundError):

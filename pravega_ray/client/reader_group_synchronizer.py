@@ -7,6 +7,10 @@ keeps its own :class:`ReaderGroupSynchronizer` and talks to the segment's contai
 directly; the controller is asked once, for the group's record, when the synchronizer is
 made, and then only for successors of segments read to their ends.
 
+It is a :class:`~pravega_ray.client.state_synchronizer.StateSynchronizer` (the public
+state synchronizer), whose fetch, seed and conditional-update loop it uses with the
+group's own encoding (``ReaderGroupState`` as JSON) and without writer ids.
+
 A change is optimistic (Pravega's ``updateState``): fetch the state and its version, apply
 the change to it, and store the result conditionally on that version. If another reader
 stored first (BadKeyVersionError), fetch again and apply the change again; a change that
@@ -32,34 +36,27 @@ checkpoints only, give or take one round.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pravega_ray import constants
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
-from pravega_ray.client.table_rounds import table_rounds
+from pravega_ray.client.state_synchronizer import StateSynchronizer
 from pravega_ray.contracts.checkpoint_state import ack_key, ack_key_checkpoint_id
 from pravega_ray.contracts.reader_group_state import (
     STATE_KEY,
     ReaderGroupState,
     reader_group_state_segment,
 )
-from pravega_ray.contracts.segment_store import NOT_EXISTS, TableEntry, TableUpdate
+from pravega_ray.contracts.segment_store import TableEntry, TableUpdate
 from pravega_ray.errors import (
-    BadKeyVersionError,
-    ConflictingUpdateError,
     DataCorruptionError,
     InvalidArgumentError,
     PravegaError,
     ReaderGroupNotFoundError,
     RetriableError,
-    SegmentNotFoundError,
-    SegmentStoreUnavailableError,
 )
 from pravega_ray.stream_cut import cuts_of
 from pravega_ray.timing import DAEMON_THREADS, ThreadScheduler
@@ -70,7 +67,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
-class ReaderGroupSynchronizer:
+class ReaderGroupSynchronizer(StateSynchronizer[ReaderGroupState]):
     """The state of reader group ``scope/group`` as its members see and change it.
 
     Made from the group's record (one controller call): raises ReaderGroupNotFoundError,
@@ -94,15 +91,23 @@ class ReaderGroupSynchronizer:
         self.group = group
         self._record = record
         self.group_id: str = record.get("group_id") or ""
-        self.segment: str = record.get("state_segment") or reader_group_state_segment(
+        segment: str = record.get("state_segment") or reader_group_state_segment(
             scope, group, self.group_id
         )
-        self._segments = segments
-        self._rounds = table_rounds(segments, self.segment)  # shared by the process's members
-        self._attempts_max = (
-            constants.READER_GROUP_STATE_ATTEMPTS_MAX if attempts_max is None else attempts_max
+        super().__init__(
+            f"the state of reader group {scope}/{group}",
+            segment,
+            segments,
+            encode=_encode,
+            decode=self._load,
+            initial=lambda: self._parse(json.dumps(self._record).encode()),
+            gone=self._deleted,
+            writer_ids=False,
+            attempts_max=(
+                constants.READER_GROUP_STATE_ATTEMPTS_MAX if attempts_max is None else attempts_max
+            ),
+            scheduler=scheduler,
         )
-        self._scheduler = scheduler
 
     # --- reading ---------------------------------------------------------------------------------
     def fetch(self) -> tuple[ReaderGroupState, int]:
@@ -112,25 +117,8 @@ class ReaderGroupSynchronizer:
         another incarnation); DataCorruptionError for a stored state that does not load;
         SegmentStoreUnavailableError if the container did not answer.
         """
-        entry = self._get([STATE_KEY])[0]
-        if entry is None or entry.value is None:
-            return self._seed()
-        state = self._parse(entry.value)
-        state.check_group_id(self.group_id)
-        return state, entry.version
-
-    def _seed(self) -> tuple[ReaderGroupState, int]:
-        """Store the state the group was created with, unless someone did first."""
-        state = self._parse(json.dumps(self._record).encode())
-        try:
-            result = self._call(
-                self._segments.table_update(
-                    self.segment, [TableUpdate(STATE_KEY, _encode(state), NOT_EXISTS)]
-                )
-            )
-        except BadKeyVersionError:  # another member seeded it: read theirs
-            return self.fetch()
-        return state, result.versions[0]
+        state, version, _ = self._fetch()
+        return state, version
 
     def _parse(self, value: bytes) -> ReaderGroupState:
         try:
@@ -140,6 +128,19 @@ class ReaderGroupSynchronizer:
                 f"the state of reader group {self.scope}/{self.group} in {self.segment} "
                 f"does not load: {e!r}"
             ) from None
+
+    def _load(self, value: bytes) -> ReaderGroupState:
+        """A stored state: parsed, and of this incarnation of the group."""
+        state = self._parse(value)
+        state.check_group_id(self.group_id)
+        return state
+
+    def _deleted(self) -> PravegaError:
+        return ReaderGroupNotFoundError(
+            f"reader group {self.scope}/{self.group} was deleted (its state segment "
+            f"{self.segment} is gone)",
+            group_id=self.group_id,
+        )
 
     # --- changing --------------------------------------------------------------------------------
     def update(
@@ -160,40 +161,11 @@ class ReaderGroupSynchronizer:
         ConflictingUpdateError. ``also``: updates of other keys of the segment, stored in
         the same atomic batch as the state (not at all if the state is not stored).
         """
-        unknown: RetriableError | None = None  # the last outcome-unknown failure
-        for attempt in range(self._attempts_max):
-            try:
-                state, version = self.fetch()
-            except RetriableError as e:
-                unknown = e
-                self._pause(attempt, e)
-                continue
-            before = _encode(state)  # to_dict shares the state's dicts: compare bytes
-            answer = change(state)
-            after = _encode(state)
-            if after == before:
-                return answer
-            try:
-                batch = [TableUpdate(STATE_KEY, after, version)]
-                batch += also
-                self._call(self._segments.table_update(self.segment, batch))
-                return answer
-            except BadKeyVersionError:
-                unknown = None
-                continue  # another member stored first: apply the change to theirs
-            except RetriableError as e:
-                if not repeat_unknown:
-                    if self._landed(after):
-                        return answer
-                    raise
-                unknown = e
-                self._pause(attempt, e)
-        if unknown is not None:
-            raise unknown
-        raise ConflictingUpdateError(
-            f"the state of reader group {self.scope}/{self.group} could not be changed in "
-            f"{self._attempts_max} tries"
-        )
+
+        def mutate(state: ReaderGroupState) -> tuple[ReaderGroupState, R]:
+            return state, change(state)
+
+        return self._apply(mutate, repeat_unknown=repeat_unknown, also=also)
 
     # --- checkpoint acknowledgements ----------------------------------------------------------
     def acknowledge(
@@ -248,8 +220,7 @@ class ReaderGroupSynchronizer:
         if entry is None or entry.value is None:
             state = self._seed()[0]
             return state, self.acks(state)
-        state = self._parse(entry.value)
-        state.check_group_id(self.group_id)
+        state = self._load(entry.value)
         wanted = state.checkpoints.acks_wanted()
         if not set(wanted) <= set(hint):
             return state, self.acks(state)
@@ -363,50 +334,6 @@ class ReaderGroupSynchronizer:
 
         self.update(clear)
         return True
-
-    def _landed(self, after: bytes) -> bool:
-        """Whether the stored state is the one an outcome-unknown store wrote."""
-        try:
-            return _encode(self.fetch()[0]) == after
-        except RetriableError:
-            return False
-
-    def _pause(self, attempt: int, error: Exception) -> None:
-        log.info(
-            "state of reader group %s/%s: try %d failed (%r)",
-            self.scope,
-            self.group,
-            attempt,
-            error,
-        )
-        self._scheduler.sleep(constants.READER_GROUP_STATE_RETRY_PAUSE_S)
-
-    def _get(self, keys: Sequence[bytes]) -> list[TableEntry | None]:
-        """``table_get`` of ``keys``, in a round with the process's other members' reads
-        (``client/table_rounds.py``: as fresh as a call of its own)."""
-        with self._errors():
-            return self._rounds.get(keys, constants.READER_GROUP_STATE_CALL_TIMEOUT_S)
-
-    def _call(self, future: Future[R]) -> R:
-        with self._errors():
-            return future.result(constants.READER_GROUP_STATE_CALL_TIMEOUT_S)
-
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        """A call's errors as the synchronizer's callers see them: a gone state segment is
-        a deleted group; no answer in time, outcome unknown."""
-        try:
-            yield
-        except SegmentNotFoundError:
-            raise ReaderGroupNotFoundError(
-                f"reader group {self.scope}/{self.group} was deleted (its state segment "
-                f"{self.segment} is gone)",
-                group_id=self.group_id,
-            ) from None
-        except FutureTimeoutError:
-            raise SegmentStoreUnavailableError(
-                f"no answer from the container of {self.segment}: outcome unknown"
-            ) from None
 
 
 def _encode(state: ReaderGroupState) -> bytes:
