@@ -112,17 +112,19 @@ class StreamMetadataTasks:
     def delete_scope(self, scope: str) -> bool:
         """Delete an empty scope; False if absent.
 
-        ScopeNotEmptyError while it has streams, key-value tables or reader groups;
+        ScopeNotEmptyError while it has streams, key-value tables, reader groups or state
+        synchronizers;
         DataCorruptionError if records it may hold cannot be read (it may not be empty).
         """
         self._steps.ready()
         validate_name("scope", scope)
         if self._store.get_scope(scope) is None:
             return False
-        for kind in ("streams", "kvtables", "readergroups"):
+        for kind in ("streams", "kvtables", "readergroups", "synchronizers"):
             if self._store.list_keys(kind, scope):
                 raise ScopeNotEmptyError(
-                    f"scope {scope} still has streams, key-value tables or reader groups"
+                    f"scope {scope} still has streams, key-value tables, reader groups or "
+                    "state synchronizers"
                 )
             if unreadable := self._store.unreadable(kind, scope):
                 raise DataCorruptionError(
