@@ -16,6 +16,7 @@ from pravega_ray.client.key_value_table import KeyValueTable
 from pravega_ray.client.reader import EventStreamReader
 from pravega_ray.client.reader_group import ReaderGroup
 from pravega_ray.client.serializers import BytesSerializer, Serializer
+from pravega_ray.client.state_synchronizer import StateSynchronizer, open_state_synchronizer
 from pravega_ray.client.stream_manager import StreamManager
 from pravega_ray.client.transactional_writer import TransactionalEventStreamWriter
 from pravega_ray.client.writer import EventStreamWriter
@@ -143,6 +144,33 @@ class ClientFactory:
             self._controller,
             self._segments,
         )
+
+    # --- state synchronizers ----------------------------------------------------------------------
+    def state_synchronizer(
+        self, scope: str, name: str, serializer: Serializer[T], *, initial: T
+    ) -> StateSynchronizer[T]:
+        """State synchronizer ``scope/name`` (Pravega's ``StateSynchronizer``): created if it
+        does not exist, its state seeded with ``initial`` if none is stored yet (else
+        ``initial`` is ignored), its local copy fetched. See
+        :class:`~pravega_ray.client.state_synchronizer.StateSynchronizer`.
+
+        Raises InvalidNameError, InvalidArgumentError (serializer; ``initial`` over the
+        table value limit serialized), SerializationError, ScopeNotFoundError,
+        IllegalStateError (scope being deleted), SegmentStoreUnavailableError.
+        """
+        return open_state_synchronizer(
+            scope, name, serializer, self._controller, self._segments, initial=initial
+        )
+
+    def list_state_synchronizers(self, scope: str) -> list[str]:
+        """The state synchronizers of ``scope``, sorted. Raises ScopeNotFoundError."""
+        return self._controller.list_state_synchronizers(scope)
+
+    def delete_state_synchronizer(self, scope: str, name: str) -> bool:
+        """Delete the synchronizer and its state; False if it does not exist. Its clients'
+        next calls that reach the state raise StateSynchronizerNotFoundError. Not repeated
+        on ControllerUnavailableError (the caller knows whether to try again)."""
+        return self._controller.delete_state_synchronizer(scope, name)
 
     def key_value_table(
         self,

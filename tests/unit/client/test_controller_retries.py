@@ -109,6 +109,7 @@ NOT_REPEATED = [
     "delete_scope",
     "delete_key_value_table",
     "delete_reader_group",
+    "delete_state_synchronizer",
     "delete_stream",
 ]
 
@@ -122,10 +123,12 @@ def test_delete_outcome_unknown_is_not_repeated(method: str) -> None:
     assert seal(core, "sc", "sealed")
     controller.create_key_value_table("sc", "t", 1)
     controller.create_reader_group("sc", "rg", pr.ReaderGroupConfig.for_streams("sc/st"))
+    controller.create_state_synchronizer("sc", "sync")
     args = {
         "delete_scope": ("other",),
         "delete_key_value_table": ("sc", "t"),
         "delete_reader_group": ("sc", "rg"),
+        "delete_state_synchronizer": ("sc", "sync"),
         "delete_stream": ("sc", "sealed"),
     }[method]
     if method == "delete_scope":
