@@ -260,6 +260,13 @@ def test_an_update_whose_container_restarts_mid_update_is_applied_once(cluster) 
     assert sync.update_state(inc_and_restart) == {"n": 1}
     sync.update_state(_plus(1))
     assert cluster.state_synchronizer("sc", "s", JSON, initial={}).get_state() == {"n": 2}
+    # The container restarts after the store landed and before its reply came back.
+    clients, faults = _faulty(cluster)
+    faulty = clients.state_synchronizer("sc", "s", JSON, initial={})
+    faults.between = lambda: cluster.restart_container(owner)
+    faults.lose_reply["table_update"] = 1
+    assert faulty.update_state(_plus(1)) == {"n": 3}
+    assert cluster.state_synchronizer("sc", "s", JSON, initial={}).get_state() == {"n": 3}
 
 
 def test_state_survives_a_restart_of_the_whole_cluster(cluster) -> None:  # type: ignore[no-untyped-def]
