@@ -214,6 +214,16 @@ class ControllerActor:
     def delete_reader_group(self, scope: str, group: str) -> bool:
         return self._controller.delete_reader_group(scope, group)
 
+    # --- state synchronizers ----------------------------------------------------------------------
+    def create_state_synchronizer(self, scope: str, name: str) -> dict[str, Any]:
+        return self._controller.create_state_synchronizer(scope, name)
+
+    def list_state_synchronizers(self, scope: str) -> list[str]:
+        return self._controller.list_state_synchronizers(scope)
+
+    def delete_state_synchronizer(self, scope: str, name: str) -> bool:
+        return self._controller.delete_state_synchronizer(scope, name)
+
     # --- transactions ----------------------------------------------------------------------------
     def create_transaction(self, scope: str, stream: str, lease_s: float) -> TxnInfo:
         return self._controller.create_transaction(scope, stream, lease_s)
@@ -244,6 +254,23 @@ class ControllerActor:
 
     def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._controller.list_completed_transactions(scope, stream)
+
+    # --- writers' marks (watermarks) -------------------------------------------------------------
+    def note_writer_mark(
+        self, scope: str, stream: str, writer_id: str, time_ms: int, position: dict[int, int]
+    ) -> bool:
+        return self._controller.note_writer_mark(scope, stream, writer_id, time_ms, position)
+
+    def writer_closed(
+        self, scope: str, stream: str, writer_id: str, position: dict[int, int]
+    ) -> bool:
+        return self._controller.writer_closed(scope, stream, writer_id, position)
+
+    def remove_writer(self, scope: str, stream: str, writer_id: str) -> bool:
+        return self._controller.remove_writer(scope, stream, writer_id)
+
+    def list_writers(self, scope: str, stream: str) -> dict[str, int]:
+        return self._controller.list_writers(scope, stream)
 
     # --- subscribers (retention) ------------------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
@@ -294,12 +321,14 @@ CALL_GROUPS: dict[str, tuple[str, ...]] = {
         "list_key_value_tables",
         "list_reader_groups",
         "get_reader_group",
+        "list_state_synchronizers",
         "ping_transaction",
         "check_transaction_status",
         "get_transaction",
         "list_transactions",
         "list_completed_transactions",
         "list_subscribers",
+        "list_writers",
         "get_reader_group_positions",
     ),
     CONTROLLER_TXNS_GROUP: (

@@ -10,7 +10,10 @@ Streams are hashed (their ``scope/stream`` name, stably) into ``buckets`` bucket
 * the retention cycle (``controller/retention_service.py``, docs/design.md "Retention"), every
   ``retention_period_s`` (``start_local(retention_period_s=...)``, default 30 minutes):
   each stream of the bucket with a retention policy gets a tail cut in its retention set
-  and, if the policy (and its subscribers) allow, a truncation request.
+  and, if the policy (and its subscribers) allow, a truncation request;
+* the watermark workflow (``controller/watermark_tasks.py``), every ``watermark_period_s``
+  (``start_local(watermark_period_s=...)``, default 10 s): each stream of the bucket with
+  writers' noted times gets its next watermark, if every writer's time moved on.
 
 Each runs on a thread of its own; they hold no state but what is stored, so a bucket actor
 killed at any moment (Ray restarts it) loses nothing: the next period does the work again,
@@ -27,9 +30,12 @@ from pravega_ray.constants import (
     AUTO_SCALE_COLD_MARK_S,
     BUCKET_PERIOD_S,
     RETENTION_PERIOD_S_DEFAULT,
+    WATERMARK_PERIOD_S_DEFAULT,
 )
 from pravega_ray.controller.request_stream import RequestStream
 from pravega_ray.controller.retention_service import CycleResult, RetentionService
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
+from pravega_ray.controller.watermark_tasks import PeriodicWatermarking
 from pravega_ray.errors import InvalidArgumentError, PravegaError
 from pravega_ray.naming import stable_hash64
 from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK
@@ -58,9 +64,12 @@ class StreamBucketActor:
         period_s: float = BUCKET_PERIOD_S,
         retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
         retention_pause: tuple[str, float] | None = None,
+        watermark_period_s: float = WATERMARK_PERIOD_S_DEFAULT,
+        watermark_pause: tuple[str, float] | None = None,
     ) -> None:
-        """``retention_pause`` (tests only): ``(step, seconds)`` sleeps that long after that
-        step of every retention cycle, so a test can kill the actor mid-cycle."""
+        """``retention_pause`` and ``watermark_pause`` (tests only): ``(step, seconds)``
+        sleeps that long after that step of every retention cycle (watermark run), so a test
+        can kill the actor mid-cycle."""
         setup_actor_process()
         if not (isinstance(buckets, int) and buckets >= 1 and 0 <= bucket < buckets):
             raise InvalidArgumentError("bucket must be an int in [0, buckets)")
@@ -73,12 +82,21 @@ class StreamBucketActor:
         self._retention = RetentionService(
             parts.metadata, parts.segments, step=_pause_at(retention_pause)
         )
+        self._watermark_period_s = watermark_period_s
+        self._watermarks = PeriodicWatermarking(
+            StreamMetadataStore(parts.metadata),
+            parts.metadata,
+            parts.segments,
+            step=_pause_at(watermark_pause),
+        )
+        self.watermarks = 0
         self.sweeps = 0
         self.passes = 0
         self.cycles = 0
         self.truncations = 0
         DAEMON_THREADS.start(self._loop, "pravega-bucket")
         DAEMON_THREADS.start(self._retention_loop, "pravega-retention")
+        DAEMON_THREADS.start(self._watermark_loop, "pravega-watermarks")
 
     def _loop(self) -> None:
         while True:
@@ -95,6 +113,23 @@ class StreamBucketActor:
                 self.run_retention_once()
             except PravegaError as e:  # listing the streams failed: next period
                 log.warning("stream bucket %d: retention pass failed: %r", self._bucket, e)
+
+    def _watermark_loop(self) -> None:
+        while True:
+            DAEMON_THREADS.sleep(self._watermark_period_s)
+            try:
+                self.run_watermarks_once()
+            except PravegaError as e:  # listing the streams failed: next period
+                log.warning("stream bucket %d: watermark pass failed: %r", self._bucket, e)
+
+    def run_watermarks_once(self) -> int:
+        """One watermark iteration of each of the bucket's streams with writers' marks
+        (``controller/watermark_tasks.py``); how many watermarks it emitted."""
+        emitted = self._watermarks.run_streams(
+            lambda scope, stream: bucket_of(scope, stream, self._buckets) == self._bucket
+        )
+        self.watermarks += emitted
+        return emitted
 
     def run_retention_once(self) -> list[CycleResult]:
         """One retention cycle of each of the bucket's streams (a stream whose cycle fails
@@ -138,6 +173,8 @@ class StreamBucketActor:
             "retention_period_s": self._retention_period_s,
             "retention_cycles": self.cycles,
             "retention_truncations": self.truncations,
+            "watermark_period_s": self._watermark_period_s,
+            "watermarks": self.watermarks,
         }
 
 

@@ -31,6 +31,7 @@ from pravega_ray.client.serializers import (
     Serializer,
     Utf8Serializer,
 )
+from pravega_ray.client.state_synchronizer import StateSynchronizer
 from pravega_ray.client.stream_manager import StreamManager
 from pravega_ray.client.transactional_writer import Transaction, TransactionalEventStreamWriter
 from pravega_ray.client.writer import EventStreamWriter, WriteFuture
@@ -44,6 +45,7 @@ from pravega_ray.contracts.records import (
     TxnInfo,
     TxnStatus,
 )
+from pravega_ray.contracts.watermarks import TimeWindow
 from pravega_ray.errors import *
 from pravega_ray.stream_configuration import (
     ReaderGroupConfig,
@@ -149,6 +151,8 @@ __all__ = [
     "SegmentTruncatedError",
     "SerializationError",
     "Serializer",
+    "StateSynchronizer",
+    "StateSynchronizerNotFoundError",
     "StreamConfiguration",
     "StreamCut",
     "StreamInfo",
@@ -159,6 +163,7 @@ __all__ = [
     "StreamState",
     "TableEntry",
     "TableKey",
+    "TimeWindow",
     "Transaction",
     "TransactionalEventStreamWriter",
     "TruncatedDataError",

@@ -44,6 +44,7 @@ from pravega_ray.constants import (
     DEFAULT_CONTAINER_COUNT,
     RETENTION_BUCKETS_DEFAULT,
     RETENTION_PERIOD_S_DEFAULT,
+    WATERMARK_PERIOD_S_DEFAULT,
 )
 from pravega_ray.contracts.arguments import check_seconds
 from pravega_ray.contracts.controller_service import method_name
@@ -444,6 +445,7 @@ def _start_controller_workers(
     env: dict[str, Any],
     buckets: int,
     retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
+    watermark_period_s: float = WATERMARK_PERIOD_S_DEFAULT,
 ) -> None:
     """Join or create the request, commit and abort event processors, the transaction timer
     and the stream bucket actors."""
@@ -460,7 +462,14 @@ def _start_controller_workers(
     ] + [
         ray.remote(StreamBucketActor)
         .options(**controller_part_options(stream_bucket_name(b), namespace), **env)
-        .remote(*args, b, buckets, BUCKET_PERIOD_S, retention_period_s)
+        .remote(
+            *args,
+            b,
+            buckets,
+            BUCKET_PERIOD_S,
+            retention_period_s,
+            watermark_period_s=watermark_period_s,
+        )
         for b in range(buckets)
     ]
     for description in ray.get([w.describe.remote() for w in workers]):
@@ -718,6 +727,7 @@ def start_local(
     retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
     controller_instances: int = CONTROLLER_INSTANCES_DEFAULT,
     endpoints: bool | EndpointConfig = False,
+    watermark_period_s: float = WATERMARK_PERIOD_S_DEFAULT,
 ) -> Cluster:
     """Start (or rejoin) an embedded cluster on a local Ray.
 
@@ -729,7 +739,8 @@ def start_local(
     ``abort-event-processor`` (transaction commits and aborts), ``transaction-timer``
     (aborts transactions whose lease ran out), ``stream-bucket-<i>`` (periodic
     per-stream work, ``retention_buckets`` of them, each running the retention cycle of its
-    streams every ``retention_period_s``, a finite number of seconds in (0, 1 week]) and
+    streams every ``retention_period_s``, a finite number of seconds in (0, 1 week], and
+    the watermark workflow every ``watermark_period_s``, in (0, 1 week]) and
     ``cluster-manager``, and with ``endpoints`` (True: Pravega's ports on 127.0.0.1; or an
     :class:`~pravega_ray.endpoints.EndpointConfig`) ``endpoints``, serving Pravega's
     controller gRPC API, and each container's wire gateway, for Pravega's own clients
@@ -760,6 +771,9 @@ def start_local(
     retention_period_s = check_seconds(
         "retention_period_s", retention_period_s, RETENTION_PERIOD_S_MAX, positive=True
     )
+    watermark_period_s = check_seconds(
+        "watermark_period_s", watermark_period_s, RETENTION_PERIOD_S_MAX, positive=True
+    )
     endpoint_config = _endpoint_config(endpoints)
     path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).resolve()
     tier1_url, tier2_url = _check_data_dir(path, container_count, tier1, tier2)
@@ -789,7 +803,14 @@ def start_local(
     if any(d["container_count"] != container_count for d in descriptions[container_count:]):
         raise ConfigurationError("the running controller has a different container count")
     _start_controller_workers(
-        namespace, tier1_url, tier2_url, container_count, env, retention_buckets, retention_period_s
+        namespace,
+        tier1_url,
+        tier2_url,
+        container_count,
+        env,
+        retention_buckets,
+        retention_period_s,
+        watermark_period_s,
     )
     _start_cluster_manager(namespace, tier1_url, tier2_url, container_count, env)
     if endpoint_config is not None:

@@ -233,6 +233,11 @@ TIME_INDEX_RESOLUTION_MS = 10
 is exact to the first event stored in the first slot at or after it."""
 BUCKET_PERIOD_S = 10.0
 """How often a bucket actor looks at each of its streams (the auto-scale merge sweep)."""
+WATERMARK_PERIOD_S_DEFAULT = 10.0
+"""How often each stream bucket runs the watermark workflow of its streams with writers'
+marks (Pravega's default); ``start_local(watermark_period_s=...)`` changes it."""
+WATERMARK_WRITER_TIMEOUT_S = 60.0
+"""A writer that noted no time for this long is dropped from its stream's watermarks."""
 AUTO_SCALE_STREAM_COOLDOWN_S = 10.0
 """After a scale, auto-scale reports about the stream are ignored this long (one burst
 scales once)."""

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
+from pravega_ray.constants import WATERMARK_WRITER_TIMEOUT_S
 from pravega_ray.contracts.controller_service import method_name
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.controller import Controller
@@ -37,6 +38,7 @@ from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray.controller.table_metadata_store import TableMetadataStore, open_metadata_store
 from pravega_ray.controller.transaction_timer import transaction_timer
 from pravega_ray.controller.transaction_workflows import abort_processor, commit_processor
+from pravega_ray.controller.watermark_tasks import PeriodicWatermarking
 from pravega_ray.errors import ContainerNotReadyError, SegmentStoreUnavailableError
 from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
@@ -184,6 +186,28 @@ class InProcessCluster(ClientFactory):
     def run_retention(self) -> list[CycleResult]:
         """One retention cycle of every stream, as the stream buckets run them."""
         return self.retention_service().run_streams()
+
+    def watermark_tasks(
+        self,
+        clock: Clock = SYSTEM_CLOCK,
+        step: Callable[[str], None] = lambda name: None,
+        writer_timeout_s: float = WATERMARK_WRITER_TIMEOUT_S,
+    ) -> PeriodicWatermarking:
+        """The watermark workflow over this cluster's records, as the stream buckets run it
+        (``clock``: a manual one for tests; ``step`` is called between a run's steps)."""
+        records = self.metadata
+        return PeriodicWatermarking(
+            StreamMetadataStore(records),
+            records,
+            self._segment_helper(),
+            clock=clock,
+            step=step,
+            writer_timeout_s=writer_timeout_s,
+        )
+
+    def run_watermarks(self) -> int:
+        """One watermark iteration of every stream with writers' marks; how many emitted."""
+        return self.watermark_tasks().run_streams()
 
     # --- transactions: the commit and abort event processors and the timer -----------------------
     def _start_transaction_services(self) -> None:

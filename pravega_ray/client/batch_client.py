@@ -28,7 +28,9 @@ from pravega_ray.client.connection import ControllerConnection, SegmentStoreConn
 from pravega_ray.client.event_framing import FrameAssembler
 from pravega_ray.client.event_pointers import EventPointer, fetch_event
 from pravega_ray.client.serializers import BytesSerializer, Serializer, check_serializer
+from pravega_ray.client.time_windows import window_at_cut
 from pravega_ray.constants import CONTAINER_CALL_ATTEMPTS_MAX, READ_BYTES_MAX, READER_READ_BYTES
+from pravega_ray.contracts.watermarks import TimeWindow
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, RetriableError
 from pravega_ray.naming import stream_segment_name, validate_stream_name
 from pravega_ray.retry import repeat_while
@@ -204,6 +206,15 @@ class BatchClient:
         serializer = BytesSerializer() if serializer is None else serializer
         check_serializer(serializer)
         return serializer.deserialize(fetch_event(self._segments, self._call, pointer))
+
+    def time_window(self, cut: StreamCut) -> TimeWindow:
+        """Where a batch ending at ``cut`` stands in event time (``docs/api.md``, "Event
+        time"): every event of the stream after ``cut`` has a time of at least
+        ``lower_ms``, given writers that note their times honestly; None while unknown. So
+        an event-time window ending at or below ``lower_ms`` can be closed once the batch
+        is processed. InvalidArgumentError (not a bounded StreamCut), StreamNotFoundError,
+        DataCorruptionError (a damaged watermark)."""
+        return window_at_cut(self._controller, self._segments, cut)
 
     def next_stream_cut(self, start_cut: StreamCut, approx_bytes: int) -> StreamCut:
         """A cut about ``approx_bytes`` bytes (frames included) after ``start_cut``.

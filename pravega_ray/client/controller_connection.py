@@ -21,6 +21,7 @@ sends them to another instance); the later ones 0.5 s apart:
 * transaction calls: a repeated commit (waiting or not) or abort answers the status it
   reached, a repeated ping renews the lease again; a repeated ``create_transaction`` may
   leave the first transaction behind, unused: its lease runs out and the timer aborts it;
+* ``create_state_synchronizer``: it creates only what is absent and answers the record;
 * creates, which it sends with a ``request_id`` the controller stores in the record,
   so a create that landed before its reply was lost answers True again, not False.
 * subscriber calls: a repeated add or delete that landed answers False (done already),
@@ -355,6 +356,16 @@ class ControllerClient:
     def delete_reader_group(self, scope: str, group: str) -> bool:
         return self._once(ControllerService.delete_reader_group, scope, group)
 
+    # --- state synchronizers ----------------------------------------------------------------------
+    def create_state_synchronizer(self, scope: str, name: str) -> dict[str, Any]:
+        return self._repeated(ControllerService.create_state_synchronizer, scope, name)
+
+    def list_state_synchronizers(self, scope: str) -> list[str]:
+        return self._repeated(ControllerService.list_state_synchronizers, scope)
+
+    def delete_state_synchronizer(self, scope: str, name: str) -> bool:
+        return self._once(ControllerService.delete_state_synchronizer, scope, name)
+
     # --- transactions ----------------------------------------------------------------------------
     def create_transaction(self, scope: str, stream: str, lease_s: float) -> TxnInfo:
         return self._repeated(ControllerService.create_transaction, scope, stream, lease_s)
@@ -387,6 +398,25 @@ class ControllerClient:
 
     def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._repeated(ControllerService.list_completed_transactions, scope, stream)
+
+    # --- writers' marks: all repeated (a repeat stores the same mark, or answers False) --------
+    def note_writer_mark(
+        self, scope: str, stream: str, writer_id: str, time_ms: int, position: dict[int, int]
+    ) -> bool:
+        return self._repeated(
+            ControllerService.note_writer_mark, scope, stream, writer_id, time_ms, position
+        )
+
+    def writer_closed(
+        self, scope: str, stream: str, writer_id: str, position: dict[int, int]
+    ) -> bool:
+        return self._repeated(ControllerService.writer_closed, scope, stream, writer_id, position)
+
+    def remove_writer(self, scope: str, stream: str, writer_id: str) -> bool:
+        return self._repeated(ControllerService.remove_writer, scope, stream, writer_id)
+
+    def list_writers(self, scope: str, stream: str) -> dict[str, int]:
+        return self._repeated(ControllerService.list_writers, scope, stream)
 
     # --- subscribers (retention): all repeated ---------------------------------------------------
     # A repeat of a call that landed answers False (add, delete: already done) or True

@@ -64,9 +64,11 @@ from pravega_ray.client.reader_group_synchronizer import ReaderGroupSynchronizer
 from pravega_ray.client.segment_reads import SegmentReadState as _SegmentReader
 from pravega_ray.client.segment_reads import skip_truncated, successors_by_name
 from pravega_ray.client.serializers import Serializer, check_serializer
+from pravega_ray.client.time_windows import TimeWindows
 from pravega_ray.contracts.checkpoint_state import NOTICE_KEY
-from pravega_ray.contracts.reader_group_state import ReaderGroupState
+from pravega_ray.contracts.reader_group_state import Assignment, ReaderGroupState
 from pravega_ray.contracts.segment_store import ReadResult, SegmentInfo
+from pravega_ray.contracts.watermarks import TimeWindow
 from pravega_ray.errors import (
     ClientClosedError,
     ConflictingUpdateError,
@@ -179,9 +181,11 @@ class EventStreamReader(Generic[T]):
             scope, group, controller, segments, scheduler=scheduler
         )
         session = self._session
+        self._windows = TimeWindows(controller, segments, clock)
 
         def join(state: ReaderGroupState) -> int:
             state.add_reader(reader_id, session)
+            self._windows.capture(state)
             return state.generation
 
         self._generation: int = self._state.update(join)
@@ -303,6 +307,22 @@ class EventStreamReader(Generic[T]):
         offsets.sort()
         return Position(tuple(offsets))
 
+    def get_current_time_window(self, scoped_stream: str) -> TimeWindow:
+        """Where this reader is in event time on ``scoped_stream`` ("scope/stream", a stream
+        of its group; Pravega's ``getCurrentTimeWindow``): every event it reads from now on
+        has a time of at least ``lower_ms``, given writers that note their times honestly
+        (``writer.note_time``); ``upper_ms`` bounds the times noted where it is reading.
+        Either is None while unknown (no watermark passed yet; none ahead read yet). Moves
+        as the group's position passes the stream's watermarks, seen at each sync and at
+        most every ``MARKS_REFRESH_S``. Raises InvalidArgumentError (not a stream of the
+        group), StreamNotFoundError (deleted), DataCorruptionError (a damaged watermark),
+        ClientClosedError."""
+        if self._closed:
+            raise ClientClosedError(f"reader {self.reader_id} is closed")
+        own = [(s.name, s.next_offset) for s in self._owned.values()]
+        own.extend(self._completed.items())
+        return self._windows.window(scoped_stream, own)
+
     def skip_event(self, error: SerializationError) -> None:
         """Pass over the undecodable event ``error`` (from :meth:`read_next_event`) names.
 
@@ -423,8 +443,9 @@ class EventStreamReader(Generic[T]):
         generation = self._generation
         now_ms = self._clock.wall_time_ms()
         acknowledged = frozenset(self._acked)
-        assignment = self._state.update(
-            lambda state: state.sync(
+
+        def sync(state: ReaderGroupState) -> Assignment:
+            answer = state.sync(
                 self.reader_id,
                 self._session,
                 offsets,
@@ -435,7 +456,10 @@ class EventStreamReader(Generic[T]):
                 None,
                 acknowledged,
             )
-        )
+            self._windows.capture(state)
+            return answer
+
+        assignment = self._state.update(sync)
         # Acknowledgements folded (or of checkpoints gone) are done with.
         self._acked = {i: a for i, a in self._acked.items() if i in assignment.unfolded}
         if assignment.unfolded and now >= self._fold_next:
@@ -458,6 +482,7 @@ class EventStreamReader(Generic[T]):
             self._owned.clear()
             self._completed.clear()
             self._truncations.clear()
+            self._windows.reset()  # positions may have moved back: windows start again
             self._checkpoint_due = None
             self._checkpoint_due_id = None
             self._acked.clear()

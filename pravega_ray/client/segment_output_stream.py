@@ -99,8 +99,10 @@ class SegmentOutputStream:
 
     __slots__ = (
         "_context",
+        "acked_length",
         "blocks",
         "handshake",
+        "length_unknown",
         "name",
         "reconnecting",
         "sealed",
@@ -115,6 +117,10 @@ class SegmentOutputStream:
         self.blocks = SegmentBlocks(name)
         self._context = context
         self.sent_last = constants.NO_EVENT_NUMBER  # last event number of the last sent block
+        # Where this writer's acknowledged events end (a writer's mark, writer_marks.py);
+        # unknown after a reconnect settled events without telling where they end.
+        self.acked_length = 0
+        self.length_unknown = False
         # A handshake is a reconnect with nothing in flight: the pump runs it first.
         self.handshake = handshake
         self.reconnecting = handshake
@@ -244,6 +250,11 @@ class SegmentOutputStream:
     ) -> None:
         if error is None:
             # Even the late success of a call given up on: its events are in the segment.
+            length = getattr(call.result(), "length", None)
+            if isinstance(length, int):
+                self.acked_length = max(self.acked_length, length)
+            else:
+                self.length_unknown = True
             self._complete_acked(upto=block.last)
         elif not any(b is block and c is call for b, c in self.blocks.inflight):
             # A late failure of a call given up on (give_up_on_stuck_calls): that already
@@ -341,6 +352,7 @@ class SegmentOutputStream:
         context = self._context
         blocks = [b for b, _ in self.blocks.inflight]
         self.blocks.inflight.clear()
+        self.length_unknown = True  # blocks may be settled below: their ends unknown
         if last is None and isinstance(sealed, dict):
             # The segment is gone (_gone): a segment is deleted only once sealed and wholly
             # before a truncation, so nothing in flight now was stored in it; all of it goes

@@ -69,10 +69,11 @@ class StreamManager:
     ) -> bool:
         """Delete a scope; False if absent.
 
-        Without ``recursive``: ScopeNotEmptyError while it has streams, key-value tables or
-        reader groups. With it (Pravega's ``deleteScopeRecursive``): the controller marks the
-        scope as being deleted, so creates in it fail with IllegalStateError from then on,
-        and its request processor deletes the reader groups and key-value tables, seals and
+        Without ``recursive``: ScopeNotEmptyError while it has streams, key-value tables,
+        reader groups or state synchronizers. With it (Pravega's ``deleteScopeRecursive``):
+        the controller marks the scope as being deleted, so creates in it fail with
+        IllegalStateError from then on, and its request processor deletes the reader groups,
+        key-value tables and state synchronizers, seals and
         deletes the streams (open transactions are aborted), then the scope, resuming after
         any kill; this call waits for the end (at most ``timeout_s``; TimeoutError then,
         the delete going on). A repeated call waits for the same delete.
@@ -279,6 +280,22 @@ class StreamManager:
         ``TXN_COMPLETED_KEEP_S`` (10 minutes), by id (Pravega's
         ``listCompletedTransactions``). Raises InvalidNameError, StreamNotFoundError."""
         return self._controller.list_completed_transactions(scope, stream)
+
+    def list_writers(self, scope: str, stream: str) -> dict[str, int]:
+        """The writers whose noted time (``writer.note_time``) the stream's watermarks follow,
+        by writer id (``writer.writer_id.hex()``), each with the last time it noted, in
+        ms. A writer leaves the list when it closes (once a watermark covers what it wrote),
+        after ``WATERMARK_WRITER_TIMEOUT_S`` without noting, or by :meth:`remove_writer`.
+        Raises InvalidNameError, ScopeNotFoundError, StreamNotFoundError."""
+        return self._controller.list_writers(scope, stream)
+
+    def remove_writer(self, scope: str, stream: str, writer_id: str) -> bool:
+        """Forget writer ``writer_id`` (``writer.writer_id.hex()``) in the stream's watermarks
+        (Pravega's ``removeWriter``): they go on without waiting for its time. Only for a
+        writer that will write no more: events it writes later may be older than the
+        watermarks. False if the stream has no mark of it. Raises InvalidArgumentError (a
+        bad id), InvalidNameError, ScopeNotFoundError, StreamNotFoundError."""
+        return self._controller.remove_writer(scope, stream, writer_id)
 
     def create_key_value_table(
         self,

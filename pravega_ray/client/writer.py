@@ -91,6 +91,8 @@ from pravega_ray.client.serializers import (
     serialized_bytes,
 )
 from pravega_ray.client.writer_config import WriterConfig, check_timeout
+from pravega_ray.client.writer_marks import MarkSender
+from pravega_ray.contracts.watermarks import check_time_ms
 from pravega_ray.errors import (
     ClientClosedError,
     EventTooLargeError,
@@ -99,7 +101,7 @@ from pravega_ray.errors import (
     PravegaError,
     StreamSealedError,
 )
-from pravega_ray.naming import is_transaction_segment, validate_stream_name
+from pravega_ray.naming import is_transaction_segment, parse_segment_name, validate_stream_name
 from pravega_ray.timing import (
     DAEMON_THREADS,
     SYSTEM_CLOCK,
@@ -204,6 +206,8 @@ class EventStreamWriter(Generic[T]):
             raise StreamSealedError(f"stream {scope}/{stream} is sealed")
         self._closed = False
         self._failure: PravegaError | None = None
+        self._scheduler = scheduler
+        self._marks: MarkSender | None = None  # made by the first note_time
         self._context = WriterContext(
             scope=scope,
             stream=stream,
@@ -348,6 +352,55 @@ class EventStreamWriter(Generic[T]):
                 stream.wait_for_space(self._usable)
             return WriteFuture(block)
 
+    def note_time(self, time_ms: int) -> None:
+        """Promise that every event written from now on has an event time of at least
+        ``time_ms`` (Pravega's ``noteTime``): the stream's watermarks, and readers' time
+        windows (``reader.get_current_time_window``), follow the times its writers note.
+
+        Returns at once; the time reaches the controller once every event written before
+        the call is acknowledged (``writer_marks.py``). A time behind one noted before is
+        ignored with a WARNING. Raises InvalidArgumentError (not an int in [0, 2**63)),
+        ClientClosedError, or the writer's failure.
+        """
+        check_time_ms(time_ms)
+        with self._lock:
+            if self._closed or self._failure is not None:
+                self._raise_unusable()
+            awaited = [block.future for out in self._streams for block in out.blocks.pending()]
+            if self._marks is None:
+                self._marks = MarkSender(
+                    self.scope,
+                    self.stream,
+                    self.writer_id.hex(),
+                    self._context.controller,
+                    self._position,
+                    self._scheduler,
+                )
+            marks = self._marks
+        marks.note(time_ms, awaited)
+
+    def _position(self) -> dict[int, int]:
+        """The writer's position for a mark (on the mark sender's thread): each current
+        segment at the end of this writer's last acknowledged event there, or at its length
+        where a reconnect settled events without telling where they end."""
+        with self._lock:
+            outs = list(self._streams)
+            known = {out.name: out.acked_length for out in outs if not out.length_unknown}
+        position: dict[int, int] = {}
+        for out in outs:
+            length = known.get(out.name)
+            if length is None:
+                length = (
+                    self._context.connection.get_info(out.name)
+                    .result(constants.APPEND_CALL_TIMEOUT_S)
+                    .length
+                )
+                with self._lock:
+                    out.length_unknown = False
+                    out.acked_length = max(out.acked_length, length)
+            position[parse_segment_name(out.name).segment_id] = length
+        return position
+
     def flush(self, timeout: float | None = None) -> None:
         """Block until every event written before the call is durable or failed.
 
@@ -382,6 +435,8 @@ class EventStreamWriter(Generic[T]):
             return
         try:
             self.flush()
+            if self._marks is not None:
+                self._marks.close()
         finally:
             with self._lock:
                 self._closed = True

@@ -266,6 +266,28 @@ class ControllerService(Protocol):
         """
         ...
 
+    # --- state synchronizers (controller/state_synchronizer_tasks.py) ----------------------------
+    def create_state_synchronizer(self, scope: str, name: str) -> dict[str, Any]:
+        """The record of state synchronizer ``scope/name`` (``scope``, ``name``, ``sync_id``,
+        ``segment``: the table segment its clients keep the state in), created if absent.
+        Safe to repeat (two racing creates answer the same record).
+
+        Raises InvalidNameError, ScopeNotFoundError, IllegalStateError (scope being
+        deleted), DataCorruptionError.
+        """
+        ...
+
+    def list_state_synchronizers(self, scope: str) -> list[str]:
+        """The state synchronizers of ``scope``, sorted. Raises ScopeNotFoundError."""
+        ...
+
+    def delete_state_synchronizer(self, scope: str, name: str) -> bool:
+        """Delete the synchronizer and its segment; False if it does not exist.
+
+        Raises InvalidNameError, ScopeNotFoundError, DataCorruptionError.
+        """
+        ...
+
     # --- transactions ----------------------------------------------------------------------------
     def create_transaction(self, scope: str, stream: str, lease_s: float) -> TxnInfo:
         """Create a transaction on the stream's newest epoch, with one transaction segment
@@ -323,6 +345,32 @@ class ControllerService(Protocol):
     def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         """The stream's transactions that ended (COMMITTED, ABORTED) within the last
         ``TXN_COMPLETED_KEEP_S``, by id (Pravega's ``listCompletedTransactions``)."""
+        ...
+
+    # --- writers' marks (watermarks; contracts/watermarks.py) ---------------------------------
+    def note_writer_mark(
+        self, scope: str, stream: str, writer_id: str, time_ms: int, position: dict[int, int]
+    ) -> bool:
+        """Store writer ``writer_id``'s noted time and its position (``{segment id: offset}``,
+        at or after the end of every event it wrote before noting). False, nothing stored,
+        if it noted a later time before (times go forward per writer). StreamNotFoundError,
+        InvalidNameError, InvalidArgumentError (a bad id, time or position)."""
+        ...
+
+    def writer_closed(
+        self, scope: str, stream: str, writer_id: str, position: dict[int, int]
+    ) -> bool:
+        """The writer closed at ``position`` (its last event acknowledged): its time stops
+        holding watermarks back; its mark goes once a watermark's cut covers ``position``.
+        False if it has no mark. As ``note_writer_mark`` for bad arguments."""
+        ...
+
+    def remove_writer(self, scope: str, stream: str, writer_id: str) -> bool:
+        """Forget the writer's mark (Pravega's ``removeWriter``). False if it had none."""
+        ...
+
+    def list_writers(self, scope: str, stream: str) -> dict[str, int]:
+        """The writers with a mark on the stream, each with the last time it noted."""
         ...
 
     # --- subscribers (retention) ------------------------------------------------------

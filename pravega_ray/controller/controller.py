@@ -19,7 +19,10 @@ is a class whose constructor takes exactly what it uses:
 * ``StreamCutTasks`` (``stream_cut_tasks.py``): head, tail and time cuts, truncation,
   the segments between two cuts; the store, the segments, the steps, ``new_id``;
 * ``SubscriberTasks`` (``subscriber_tasks.py``): retention subscribers and their
-  acknowledgement cuts; the store, the segments, the steps.
+  acknowledgement cuts; the store, the segments, the steps;
+* ``StateSynchronizerTasks`` (``state_synchronizer_tasks.py``): state synchronizers'
+  records and segments; the store (and the records under it), the segments, the steps,
+  ``new_id``.
 
 *store* is the one :class:`StreamMetadataStore` over the records; *segments* the segment
 containers (``SegmentHelper``), each service seeing only the calls it makes (a small
@@ -70,6 +73,7 @@ from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.controller.controller_steps import ControllerSteps
 from pravega_ray.controller.reader_group_tasks import ReaderGroupTasks
 from pravega_ray.controller.request_stream import RequestStream
+from pravega_ray.controller.state_synchronizer_tasks import StateSynchronizerTasks
 from pravega_ray.controller.stream_cut_tasks import StreamCutTasks
 from pravega_ray.controller.stream_metadata_store import MetadataStore, StreamMetadataStore
 from pravega_ray.controller.stream_metadata_tasks import StreamMetadataTasks
@@ -80,6 +84,7 @@ from pravega_ray.controller.stream_transaction_metadata_tasks import (
 )
 from pravega_ray.controller.subscriber_tasks import SubscriberTasks
 from pravega_ray.controller.table_metadata_tasks import TableMetadataTasks
+from pravega_ray.controller.watermark_tasks import WatermarkTasks
 from pravega_ray.stream_configuration import ReaderGroupConfig, ScalingPolicy, StreamConfiguration
 from pravega_ray.stream_cut import StreamCut
 from pravega_ray.timing import DAEMON_THREADS, SYSTEM_CLOCK, Clock, ThreadScheduler
@@ -100,6 +105,8 @@ class SegmentStoreAdmin(Protocol):
     def delete_segment(self, segment: str) -> None: ...
 
     def append_plain(self, segment: str, data: bytes) -> int: ...
+
+    def append_at(self, segment: str, data: bytes, expected_offset: int) -> bool: ...
 
     def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult: ...
 
@@ -159,9 +166,13 @@ class Controller:
             self._store, segments, self._steps, self._subscribers, new_id=new_id
         )
         self._stream_cuts = StreamCutTasks(self._store, segments, self._steps, new_id=new_id)
+        self._synchronizers = StateSynchronizerTasks(
+            self._store, store, segments, self._steps, new_id=new_id
+        )
         self._transactions = StreamTransactionMetadataTasks(
             self._store, segments, self._steps, clock, scheduler, commit_waiter
         )
+        self._watermarks = WatermarkTasks(self._store, store, self._steps, clock=clock)
 
     # --- cluster ---------------------------------------------------------------------------------
     def get_cluster_config(self) -> dict[str, Any]:
@@ -313,6 +324,16 @@ class Controller:
     def delete_reader_group(self, scope: str, group: str) -> bool:
         return self._reader_groups.delete_reader_group(scope, group)
 
+    # --- state synchronizers ----------------------------------------------------------------------
+    def create_state_synchronizer(self, scope: str, name: str) -> dict[str, Any]:
+        return self._synchronizers.create_state_synchronizer(scope, name)
+
+    def list_state_synchronizers(self, scope: str) -> list[str]:
+        return self._synchronizers.list_state_synchronizers(scope)
+
+    def delete_state_synchronizer(self, scope: str, name: str) -> bool:
+        return self._synchronizers.delete_state_synchronizer(scope, name)
+
     # --- transactions ----------------------------------------------------------------------------
     def create_transaction(self, scope: str, stream: str, lease_s: float) -> TxnInfo:
         return self._transactions.create_transaction(scope, stream, lease_s)
@@ -342,6 +363,23 @@ class Controller:
 
     def list_completed_transactions(self, scope: str, stream: str) -> dict[uuid.UUID, TxnStatus]:
         return self._transactions.list_completed_transactions(scope, stream)
+
+    # --- writers' marks (watermarks) -------------------------------------------------------------
+    def note_writer_mark(
+        self, scope: str, stream: str, writer_id: str, time_ms: int, position: dict[int, int]
+    ) -> bool:
+        return self._watermarks.note_writer_mark(scope, stream, writer_id, time_ms, position)
+
+    def writer_closed(
+        self, scope: str, stream: str, writer_id: str, position: dict[int, int]
+    ) -> bool:
+        return self._watermarks.writer_closed(scope, stream, writer_id, position)
+
+    def remove_writer(self, scope: str, stream: str, writer_id: str) -> bool:
+        return self._watermarks.remove_writer(scope, stream, writer_id)
+
+    def list_writers(self, scope: str, stream: str) -> dict[str, int]:
+        return self._watermarks.list_writers(scope, stream)
 
     # --- subscribers (retention) ------------------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:

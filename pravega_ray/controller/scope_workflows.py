@@ -11,7 +11,8 @@ The request's handler (:meth:`ScopeWorkflows.handle`), each time it runs:
 
 1. answers DONE if the scope is gone or not DELETING (a repeated request);
 2. deletes the scope's reader groups (their state segments; they stop being subscribers
-   of their streams, in whatever scope), then its key-value tables;
+   of their streams, in whatever scope), then its key-value tables, then its state
+   synchronizers (their segments);
 3. asks every stream of the scope to be sealed and then deleted (one ``seal`` request
    with ``then_delete``, run by the stream's own queue of the processor, so it never runs
    beside another workflow of that stream; a stream already SEALING has its request);
@@ -61,6 +62,10 @@ class ScopeContents(Protocol):
 
     def delete_key_value_table(self, scope: str, table: str) -> bool: ...
 
+    def list_state_synchronizers(self, scope: str) -> list[str]: ...
+
+    def delete_state_synchronizer(self, scope: str, name: str) -> bool: ...
+
     def request_seal_and_delete(self, scope: str, stream: str) -> None: ...
 
     def delete_scope(self, scope: str) -> bool: ...
@@ -94,6 +99,9 @@ class ScopeWorkflows:
                 with contextlib.suppress(KeyValueTableNotFoundError):
                     self._contents.delete_key_value_table(scope, table)
             self._step("key-value tables deleted")
+            for name in self._contents.list_state_synchronizers(scope):
+                self._contents.delete_state_synchronizer(scope, name)  # False: gone already
+            self._step("state synchronizers deleted")
             streams = self._contents.list_streams(scope)
             for stream in streams:
                 with contextlib.suppress(StreamNotFoundError):

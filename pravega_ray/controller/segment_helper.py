@@ -23,6 +23,7 @@ from pravega_ray.contracts.attributes import AttributeUpdate
 from pravega_ray.contracts.segment_store import ReadResult, SegmentRole
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.errors import (
+    ConditionalUpdateError,
     PravegaError,
     RetriableError,
     SegmentExistsError,
@@ -230,6 +231,19 @@ class SegmentHelper:
         """Append ``data`` as one block; returns its offset. Repeated on an unknown outcome,
         so it may land twice: for the request stream, whose readers are idempotent."""
         return self._call(segment, lambda s: self._client.append_conditional(s, data)).offset
+
+    def append_at(self, segment: str, data: bytes, expected_offset: int) -> bool:
+        """Append ``data`` as one block if the segment's length is ``expected_offset``; False
+        if it is not (someone appended first). Repeated on an unknown outcome: a repeat
+        finding its own block landed answers False too (callers read the segment again)."""
+        try:
+            self._call(
+                segment,
+                lambda s: self._client.append_conditional(s, data, expected_offset=expected_offset),
+            )
+        except ConditionalUpdateError:
+            return False
+        return True
 
     def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
         return self._call(segment, lambda s: self._client.read(s, offset, max_bytes, wait_s))

@@ -41,6 +41,8 @@ workflow (``stream_workflows.py``), whoever asked for the truncation.
 ``retention/sc/st``: the retention set (``controller/retention_service.py``): ``records``
     ``[{"time_ms", "size", "cut"}, ...]`` oldest first, and ``head`` ``{"time_ms",
     "size"}`` of the cut retention last truncated at.
+``marks/sc/st/<writer id>`` and ``watermark/sc/st``: writers' noted times and the stream's
+    last watermark (``controller/watermark_tasks.py``).
 
 A segment is *active* in a contiguous run of epochs, from its creation epoch until the
 epoch that sealed it, so the epoch that sealed it (and with it its successors) is found by
@@ -796,11 +798,15 @@ class StreamRecords:
         highest = self.highest_epoch(scope, stream)
         for epoch in range(highest + 1):
             self._records.delete(f"history/{scope}/{stream}/{epoch:010d}")
-        for parent in (f"sealed/{scope}/{stream}", f"indexrows/{scope}/{stream}"):
+        for parent in (
+            f"sealed/{scope}/{stream}",
+            f"indexrows/{scope}/{stream}",
+            f"marks/{scope}/{stream}",
+        ):
             for key in self._records.list_keys(parent):
                 self._records.delete(key)
         kinds = ("index", "sealedsizes", "truncation", "transition", "update", "truncate")
-        for kind in (*kinds, "subscribers", "retention"):
+        for kind in (*kinds, "subscribers", "retention", "watermark"):
             self._records.delete(f"{kind}/{scope}/{stream}")
         self._records.delete(self.key(scope, stream))
 

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, AUTO_SCALE_STREAM_COOLDOWN_S
 from pravega_ray.contracts.records import StreamState, TxnStatus
+from pravega_ray.contracts.watermarks import mark_segment_name
 from pravega_ray.controller.epochs import EpochRecord, RollPlan, ScaleRecord
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT
 from pravega_ray.controller.segment_helper import run_each
@@ -596,6 +597,10 @@ class StreamWorkflows:
                 self._segments.delete_segment(stream_segment_name(scope, stream, sid))
 
         run_each(delete, self._records.all_segment_ids(scope, stream))
+        with contextlib.suppress(SegmentNotFoundError):  # its watermarks (watermark_tasks.py)
+            self._segments.delete_segment(
+                mark_segment_name(scope, stream, int(value["created_ms"]))
+            )
         self._step("segments deleted")
         self._txns.txns.delete_stream(scope, stream, self._records.highest_epoch(scope, stream))
         self._records.delete(scope, stream)

@@ -45,7 +45,7 @@ from pravega_ray.naming import parse_scoped_stream
 from pravega_ray.stream_cut import StreamCut
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 __all__ = ["CHECKPOINT_BATCHES_RETAINED", "CHECKPOINT_FORMAT_VERSION", "micro_batches"]
 
@@ -215,7 +215,8 @@ def micro_batches(
     poll_interval_s: float = POLL_INTERVAL_S_DEFAULT,
     idle_timeout_s: float | None = None,
     max_batches: int | None = None,
-) -> Iterator[tuple[int, DataFrame]]:
+    with_time_window: bool = False,
+) -> Iterator[tuple[Any, ...]]:
     """Iterate ``(batch_id, DataFrame)`` over ``scoped_stream``, resumable from a checkpoint.
 
     Each DataFrame is ``pr.spark.read_stream(spark, scoped_stream, start, end)`` of the
@@ -232,7 +233,11 @@ def micro_batches(
     begins (default: the head); ignored once the checkpoint holds offsets. When a trigger
     finds no new data the iterator waits, looking again every ``poll_interval_s``; it ends
     after ``idle_timeout_s`` seconds without new data (None: never) or once it has yielded
-    ``max_batches`` batches (a replayed batch counts).
+    ``max_batches`` batches (a replayed batch counts). With ``with_time_window`` it yields
+    ``(batch_id, DataFrame, TimeWindow)``: the batch's end in event time
+    (``BatchClient.time_window`` of its end cut): every later batch holds only events of
+    time >= ``lower_ms`` (writers noting times honestly), so event-time windows ending at
+    or below it can close once this batch is processed.
 
     Checked before anything is yielded: InvalidNameError (malformed name);
     InvalidArgumentError (``checkpoint_location`` a file, or holding another stream's
@@ -255,6 +260,8 @@ def micro_batches(
         isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1
     ):
         raise InvalidArgumentError(f"max_batches must be an int >= 1, got {max_batches!r}")
+    if not isinstance(with_time_window, bool):
+        raise InvalidArgumentError(f"with_time_window must be a bool, got {with_time_window!r}")
     if start_cut is not None and (
         not isinstance(start_cut, StreamCut)
         or start_cut.is_unbounded
@@ -277,6 +284,7 @@ def micro_batches(
         poll_interval_s,
         idle_timeout_s,
         max_batches,
+        with_time_window,
     )
 
 
@@ -290,7 +298,8 @@ def _batches(
     poll_interval_s: float,
     idle_timeout_s: float | None,
     max_batches: int | None,
-) -> Iterator[tuple[int, DataFrame]]:
+    with_time_window: bool = False,
+) -> Iterator[tuple[Any, ...]]:
     """The iterator :func:`micro_batches` returns."""
     from pravega_ray.spark.stream_reader import read_stream
 
@@ -317,7 +326,11 @@ def _batches(
                 continue
             end = candidate
             checkpoint.write_offsets(batch_id, start, end)
-        yield batch_id, read_stream(spark, scoped, start, end, cluster=cluster)
+        frame = read_stream(spark, scoped, start, end, cluster=cluster)
+        if with_time_window:
+            yield batch_id, frame, batch_client.time_window(end)
+        else:
+            yield batch_id, frame
         checkpoint.write_commit(batch_id)
         yielded += 1
         batch_id, start, end = batch_id + 1, end, None

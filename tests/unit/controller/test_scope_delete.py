@@ -26,13 +26,15 @@ def cluster():  # type: ignore[no-untyped-def]
 
 
 def _filled(cluster: InProcessCluster, scope: str = "sc") -> pr.StreamManager:
-    """A scope with two streams (one with an open transaction), a table and a group."""
+    """A scope with two streams (one with an open transaction), a table, a group and a
+    state synchronizer."""
     mgr = cluster.stream_manager()
     mgr.create_scope(scope)
     mgr.create_stream(scope, "a", pr.StreamConfiguration(pr.ScalingPolicy.fixed(2)))
     mgr.create_stream(scope, "b", None)
     mgr.create_key_value_table(scope, "t", 2)
     cluster.create_reader_group(scope, "rg", pr.ReaderGroupConfig.for_streams(f"{scope}/a"))
+    cluster.state_synchronizer(scope, "sync", pr.JsonSerializer(), initial={"n": 1})
     writer = cluster.create_transactional_writer(scope, "b", pr.BytesSerializer())
     txn = writer.begin_txn()
     txn.write_event(b"never committed")
@@ -51,7 +53,8 @@ def _leftovers(cluster: InProcessCluster, scope: str = "sc") -> list[str]:
     segments: set[str] = set()
     for i in range(cluster.container_count):
         segments |= set(cluster.run(cluster.container(i).list_segments()).result(10))
-    return records + sorted(s for s in segments if s.startswith(f"{scope}/"))
+    # A state synchronizer's segment is in _system (only this module's scopes make them).
+    return records + sorted(s for s in segments if s.startswith((f"{scope}/", "_system/_SYNC")))
 
 
 def _wait_gone(cluster: InProcessCluster, scope: str = "sc", timeout_s: float = 30) -> None:
@@ -129,6 +132,7 @@ def test_a_create_whose_record_lands_just_before_the_mark_undoes_itself(cluster,
 SCOPE_STEPS = [
     "reader groups deleted",
     "key-value tables deleted",
+    "state synchronizers deleted",
     "streams asked to seal and delete",
     "segments sealed",
     "numbers remembered",

@@ -15,6 +15,7 @@ from pravega_ray.client.controller_connection import ControllerClient
 from pravega_ray.contracts.controller_service import SERVICE_METHODS, ControllerService, method_name
 from pravega_ray.controller.controller import Controller
 from pravega_ray.controller.reader_group_tasks import ReaderGroupTasks
+from pravega_ray.controller.state_synchronizer_tasks import StateSynchronizerTasks
 from pravega_ray.controller.stream_cut_tasks import StreamCutTasks
 from pravega_ray.controller.stream_metadata_tasks import StreamMetadataTasks
 from pravega_ray.controller.stream_transaction_metadata_tasks import (
@@ -22,6 +23,7 @@ from pravega_ray.controller.stream_transaction_metadata_tasks import (
 )
 from pravega_ray.controller.subscriber_tasks import SubscriberTasks
 from pravega_ray.controller.table_metadata_tasks import TableMetadataTasks
+from pravega_ray.controller.watermark_tasks import WatermarkTasks
 from pravega_ray.invariant import InvariantViolation
 from pravega_ray_actors.controller_actor import ControllerActor  # imports ray; does not start it
 from tests.surfaces import public_methods, signature_shape
@@ -40,6 +42,8 @@ SERVICES = [
     ReaderGroupTasks,
     StreamCutTasks,
     SubscriberTasks,
+    StateSynchronizerTasks,
+    WatermarkTasks,
 ]
 CONTROLLER_OWN = {"get_cluster_config", "damaged_records"}
 
@@ -49,7 +53,9 @@ def test_the_surface_is_what_clients_call() -> None:
     # + commit_transaction_and_wait; + get_epoch (issue 25: the REST API's scaling events)
     # + delete_scope_recursive (issue 26: the recursive delete as one controller workflow)
     # + list_completed_transactions (issue 27: Pravega's listCompletedTransactions)
-    assert len(SERVICE_METHODS) == 38 + 2 + 4 + 1 + 1 + 1 + 1 + 1
+    # + create/list/delete_state_synchronizer (issue 27: the public state synchronizer)
+    # + note_writer_mark, writer_closed, remove_writer, list_writers (issue 27: watermarks)
+    assert len(SERVICE_METHODS) == 38 + 2 + 4 + 1 + 1 + 1 + 1 + 1 + 3 + 4
     assert {"get_current_segments", "get_successors", "damaged_records"} <= set(SERVICE_METHODS)
 
 
