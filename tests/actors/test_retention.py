@@ -13,8 +13,8 @@ import pravega_ray as pr
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.constants import RETENTION_PERIOD_S_DEFAULT
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
-from pravega_ray_actors.options import CONTROLLER_NAME, stream_bucket_name
-from pravega_ray_actors.stream_bucket_actor import StreamBucketActor
+from pravega_ray_actors.options import stream_bucket_name
+from tests.buckets import private_bucket
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
@@ -29,28 +29,6 @@ def test_buckets_run_retention_every_retention_period(cluster) -> None:  # type:
     handle = ray.get_actor(stream_bucket_name(0), namespace=cluster.namespace)
     described = ray.get(handle.describe.remote())
     assert described["retention_period_s"] == RETENTION_PERIOD_S_DEFAULT
-
-
-def _bucket(cluster, pause: tuple[str, float] | None):  # type: ignore[no-untyped-def]
-    """A private bucket actor owning every stream (one bucket), its loops idle for an hour:
-    the test drives its cycles."""
-    controller = ray.get_actor(CONTROLLER_NAME, namespace=cluster.namespace)
-    tiers = ray.get(controller.describe.remote())
-    return (
-        ray.remote(StreamBucketActor)
-        .options(namespace=cluster.namespace, num_cpus=0, max_concurrency=4)
-        .remote(
-            tiers["tier1"],
-            tiers["tier2"],
-            cluster.container_count,
-            cluster.namespace,
-            0,
-            1,
-            3600.0,
-            3600.0,
-            pause,
-        )
-    )
 
 
 def test_bucket_killed_mid_cycle_truncates_once_and_never_past_a_subscriber(
@@ -69,7 +47,7 @@ def test_bucket_killed_mid_cycle_truncates_once_and_never_past_a_subscriber(
     cut = pr.StreamCut(unique_name, "st", {segment.segment_id: 30})
     assert controller.update_subscriber_stream_cut(unique_name, "st", f"{unique_name}/rg", 0, cut)
 
-    victim = _bucket(cluster, ("truncation requested", 60.0))
+    victim = private_bucket(cluster, retention_pause=("truncation requested", 60.0))
     ray.get(victim.describe.remote())
     running = victim.run_retention_once.remote()  # pauses right after requesting
     deadline = time.monotonic() + 60
@@ -80,7 +58,7 @@ def test_bucket_killed_mid_cycle_truncates_once_and_never_past_a_subscriber(
     with pytest.raises(ray.exceptions.RayError):
         ray.get(running, timeout=30)
 
-    survivor = _bucket(cluster, None)
+    survivor = private_bucket(cluster)
     for _ in range(2):
         results = ray.get(survivor.run_retention_once.remote(), timeout=60)
         mine = [r for r in results if (r.scope, r.stream) == (unique_name, "st")]

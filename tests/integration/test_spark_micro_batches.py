@@ -8,6 +8,7 @@ tests/unit/client/test_next_stream_cut.py.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -131,3 +132,46 @@ def test_a_restarted_iterator_replays_the_uncommitted_batch_then_goes_on(
     # No size: up to the tail at the trigger.
     assert [(b, rows_of(df)) for b, df in batches(approx_bytes=None)] == [(3, more)]
     assert list(batches()) == []  # nothing new: ends after the idle time
+
+
+def test_micro_batches_with_their_time_windows(cluster, spark, unique_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``with_time_window``: each batch comes with where its end stands in event time, so
+    an event-time window at or below its lower bound can close (issue 27)."""
+    import ray
+
+    from pravega_ray_actors.options import stream_bucket_name
+
+    scope, stream = unique_name, "timed"
+    mgr = make_stream(cluster, scope, stream, segment_count=2)
+    with cluster.create_writer(scope, stream, serializer=pr.BytesSerializer()) as writer:
+        writer.note_time(5_000)
+        for i in range(20):
+            writer.write_event(b"e%d" % i, routing_key=f"k{i}")
+        writer.flush()
+        deadline = time.monotonic() + 30
+        while mgr.list_writers(scope, stream).get(writer.writer_id.hex()) != 5_000:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        for bucket in range(64):  # the buckets' own period is 10 s: run them now
+            try:
+                handle = ray.get_actor(stream_bucket_name(bucket), namespace=cluster.namespace)
+            except ValueError:
+                break
+            ray.get(handle.run_watermarks_once.remote(), timeout=60)
+    batches = list(
+        micro_batches(
+            spark,
+            f"{scope}/{stream}",
+            tmp_path / "cp",
+            cluster=cluster,
+            idle_timeout_s=1.0,
+            max_batches=1,
+            with_time_window=True,
+        )
+    )
+    assert len(batches) == 1
+    batch_id, df, window = batches[0]
+    assert batch_id == 0 and df.count() == 20
+    assert window == pr.TimeWindow(5_000, None)
+    with pytest.raises(pr.InvalidArgumentError):
+        micro_batches(spark, f"{scope}/{stream}", tmp_path / "cp2", with_time_window=1)  # type: ignore[arg-type]
