@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 import pravega_ray as pr
 from chaos import checker
+from chaos.event_time import EventTimeLoad
 from chaos.load import (
     GROUP,
     KEYED_PREFIX,
@@ -679,7 +680,9 @@ def load_and_check(
     )
     txn_scales = TxnStreamScaler(cluster, seed + 9)
     scope_deletes = ScopeDeletes(cluster, seed + 10)
+    event_time = EventTimeLoad(cluster, seed + 11)
     parts: list[Part] = [
+        event_time,
         writers,
         scaling,
         retained,
@@ -714,9 +717,11 @@ def load_and_check(
         log(run_started, "faults stopped; stopping the load")
         injector.join()
         official.stop_writing()
-        for part in (writers, scaling, retained, pipeline, txn_scales, scope_deletes, txns, kv):
+        stopping = (writers, scaling, retained, pipeline, txn_scales, scope_deletes, txns, kv)
+        for part in (*stopping, event_time):
             part.stop()
             log(run_started, f"{part.name} stopped")
+        log(run_started, event_time.summary())
         time.sleep(txns.lease_s + 5)  # transactions left to time out are aborted by now
         txns.settle()
         log(run_started, f"transactions settled ({txns.forgotten} ended too long ago to ask)")
@@ -733,6 +738,7 @@ def load_and_check(
         extra = Extra(cluster, retained_acks, subscriber, pipeline, [scaling, retained])
         extra.official, extra.official_drained = official, official_drained
         extra.txn_scales, extra.scope_deletes = txn_scales, scope_deletes
+        extra.event_time = event_time
         return report(
             args, proxy, writers, txns, readers, kv, injector, drained, txns.problems, extra
         )
@@ -765,6 +771,7 @@ class Extra:
         self.official_drained = True
         self.txn_scales: TxnStreamScaler | None = None
         self.scope_deletes: ScopeDeletes | None = None
+        self.event_time: EventTimeLoad | None = None
         mgr = cluster.stream_manager()
         self.txn_epoch = mgr.get_stream_info(SCOPE, TXN_STREAM).epoch
         info = mgr.get_stream_info(SCOPE, SCALING_STREAM)
@@ -842,6 +849,8 @@ def report(
             failures += other.failures
     if extra.scope_deletes is not None:
         failures += extra.scope_deletes.problems
+    if extra.event_time is not None:
+        failures += extra.event_time.failures + extra.event_time.problems
     for part in extra.writers:
         failures += part.failures
     if theirs is not None:
