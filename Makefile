@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 FAST_TIER := not ray and not spark and not s3
 FAST_LOG := .fast-tier.log
 
-.PHONY: demo demo-features test test-fast lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data bench-idle-container bench-long-life bench-front-door chaos simulate clean check-java venv
+.PHONY: demo demo-features test test-fast lint bench bench-controller bench-transactions bench-large-events bench-checkpoints bench-retention bench-readers bench-pipeline-writes bench-spark-bridge bench-ray-data bench-idle-container bench-long-life bench-front-door bench-watermarks chaos simulate clean check-java venv
 
 demo: venv check-java
 	$(PY) examples/quickstart.py
@@ -96,6 +96,9 @@ bench-long-life: venv
 
 bench-front-door: venv
 	RAY_ADDRESS=local $(PY) -m benchmarks.front_door
+
+bench-watermarks: venv
+	$(PY) -m benchmarks.watermarks
 
 venv: $(STAMP)
 
