@@ -433,11 +433,13 @@ class EventStreamWriter(Generic[T]):
         """
         if self._closed:
             return
+        flushed = False
         try:
             self.flush()
-            if self._marks is not None:
-                self._marks.close()
+            flushed = True
         finally:
+            if self._marks is not None:
+                self._marks.close(flushed)
             with self._lock:
                 self._closed = True
                 self._wake.notify()

@@ -18,13 +18,14 @@ wrote after its last noted time are never behind a window they contradict.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
 
 from pravega_ray.client.connection import ControllerConnection
+from pravega_ray.constants import WATERMARK_WRITER_TIMEOUT_S
 from pravega_ray.contracts.watermarks import check_time_ms
 from pravega_ray.errors import PravegaError
 from pravega_ray.timing import ThreadScheduler, wait_futures
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 CLOSE_WAIT_S = 10.0
 """How long a writer's close waits for its last mark to reach the controller."""
+KEEPALIVE_S = WATERMARK_WRITER_TIMEOUT_S / 4
+"""While a mark waits for acknowledgements, the last stored mark is stored again this often,
+so the controller does not time a live writer out."""
 SEND_INTERVAL_S = 0.1
 """A writer sends at most one mark per this many seconds (the latest noted then): watermarks
 are emitted every few seconds, and each mark is a controller call."""
@@ -53,16 +57,19 @@ class MarkSender:
         controller: ControllerConnection,
         position: Callable[[], dict[int, int]],
         scheduler: ThreadScheduler,
+        keepalive_s: float = KEEPALIVE_S,
     ) -> None:
         self._scope, self._stream, self._writer_id = scope, stream, writer_id
         self._controller = controller
         self._position = position
         self._scheduler = scheduler
+        self._keepalive_s = keepalive_s
         self._cond = threading.Condition()
         self._pending: tuple[int, Sequence[Future[None]]] | None = None
         self._sending = False
         self._noted_ms = -1
         self._sent_any = False
+        self._stored: tuple[int, dict[int, int]] | None = None  # the last mark stored
         self._stopped = False
         self._closing = False
         self._started = False
@@ -112,8 +119,7 @@ class MarkSender:
                     self._cond.wait_for(lambda: self._stopped or self._closing, SEND_INTERVAL_S)
 
     def _send(self, time_ms: int, awaited: Sequence[Future[None]]) -> None:
-        with contextlib.suppress(Exception):  # failed events are not in the stream
-            wait_futures(list(awaited), None)
+        self._await(list(awaited))
         try:
             position = self._position()
             stored = self._controller.note_writer_mark(
@@ -140,7 +146,31 @@ class MarkSender:
             return
         with self._cond:
             self._sent_any = True
+            self._stored = (time_ms, position)
             self.sent += 1
+
+    def _await(self, futures: list[Future[None]]) -> None:
+        """Wait for ``futures`` (failed events are not in the stream: no bound to wait for);
+        every ``keepalive_s`` (``KEEPALIVE_S``) meanwhile, store the last stored mark again:
+        a writer whose events wait on a container that is down is alive, and must keep
+        holding the watermark back rather than time out (its pending events, older than the time it
+        noted since, may land beyond the watermark's cut later)."""
+        while True:
+            try:
+                wait_futures(futures, self._keepalive_s)
+                return
+            except FutureTimeoutError:
+                stored = self._stored
+                if stored is None:
+                    continue
+                try:
+                    self._controller.note_writer_mark(
+                        self._scope, self._stream, self._writer_id, stored[0], stored[1]
+                    )
+                except PravegaError as e:
+                    log.info("writer %s: keep-alive mark not stored (%r)", self._writer_id, e)
+            except Exception:
+                return
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until no mark is waiting or being sent; False if ``timeout_s`` ran out."""
@@ -149,9 +179,12 @@ class MarkSender:
                 lambda: self._pending is None and not self._sending, timeout_s
             )
 
-    def close(self) -> None:
-        """Send the last mark (waiting at most CLOSE_WAIT_S), stop the thread, and tell the
-        controller the writer closed if it ever stored a mark. Idempotent."""
+    def close(self, flushed: bool = True) -> None:
+        """Send the last mark (waiting at most CLOSE_WAIT_S), stop the thread, and, if the
+        writer ``flushed`` (every event it wrote acknowledged) and ever stored a mark, tell
+        the controller it closed at its position now. A writer whose flush failed says
+        nothing: events whose outcome is unknown may still be somewhere, so its mark holds
+        the watermark back until it times out. Idempotent."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
@@ -166,7 +199,7 @@ class MarkSender:
             self._stopped = True
             self._cond.notify_all()
             sent_any = self._sent_any
-        if sent_any:
+        if sent_any and flushed:
             try:
                 self._controller.writer_closed(
                     self._scope, self._stream, self._writer_id, self._position()

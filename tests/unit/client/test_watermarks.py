@@ -375,3 +375,51 @@ def test_a_reset_to_an_earlier_cut_starts_the_windows_again(cluster: InProcessCl
             if lowest_allowed is not None:
                 assert ev.event["t"] >= lowest_allowed
             lowest_allowed = reader.get_current_time_window("sc/st").lower_ms
+
+
+def test_a_writer_whose_events_wait_keeps_its_mark_alive() -> None:
+    """Events stuck behind a container that is down (chaos run p: acks of 79 s) must not
+    let the writer time out while its older events may still land beyond the next cut: the
+    mark thread stores its last mark again while it waits, and sends the new one after."""
+    from concurrent.futures import Future
+
+    from pravega_ray.client.writer_marks import MarkSender
+    from pravega_ray.timing import DAEMON_THREADS
+
+    class Controller:
+        def __init__(self) -> None:
+            self.calls: list[tuple[int, dict[int, int]]] = []
+
+        def note_writer_mark(self, scope, stream, writer, time_ms, position):  # type: ignore[no-untyped-def]
+            self.calls.append((time_ms, dict(position)))
+            return True
+
+        def writer_closed(self, scope, stream, writer, position):  # type: ignore[no-untyped-def]
+            self.calls.append((-1, dict(position)))
+            return True
+
+    controller = Controller()
+    where = {"at": 10}
+    sender = MarkSender(
+        "sc",
+        "st",
+        "w",
+        controller,
+        lambda: {0: where["at"]},
+        DAEMON_THREADS,
+        keepalive_s=0.05,  # type: ignore[arg-type]
+    )
+    sender.note(100, [])
+    assert sender.flush(5)
+    stuck: Future[None] = Future()
+    sender.note(200, [stuck])
+    time.sleep(0.5)
+    assert controller.calls[0] == (100, {0: 10})
+    assert len(controller.calls) >= 4  # kept alive while waiting...
+    assert all(call == (100, {0: 10}) for call in controller.calls)  # ...with the old mark only
+    where["at"] = 50
+    stuck.set_result(None)
+    assert sender.flush(5)
+    assert controller.calls[-1] == (200, {0: 50})
+    sender.close()
+    assert controller.calls[-1] == (-1, {0: 50})  # closed where it stands
