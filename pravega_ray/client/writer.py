@@ -375,9 +375,15 @@ class EventStreamWriter(Generic[T]):
                     self._context.controller,
                     self._position,
                     self._scheduler,
+                    unacknowledged=self._unacknowledged,
                 )
             marks = self._marks
         marks.note(time_ms, awaited)
+
+    def _unacknowledged(self) -> bool:
+        """Whether any event written is not acknowledged yet (the mark sender's keep-alive)."""
+        with self._lock:
+            return any(out.blocks.pending() for out in self._streams)
 
     def _position(self) -> dict[int, int]:
         """The writer's position for a mark (on the mark sender's thread): each current

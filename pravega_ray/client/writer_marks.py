@@ -47,7 +47,9 @@ are emitted every few seconds, and each mark is a controller call."""
 class MarkSender:
     """The noted times of one writer (``writer_id``, hex) on ``scope/stream``; thread-safe.
     ``position`` is called on the sending thread once the awaited events are acknowledged,
-    and returns the writer's position (``{segment id: offset}``)."""
+    and returns the writer's position (``{segment id: offset}``); ``unacknowledged`` says
+    whether the writer has events not acknowledged yet (its last mark is kept alive while it
+    has, every ``keepalive_s``)."""
 
     def __init__(
         self,
@@ -58,12 +60,14 @@ class MarkSender:
         position: Callable[[], dict[int, int]],
         scheduler: ThreadScheduler,
         keepalive_s: float = KEEPALIVE_S,
+        unacknowledged: Callable[[], bool] = lambda: True,
     ) -> None:
         self._scope, self._stream, self._writer_id = scope, stream, writer_id
         self._controller = controller
         self._position = position
         self._scheduler = scheduler
         self._keepalive_s = keepalive_s
+        self._unacknowledged = unacknowledged
         self._cond = threading.Condition()
         self._pending: tuple[int, Sequence[Future[None]]] | None = None
         self._sending = False
@@ -104,7 +108,12 @@ class MarkSender:
         while True:
             with self._cond:
                 while self._pending is None and not self._stopped:
-                    self._cond.wait()
+                    if not self._cond.wait(self._keepalive_s):
+                        self._cond.release()  # no lock held across a controller call
+                        try:
+                            self._keep_alive()
+                        finally:
+                            self._cond.acquire()
                 if self._pending is None:
                     return
                 (time_ms, awaited), self._pending = self._pending, None
@@ -160,17 +169,23 @@ class MarkSender:
                 wait_futures(futures, self._keepalive_s)
                 return
             except FutureTimeoutError:
-                stored = self._stored
-                if stored is None:
-                    continue
-                try:
-                    self._controller.note_writer_mark(
-                        self._scope, self._stream, self._writer_id, stored[0], stored[1]
-                    )
-                except PravegaError as e:
-                    log.info("writer %s: keep-alive mark not stored (%r)", self._writer_id, e)
+                self._keep_alive(force=True)
             except Exception:
                 return
+
+    def _keep_alive(self, force: bool = False) -> None:
+        """Store the last stored mark again if the writer has events not yet acknowledged
+        (``force``: known to have): they may land beyond the next cut later, so the writer
+        must not time out meanwhile, even when it notes no new time (blocked, say)."""
+        stored = self._stored
+        if stored is None or not (force or self._unacknowledged()):
+            return
+        try:
+            self._controller.note_writer_mark(
+                self._scope, self._stream, self._writer_id, stored[0], stored[1]
+            )
+        except PravegaError as e:
+            log.info("writer %s: keep-alive mark not stored (%r)", self._writer_id, e)
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until no mark is waiting or being sent; False if ``timeout_s`` ran out."""

@@ -423,3 +423,42 @@ def test_a_writer_whose_events_wait_keeps_its_mark_alive() -> None:
     assert controller.calls[-1] == (200, {0: 50})
     sender.close()
     assert controller.calls[-1] == (-1, {0: 50})  # closed where it stands
+
+
+def test_a_writer_noting_nothing_stays_alive_only_while_it_has_unacknowledged_events() -> None:
+    """Blocked writing (no new time noted) but with events in flight: kept alive; idle with
+    everything acknowledged: left to time out, as a writer that stopped noting time."""
+    from pravega_ray.client.writer_marks import MarkSender
+    from pravega_ray.timing import DAEMON_THREADS
+
+    calls: list[int] = []
+
+    class Controller:
+        def note_writer_mark(self, scope, stream, writer, time_ms, position):  # type: ignore[no-untyped-def]
+            calls.append(time_ms)
+            return True
+
+        def writer_closed(self, scope, stream, writer, position):  # type: ignore[no-untyped-def]
+            return True
+
+    in_flight = {"yes": True}
+    sender = MarkSender(
+        "sc",
+        "st",
+        "w",
+        Controller(),
+        lambda: {0: 0},
+        DAEMON_THREADS,  # type: ignore[arg-type]
+        keepalive_s=0.05,
+        unacknowledged=lambda: in_flight["yes"],
+    )
+    sender.note(100, [])
+    assert sender.flush(5)
+    time.sleep(0.4)
+    assert len(calls) >= 4 and set(calls) == {100}
+    in_flight["yes"] = False
+    time.sleep(0.1)
+    before = len(calls)
+    time.sleep(0.4)
+    assert len(calls) == before  # nothing in flight: no keep-alive
+    sender.close()
