@@ -290,13 +290,22 @@ class TxnWriters(Part):
         self._recorded_at[tag] = time.monotonic()
         self.outcomes.append(TxnOutcome(tag, count, status))
 
-    @staticmethod
-    def _ended_status(writer: Any, txn_id: uuid.UUID, wait_s: float) -> Any:
+    def _ended_status(self, txn_id: uuid.UUID, wait_s: float) -> Any:
         """The transaction's status once it is not OPEN or COMMITTING/ABORTING, waiting up
-        to ``wait_s`` (its lease ran out long ago: the timer aborts it), else the last one."""
+        to ``wait_s`` (its lease ran out long ago: the timer aborts it), else the last one.
+
+        The handle comes from a writer closed at once: a writer pings every open
+        transaction it hands out (``get_txn``), and one kept asking would keep the lease of
+        the transaction it waits to see time out alive for ever (run p, seed 20261131: a
+        transaction "still OPEN 60 s after the load stopped")."""
+        lookup = self.cluster.create_transactional_writer(SCOPE, TXN_STREAM)
+        try:
+            txn = lookup.get_txn(txn_id)
+        finally:
+            lookup.close()  # no pings: the handle still answers check_status
         deadline = time.monotonic() + wait_s
         while True:
-            status = writer.get_txn(txn_id).check_status()
+            status = txn.check_status()
             if status in (pr.TxnStatus.COMMITTED, pr.TxnStatus.ABORTED):
                 return status
             if time.monotonic() > deadline:
@@ -321,38 +330,34 @@ class TxnWriters(Part):
         ``problems``. A transaction the controller no longer knows (TxnNotFoundError: it
         ended over 10 minutes ago) keeps its status: the checker judges it by what was
         read (``forgotten`` counts them)."""
-        writer = self.cluster.create_transactional_writer(SCOPE, TXN_STREAM)
         now = time.monotonic()
-        try:
-            for i, outcome in enumerate(list(self.outcomes)):
-                tag = outcome.tag
-                if outcome.status not in ("unknown", "timed_out") or tag in self.settled:
-                    continue
-                if now - self._recorded_at[tag] < older_than_s:
-                    continue
-                try:
-                    status = self._ended_status(writer, self._ids[tag], wait_s)
-                except pr.TxnNotFoundError:
-                    self.forgotten += 1
-                    self.settled.add(tag)
-                    continue
-                if status is pr.TxnStatus.COMMITTED:
-                    if outcome.status == "timed_out":
-                        self.problems.append(f"transaction {tag} left to time out committed")
-                    self.outcomes[i] = TxnOutcome(tag, outcome.count, "committed")
-                elif status is pr.TxnStatus.ABORTED:
-                    if outcome.status == "unknown":
-                        self.outcomes[i] = TxnOutcome(tag, outcome.count, "aborted")
-                elif wait_s > 0:
-                    self.problems.append(
-                        f"transaction {tag} ({outcome.status}) still {status.name} "
-                        f"{wait_s:.0f}s after the load stopped"
-                    )
-                else:
-                    continue  # not ended yet: asked again next time
+        for i, outcome in enumerate(list(self.outcomes)):
+            tag = outcome.tag
+            if outcome.status not in ("unknown", "timed_out") or tag in self.settled:
+                continue
+            if now - self._recorded_at[tag] < older_than_s:
+                continue
+            try:
+                status = self._ended_status(self._ids[tag], wait_s)
+            except pr.TxnNotFoundError:
+                self.forgotten += 1
                 self.settled.add(tag)
-        finally:
-            writer.close()
+                continue
+            if status is pr.TxnStatus.COMMITTED:
+                if outcome.status == "timed_out":
+                    self.problems.append(f"transaction {tag} left to time out committed")
+                self.outcomes[i] = TxnOutcome(tag, outcome.count, "committed")
+            elif status is pr.TxnStatus.ABORTED:
+                if outcome.status == "unknown":
+                    self.outcomes[i] = TxnOutcome(tag, outcome.count, "aborted")
+            elif wait_s > 0:
+                self.problems.append(
+                    f"transaction {tag} ({outcome.status}) still {status.name} "
+                    f"{wait_s:.0f}s after the load stopped"
+                )
+            else:
+                continue  # not ended yet: asked again next time
+            self.settled.add(tag)
 
 
 class GroupReaders(Part):
