@@ -733,7 +733,9 @@ class ScopeDeletes(Part):
                             scope, recursive=True, timeout_s=120
                         )
                         break
-                    except pr.RetriableError as e:
+                    except (pr.RetriableError, TimeoutError) as e:
+                        # TimeoutError: not done in 120 s, it goes on (containers down for a
+                        # minute and more, run q): asking again waits for the same delete.
                         self.errors[f"delete {type(e).__name__}"] += 1
                 else:
                     self.problems.append(f"the recursive delete of {scope} never returned")
