@@ -5,9 +5,9 @@ FoundationDB's simulator); how it works: :mod:`sim.world`.
 trace, step for step, in any process. The stream scales through the project's real
 controller (:mod:`sim.controller`). Faults (:data:`FAULT_KINDS`): crashes and restarts,
 delayed and lost calls and replies, I/O errors, torn log tails (:mod:`sim.disk`), a
-wall-clock jump (:mod:`sim.clock`), controller crashes and a Tier-2 outage; a feature drawn
-alike: the recursive delete of a second scope (:mod:`sim.scope`); the invariants:
-:mod:`sim.invariants`.
+wall-clock jump (:mod:`sim.clock`), controller crashes and a Tier-2 outage; features drawn
+alike: the recursive delete of a second scope (:mod:`sim.scope`), event time (watermarks
+and a reader's time window, :mod:`sim.watermarks`); the invariants: :mod:`sim.invariants`.
 ``python -m sim --seeds N`` runs many (``sim/__main__.py``) and shrinks the first failing
 seed to the shortest run that still fails (:mod:`sim.shrink`); :mod:`sim.bugs` plants
 known defects to show the simulation finds them.

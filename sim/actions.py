@@ -114,6 +114,8 @@ def enabled(world: World, clients: bool, deadline: float) -> list[Action]:
             later = pump_at
         if world.reader.due() and (world.steps >= world.reader_from_step or not world.faulty):
             add((1.0, partial(_read, world)))
+        if world.event_time.on:  # sim/watermarks.py: notes, marks sent, the reader's marks
+            actions += world.event_time.actions(world)
         if controller.up:
             for processor in controller.processors:
                 if processor.pool.tasks:
@@ -230,6 +232,7 @@ def _write(world: World) -> str:
     seq = world.checker.next_seq(key)
     world.to_write -= 1
     world.wall_marks.append(world.clock.wall_time_ms())
+    world.event_time.on_write(key, seq, world.clock.monotonic())
     world.writer.write(key, seq)
     return f"write {key}:{seq}"
 

@@ -62,6 +62,7 @@ from typing import Any, TypeVar
 from pravega_ray.constants import TXN_TIMER_PERIOD_S
 from pravega_ray.contracts.records import EpochInfo, SegmentRange, StreamInfo
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
+from pravega_ray.contracts.watermarks import Watermark
 from pravega_ray.controller import (
     segment_helper,
     stream_transaction_metadata_tasks,
@@ -85,6 +86,7 @@ from pravega_ray.controller.transaction_workflows import (
     abort_processor,
     commit_processor,
 )
+from pravega_ray.controller.watermark_tasks import PeriodicWatermarking
 from pravega_ray.errors import ControllerUnavailableError, InvalidArgumentError, RetriableError
 from pravega_ray.segmentstore.table_segment import CLIENT_ID_BYTES
 from pravega_ray.storage.chunk_storage import ChunkStorage
@@ -472,6 +474,31 @@ class SimController:
         if self.processors:
             self.processors[0].read_at = self._clock.monotonic()
         return epoch
+
+    def note_writer_mark(
+        self, scope: str, stream: str, writer_id: str, time_ms: int, position: dict[int, int]
+    ) -> bool:
+        """A writer's mark (``MarkSender`` calls it): as a client's call of the controller."""
+        return self._call(lambda c: c.note_writer_mark(scope, stream, writer_id, time_ms, position))
+
+    def writer_closed(
+        self, scope: str, stream: str, writer_id: str, position: dict[int, int]
+    ) -> bool:
+        return self._call(lambda c: c.writer_closed(scope, stream, writer_id, position))
+
+    def watermark(self, scope: str, stream: str) -> Watermark | None:
+        """One iteration of the watermark workflow (``PeriodicWatermarking.run``, as a stream
+        bucket runs it) on this process's records and segments, at the virtual clock; the
+        ``controller_crash`` fault strikes between its steps (:class:`ControllerCrash`).
+        ControllerUnavailableError while the process is down."""
+        store = self.store
+        if store is None or self.controller is None:
+            raise ControllerUnavailableError("the controller is down")
+        workflow = PeriodicWatermarking(
+            StreamMetadataStore(store), store, self._helper(), clock=self._clock, step=self._step
+        )
+        with self._busy():
+            return workflow.run(scope, stream)
 
     def call(self, call: Callable[[Controller], R]) -> R:
         """Any other call of the controller's API (``call(controller)``), as a client makes

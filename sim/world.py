@@ -19,6 +19,11 @@ what may happen now and picks one, weighted, with the seed's generator:
 * in seeds with the ``scope_delete`` feature, at a step the seed draws, an operator asks
   the controller to delete a second scope recursively, and may race it with a create in
   it (``sim/scope.py``; the step's action, its calls let the world run);
+* in seeds with the ``watermarks`` feature (``sim/watermarks.py``): the writer notes a time
+  (weighted, while it writes), sends its mark once the events it awaits are settled (its
+  calls let the world run), the reader reads the mark segment; at steps the seed draws (and,
+  weighted, while the writer works in the settling phase) the controller's watermark
+  workflow runs (the step's action; its calls let the world run);
 * a container crashes, or a crashed one restarts (recovering from its log and Tier-2); a
   crash may cut a log append in the middle of its write, leaving its record *torn* on
   the disk (``sim/disk.py``);
@@ -39,7 +44,8 @@ The run has two phases: ``steps`` steps with writes and faults, then a settling 
 without faults (every container restarted, nothing lost any more) until the writer has
 an outcome for every event and the reader read every segment to its durable end; then
 the final check (``sim/invariants.py``, ``World._check_scales``: each scale done exactly
-once, and ``ScopeOperator.check``: the deleted scope is gone, deleted once). Before step
+once, ``ScopeOperator.check``: the deleted scope is gone, deleted once, and
+``EventTime.check``: the mark segment's watermarks never go back). Before step
 1, the controller starts and creates the stream (and the second scope), outside the trace
 and on a generator of its own. Each fault's rate is drawn per seed (some seeds have none
 of a kind), as swarm testing does. A step is the same step whatever ``steps``
@@ -82,6 +88,7 @@ from sim.invariants import Checker
 from sim.network import Network
 from sim.node import Io, Node
 from sim.scope import ScopeOperator
+from sim.watermarks import EventTime
 
 __all__ = [
     "CONTAINER_OPTIONS",
@@ -141,6 +148,7 @@ FAULT_KINDS = frozenset(
         "controller_crash",
         "tier2_outage",
         "scope_delete",
+        "watermarks",
     }
 )
 """Every kind of fault the simulation injects (``SimConfig.faults`` picks some):
@@ -163,7 +171,12 @@ FAULT_KINDS = frozenset(
 * ``scope_delete`` (a feature, drawn per seed like a fault): a second scope with a few
   small streams is created at setup, and an operator deletes it recursively at a step
   (from 1 to SCOPE_DELETE_STEP_MAX), in half of those seeds racing a create in it
-  (``sim/scope.py``).
+  (``sim/scope.py``);
+* ``watermarks`` (a feature, drawn per seed): event time (``sim/watermarks.py``): events
+  carry times, the writer notes times at steps the seed draws and sends its marks once its
+  pending events settle, the controller's watermark workflow runs at other drawn steps (the
+  controller crashing between its steps), and the reader's time window is checked against
+  every event it reads; at the end, the mark segment's watermarks never go back.
 
 Not a kind yet: ``transactions``. :class:`~sim.controller.SimController` can run the commit
 and abort event processors and the transaction timer (``transactions=True``; transaction ids
@@ -178,7 +191,7 @@ SCOPE_DELETE_STEP_MAX = 1000
 SEGMENTS_MAX = 6
 """A scale merges two neighbours once the stream has this many segments (else it may split)."""
 
-FEATURES = frozenset({"scope_delete"})
+FEATURES = frozenset({"scope_delete", "watermarks"})
 """The kinds that are features, not faults (drawn per seed alike; left out alike)."""
 
 MESSAGE_LOSS = frozenset({"drop_call", "drop_reply"})
@@ -241,6 +254,7 @@ class Faults:
     scope_delete_step: int = 0  # the step the second scope is deleted at; 0: no second scope
     scope_create_step: int = 0  # the step a create in it races the delete; 0: none
     transactions: int = 0  # transactions begun; 0: none (no commit or abort processors)
+    watermarks: int = 0  # watermark runs (sim/watermarks.py); 0: no event time
 
     def tier2_down(self, step: int) -> bool:
         """Whether Tier-2 is down at ``step`` (the ``tier2_outage`` fault)."""
@@ -260,9 +274,10 @@ class Faults:
         leaving a kind out changes nothing else of a seed's run but that kind's faults).
 
         The kinds added later (``torn_tail``, ``clock_jump``; ``controller_crash``;
-        ``tier2_outage``; ``scope_delete`` and ``transactions``) are drawn from generators of
-        their own (``extra``; ``controller``, none: no controller crash; ``outage``, none: no
-        outage; ``features``, none: neither feature), so adding them changed no other draw.
+        ``tier2_outage``; ``scope_delete``, ``transactions`` and ``watermarks``) are drawn from
+        generators of their own (``extra``; ``controller``, none: no controller crash;
+        ``outage``, none: no outage; ``features``, none: no feature), so adding them changed
+        no other draw.
         """
 
         def rate(kind: str, on: float, low: float, high: float, source: random.Random) -> float:
@@ -303,6 +318,7 @@ class Faults:
             "tier2_outage": self.tier2_outage_steps,
             "scope_delete": self.scope_delete_step,
             "transactions": self.transactions,
+            "watermarks": self.watermarks,
         }
         return frozenset(kind for kind, rate in rates.items() if rate)
 
@@ -319,8 +335,9 @@ def _outage(source: random.Random | None, on: bool) -> dict[str, int]:
 
 
 def _features(source: random.Random | None, kinds: frozenset[str]) -> dict[str, int]:
-    """The ``scope_delete`` and ``transactions`` fields of :meth:`Faults.draw` (every value
-    drawn even when off, so leaving one out changes nothing of the other)."""
+    """The ``scope_delete``, ``transactions`` and ``watermarks`` fields of :meth:`Faults.draw`
+    (every value drawn even when off, so leaving one out changes nothing of the others; the
+    ``watermarks`` draws come last, so adding them changed none of the others)."""
     if source is None:
         return {}
     scope = source.random() < 0.6
@@ -329,12 +346,16 @@ def _features(source: random.Random | None, kinds: frozenset[str]) -> dict[str, 
     create_step = max(1, delete_step + source.randint(-40, 40))
     txns = source.random() < 0.7
     count = source.randint(3, 8)
+    marks = source.random() < 0.5
+    runs = source.randint(10, 30)
     out: dict[str, int] = {}
     if scope and "scope_delete" in kinds:
         out["scope_delete_step"] = delete_step
         out["scope_create_step"] = create_step if race else 0
     if txns and "transactions" in kinds:
         out["transactions"] = count
+    if marks and "watermarks" in kinds:
+        out["watermarks"] = runs
     return out
 
 
@@ -441,6 +462,7 @@ class World:
         self.scope_op = ScopeOperator(
             seed, self.faults.scope_delete_step, self.faults.scope_create_step
         )
+        self.event_time = EventTime(seed, self.faults.watermarks)
         self.to_write = 0
         try:
             for node in self.nodes:
@@ -464,7 +486,7 @@ class World:
         self.reader = SimReader(
             segments,
             connection,
-            self.controller,
+            self.event_time.successors(self.controller),
             self.clock,
             self._on_read,
             self._on_reader_error,
@@ -491,6 +513,8 @@ class World:
             controller.create_stream(SCOPE, STREAM, config)
             if self.scope_op.on:
                 self.scope_op.set_up(self)
+            if self.event_time.on:
+                self.event_time.set_up(controller)
             return tuple(s.name for s in controller.get_current_segments(SCOPE, STREAM))
 
         return self._during_setup(set_up)
@@ -559,6 +583,7 @@ class World:
                 or self.scope_op.check(self)
                 or self.checker.final()
                 or self._check_segments()
+                or self.event_time.check(self)
             )
             if final is not None:
                 self._violate(final)
@@ -716,6 +741,11 @@ class World:
             self._note(self.scope_op.act(self))
             self._note_violation()
             return True
+        if clients and self.event_time.due(self):
+            self.steps += 1  # a note of the writer's, or a watermark run (sim/watermarks.py)
+            self._note(self.event_time.act(self))
+            self._note_violation()
+            return True
         actions = self._actions(clients, deadline)
         if not actions:
             return False
@@ -773,7 +803,7 @@ class World:
         times = []
         if op.pending:
             times += [op.delete_due_at, op.create_due_at]
-        return times
+        return times + self.event_time.wake_times()
 
     def wake_writer(self) -> None:
         """A reply arrived: the writer's pump may have work (none while setting up)."""
@@ -888,6 +918,8 @@ class World:
     # --- reader callbacks ----------------------------------------------------------------------
     def _on_read(self, segment: str, offset: int, payload: bytes) -> None:
         problem = self.checker.on_read(segment, offset, payload)
+        if problem is None and self.event_time.on:
+            problem = self.event_time.on_event(self, segment, offset, payload)
         if problem is not None:
             self._violate(problem)
 

@@ -10,11 +10,15 @@ from sim.scope import DOOMED
 
 STEPS = 1000
 EVERY_KIND = sim.SimConfig()
+BEFORE_WATERMARKS = sim.SimConfig(faults=sim.FAULT_KINDS - {"watermarks"})
+"""Every kind but event time: seeds found before it joined run as they did then."""
 
-SCOPE_CRASH_SEEDS = (54, 61, 62, 68, 101, 113)
+SCOPE_CRASH_SEEDS = (54, 62, 68, 101, 106, 116)
 """Seeds (every kind, 1000 steps) whose controller crashes between two steps of the
 scope's recursive delete or of the seal and delete of one of its streams (found by a
-search of seeds 0 to 120)."""
+search of seeds 0 to 120; they run without ``watermarks``, which joined later). 61 and 113
+stopped crashing there once later commits changed their runs (already at the commit
+before ``watermarks`` joined): 106 and 116 (a search of seeds 0 to 130) replace them."""
 
 
 def test_seeds_with_a_recursive_scope_delete_pass() -> None:
@@ -35,7 +39,7 @@ def test_seeds_with_a_recursive_scope_delete_pass() -> None:
 
 @pytest.mark.parametrize("seed", SCOPE_CRASH_SEEDS)
 def test_a_controller_crash_mid_scope_delete_resumes_and_deletes_once(seed: int) -> None:
-    result = sim.run(seed, STEPS, EVERY_KIND)
+    result = sim.run(seed, STEPS, BEFORE_WATERMARKS)
     assert result.ok, result.violation
     assert result.stats.get("scope_deletes", 0) == 1
     assert any("controller task: controller crash (at" in t for t in result.trace)

@@ -89,8 +89,8 @@ def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["--seeds", "1", "--start", "0", "--steps", "1000", "--bug", "container-acks-early"]
-    # Without scope_delete: seed 0 runs as it did before that feature existed.
-    without = ["--without", "drop_call,drop_reply,scope_delete,tier2_outage"]
+    # Without the features: seed 0 runs as it did before they existed.
+    without = ["--without", "drop_call,drop_reply,scope_delete,tier2_outage,watermarks"]
     assert main([*argv, *without, "--trace-lines", "5"]) == 1
     out = capsys.readouterr().out
     assert "shrinking seed 0 (at most 40 runs)" in out
@@ -111,7 +111,9 @@ def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
 
 def test_no_shrink_prints_the_original_run(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--seeds", "1", "--start", "0", "--steps", "1000", "--bug", "container-acks-early"]
-    kinds = "drop_call,drop_reply,scope_delete,tier2_outage"  # seed 0 as before scope_delete
+    kinds = (
+        "drop_call,drop_reply,scope_delete,tier2_outage,watermarks"  # seed 0 as before the features
+    )
     assert main([*argv, "--without", kinds, "--no-shrink"]) == 1
     out = capsys.readouterr().out
     assert "shrinking" not in out

@@ -37,6 +37,8 @@ CAUGHT_WITHIN = {
     "time-index-follows-clock": 30,
     "reader-takes-successor-early": 100,
     "delete-keeps-segments": 10,
+    "note-skips-pending": 30,
+    "watermark-forgets-last": 10,
 }
 """How many seeds (from 0) each planted defect may take to be caught. It took 2, 11, 2 and
 61 when written; 6, 11, 1, 39, 2 and 8 once torn tails, the clock jump and the final
@@ -55,7 +57,11 @@ second scope joined (``scope_delete``, drawn in 60% of the seeds, which changed 
 runs), the first seed catching each took 9, 194, 2, 5, 3, 8 and 17 seeds (measured over at
 most the first 400 seeds; ``reader-takes-successor-early`` runs with delays alone, which
 the feature does not change, and took 17 before it too), and the new
-``delete-keeps-segments`` 1 (seed 0: the deleted scope's segments remain)."""
+``delete-keeps-segments`` 1 (seed 0: the deleted scope's segments remain). Once event time
+joined (``watermarks``, drawn in half the seeds, which changed their runs): 5, 25, 1, 8, 2,
+8, 17 and 1, and the new ``note-skips-pending`` 5 (a reader past a watermark's cut reads an
+event older than its lower bound) and ``watermark-forgets-last`` 1 (the same lower bound
+emitted twice)."""
 
 CAUGHT_WITH = {
     "reader-takes-successor-early": sim.SimConfig(faults=frozenset({"delay"})),
@@ -180,7 +186,7 @@ def test_bad_run_arguments_are_refused(seed: object, steps: object) -> None:
 
 def test_every_fault_kind_can_be_left_out() -> None:
     assert {"torn_tail", "clock_jump", "controller_crash", "tier2_outage"} <= sim.FAULT_KINDS
-    assert sim.FEATURES == {"scope_delete"} <= sim.FAULT_KINDS  # features, drawn alike
+    assert sim.FEATURES == {"scope_delete", "watermarks"} <= sim.FAULT_KINDS  # drawn alike
     seen: set[str] = set()
     for seed in range(20):
 
@@ -219,7 +225,9 @@ def test_the_command_line_runs_seeds_and_reports_a_failure(
     assert out.startswith("first seed 5, 2 seeds, 300 steps")
     assert "2/2 seeds passed, 0 failed" in out
     argv = ["--seeds", "2", "--start", "0", "--steps", str(STEPS), "--bug", "container-acks-early"]
-    kinds = "drop_call,drop_reply,scope_delete,tier2_outage"  # seed 0 as before scope_delete
+    kinds = (
+        "drop_call,drop_reply,scope_delete,tier2_outage,watermarks"  # seed 0 as before the features
+    )
     assert main([*argv, "--without", kinds, "--no-shrink"]) == 1
     out = capsys.readouterr().out
     assert "seed 0: step" in out and "VIOLATION" in out and "replay: python -m sim" in out
