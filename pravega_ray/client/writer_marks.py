@@ -134,7 +134,9 @@ class MarkSender:
             stored = self._controller.note_writer_mark(
                 self._scope, self._stream, self._writer_id, time_ms, position
             )
-        except PravegaError as e:
+        except (PravegaError, FutureTimeoutError) as e:
+            # FutureTimeoutError: the writer's get_info of a segment went unanswered (the
+            # simulation's seed 24); the thread must live on for the next mark.
             log.warning(
                 "writer %s on %s/%s: noted time %d not stored (%r); the next one tries again",
                 self._writer_id,
@@ -184,7 +186,7 @@ class MarkSender:
             self._controller.note_writer_mark(
                 self._scope, self._stream, self._writer_id, stored[0], stored[1]
             )
-        except PravegaError as e:
+        except (PravegaError, FutureTimeoutError) as e:
             log.info("writer %s: keep-alive mark not stored (%r)", self._writer_id, e)
 
     def flush(self, timeout_s: float | None = None) -> bool:
@@ -219,5 +221,5 @@ class MarkSender:
                 self._controller.writer_closed(
                     self._scope, self._stream, self._writer_id, self._position()
                 )
-            except PravegaError as e:
+            except (PravegaError, FutureTimeoutError) as e:
                 log.warning("writer %s: close not recorded (%r): it times out", self._writer_id, e)

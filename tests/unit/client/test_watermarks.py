@@ -462,3 +462,39 @@ def test_a_writer_noting_nothing_stays_alive_only_while_it_has_unacknowledged_ev
     time.sleep(0.4)
     assert len(calls) == before  # nothing in flight: no keep-alive
     sender.close()
+
+
+def test_the_mark_thread_survives_a_position_that_times_out() -> None:
+    """The writer's position asks a container for a segment's length after a reconnect; an
+    unanswered call is a TimeoutError, not a PravegaError (the simulation's seed 24 ended
+    the thread on it, and no later mark was ever sent)."""
+    from concurrent.futures import TimeoutError as FutureTimeoutError
+
+    from pravega_ray.client.writer_marks import MarkSender
+    from pravega_ray.timing import DAEMON_THREADS
+
+    sent: list[int] = []
+
+    class Controller:
+        def note_writer_mark(self, scope, stream, writer, time_ms, position):  # type: ignore[no-untyped-def]
+            sent.append(time_ms)
+            return True
+
+        def writer_closed(self, scope, stream, writer, position):  # type: ignore[no-untyped-def]
+            return True
+
+    failures = [FutureTimeoutError()]
+
+    def position() -> dict[int, int]:
+        if failures:
+            raise failures.pop()
+        return {0: 0}
+
+    sender = MarkSender("sc", "st", "w", Controller(), position, DAEMON_THREADS)  # type: ignore[arg-type]
+    sender.note(100, [])
+    assert sender.flush(5)
+    assert sent == []  # lost, logged
+    sender.note(200, [])
+    assert sender.flush(5)
+    assert sent == [200]
+    sender.close()
