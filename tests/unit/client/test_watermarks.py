@@ -39,6 +39,24 @@ def make(cluster: InProcessCluster, stream: str = "st", segments: int = 2) -> pr
     return mgr
 
 
+class RecordingController:
+    """The two controller calls a writer's mark sender makes, recorded: ``calls`` as
+    (time, position), -1 for ``writer_closed``; ``times`` the noted times alone."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, dict[int, int]]] = []
+        self.times: list[int] = []
+
+    def note_writer_mark(self, scope, stream, writer, time_ms, position):  # type: ignore[no-untyped-def]
+        self.calls.append((time_ms, dict(position)))
+        self.times.append(time_ms)
+        return True
+
+    def writer_closed(self, scope, stream, writer, position):  # type: ignore[no-untyped-def]
+        self.calls.append((-1, dict(position)))
+        return True
+
+
 def wait_noted(mgr: pr.StreamManager, writer: pr.EventStreamWriter, time_ms: int) -> None:
     """Until the controller has ``writer``'s mark at ``time_ms`` (marks are sent in the
     background once the events before them are acknowledged)."""
@@ -386,19 +404,7 @@ def test_a_writer_whose_events_wait_keeps_its_mark_alive() -> None:
     from pravega_ray.client.writer_marks import MarkSender
     from pravega_ray.timing import DAEMON_THREADS
 
-    class Controller:
-        def __init__(self) -> None:
-            self.calls: list[tuple[int, dict[int, int]]] = []
-
-        def note_writer_mark(self, scope, stream, writer, time_ms, position):  # type: ignore[no-untyped-def]
-            self.calls.append((time_ms, dict(position)))
-            return True
-
-        def writer_closed(self, scope, stream, writer, position):  # type: ignore[no-untyped-def]
-            self.calls.append((-1, dict(position)))
-            return True
-
-    controller = Controller()
+    controller = RecordingController()
     where = {"at": 10}
     sender = MarkSender(
         "sc",
@@ -431,22 +437,15 @@ def test_a_writer_noting_nothing_stays_alive_only_while_it_has_unacknowledged_ev
     from pravega_ray.client.writer_marks import MarkSender
     from pravega_ray.timing import DAEMON_THREADS
 
-    calls: list[int] = []
-
-    class Controller:
-        def note_writer_mark(self, scope, stream, writer, time_ms, position):  # type: ignore[no-untyped-def]
-            calls.append(time_ms)
-            return True
-
-        def writer_closed(self, scope, stream, writer, position):  # type: ignore[no-untyped-def]
-            return True
+    controller = RecordingController()
+    calls = controller.times
 
     in_flight = {"yes": True}
     sender = MarkSender(
         "sc",
         "st",
         "w",
-        Controller(),
+        controller,
         lambda: {0: 0},
         DAEMON_THREADS,  # type: ignore[arg-type]
         keepalive_s=0.05,
@@ -473,15 +472,8 @@ def test_the_mark_thread_survives_a_position_that_times_out() -> None:
     from pravega_ray.client.writer_marks import MarkSender
     from pravega_ray.timing import DAEMON_THREADS
 
-    sent: list[int] = []
-
-    class Controller:
-        def note_writer_mark(self, scope, stream, writer, time_ms, position):  # type: ignore[no-untyped-def]
-            sent.append(time_ms)
-            return True
-
-        def writer_closed(self, scope, stream, writer, position):  # type: ignore[no-untyped-def]
-            return True
+    controller = RecordingController()
+    sent = controller.times
 
     failures = [FutureTimeoutError()]
 
@@ -490,7 +482,7 @@ def test_the_mark_thread_survives_a_position_that_times_out() -> None:
             raise failures.pop()
         return {0: 0}
 
-    sender = MarkSender("sc", "st", "w", Controller(), position, DAEMON_THREADS)  # type: ignore[arg-type]
+    sender = MarkSender("sc", "st", "w", controller, position, DAEMON_THREADS)  # type: ignore[arg-type]
     sender.note(100, [])
     assert sender.flush(5)
     assert sent == []  # lost, logged
