@@ -25,18 +25,17 @@ from pravega_ray.contracts.reader_group_state import ReaderGroupState
 from pravega_ray.contracts.watermarks import (
     TimeWindow,
     WindowTracker,
-    decode_watermarks,
     mark_segment_name,
+    read_watermarks,
 )
 from pravega_ray.errors import InvalidArgumentError, SegmentNotFoundError
 from pravega_ray.naming import (
     parse_scoped_stream,
     parse_segment_name,
     segment_epoch,
-    stream_segment_name,
 )
 from pravega_ray.stream_cut import StreamCut
-from pravega_ray.timing import SYSTEM_CLOCK, Clock
+from pravega_ray.timing import Clock
 
 __all__ = ["MARKS_REFRESH_S", "TimeWindows", "window_at_cut"]
 
@@ -100,51 +99,59 @@ class TimeWindows:
         now = self._clock.monotonic()
         if now - entry.fetched >= MARKS_REFRESH_S:
             entry.fetched = now
-            self._fetch(entry)
+            _fetch(self._controller, self._segments, entry)
         if entry.tracker.waiting:
             position = self._position(entry, own)
             if position:
                 entry.tracker.advance(position, entry.ranges)
         return entry.tracker.window()
 
-    def _fetch(self, entry: _Stream) -> None:
-        if entry.segment is None:
-            info = self._controller.get_stream_info(entry.scope, entry.stream)
-            entry.segment = mark_segment_name(entry.scope, entry.stream, info.creation_time_ms)
-        while True:
-            try:
-                read = self._segments.read(entry.segment, entry.offset, _READ_BYTES, 0.0).result(
-                    _CALL_TIMEOUT_S
-                )
-            except SegmentNotFoundError:
-                return  # no watermark emitted yet
-            found, entry.offset = decode_watermarks(
-                entry.segment, entry.offset, read.data, read.segment_length
-            )
-            entry.tracker.add(mark for _, mark in found)
-            if not found or entry.offset >= read.segment_length:
-                return
-
     def _position(self, entry: _Stream, own: Iterable[tuple[str, int]]) -> dict[int, int]:
-        """The group's position on the stream as ``{segment id: offset}``, with the key
-        ranges of its segments loaded into ``entry.ranges``."""
-        offsets = {**self._group_offsets, **dict(own)}
+        """The group's position on the stream as ``{segment id: offset}`` (this reader's
+        own offsets over the group's), with the key ranges of its segments loaded."""
         position: dict[int, int] = {}
-        for name, offset in offsets.items():
+        for name, offset in {**self._group_offsets, **dict(own)}.items():
             try:
                 parsed = parse_segment_name(name)
             except InvalidArgumentError:
                 continue
-            if (parsed.scope, parsed.stream) != (entry.scope, entry.stream):
-                continue
-            position[parsed.segment_id] = offset
-        for sid in position:
-            epoch = segment_epoch(sid)
-            if sid not in entry.ranges and epoch not in entry.epochs:
-                entry.epochs.add(epoch)
-                for r in self._controller.get_epoch_segments(entry.scope, entry.stream, epoch):
-                    entry.ranges[r.segment_id] = (r.key_low, r.key_high)
-        return {sid: off for sid, off in position.items() if sid in entry.ranges}
+            if (parsed.scope, parsed.stream) == (entry.scope, entry.stream):
+                position[parsed.segment_id] = offset
+        return _with_ranges(self._controller, entry, position)
+
+
+def _fetch(
+    controller: ControllerConnection, segments: SegmentStoreConnection, entry: _Stream
+) -> None:
+    """Add the watermarks appended to the stream's mark segment since the last fetch."""
+    if entry.segment is None:
+        info = controller.get_stream_info(entry.scope, entry.stream)
+        entry.segment = mark_segment_name(entry.scope, entry.stream, info.creation_time_ms)
+    segment = entry.segment
+    try:
+        for found, after in read_watermarks(
+            lambda at: segments.read(segment, at, _READ_BYTES, 0.0).result(_CALL_TIMEOUT_S),
+            segment,
+            entry.offset,
+        ):
+            entry.tracker.add(found)
+            entry.offset = after
+    except SegmentNotFoundError:
+        return  # no watermark emitted yet
+
+
+def _with_ranges(
+    controller: ControllerConnection, entry: _Stream, position: dict[int, int]
+) -> dict[int, int]:
+    """``position`` without segments whose key range stays unknown, the ranges of the others
+    loaded into ``entry.ranges`` (asked of the controller once per epoch)."""
+    for sid in position:
+        epoch = segment_epoch(sid)
+        if sid not in entry.ranges and epoch not in entry.epochs:
+            entry.epochs.add(epoch)
+            for r in controller.get_epoch_segments(entry.scope, entry.stream, epoch):
+                entry.ranges[r.segment_id] = (r.key_low, r.key_high)
+    return {sid: off for sid, off in position.items() if sid in entry.ranges}
 
 
 def window_at_cut(
@@ -157,9 +164,6 @@ def window_at_cut(
     if not isinstance(cut, StreamCut) or cut.is_unbounded:
         raise InvalidArgumentError("a time window is asked at a bounded StreamCut")
     entry = _Stream(cut.scope, cut.stream)
-    windows = TimeWindows(controller, segments, SYSTEM_CLOCK)
-    windows._fetch(entry)
-    own = [(stream_segment_name(cut.scope, cut.stream, s), o) for s, o in cut.positions.items()]
-    position = windows._position(entry, own)
-    entry.tracker.advance(position, entry.ranges)
+    _fetch(controller, segments, entry)
+    entry.tracker.advance(_with_ranges(controller, entry, dict(cut.positions)), entry.ranges)
     return entry.tracker.window()

@@ -30,12 +30,13 @@ import json
 import struct
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pravega_ray.constants import SYSTEM_SCOPE
 from pravega_ray.contracts.cut_order import Cut, Ranges, covers_key_space, cut_le
+from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
 from pravega_ray.naming import segment_epoch, segment_id, stable_hash64, stream_segment_name
 
@@ -50,6 +51,7 @@ __all__ = [
     "encode_watermark",
     "mark_segment_name",
     "passed",
+    "read_watermarks",
     "upper_bound",
 ]
 
@@ -204,6 +206,25 @@ def decode_watermarks(
         found.append((offset + end, mark))
         at = end
     return found, offset + at
+
+
+def read_watermarks(
+    read: Callable[[int], ReadResult], segment: str, offset: int, end: int | None = None
+) -> Iterator[tuple[list[Watermark], int]]:
+    """The watermarks of mark segment ``segment`` from ``offset`` on, a read at a time
+    (``read(offset)``; a read may stop short of the end): per read, the whole entries it
+    held and the offset after them. Ends at ``end`` (default: the length each read reports)
+    or at a read holding no whole entry. DataCorruptionError as :func:`decode_watermarks`
+    (the entries of earlier reads were yielded already)."""
+    while end is None or offset < end:
+        result = read(offset)
+        length = result.segment_length if end is None else end
+        found, offset = decode_watermarks(segment, offset, result.data, length)
+        if not found:
+            return
+        yield [mark for _, mark in found], offset
+        if offset >= length:
+            return
 
 
 def _damaged(segment: str, offset: int, why: str) -> DataCorruptionError:

@@ -48,9 +48,9 @@ from pravega_ray.contracts.watermarks import (
     WriterMark,
     check_position,
     check_time_ms,
-    decode_watermarks,
     encode_watermark,
     mark_segment_name,
+    read_watermarks,
     upper_bound,
 )
 from pravega_ray.controller.controller_steps import ControllerSteps
@@ -359,12 +359,13 @@ class PeriodicWatermarking:
             length = 0
         if length < offset:  # the record is ahead of a segment re-created: trust the segment
             offset, last = 0, None
-        while offset < length:
-            read = self._segments.read(segment, offset, min(READ_CHUNK, length - offset), 0.0)
-            found, offset = decode_watermarks(segment, offset, read.data, length)
-            if not found:
-                break
-            last = found[-1][1]
+        for found, _ in read_watermarks(
+            lambda at: self._segments.read(segment, at, min(READ_CHUNK, length - at), 0.0),
+            segment,
+            offset,
+            length,
+        ):
+            last = found[-1]
         return last, length, None if record is None else record.version
 
 

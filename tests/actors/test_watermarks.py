@@ -12,7 +12,7 @@ import ray
 
 import pravega_ray as pr
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
-from pravega_ray.contracts.watermarks import decode_watermarks, mark_segment_name
+from pravega_ray.contracts.watermarks import mark_segment_name, read_watermarks
 from pravega_ray_actors.options import stream_bucket_name
 from tests.buckets import private_bucket
 
@@ -116,19 +116,13 @@ def test_a_bucket_killed_mid_run_emits_each_watermark_once(cluster, unique_name,
     def marks() -> list[int]:
         """Every watermark's lower bound in the mark segment (a read may stop short of the
         end: read on until there)."""
-        lowers: list[int] = []
-        offset, length = 0, 1
-        while offset < length:
-            try:
-                read = segments.read(segment, offset, 1 << 20, 0.0).result(30)
-            except pr.SegmentNotFoundError:
-                return lowers
-            found, offset = decode_watermarks(segment, offset, read.data, read.segment_length)
-            lowers += [m.lower_ms for _, m in found]
-            length = read.segment_length
-            if not found:
-                break
-        return lowers
+        reads = read_watermarks(
+            lambda at: segments.read(segment, at, 1 << 20, 0.0).result(30), segment, 0
+        )
+        try:
+            return [mark.lower_ms for found, _ in reads for mark in found]
+        except pr.SegmentNotFoundError:
+            return []
 
     writer = cluster.create_writer(scope, "st", pr.Utf8Serializer())
     writer.write_event("e")

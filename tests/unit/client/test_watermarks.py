@@ -16,7 +16,11 @@ import time
 import pytest
 
 import pravega_ray as pr
-from pravega_ray.contracts.watermarks import Watermark, decode_watermarks, mark_segment_name
+from pravega_ray.contracts.watermarks import (
+    Watermark,
+    mark_segment_name,
+    read_watermarks,
+)
 from pravega_ray.errors import InvalidArgumentError
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.timing import ManualClock
@@ -70,16 +74,10 @@ def emitted(cluster: InProcessCluster, stream: str = "st") -> list[Watermark]:
     """Every watermark in the stream's mark segment, in order."""
     info = cluster.stream_manager().get_stream_info("sc", stream)
     segment = mark_segment_name("sc", stream, info.creation_time_ms)
-    marks: list[Watermark] = []
-    offset, length = 0, 1
-    while offset < length:  # a read may stop short of the end
-        read = cluster.segments.read(segment, offset, 1 << 20, 0.0).result(10)
-        found, offset = decode_watermarks(segment, offset, read.data, read.segment_length)
-        marks += [m for _, m in found]
-        length = read.segment_length
-        if not found:
-            break
-    return marks
+    reads = read_watermarks(
+        lambda at: cluster.segments.read(segment, at, 1 << 20, 0.0).result(10), segment, 0
+    )
+    return [mark for found, _ in reads for mark in found]
 
 
 def test_windows_follow_two_writers_and_never_contradict_the_events_read(

@@ -111,3 +111,22 @@ def test_marks_and_names() -> None:
     assert WriterMark.from_dict(mark.to_dict()) == mark
     assert mark_segment_name("sc", "st", 1) != mark_segment_name("sc", "st", 2)
     assert mark_segment_name("sc", "st", 1).startswith("_system/")
+
+
+def test_read_watermarks_goes_on_through_short_reads_to_the_end() -> None:
+    from pravega_ray.contracts.segment_store import ReadResult
+    from pravega_ray.contracts.watermarks import read_watermarks
+
+    marks = [Watermark(t, t, {A: t}, {A: (0.0, 1.0)}) for t in (1, 2, 3)]
+    data = b"".join(encode_watermark(m) for m in marks)
+    one = len(encode_watermark(marks[0]))
+
+    def read(at: int) -> ReadResult:  # one entry per read (all three are the same size)
+        return ReadResult(at, data[at : at + one], False, len(data))
+
+    reads = list(read_watermarks(read, "seg", 0))
+    assert [found for found, _ in reads] == [[m] for m in marks]
+    assert [after for _, after in reads] == [one, 2 * one, 3 * one]
+    assert [f for found, _ in read_watermarks(read, "seg", one, end=2 * one) for f in found] == [
+        marks[1]
+    ]
