@@ -32,7 +32,7 @@ defect, and restores the original on exit (tests only; never nested in threads):
   sealed stream removes its records and remembers its numbers but deletes none of its
   segments: found by the recursive delete of a scope (``scope_delete``), whose streams'
   segments stay in the containers.
-* ``note-skips-pending`` (client, ``EventStreamWriter.note_time``): a noted time awaits none
+* ``note-skips-pending`` (client, ``EventStreamWriter._awaited``): a noted time awaits none
   of the writer's pending events, so its mark reports a position before events written
   before the note (with earlier times): a reader past that watermark's cut reads events
   older than its window's lower bound. Found by ``watermarks`` (``sim/watermarks.py``).
@@ -51,10 +51,9 @@ from typing import Any
 
 from pravega_ray.client.segment_output_stream import SegmentOutputStream
 from pravega_ray.client.writer import EventStreamWriter
-from pravega_ray.client.writer_marks import MarkSender
 from pravega_ray.constants import TIME_INDEX_RESOLUTION_MS
 from pravega_ray.contracts.attributes import NULL_VALUE
-from pravega_ray.contracts.watermarks import Watermark, check_time_ms
+from pravega_ray.contracts.watermarks import Watermark
 from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray.controller.watermark_tasks import PeriodicWatermarking
 from pravega_ray.logs import filesystem
@@ -173,22 +172,8 @@ def _finish_delete_keeping_segments(self: StreamWorkflows, scope: str, stream: s
     self._records.delete(scope, stream)
 
 
-def _note_time_awaiting_nothing(self: EventStreamWriter[Any], time_ms: int) -> None:
-    check_time_ms(time_ms)
-    with self._lock:
-        if self._closed or self._failure is not None:
-            self._raise_unusable()
-        if self._marks is None:
-            self._marks = MarkSender(
-                self.scope,
-                self.stream,
-                self.writer_id.hex(),
-                self._context.controller,
-                self._position,
-                self._scheduler,
-            )
-        marks = self._marks
-    marks.note(time_ms, [])  # BUG: the events pending now are not awaited
+def _awaiting_nothing(self: EventStreamWriter[Any]) -> list[Any]:
+    return []  # BUG: the events pending now are not awaited
 
 
 def _last_forgetting(
@@ -207,7 +192,7 @@ _PATCHES: dict[str, tuple[Any, str, Callable[..., Any]]] = {
     "time-index-follows-clock": (container_module, "index_entries", _index_entries_following_clock),
     "reader-takes-successor-early": (SimReader, "release", _release_early),
     "delete-keeps-segments": (StreamWorkflows, "finish_delete", _finish_delete_keeping_segments),
-    "note-skips-pending": (EventStreamWriter, "note_time", _note_time_awaiting_nothing),
+    "note-skips-pending": (EventStreamWriter, "_awaited", _awaiting_nothing),
     "watermark-forgets-last": (PeriodicWatermarking, "_last", _last_forgetting),
 }
 _ORIGINALS: dict[str, Callable[..., Any]] = {

@@ -71,6 +71,7 @@ import random
 import threading
 import uuid
 from collections.abc import Iterable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Generic, TypeVar
 
@@ -366,7 +367,7 @@ class EventStreamWriter(Generic[T]):
         with self._lock:
             if self._closed or self._failure is not None:
                 self._raise_unusable()
-            awaited = [block.future for out in self._streams for block in out.blocks.pending()]
+            awaited = self._awaited()
             if self._marks is None:
                 self._marks = MarkSender(
                     self.scope,
@@ -379,6 +380,11 @@ class EventStreamWriter(Generic[T]):
                 )
             marks = self._marks
         marks.note(time_ms, awaited)
+
+    def _awaited(self) -> list[Future[Any]]:
+        """Under the lock: the futures of every block not yet settled, which a time noted
+        now waits for before it is sent."""
+        return [block.future for out in self._streams for block in out.blocks.pending()]
 
     def _unacknowledged(self) -> bool:
         """Whether any event written is not acknowledged yet (the mark sender's keep-alive)."""
