@@ -267,3 +267,27 @@ class ControllerSteps:
         now = self._clock.wall_time_ms()
         body = {"type": kind, "scope": scope, "stream": stream, "posted_ms": now}
         self._requests.post({**body, **fields})
+
+    def wake(self, scope: str, stream: str) -> None:
+        """Post a ``wake`` request about ``scope/stream``: posted after a workflow's
+        temporary property is written (its request went first, Pravega's order), so that a
+        processor which read the request before the property, and postponed it, tries it
+        again now instead of after its rest (a new request of a resting stream ends the
+        rest; the wake itself does nothing). At most once: a wake lost costs only the rest,
+        so a failure is logged, not raised (the workflow is asked for already)."""
+        try:
+            self._requests.post(
+                {
+                    "type": "wake",
+                    "scope": scope,
+                    "stream": stream,
+                    "posted_ms": self._clock.wall_time_ms(),
+                }
+            )
+        except (PravegaError, TimeoutError) as e:
+            log.info(
+                "controller: no wake posted for %s/%s (%r); the request runs after its rest",
+                scope,
+                stream,
+                e,
+            )

@@ -169,6 +169,7 @@ class StreamCutTasks:
             raise ConflictingUpdateError(
                 f"a truncation of {scope}/{stream} is under way; try again once it is done"
             ) from None
+        self._steps.wake(scope, stream)
         return True
 
     def check_truncate(self, scope: str, stream: str) -> bool:

@@ -317,6 +317,7 @@ class StreamMetadataTasks:
         record = records.start_scale(
             scope, stream, list(sealed_segment_ids), ranges, self._clock.wall_time_ms()
         )
+        self._steps.wake(scope, stream)
         return record.epoch
 
     def check_scale(self, scope: str, stream: str, epoch: int) -> bool:
@@ -348,6 +349,7 @@ class StreamMetadataTasks:
             raise ConflictingUpdateError(
                 f"an update of {scope}/{stream} is under way; try again once it is done"
             ) from None
+        self._steps.wake(scope, stream)
         return True
 
     def check_update(self, scope: str, stream: str) -> bool:

@@ -127,6 +127,7 @@ class StreamWorkflows:
             "truncate": self._on_truncate,
             "delete_scope": self._on_delete_scope,
             "roll": self._on_roll,
+            "wake": lambda scope, stream, body: DONE,  # ControllerSteps.wake: its arrival is all
         }
         handler = handlers.get(kind) if isinstance(kind, str) else None
         if handler is None:

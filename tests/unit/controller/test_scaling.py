@@ -6,14 +6,17 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from typing import Any
 
 import pytest
 
 import pravega_ray as pr
 from pravega_ray.client.event_framing import frame_events
-from pravega_ray.controller.request_stream import REQUEST_SEGMENT
+from pravega_ray.controller.event_processor import RequestEventProcessor
+from pravega_ray.controller.request_stream import REQUEST_SEGMENT, RequestStream
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import segment_id
+from pravega_ray.timing import ManualClock, ManualThreadScheduler
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -495,3 +498,63 @@ def test_a_group_created_after_scales_reads_from_the_head(cluster) -> None:  # t
             assert event is not None, f"read {len(got)} of {written}"
             got.append(event.event["n"])
     assert sorted(got) == list(range(written))
+
+
+class _ReadAtOnce:
+    """The request stream of a controller instance whose processor reads each workflow
+    request the moment it is posted, before the instance writes the workflow's property
+    (the race that made every scale, update and truncation wait out a rest)."""
+
+    def __init__(self, inner: Any, processor: RequestEventProcessor) -> None:
+        self._inner = inner
+        self._processor = processor
+
+    def post(self, body: dict[str, Any]) -> int:
+        offset = int(self._inner.post(body))
+        if body["type"] in ("scale", "update", "truncate"):
+            self._processor.run_once()
+            assert self._processor.wait_settled(10)
+        return offset
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("workflow", ["scale", "update", "truncate"])
+def test_a_request_read_before_its_property_runs_once_the_property_is_written_not_after_a_rest(
+    cluster, workflow: str
+) -> None:  # type: ignore[no-untyped-def]
+    # The request goes first, then the property (Pravega's order); a processor reading the
+    # request in between postpones it, and its stream rests. The instance then posts a wake:
+    # the workflow runs at once, with the processor's clock never moved past the rest.
+    mgr = _stream(cluster, 2)
+    with cluster.create_writer("sc", "st", pr.BytesSerializer()) as writer:
+        writer.write_event(b"e", routing_key="k")
+    cut = cluster.core.get_tail_cut("sc", "st")
+    cluster.processor.stop()
+    clock = ManualClock()
+    processor = RequestEventProcessor(
+        RequestStream(cluster._segment_helper()),
+        cluster.new_workflows().handle,
+        cluster.metadata,
+        clock=clock,
+        scheduler=ManualThreadScheduler(clock),
+    )
+    core = cluster.core
+    core._steps._requests = _ReadAtOnce(core._steps._requests, processor)
+    processor.run_once()  # reads everything posted before (the create): settled
+    assert processor.wait_settled(10)
+    s0 = mgr.get_stream_info("sc", "st").segments[0]
+    if workflow == "scale":
+        epoch = core.scale_stream("sc", "st", [s0.segment_id], [(0.0, 0.25), (0.25, 0.5)])
+        done = lambda: core.check_scale("sc", "st", epoch)  # noqa: E731
+    elif workflow == "update":
+        core.update_stream("sc", "st", pr.StreamConfiguration(pr.ScalingPolicy.fixed(3)))
+        done = lambda: core.check_update("sc", "st")  # noqa: E731
+    else:
+        core.truncate_stream("sc", "st", cut)
+        done = lambda: core.check_truncate("sc", "st")  # noqa: E731
+    assert not done()  # the processor postponed it: its stream rests
+    processor.run_once()  # reads the wake; the clock stays where it was
+    assert processor.wait_settled(10)
+    assert done()

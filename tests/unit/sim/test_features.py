@@ -13,12 +13,14 @@ EVERY_KIND = sim.SimConfig()
 BEFORE_WATERMARKS = sim.SimConfig(faults=sim.FAULT_KINDS - {"watermarks"})
 """Every kind but event time: seeds found before it joined run as they did then."""
 
-SCOPE_CRASH_SEEDS = (54, 62, 68, 101, 106, 116)
+SCOPE_CRASH_SEEDS = (54, 62, 68, 101, 106, 133)
 """Seeds (every kind, 1000 steps) whose controller crashes between two steps of the
 scope's recursive delete or of the seal and delete of one of its streams (found by a
 search of seeds 0 to 120; they run without ``watermarks``, which joined later). 61 and 113
 stopped crashing there once later commits changed their runs (already at the commit
-before ``watermarks`` joined): 106 and 116 (a search of seeds 0 to 130) replace them."""
+before ``watermarks`` joined): 106 and 116 (a search of seeds 0 to 130) replace them. 116
+stopped once the controller began posting a wake after each workflow's property (one
+more request-stream append per scale): 133 (a search of seeds 0 to 140) replaces it."""
 
 
 def test_seeds_with_a_recursive_scope_delete_pass() -> None:

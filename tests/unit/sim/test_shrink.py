@@ -88,12 +88,12 @@ def test_only_a_failing_run_is_shrunk() -> None:
 def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["--seeds", "1", "--start", "0", "--steps", "1000", "--bug", "container-acks-early"]
-    # Without the features: seed 0 runs as it did before they existed.
+    argv = ["--seeds", "1", "--start", "1", "--steps", "1000", "--bug", "container-acks-early"]
+    # Without the features: seed 1 runs as it did before they existed.
     without = ["--without", "drop_call,drop_reply,scope_delete,tier2_outage,watermarks"]
     assert main([*argv, *without, "--trace-lines", "5"]) == 1
     out = capsys.readouterr().out
-    assert "shrinking seed 0 (at most 40 runs)" in out
+    assert "shrinking seed 1 (at most 40 runs)" in out
     assert "original violation at step " in out and "shrunk violation at step " in out
     shrunk_line = next(line for line in out.splitlines() if line.startswith("shrunk violation"))
     step = shrunk_line.split()[4].rstrip(":")
@@ -104,19 +104,19 @@ def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
     assert steps < 1000
     assert main(command[3:]) == 1  # the shrunk run, replayed: the same violation, same step
     replayed = capsys.readouterr().out
-    assert f"seed 0: step {step}: " in replayed
+    assert f"seed 1: step {step}: " in replayed
     assert shrunk_line.split(": ", 1)[1] in replayed
     assert "shrinking" not in replayed
 
 
 def test_no_shrink_prints_the_original_run(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--seeds", "1", "--start", "0", "--steps", "1000", "--bug", "container-acks-early"]
+    argv = ["--seeds", "1", "--start", "1", "--steps", "1000", "--bug", "container-acks-early"]
     kinds = (
-        "drop_call,drop_reply,scope_delete,tier2_outage,watermarks"  # seed 0 as before the features
+        "drop_call,drop_reply,scope_delete,tier2_outage,watermarks"  # seed 1 as before the features
     )
     assert main([*argv, "--without", kinds, "--no-shrink"]) == 1
     out = capsys.readouterr().out
     assert "shrinking" not in out
-    assert "replay: python -m sim --seeds 1 --start 0 --steps 1000" in out
+    assert "replay: python -m sim --seeds 1 --start 1 --steps 1000" in out
     without = f"--without {kinds}"
     assert f"{without} --bug container-acks-early --no-shrink" in out
