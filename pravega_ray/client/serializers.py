@@ -20,6 +20,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
+import orjson
+
 from pravega_ray.client.json_columns import decode_rows, encode_rows
 from pravega_ray.constants import MIB
 from pravega_ray.errors import InvalidArgumentError, SerializationError
@@ -260,6 +262,68 @@ def _check_json_type(arrow_type: Any, path: str) -> None:
         )
 
 
+# --- JSON text: orjson where it writes and reads exactly what Python's json does -------------
+#
+# The stored format is Python's ``json.dumps(value, separators=(",", ":"), allow_nan=False)``
+# (ASCII, everything else escaped), and ``deserialize`` reads what ``json.loads`` reads. orjson
+# is several times faster, and differs from Python's json in ways that matter here. Writing: it
+# writes NaN and infinities as ``null`` (json refuses them); serializes what json refuses
+# (enums, UUIDs, dataclasses, datetimes, ``orjson.Fragment``); refuses what json writes
+# (non-str keys, str subclasses as keys, ints beyond 64 bits, lone surrogates, float
+# subclasses, nesting past 254 levels); writes non-ASCII and DEL (0x7f) as raw UTF-8 where json
+# escapes them; and formats floats in 0 < |x| < 1e-4 otherwise (``0.00001`` and ``1e-6`` for
+# json's ``1e-05`` and ``1e-06``). Reading: it refuses ``NaN``/``Infinity``, lone surrogate
+# escapes, a byte order mark, UTF-16/32 and numbers json reads as inf (json reads them all);
+# and it reads ints beyond 64 bits as floats, where json keeps them exact ints.
+#
+# So orjson writes only values made of exactly dict, list, tuple, str, int, bool, None and
+# finite floats of 0 or at least 1e-4 in magnitude, at most ``_ORJSON_DEPTH_MAX`` deep
+# (:func:`_orjson_writes_alike`); whatever it then refuses (a key that is not exactly a str, an
+# int beyond 64 bits, a lone surrogate) and bytes that are not ASCII without DEL go to json.
+# Reading, orjson decodes a payload unless it holds a digit run long enough to be an int beyond
+# 64 bits; what orjson refuses goes to json. Python's json thus decides everything orjson might
+# see otherwise: the stored bytes, the values read and the errors are what they were before
+# orjson, byte for byte (tests/unit/client/test_serializers.py compares them).
+
+_ORJSON_DEPTH_MAX = 64
+"""Values nested deeper than this are written by Python's json (orjson stops at 254)."""
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"-0123456789", b"0" * 11)
+_LONG_INT = b"0" * 20
+"""Once digits and ``-`` read ``0``: a run that may be an int orjson reads as a float (a
+positive int past 2**64 - 1 has at least 20 digits; a negative one below -2**63, a minus and
+at least 19)."""
+
+
+def _orjson_writes_alike(value: Any, depth: int) -> bool:
+    """Whether ``value`` is made only of what orjson writes as Python's json does, or raises
+    for (see above): exact types, so subclasses, enums and other objects go to json."""
+    kind = type(value)
+    if kind is dict:
+        items = value.values()  # orjson itself refuses a key that is not exactly a str
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        items = (value,)
+    if depth == 0:
+        return False
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is int or item is None or kind is bool:
+            continue
+        if kind is float:
+            # Finite (NaN and the infinities minus themselves are NaN), and not a float
+            # orjson formats otherwise (0 < |item| < 1e-4); comparisons, not calls: per value.
+            if item - item == 0.0 and not (-1e-4 < item < 1e-4 and item != 0.0):
+                continue
+            return False
+        if not (kind is dict or kind is list or kind is tuple):
+            return False
+        if not _orjson_writes_alike(item, depth - 1):
+            return False
+    return True
+
+
 class JsonSerializer:
     """Events are JSON values, stored as compact JSON text (ASCII, non-ASCII escaped).
 
@@ -312,21 +376,40 @@ class JsonSerializer:
         return _json_object(event, list(self._schema), "")
 
     def serialize(self, event: Any) -> bytes:
+        # The hot path of JSON writers, kept flat (a call per step costs several percent):
+        # orjson where it writes Python's json's bytes, json for the rest (see above).
+        if self._schema is not None:
+            try:
+                event = _json_object(event, list(self._schema), "")
+            except _JsonTypeMismatch as e:
+                raise _encode_error(f"event does not fit the schema: {e}") from None
+        if _orjson_writes_alike(event, _ORJSON_DEPTH_MAX):
+            try:
+                text = orjson.dumps(event)
+            except orjson.JSONEncodeError:
+                pass  # a key not exactly a str, an int beyond 64 bits, a lone surrogate
+            else:
+                if text.isascii() and text.find(b"\x7f") < 0:
+                    return text
         try:
-            checked = self._checked(event)
-        except _JsonTypeMismatch as e:
-            raise _encode_error(f"event does not fit the schema: {e}") from None
-        try:
-            return json.dumps(checked, separators=(",", ":"), allow_nan=False).encode("utf-8")
+            return json.dumps(event, separators=(",", ":"), allow_nan=False).encode("ascii")
         except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as e:
             raise _encode_error(f"event is not JSON serializable: {e}") from None
 
     def deserialize(self, data: bytes) -> Any:
-        raw = _raw(data, "JsonSerializer")
+        raw = data if type(data) is bytes else _raw(data, "JsonSerializer")
         try:
-            value = json.loads(raw)
+            if raw.translate(_DIGITS_AS_ZERO).find(_LONG_INT) < 0:
+                try:
+                    value = orjson.loads(raw)
+                except orjson.JSONDecodeError:  # NaN, a lone surrogate, a BOM, UTF-16, depth
+                    value = json.loads(raw)
+            else:  # maybe an int beyond 64 bits, which orjson would read as a float
+                value = json.loads(raw)
         except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
             raise _decode_error(f"bytes are not JSON: {e}", raw) from None
+        if self._schema is None:
+            return value
         try:
             return self._checked(value)
         except _JsonTypeMismatch as e:
