@@ -238,6 +238,12 @@ WATERMARK_PERIOD_S_DEFAULT = 10.0
 marks (Pravega's default); ``start_local(watermark_period_s=...)`` changes it."""
 WATERMARK_WRITER_TIMEOUT_S = 60.0
 """A writer that noted no time for this long is dropped from its stream's watermarks."""
+WATERMARK_SEGMENT_KEEP_BYTES = 1 * MIB
+"""A stream's mark segment keeps its newest watermarks, between this many bytes and twice as
+many (about 7,000 to 14,000 of one or two segments each, 19 to 38 hours at the default
+period); older ones are truncated, so a stream noting time for a year keeps megabytes, not
+hundreds. A reader (or a batch's ``time_window``) behind every watermark kept gets a window
+with no lower bound until it passes one."""
 AUTO_SCALE_STREAM_COOLDOWN_S = 10.0
 """After a scale, auto-scale reports about the stream are ignored this long (one burst
 scales once)."""

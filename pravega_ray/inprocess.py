@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from pravega_ray.client.client_factory import ClientFactory
 from pravega_ray.client.connection import SegmentStoreConnection
 from pravega_ray.client.controller_connection import ControllerClient
-from pravega_ray.constants import WATERMARK_WRITER_TIMEOUT_S
+from pravega_ray.constants import WATERMARK_SEGMENT_KEEP_BYTES, WATERMARK_WRITER_TIMEOUT_S
 from pravega_ray.contracts.controller_service import method_name
 from pravega_ray.contracts.segment_store_service import SegmentStoreClient
 from pravega_ray.controller.controller import Controller
@@ -192,9 +192,11 @@ class InProcessCluster(ClientFactory):
         clock: Clock = SYSTEM_CLOCK,
         step: Callable[[str], None] = lambda name: None,
         writer_timeout_s: float = WATERMARK_WRITER_TIMEOUT_S,
+        keep_bytes: int = WATERMARK_SEGMENT_KEEP_BYTES,
     ) -> PeriodicWatermarking:
         """The watermark workflow over this cluster's records, as the stream buckets run it
-        (``clock``: a manual one for tests; ``step`` is called between a run's steps)."""
+        (``clock``: a manual one for tests; ``step`` is called between a run's steps;
+        ``keep_bytes``: the mark segments' bound)."""
         records = self.metadata
         return PeriodicWatermarking(
             StreamMetadataStore(records),
@@ -203,6 +205,7 @@ class InProcessCluster(ClientFactory):
             clock=clock,
             step=step,
             writer_timeout_s=writer_timeout_s,
+            keep_bytes=keep_bytes,
         )
 
     def run_watermarks(self) -> int:

@@ -178,9 +178,11 @@ def _awaiting_nothing(self: EventStreamWriter[Any]) -> list[Any]:
 
 def _last_forgetting(
     self: PeriodicWatermarking, scope: str, stream: str, segment: str
-) -> tuple[Watermark | None, int, int | None]:
-    _, length, version = _ORIGINALS["watermark-forgets-last"](self, scope, stream, segment)
-    return None, length, version  # BUG: the last watermark is forgotten
+) -> tuple[Watermark | None, int, int | None, int]:
+    _, length, version, keep_from = _ORIGINALS["watermark-forgets-last"](
+        self, scope, stream, segment
+    )
+    return None, length, version, keep_from  # BUG: the last watermark is forgotten
 
 
 _PATCHES: dict[str, tuple[Any, str, Callable[..., Any]]] = {

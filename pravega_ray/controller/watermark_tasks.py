@@ -23,7 +23,12 @@ Records (the controller's metadata, next to the stream's own):
    (``contracts.watermarks.upper_bound``);
 6. append the watermark to the mark segment *conditionally on its length*, so two runs at
    once (a bucket restarted, say) emit it once; then store the record, and drop the closed
-   writers' marks the watermark covered.
+   writers' marks the watermark covered;
+7. keep the segment bounded: once ``keep_bytes`` were appended since the entry the record
+   notes (``keep_from``, an entry's start), truncate the segment there and note the entry
+   just appended instead; the segment holds between ``keep_bytes`` and twice as many (a
+   truncation is idempotent, so a run killed around it repeats it harmlessly). A run whose
+   record points below the segment's start reads on from the start (an entry's start too).
 
 Killed between any two steps, the next run starts again from the segment: a watermark is
 never emitted twice, never moves backwards (its lower bound grows strictly, its cut is an
@@ -40,7 +45,11 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from pravega_ray import metrics
-from pravega_ray.constants import SYSTEM_SCOPE, WATERMARK_WRITER_TIMEOUT_S
+from pravega_ray.constants import (
+    SYSTEM_SCOPE,
+    WATERMARK_SEGMENT_KEEP_BYTES,
+    WATERMARK_WRITER_TIMEOUT_S,
+)
 from pravega_ray.contracts.records import StreamState
 from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.contracts.watermarks import (
@@ -61,6 +70,7 @@ from pravega_ray.errors import (
     PravegaError,
     SegmentExistsError,
     SegmentNotFoundError,
+    SegmentTruncatedError,
     StreamNotFoundError,
 )
 from pravega_ray.timing import SYSTEM_CLOCK, Clock
@@ -97,6 +107,8 @@ class WatermarkSegments(Protocol):
     def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult: ...
 
     def append_at(self, segment: str, data: bytes, expected_offset: int) -> bool: ...
+
+    def truncate_segment(self, segment: str, offset: int) -> None: ...
 
 
 def check_writer_id(writer_id: object) -> str:
@@ -227,9 +239,12 @@ class PeriodicWatermarking:
         *,
         clock: Clock = SYSTEM_CLOCK,
         writer_timeout_s: float = WATERMARK_WRITER_TIMEOUT_S,
+        keep_bytes: int = WATERMARK_SEGMENT_KEEP_BYTES,
         step: Callable[[str], None] = lambda name: None,
     ) -> None:
-        """``step`` is called after each named step of :meth:`run` (tests kill runs there)."""
+        """``step`` is called after each named step of :meth:`run` (tests kill runs there);
+        ``keep_bytes``: the mark segment's bound (module docstring, step 7)."""
+        self._keep_bytes = keep_bytes
         self._store = store
         self._records = records
         self._segments = segments
@@ -297,7 +312,7 @@ class PeriodicWatermarking:
         if not timing:
             return None
         segment = mark_segment_name(scope, stream, created)
-        previous, end, record_version = self._last(scope, stream, segment)
+        previous, end, record_version, keep_from = self._last(scope, stream, segment)
         self._step("last read")
         lower, upper = min(timing), max(timing)
         if previous is not None and lower <= previous.lower_ms:
@@ -333,7 +348,16 @@ class PeriodicWatermarking:
             log.info("watermarks of %s/%s: another run emitted first", scope, stream)
             return None
         self._step("appended")
-        record = {"segment": segment, "offset": end + len(entry), "last": watermark.to_dict()}
+        if end + len(entry) - keep_from >= self._keep_bytes:
+            self._segments.truncate_segment(segment, keep_from)  # at or below the start: no-op
+            self._step("truncated")
+            keep_from = end  # where the entry just appended starts
+        record = {
+            "segment": segment,
+            "offset": end + len(entry),
+            "last": watermark.to_dict(),
+            "keep_from": keep_from,
+        }
         with contextlib.suppress(ConflictingUpdateError):  # the next run reads the segment
             self._records.put(f"{RECORD}/{scope}/{stream}", record, record_version)
         self._step("recorded")
@@ -344,12 +368,13 @@ class PeriodicWatermarking:
 
     def _last(
         self, scope: str, stream: str, segment: str
-    ) -> tuple[Watermark | None, int, int | None]:
+    ) -> tuple[Watermark | None, int, int | None, int]:
         """The last watermark in the mark segment (created here if missing), the segment's
-        length, and the version of the stream's watermark record."""
+        length, the version of the stream's watermark record and its ``keep_from``."""
         record = self._records.get(f"{RECORD}/{scope}/{stream}")
         stored = record.value if record is not None and record.value["segment"] == segment else {}
         offset = int(stored.get("offset", 0))
+        keep_from = int(stored.get("keep_from", 0))
         last = Watermark.from_dict(stored["last"]) if stored.get("last") else None
         try:
             length = self._segments.segment_length(segment)
@@ -358,15 +383,23 @@ class PeriodicWatermarking:
                 self._segments.create_segment(segment)
             length = 0
         if length < offset:  # the record is ahead of a segment re-created: trust the segment
-            offset, last = 0, None
-        for found, _ in read_watermarks(
-            lambda at: self._segments.read(segment, at, min(READ_CHUNK, length - at), 0.0),
-            segment,
-            offset,
-            length,
-        ):
-            last = found[-1]
-        return last, length, None if record is None else record.version
+            offset, last, keep_from = 0, None, 0
+        while True:
+            try:
+                for found, after in read_watermarks(
+                    lambda at: self._segments.read(segment, at, min(READ_CHUNK, length - at), 0.0),
+                    segment,
+                    offset,
+                    length,
+                ):
+                    last, offset = found[-1], after
+                break
+            except SegmentTruncatedError as e:  # truncated past the record: read on from there
+                start = int(getattr(e, "start_offset", length))
+                if start <= offset:
+                    raise
+                offset = keep_from = start
+        return last, length, None if record is None else record.version, keep_from
 
 
 def read_marks(

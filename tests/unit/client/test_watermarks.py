@@ -488,3 +488,84 @@ def test_the_mark_thread_survives_a_position_that_times_out() -> None:
     assert sender.flush(5)
     assert sent == [200]
     sender.close()
+
+
+def _kept(cluster: InProcessCluster, stream: str = "st") -> tuple[list[Watermark], int, int]:
+    """The watermarks the mark segment still holds (from its start), its start and length."""
+    info = cluster.stream_manager().get_stream_info("sc", stream)
+    segment = mark_segment_name("sc", stream, info.creation_time_ms)
+    seg = cluster.segments.get_info(segment).result(10)
+    reads = read_watermarks(
+        lambda at: cluster.segments.read(segment, at, 1 << 20, 0.0).result(10),
+        segment,
+        seg.start_offset,
+    )
+    return [m for found, _ in reads for m in found], seg.start_offset, seg.length
+
+
+@pytest.mark.parametrize("killed_at", [None, "truncated", "recorded"])
+def test_the_mark_segment_keeps_only_its_newest_watermarks_and_windows_stay_true(
+    cluster: InProcessCluster, killed_at: str | None
+) -> None:
+    # A stream noting time for a year would keep one watermark per period for ever; the
+    # workflow truncates its mark segment at an entry's start once ``keep_bytes`` more were
+    # appended, so it holds between keep_bytes and twice as many (plus the newest entry).
+    mgr = make(cluster, segments=1)
+    keep = 600  # a few watermarks of one segment
+    reader_before = None
+    kills = [0]
+
+    class Killed(Exception):
+        pass
+
+    def kill(name: str) -> None:
+        if name == killed_at and kills[0] < 4:  # the first four times it gets there
+            kills[0] += 1
+            raise Killed(name)
+
+    with cluster.create_writer("sc", "st", pr.JsonSerializer()) as writer:
+        for n in range(1, 41):
+            t = 100 * n
+            writer.note_time(t)
+            writer.write_event({"t": t}, routing_key="k")
+            wait_noted(mgr, writer, t)
+            if n == 30:  # a run whose record points below the segment's start reads on
+                cluster.metadata.delete("watermark/sc/st")
+            try:
+                emitted_now = cluster.watermark_tasks(step=kill, keep_bytes=keep).run("sc", "st")
+            except Killed:
+                emitted_now = None  # emitted or not: the next run finds out
+            if emitted_now is None:
+                cluster.watermark_tasks(keep_bytes=keep).run("sc", "st")
+            if n == 5:
+                cluster.create_reader_group("sc", "g", pr.ReaderGroupConfig.for_streams("sc/st"))
+                reader_before = cluster.create_reader("r0", "sc", "g", pr.JsonSerializer())
+                assert reader_before.get_current_time_window("sc/st").upper_ms is not None
+        writer.flush()
+    assert kills[0] == (0 if killed_at is None else 4)
+    marks, start, length = _kept(cluster)
+    entry = len(json.dumps(marks[-1].to_dict())) + 64  # an upper bound of one entry's size
+    assert start > 0 and length - start <= 2 * keep + entry, (start, length)
+    lowers = [m.lower_ms for m in marks]
+    assert lowers == sorted(set(lowers)) and lowers[-1] == 4000  # once each, in order
+    assert lowers[0] > 100  # the oldest are gone
+    # A reader whose window last fetched before the truncations, and one that never fetched:
+    # both read on from the segment's start, and no window contradicts an event read after.
+    assert reader_before is not None
+    reader_after = cluster.create_reader("r1", "sc", "g", pr.JsonSerializer())
+    for reader in (reader_before, reader_after):
+        lowest_allowed = None
+        while (ev := reader.read_next_event(0.5)) is not None and ev.event is not None:
+            if lowest_allowed is not None:
+                assert ev.event["t"] >= lowest_allowed
+            window = reader.get_current_time_window("sc/st")
+            lowest_allowed = window.lower_ms if window.lower_ms is not None else lowest_allowed
+    assert {r.get_current_time_window("sc/st").lower_ms for r in (reader_before, reader_after)} <= {
+        4000,
+        None,  # a reader holding no segment has no position on the stream
+    }
+    reader_before.close()
+    reader_after.close()
+    batch = cluster.batch_client()
+    assert batch.time_window(mgr.get_tail_cut("sc", "st")).lower_ms == 4000
+    assert batch.time_window(mgr.get_head_cut("sc", "st")).lower_ms is None  # before every kept
