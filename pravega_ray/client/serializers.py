@@ -270,7 +270,7 @@ def _check_json_type(arrow_type: Any, path: str) -> None:
 # writes NaN and infinities as ``null`` (json refuses them); serializes what json refuses
 # (enums, UUIDs, dataclasses, datetimes, ``orjson.Fragment``); refuses what json writes
 # (non-str keys, str subclasses as keys, ints beyond 64 bits, lone surrogates, float
-# subclasses, nesting past 254 levels); writes non-ASCII and DEL (0x7f) as raw UTF-8 where json
+# subclasses, nesting 254 levels or more); writes non-ASCII and DEL (0x7f) as raw UTF-8 where json
 # escapes them; and formats floats in 0 < |x| < 1e-4 otherwise (``0.00001`` and ``1e-6`` for
 # json's ``1e-05`` and ``1e-06``). Reading: it refuses ``NaN``/``Infinity``, lone surrogate
 # escapes, a byte order mark, UTF-16/32 and numbers json reads as inf (json reads them all);
@@ -283,7 +283,9 @@ def _check_json_type(arrow_type: Any, path: str) -> None:
 # Reading, orjson decodes a payload unless it holds a digit run long enough to be an int beyond
 # 64 bits; what orjson refuses goes to json. Python's json thus decides everything orjson might
 # see otherwise: the stored bytes, the values read and the errors are what they were before
-# orjson, byte for byte (tests/unit/client/test_serializers.py compares them).
+# orjson, byte for byte (tests/unit/client/test_serializers.py compares them). One difference
+# is left, on purpose: orjson reads nesting up to 1,024 levels, where json alone raised near
+# its recursion limit (1,000 by default, less the caller's stack).
 
 _ORJSON_DEPTH_MAX = 64
 """Values nested deeper than this are written by Python's json (orjson stops at 254)."""
@@ -332,9 +334,14 @@ class JsonSerializer:
     refuses values JSON cannot hold (sets, bytes, objects; circular references) and
     values nested deeper than Python's recursion limit: SerializationError each time.
     Python's ``json`` rules apply otherwise: tuples come back as lists, non-str dict
-    keys as strs. ``deserialize`` accepts whatever Python's ``json`` reads (including
-    ``NaN`` written by other clients) and raises SerializationError (``data`` = the raw
-    bytes) for bytes that are not UTF-8 JSON or are nested too deep.
+    keys as strs. The bytes are exactly ``json.dumps(event, separators=(",", ":"),
+    allow_nan=False)``'s, whichever library wrote them (orjson where its bytes are the
+    same, Python's ``json`` for the rest: "JSON text" above). ``deserialize`` accepts
+    whatever Python's ``json`` reads (including ``NaN`` written by other clients, and raw
+    UTF-8 as well as escapes), with the same values (ints of any size stay ints), and
+    raises SerializationError (``data`` = the raw bytes) for bytes that are not UTF-8
+    JSON or are nested deeper than 1,024 levels (orjson's limit; Python's ``json`` alone
+    gave up near its recursion limit, 1,000 by default).
 
     With ``schema`` (a ``pyarrow.Schema`` of bool, int, float, string, list and struct
     fields; InvalidArgumentError otherwise) it is a :class:`TableSerializer`, one JSON
@@ -385,12 +392,16 @@ class JsonSerializer:
                 raise _encode_error(f"event does not fit the schema: {e}") from None
         if _orjson_writes_alike(event, _ORJSON_DEPTH_MAX):
             try:
-                text = orjson.dumps(event)
-            except orjson.JSONEncodeError:
-                pass  # a key not exactly a str, an int beyond 64 bits, a lone surrogate
+                text = orjson.dumps(event).decode("ascii")
+            except (orjson.JSONEncodeError, UnicodeDecodeError):
+                pass  # a key not exactly a str, an int past 64 bits, a lone surrogate; non-ASCII
             else:
-                if text.isascii() and text.find(b"\x7f") < 0:
-                    return text
+                if "\x7f" not in text:
+                    # Encoded again, not orjson's bytes as they are: each of those keeps the
+                    # buffer orjson wrote into (about 4 KiB of memory for a 61-byte event, and
+                    # 1.5-2 us per event in page faults while many are held, as a writer holds
+                    # its payloads until their block is sent). This copy is exactly sized.
+                    return text.encode("ascii")
         try:
             return json.dumps(event, separators=(",", ":"), allow_nan=False).encode("ascii")
         except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as e:

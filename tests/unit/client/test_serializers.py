@@ -278,3 +278,15 @@ def test_json_of_plain_values_does_not_call_python_json(monkeypatch: pytest.Monk
     event = {"id": 7, "s": "x", "v": [0.25, 1e-4, 0.0, None, True], "ts": 2**63, "n": {"a": []}}
     data = serializer.serialize(event)
     assert serializer.deserialize(data) == event
+
+
+def test_json_deserialize_reads_1024_levels_and_refuses_more() -> None:
+    serializer = pr.JsonSerializer()
+    value, depth = serializer.deserialize(b"[" * 1024 + b"]" * 1024), 1
+    while value:  # compared level by level: == on it would pass the recursion limit
+        (value,), depth = value, depth + 1
+    assert value == [] and depth == 1024
+    data = b"[" * 1025 + b"]" * 1025
+    with pytest.raises(SerializationError) as raised:
+        serializer.deserialize(data)
+    assert raised.value.data == data  # type: ignore[attr-defined]
