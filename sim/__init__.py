@@ -7,7 +7,10 @@ controller (:mod:`sim.controller`). Faults (:data:`FAULT_KINDS`): crashes and re
 delayed and lost calls and replies, I/O errors, torn log tails (:mod:`sim.disk`), a
 wall-clock jump (:mod:`sim.clock`), controller crashes and a Tier-2 outage; features drawn
 alike: the recursive delete of a second scope (:mod:`sim.scope`), event time (watermarks
-and a reader's time window, :mod:`sim.watermarks`); the invariants: :mod:`sim.invariants`.
+and a reader's time window, :mod:`sim.watermarks`), transactions (a transactional client
+committing, aborting and abandoning transactions while the stream scales, the controller's
+commit and abort processors, rolling commits and transaction timer,
+:mod:`sim.transactions`); the invariants: :mod:`sim.invariants`.
 ``python -m sim --seeds N`` runs many (``sim/__main__.py``) and shrinks the first failing
 seed to the shortest run that still fails (:mod:`sim.shrink`); :mod:`sim.bugs` plants
 known defects to show the simulation finds them.

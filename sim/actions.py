@@ -116,6 +116,8 @@ def enabled(world: World, clients: bool, deadline: float) -> list[Action]:
             add((1.0, partial(_read, world)))
         if world.event_time.on:  # sim/watermarks.py: notes, marks sent, the reader's marks
             actions += world.event_time.actions(world)
+        if world.transactions.on:  # sim/transactions.py: begins, writes, pumps, pings, ends
+            actions += world.transactions.actions(world)
         if controller.up:
             for processor in controller.processors:
                 if processor.pool.tasks:

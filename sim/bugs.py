@@ -40,13 +40,19 @@ defect, and restores the original on exit (tests only; never nested in threads):
   forgets the last watermark (it still appends at the segment's end), so a run after no
   new note emits the same lower bound again: the final check of the mark segment finds
   lower bounds that do not increase. Found by ``watermarks``.
+* ``commit-skips-a-segment`` (controller, ``SegmentHelper.seal_and_merge`` as the commit
+  handler and the rolling commit call it): of a commit's transaction segments, those of one
+  parent (the last by name) are neither sealed nor merged, and the transaction is recorded
+  COMMITTED all the same: an acknowledged commit whose events of that parent are never
+  read, or a transaction segment left behind. Found by ``transactions``
+  (``sim/transactions.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pravega_ray.client.segment_output_stream import SegmentOutputStream
@@ -54,6 +60,7 @@ from pravega_ray.client.writer import EventStreamWriter
 from pravega_ray.constants import TIME_INDEX_RESOLUTION_MS
 from pravega_ray.contracts.attributes import NULL_VALUE
 from pravega_ray.contracts.watermarks import Watermark
+from pravega_ray.controller.segment_helper import SegmentHelper
 from pravega_ray.controller.stream_workflows import StreamWorkflows
 from pravega_ray.controller.watermark_tasks import PeriodicWatermarking
 from pravega_ray.logs import filesystem
@@ -185,6 +192,13 @@ def _last_forgetting(
     return None, length, version, keep_from  # BUG: the last watermark is forgotten
 
 
+def _seal_and_merge_skipping(self: SegmentHelper, sources: Mapping[str, Sequence[str]]) -> None:
+    parents = sorted(sources)
+    if len(parents) > 1:  # BUG: the last parent's transaction segments are left as they are
+        sources = {parent: sources[parent] for parent in parents[:-1]}
+    _ORIGINALS["commit-skips-a-segment"](self, sources)
+
+
 _PATCHES: dict[str, tuple[Any, str, Callable[..., Any]]] = {
     "writer-resends-acked": (SegmentOutputStream, "_resolve", _resolve_resending_all),
     "reader-rewinds-buffered": (SimReader, "retry", _retry_rewinding),
@@ -196,6 +210,7 @@ _PATCHES: dict[str, tuple[Any, str, Callable[..., Any]]] = {
     "delete-keeps-segments": (StreamWorkflows, "finish_delete", _finish_delete_keeping_segments),
     "note-skips-pending": (EventStreamWriter, "_awaited", _awaiting_nothing),
     "watermark-forgets-last": (PeriodicWatermarking, "_last", _last_forgetting),
+    "commit-skips-a-segment": (SegmentHelper, "seal_and_merge", _seal_and_merge_skipping),
 }
 _ORIGINALS: dict[str, Callable[..., Any]] = {
     name: getattr(owner, attribute) for name, (owner, attribute, _) in _PATCHES.items()

@@ -15,9 +15,11 @@ clock:
   whose ``delete_scope`` requests go to
   :class:`~pravega_ray.controller.scope_workflows.ScopeWorkflows` (the recursive delete of a
   scope: ``sim/scope.py``);
-* with ``transactions=True`` (groundwork: no simulated client begins a transaction yet),
-  the commit and abort event processors and the transaction timer, as
-  ``InProcessCluster._start_transaction_services`` builds them.
+* with ``transactions=True`` (seeds with the ``transactions`` feature, whose client is
+  ``sim/transactions.py``), the commit and abort event processors and the transaction
+  timer, as ``InProcessCluster._start_transaction_services`` builds them; a commit that
+  finds its epoch scaled away posts a ``roll`` request, which the request processor's
+  rolling commit (``StreamWorkflows.run_roll``) handles.
 
 Three changes make them run in the simulator's one thread, in an order the seed sets:
 
@@ -41,7 +43,7 @@ its processor and the tasks it had queued are dropped; :meth:`SimController.star
 builds new ones from the table segments, and each new processor reads its stream again
 from its checkpoint (a scale cut short runs again, idempotently, to the same end).
 The workflows' ``step`` hook (called between the steps of a scale, of a scope delete, of
-a seal and delete, and of the commit and abort handlers) is where the
+a seal and delete, of the commit and abort handlers and of a rolling commit) is where the
 ``controller_crash`` fault strikes mid-workflow: it raises :class:`ControllerCrash`, which no
 code of the controller catches. While the process is down, the clients' calls fail with
 ControllerUnavailableError (retriable), as a dead actor's would.

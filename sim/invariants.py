@@ -76,6 +76,11 @@ class Checker:
         self.events.setdefault(segment, []).append((offset, payload))
         return None
 
+    def keep(self, segment: str, offset: int, payload: bytes) -> None:
+        """Keep an event another checker checks (a transaction's: ``sim/transactions.py``)
+        for the final re-read of its segment."""
+        self.events.setdefault(segment, []).append((offset, payload))
+
     def on_reader_error(self, segment: str, error: BaseException) -> str:
         return f"reader of {segment} failed: {error!r}"
 

@@ -24,6 +24,11 @@ what may happen now and picks one, weighted, with the seed's generator:
   calls let the world run), the reader reads the mark segment; at steps the seed draws (and,
   weighted, while the writer works in the settling phase) the controller's watermark
   workflow runs (the step's action; its calls let the world run);
+* in seeds with the ``transactions`` feature (``sim/transactions.py``): a transactional
+  client begins transactions at steps the seed draws (most near a scale's), writes their
+  events (pumping their writers), pings them, and commits, aborts or abandons each (each call
+  lets the world run); the controller's commit and abort processors and its transaction
+  timer run as the request processor does;
 * a container crashes, or a crashed one restarts (recovering from its log and Tier-2); a
   crash may cut a log append in the middle of its write, leaving its record *torn* on
   the disk (``sim/disk.py``);
@@ -42,15 +47,17 @@ steps come first in the trace, then the client's own line, under the same number
 
 The run has two phases: ``steps`` steps with writes and faults, then a settling phase
 without faults (every container restarted, nothing lost any more) until the writer has
-an outcome for every event and the reader read every segment to its durable end; then
+an outcome for every event, the transactional client is done and no transaction segment
+is left, and the reader read every segment to its durable end; then
 the final check (``sim/invariants.py``, ``World._check_scales``: each scale done exactly
-once, ``ScopeOperator.check``: the deleted scope is gone, deleted once, and
-``EventTime.check``: the mark segment's watermarks never go back). Before step
-1, the controller starts and creates the stream (and the second scope), outside the trace
-and on a generator of its own. Each fault's rate is drawn per seed (some seeds have none
-of a kind), as swarm testing does. A step is the same step whatever ``steps``
-is: a run of fewer steps is the same run cut short (what ``python -m sim`` relies on to
-shrink a failing seed, ``sim/shrink.py``).
+once, each rolling commit made its two epochs, ``ScopeOperator.check``: the deleted scope
+is gone, deleted once, ``Transactions.check``: each transaction all or nothing, as its
+client was answered, and ``EventTime.check``: the mark segment's watermarks never go
+back). Before step 1, the controller starts and creates the stream (and the second
+scope), outside the trace and on a generator of its own. Each fault's rate is drawn per
+seed (some seeds have none of a kind), as swarm testing does. A step is the same step
+whatever ``steps`` is: a run of fewer steps is the same run cut short (what ``python -m
+sim`` relies on to shrink a failing seed, ``sim/shrink.py``).
 
 In a seed with torn writes, the Tier-1 logs are files in a temporary directory
 (``sim/disk.py``), removed when the run ends; nothing of its path reaches the trace.
@@ -88,6 +95,7 @@ from sim.invariants import Checker
 from sim.network import Network
 from sim.node import Io, Node
 from sim.scope import ScopeOperator
+from sim.transactions import TXN_PREFIX, Transactions
 from sim.watermarks import EventTime
 
 __all__ = [
@@ -148,6 +156,7 @@ FAULT_KINDS = frozenset(
         "controller_crash",
         "tier2_outage",
         "scope_delete",
+        "transactions",
         "watermarks",
     }
 )
@@ -178,10 +187,13 @@ FAULT_KINDS = frozenset(
   controller crashing between its steps), and the reader's time window is checked against
   every event it reads; at the end, the mark segment's watermarks never go back.
 
-Not a kind yet: ``transactions``. :class:`~sim.controller.SimController` can run the commit
-and abort event processors and the transaction timer (``transactions=True``; transaction ids
-drawn from the seed, posts to their streams noticed), and :class:`Faults` has the field, but
-no simulated client begins transactions yet, so no seed draws it.
+* ``transactions`` (a feature, drawn per seed): a transactional client
+  (``sim/transactions.py``) begins 2 to 4 transactions on the stream (most near a scale's
+  step), writes a few events in each, then commits, aborts or abandons them (their leases
+  run out); the controller runs its commit and abort event processors, its rolling commits
+  and its transaction timer (``sim/controller.py``, crashing between their steps); each
+  event read is checked against what the client was answered, and at the end every
+  acknowledged commit is wholly visible, once and contiguous, and nothing else is.
 """
 
 SCALES_MAX = 3
@@ -191,7 +203,7 @@ SCOPE_DELETE_STEP_MAX = 1000
 SEGMENTS_MAX = 6
 """A scale merges two neighbours once the stream has this many segments (else it may split)."""
 
-FEATURES = frozenset({"scope_delete", "watermarks"})
+FEATURES = frozenset({"scope_delete", "transactions", "watermarks"})
 """The kinds that are features, not faults (drawn per seed alike; left out alike)."""
 
 MESSAGE_LOSS = frozenset({"drop_call", "drop_reply"})
@@ -253,7 +265,8 @@ class Faults:
     tier2_outage_steps: int = 0  # how many steps it lasts
     scope_delete_step: int = 0  # the step the second scope is deleted at; 0: no second scope
     scope_create_step: int = 0  # the step a create in it races the delete; 0: none
-    transactions: int = 0  # transactions begun; 0: none (no commit or abort processors)
+    transactions: int = 0  # transactions planned (sim/transactions.py); 0: none (and no
+    # commit or abort processors, no transaction timer)
     watermarks: int = 0  # watermark runs (sim/watermarks.py); 0: no event time
 
     def tier2_down(self, step: int) -> bool:
@@ -344,7 +357,7 @@ def _features(source: random.Random | None, kinds: frozenset[str]) -> dict[str, 
     delete_step = source.randint(1, SCOPE_DELETE_STEP_MAX)
     race = source.random() < 0.5
     create_step = max(1, delete_step + source.randint(-40, 40))
-    txns = source.random() < 0.7
+    txns = source.random() < 0.5
     count = source.randint(3, 8)
     marks = source.random() < 0.5
     runs = source.randint(10, 30)
@@ -353,7 +366,7 @@ def _features(source: random.Random | None, kinds: frozenset[str]) -> dict[str, 
         out["scope_delete_step"] = delete_step
         out["scope_create_step"] = create_step if race else 0
     if txns and "transactions" in kinds:
-        out["transactions"] = count
+        out["transactions"] = (count + 1) // 2  # 2 to 4: more slowed the runs down too much
     if marks and "watermarks" in kinds:
         out["watermarks"] = runs
     return out
@@ -463,6 +476,9 @@ class World:
             seed, self.faults.scope_delete_step, self.faults.scope_create_step
         )
         self.event_time = EventTime(seed, self.faults.watermarks)
+        self.transactions = Transactions(
+            seed, self.faults.transactions, self.scale_steps, config.keys, WRITER_CONFIG
+        )
         self.to_write = 0
         try:
             for node in self.nodes:
@@ -582,6 +598,7 @@ class World:
                 self._check_scales()
                 or self.scope_op.check(self)
                 or self.checker.final()
+                or self.transactions.check(self)
                 or self._check_segments()
                 or self.event_time.check(self)
             )
@@ -636,12 +653,13 @@ class World:
         return None
 
     def _stream_segments(self) -> dict[str, tuple[int, bool]]:
-        """Every segment of the stream the containers hold: name -> (length, sealed)."""
+        """Every segment of the stream the containers hold: name -> (length, sealed);
+        transaction segments left out (``Transactions.check``: none is left at the end)."""
         prefix = f"{SCOPE}/{STREAM}/"
         found: dict[str, tuple[int, bool]] = {}
         for node in self.nodes:
             for state in node.container.metadata:
-                if state.name.startswith(prefix):
+                if state.name.startswith(prefix) and "#transaction." not in state.name:
                     found[state.name] = (state.length, state.sealed)
         return dict(sorted(found.items()))
 
@@ -650,24 +668,29 @@ class World:
             return False
         if not self.controller.up or self.controller.busy or self.scope_op.pending:
             return False
+        if self.transactions.pending(self):
+            return False
         return self.reader.caught_up(self._stream_segments())
 
     def _check_scales(self) -> str | None:
         """Once everything settled: each scale the controller accepted made its epoch,
-        exactly once (the stream's epoch is the count of them, plus those of the calls whose
-        outcome is unknown that took effect; it is ACTIVE), the current segments cover the
-        key space, and every other segment of the stream is sealed. (Asks the controller:
-        the world runs meanwhile, without faults.)"""
+        exactly once, and each rolling commit its two (the stream's epoch is the count of
+        them, plus those of the scale calls whose outcome is unknown that took effect and of
+        the rolls the reader could not tell, ``Transactions.rolls``; it is ACTIVE), the
+        current segments cover the key space, and every other segment of the stream is
+        sealed. (Asks the controller: the world runs meanwhile, without faults.)"""
         try:
             info = self.controller.get_stream_info(SCOPE, STREAM)
         except PravegaError as e:
             return f"the controller cannot answer after settling: {sanitize(repr(e), self.root)}"
         accepted = len(set(self.scale_epochs))  # a repeat of the scale under way: its epoch
-        epochs_ok = accepted <= info.epoch <= accepted + self.scales_unknown
-        if not epochs_ok or info.state.value != "ACTIVE":
+        seen, possible = self.transactions.rolls()  # a rolling commit makes two epochs
+        low, high = accepted + 2 * seen, accepted + self.scales_unknown + 2 * possible
+        if not low <= info.epoch <= high or info.state.value != "ACTIVE":
+            rolls = f" and {seen} to {possible} rolling commits" if possible else ""
             return (
                 f"stream at epoch {info.epoch} ({info.state.value}) after "
-                f"{len(self.scale_epochs)} scales (epochs {self.scale_epochs})"
+                f"{len(self.scale_epochs)} scales (epochs {self.scale_epochs}){rolls}"
             )
         if not covers_key_space(info.segments):
             ranges = [(s.key_low, s.key_high) for s in info.segments]
@@ -803,13 +826,15 @@ class World:
         times = []
         if op.pending:
             times += [op.delete_due_at, op.create_due_at]
-        return times + self.event_time.wake_times()
+        return times + self.event_time.wake_times() + self.transactions.wake_times()
 
     def wake_writer(self) -> None:
-        """A reply arrived: the writer's pump may have work (none while setting up)."""
+        """A reply arrived: the writers' pumps may have work (none while setting up)."""
         writer: SimWriter | None = getattr(self, "writer", None)
         if writer is not None:
             writer.wake()
+            if self.transactions.on:
+                self.transactions.wake(self.clock.monotonic())
 
     # --- the controller ------------------------------------------------------------------------
     def _controller_crashes(self, step: str) -> bool:
@@ -917,7 +942,11 @@ class World:
 
     # --- reader callbacks ----------------------------------------------------------------------
     def _on_read(self, segment: str, offset: int, payload: bytes) -> None:
-        problem = self.checker.on_read(segment, offset, payload)
+        if payload[:1] == TXN_PREFIX and self.transactions.on:
+            self.checker.keep(segment, offset, payload)  # for the final re-read
+            problem = self.transactions.on_read(self, segment, offset, payload)
+        else:
+            problem = self.checker.on_read(segment, offset, payload)
         if problem is None and self.event_time.on:
             problem = self.event_time.on_event(self, segment, offset, payload)
         if problem is not None:

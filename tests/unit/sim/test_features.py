@@ -10,8 +10,9 @@ from sim.scope import DOOMED
 
 STEPS = 1000
 EVERY_KIND = sim.SimConfig()
-BEFORE_WATERMARKS = sim.SimConfig(faults=sim.FAULT_KINDS - {"watermarks"})
-"""Every kind but event time: seeds found before it joined run as they did then."""
+BEFORE_WATERMARKS = sim.SimConfig(faults=sim.FAULT_KINDS - {"transactions", "watermarks"})
+"""Every kind but event time and transactions: seeds found before they joined run as they
+did then."""
 
 SCOPE_CRASH_SEEDS = (54, 62, 68, 101, 106, 133)
 """Seeds (every kind, 1000 steps) whose controller crashes between two steps of the
@@ -26,7 +27,8 @@ more request-stream append per scale): 133 (a search of seeds 0 to 140) replaces
 def test_seeds_with_a_recursive_scope_delete_pass() -> None:
     """The operator deletes the second scope (and in half the seeds a create races it): the
     scope, its records and its segments are gone at the end, the delete ran once, and the
-    main stream held every invariant meanwhile."""
+    main stream held every invariant meanwhile. (The racing create succeeded in 2 of these
+    seeds until transactions joined, whose calls changed the runs: in 1 since.)"""
     deleted = refused = created = 0
     for seed in range(24):
         result = sim.run(seed, STEPS, EVERY_KIND)
@@ -36,7 +38,7 @@ def test_seeds_with_a_recursive_scope_delete_pass() -> None:
         created += any(f"create {DOOMED}/late: True" in t for t in result.trace)
     assert deleted >= 15, deleted
     assert refused >= 3, refused
-    assert created >= 2, created
+    assert created >= 1, created
 
 
 @pytest.mark.parametrize("seed", SCOPE_CRASH_SEEDS)
@@ -60,21 +62,3 @@ def test_a_seed_without_the_features_runs_as_if_they_did_not_exist() -> None:
         less = sim.run(seed, 300, without)
         assert less.faults is not None
         assert less.faults.active() == full.faults.active() - sim.FEATURES
-
-
-def test_the_controller_runs_its_transaction_services_when_asked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Groundwork for transactions (no simulated client begins one yet): a controller built
-    with ``transactions=True`` also steps its commit and abort processors (reading their
-    streams from their checkpoints) and sweeps with its transaction timer, through
-    crashes and restarts, and the run holds every invariant."""
-    monkeypatch.setattr(sim.world, "_features", lambda source, kinds: {"transactions": 3})
-    swept = 0
-    for seed in range(4):
-        result = sim.run(seed, 600)
-        assert result.ok, (seed, result.violation)
-        assert any("commits reads" in t for t in result.trace)
-        assert any("aborts reads" in t for t in result.trace)
-        swept += sum("transaction timer" in t for t in result.trace)
-    assert swept > 10, swept

@@ -90,7 +90,10 @@ def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
 ) -> None:
     argv = ["--seeds", "1", "--start", "1", "--steps", "1000", "--bug", "container-acks-early"]
     # Without the features: seed 1 runs as it did before they existed.
-    without = ["--without", "drop_call,drop_reply,scope_delete,tier2_outage,watermarks"]
+    without = [
+        "--without",
+        "drop_call,drop_reply,scope_delete,tier2_outage,transactions,watermarks",
+    ]
     assert main([*argv, *without, "--trace-lines", "5"]) == 1
     out = capsys.readouterr().out
     assert "shrinking seed 1 (at most 40 runs)" in out
@@ -111,8 +114,8 @@ def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
 
 def test_no_shrink_prints_the_original_run(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--seeds", "1", "--start", "1", "--steps", "1000", "--bug", "container-acks-early"]
-    kinds = (
-        "drop_call,drop_reply,scope_delete,tier2_outage,watermarks"  # seed 1 as before the features
+    kinds = (  # seed 1 as before the features
+        "drop_call,drop_reply,scope_delete,tier2_outage,transactions,watermarks"
     )
     assert main([*argv, "--without", kinds, "--no-shrink"]) == 1
     out = capsys.readouterr().out
