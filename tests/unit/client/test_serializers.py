@@ -247,6 +247,39 @@ def test_json_deserialize_reads_what_python_json_reads(data: bytes) -> None:
     assert value == expected or value != value
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"01",
+        b"1.",
+        b".5",
+        b"+1",
+        b"1e",
+        b"-",
+        b"0x10",
+        b"[1,]",
+        b'{"a":1,}',
+        b"nul",
+        b"tru",
+        b"Nan",
+        b"[1]x",
+        b"\x0c1",
+        b'"\t"',
+        b"'a'",
+        b'{"a"}',
+        b'"\\x"',
+        b'"\\u12"',
+        b"[1 2]",
+    ],
+)
+def test_json_deserialize_refuses_what_python_json_refuses(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        json.loads(data)
+    with pytest.raises(SerializationError) as raised:
+        pr.JsonSerializer().deserialize(data)
+    assert raised.value.data == data  # type: ignore[attr-defined]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.recursive(
