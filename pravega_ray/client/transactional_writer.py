@@ -30,8 +30,11 @@ The transactional writer pings each of its open transactions from one thread (st
 through its scheduler; a ``ManualThreadScheduler`` starts none, and the caller pings with
 ``ping_all()``), every ``lease_s / 3``. A ping answered with TxnFailedError
 (LeaseExpiredError included) or TxnNotFoundError marks that transaction failed: its later
-calls raise that error. A ping whose outcome is unknown (ControllerUnavailableError) is
-tried again on the next round.
+calls raise that error, unless a commit was asked of it: once ``commit()`` made its call,
+whatever came of it (an outcome left unknown may have landed), a refused ping is no failure
+of the handle, and the next ``commit()`` asks the controller, whose answer it reports
+(COMMITTED, or TxnFailedError if the transaction was aborted). A ping whose outcome is
+unknown (ControllerUnavailableError) is tried again on the next round.
 
 Thread-safety: a :class:`Transaction` may be used from several threads (its state changes
 under its own lock); the ping thread only reads and marks state.
@@ -143,6 +146,10 @@ class Transaction(Generic[T]):
         # True while a commit() call is under way: a ping answered "not open" then is the
         # commit's own doing (the commit call reports the outcome), not a failure.
         self._committing = False
+        # True once a commit was asked, whatever came of the call: a commit whose outcome
+        # stayed unknown may have landed, so a ping answered "not open" afterwards is no
+        # failure of this handle either; the next commit() asks the controller, which knows.
+        self._commit_asked = False
         if info.status is TxnStatus.COMMITTING or info.status is TxnStatus.COMMITTED:
             self._requested = TxnStatus.COMMITTING
         elif info.status is TxnStatus.ABORTING or info.status is TxnStatus.ABORTED:
@@ -235,7 +242,7 @@ class Transaction(Generic[T]):
         info = self._info
         # Bounded by the time each call may wait, not a clock: the controller waits for real.
         left = constants.WORKFLOW_WAIT_S if wait else 0.0
-        self._committing = True
+        self._committing = self._commit_asked = True
         try:
             if not wait:
                 status = controller.commit_transaction(info.scope, info.stream, self.txn_id)
@@ -524,8 +531,10 @@ class TransactionalEventStreamWriter(Generic[T]):
                 self._controller.ping_transaction(self.scope, self.stream, txn.txn_id, self.lease_s)
                 renewed += 1
             except (TxnFailedError, TxnNotFoundError) as e:
-                if txn._committing:  # committing meanwhile: commit() reports the outcome
-                    log.debug("%r: ping answered %r while committing", txn, e)
+                if txn._committing or txn._commit_asked:
+                    # Committing, or a commit whose outcome stayed unknown may have landed:
+                    # commit() reports the outcome (the controller's), not this ping.
+                    log.debug("%r: ping answered %r after a commit was asked", txn, e)
                     continue
                 log.warning("%r: ping refused, the transaction failed: %r", txn, e)
                 txn._fail(e)

@@ -530,3 +530,40 @@ def test_a_ping_answered_while_the_commit_waits_does_not_fail_the_transaction(cl
         txn.commit()  # a no-op: the handle did not take the ping's answer as a failure
         assert txn.check_status() is pr.TxnStatus.COMMITTED
     assert len(read_everything(cluster, 1)) == 1
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_commit_whose_outcome_stayed_unknown_is_asked_again_whatever_a_ping_answered(
+    cluster, landed: bool
+) -> None:  # type: ignore[no-untyped-def]
+    # The commit call fails with an unknown outcome; the ping round then finds the
+    # transaction not open. If the commit landed, the ping's "is committing" is no failure:
+    # commit() asked again answers COMMITTED (it used to raise TxnFailedError, "its events
+    # never appear", for a transaction that committed). If it did not and the transaction
+    # was aborted meanwhile, commit() reports the controller's TxnFailedError.
+    make_stream(cluster, 1)
+    with cluster.create_transactional_writer("sc", "st", pr.JsonSerializer()) as tw:
+        txn = tw.begin_txn()
+        txn.write_event({"k": "a", "n": 0, "s": "txn"}, routing_key="a")
+        controller = tw._controller
+        real = controller.commit_transaction_and_wait
+
+        def lost(scope: str, stream: str, txn_id: uuid.UUID, timeout_s: float) -> Any:
+            if landed:
+                controller.commit_transaction(scope, stream, txn_id)
+            else:
+                controller.abort_transaction(scope, stream, txn_id)
+            raise pr.ControllerUnavailableError("the answer was lost")
+
+        controller.commit_transaction_and_wait = lost  # type: ignore[method-assign]
+        with pytest.raises(pr.ControllerUnavailableError):
+            txn.commit()
+        controller.commit_transaction_and_wait = real  # type: ignore[method-assign]
+        assert tw.ping_all() == 0  # refused: committing, or aborting
+        if landed:
+            txn.commit()
+            assert txn.check_status() is pr.TxnStatus.COMMITTED
+        else:
+            with pytest.raises(pr.TxnFailedError):
+                txn.commit()
+    assert len(read_everything(cluster, 1 if landed else 0)) == (1 if landed else 0)
