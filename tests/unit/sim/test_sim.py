@@ -3,11 +3,7 @@ passes a fixed set of seeds, and each planted defect is caught within a few seed
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +12,7 @@ from pravega_ray.errors import InvalidArgumentError
 from sim.__main__ import main
 from sim.bugs import BUGS, planted
 from sim.world import Faults
+from tests.unit.sim.replay import hashes_elsewhere
 
 STEPS = 1000
 BEFORE_FEATURES = sim.SimConfig(faults=sim.FAULT_KINDS - sim.FEATURES)
@@ -97,19 +94,7 @@ def test_a_seed_replays_exactly() -> None:
 
 def test_a_seed_replays_exactly_in_another_process_with_other_string_hashes() -> None:
     """Nothing in a run may depend on set or dict order of strings (PYTHONHASHSEED)."""
-    code = "import sim; print(sim.run(5, 600).trace_hash)"
-    root = Path(__file__).resolve().parents[3]
-    hashes = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=root,
-            env={**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(root)},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        for hash_seed in ("1", "2")
-    }
+    hashes = hashes_elsewhere(5, 600)
     assert hashes == {sim.run(5, 600).trace_hash}
 
 

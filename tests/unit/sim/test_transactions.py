@@ -5,17 +5,14 @@ the rest, and every event read is checked against what the client was answered."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
 import sim
 from sim.transactions import Transactions, _Txn
 from sim.world import WRITER_CONFIG
+from tests.unit.sim.replay import hashes_elsewhere
 
 STEPS = 1000
 CRASHING = sim.SimConfig(faults=frozenset({"controller_crash", "transactions"}))
@@ -83,19 +80,7 @@ def test_a_seed_with_transactions_replays_exactly_in_any_process() -> None:
     again = sim.run(REPLAY_SEED, 600)
     assert first.trace_hash == again.trace_hash
     assert first.stats == again.stats
-    code = f"import sim; print(sim.run({REPLAY_SEED}, 600).trace_hash)"
-    root = Path(__file__).resolve().parents[3]
-    hashes = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=root,
-            env={**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(root)},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        for hash_seed in ("1", "2")
-    }
+    hashes = hashes_elsewhere(REPLAY_SEED, 600)
     assert hashes == {first.trace_hash}
 
 

@@ -4,17 +4,13 @@ reader's time window is checked against every event it reads."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 import sim
 from pravega_ray.contracts.watermarks import Watermark
 from sim.bugs import planted
 from sim.watermarks import EventTime, _ordered
+from tests.unit.sim.replay import hashes_elsewhere
 
 STEPS = 1000
 WITHOUT_LOSS = sim.SimConfig(faults=sim.FAULT_KINDS - sim.MESSAGE_LOSS)
@@ -75,19 +71,7 @@ def test_a_seed_with_event_time_replays_exactly_in_any_process() -> None:
     again = sim.run(REPLAY_SEED, 600)
     assert first.trace_hash == again.trace_hash
     assert first.stats == again.stats
-    code = f"import sim; print(sim.run({REPLAY_SEED}, 600).trace_hash)"
-    root = Path(__file__).resolve().parents[3]
-    hashes = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=root,
-            env={**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(root)},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        for hash_seed in ("1", "2")
-    }
+    hashes = hashes_elsewhere(REPLAY_SEED, 600)
     assert hashes == {first.trace_hash}
 
 
