@@ -273,8 +273,9 @@ class ControllerSteps:
         temporary property is written (its request went first, Pravega's order), so that a
         processor which read the request before the property, and postponed it, tries it
         again now instead of after its rest (a new request of a resting stream ends the
-        rest; the wake itself does nothing). At most once: a wake lost costs only the rest,
-        so a failure is logged, not raised (the workflow is asked for already)."""
+        rest; the wake itself does nothing, so one posted twice is harmless). Best effort: a
+        wake lost costs only the rest, so a failure is logged, not raised (the workflow is
+        asked for already)."""
         try:
             self._requests.post(
                 {
