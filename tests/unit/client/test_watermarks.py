@@ -300,9 +300,13 @@ def test_the_batch_client_gives_the_window_at_a_cut(cluster: InProcessCluster) -
         head = mgr.get_head_cut("sc", "st")
         for t in (100, 200):
             writer.note_time(t)
+            # The mark is sent once the events before the note are acknowledged, with the
+            # writer's position then: noted before the next events, its cut is exactly
+            # there (sent later, it would be later, and the windows later: never early).
+            wait_noted(mgr, writer, t)
             for i in range(10):
                 writer.write_event({"t": t + i}, routing_key=f"k{i}")
-            wait_noted(mgr, writer, t)
+            writer.flush()
             assert cluster.run_watermarks() == 1
         writer.flush()
         tail = mgr.get_tail_cut("sc", "st")
