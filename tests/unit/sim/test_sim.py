@@ -12,7 +12,7 @@ from pravega_ray.errors import InvalidArgumentError
 from sim.__main__ import main
 from sim.bugs import BUGS, planted
 from sim.world import Faults
-from tests.unit.sim.replay import hashes_elsewhere
+from tests.unit.sim.feature_checks import hashes_elsewhere
 
 STEPS = 1000
 BEFORE_FEATURES = sim.SimConfig(faults=sim.FAULT_KINDS - sim.FEATURES)

@@ -12,7 +12,7 @@ import pytest
 import sim
 from sim.transactions import Transactions, _Txn
 from sim.world import WRITER_CONFIG
-from tests.unit.sim.replay import hashes_elsewhere
+from tests.unit.sim.feature_checks import assert_left_out_cleanly, hashes_elsewhere
 
 STEPS = 1000
 CRASHING = sim.SimConfig(faults=frozenset({"controller_crash", "transactions"}))
@@ -88,16 +88,7 @@ def test_leaving_the_feature_out_runs_the_seed_as_if_it_did_not_exist() -> None:
     """Its draws are the feature generator's: without it, a seed that did not draw it runs
     the same, and one that did runs without a transaction (nor the controller's
     transaction services)."""
-    without = sim.SimConfig(faults=sim.FAULT_KINDS - {"transactions"})
-    for seed in range(4):
-        full = sim.run(seed, 300)
-        assert full.faults is not None
-        less = sim.run(seed, 300, without)
-        assert less.faults is not None and not less.faults.transactions
-        if not full.faults.transactions:
-            assert less.trace == full.trace
-        else:
-            assert not any("commits reads" in t or " begins (epoch" in t for t in less.trace)
+    assert_left_out_cleanly("transactions", ("commits reads", " begins (epoch"))
 
 
 def test_the_plans_begin_near_scales_and_stay_in_the_faulty_phase() -> None:

@@ -10,7 +10,7 @@ import sim
 from pravega_ray.contracts.watermarks import Watermark
 from sim.bugs import planted
 from sim.watermarks import EventTime, _ordered
-from tests.unit.sim.replay import hashes_elsewhere
+from tests.unit.sim.feature_checks import assert_left_out_cleanly, hashes_elsewhere
 
 STEPS = 1000
 WITHOUT_LOSS = sim.SimConfig(faults=sim.FAULT_KINDS - sim.MESSAGE_LOSS)
@@ -78,16 +78,7 @@ def test_a_seed_with_event_time_replays_exactly_in_any_process() -> None:
 def test_leaving_the_feature_out_runs_the_seed_as_if_it_did_not_exist() -> None:
     """Its draws come last and from generators of its own: without it, a seed that drew it
     runs as a seed that did not (the trace differs only in its first line's field)."""
-    without = sim.SimConfig(faults=sim.FAULT_KINDS - {"watermarks"})
-    for seed in range(4):
-        full = sim.run(seed, 300)
-        assert full.faults is not None
-        less = sim.run(seed, 300, without)
-        assert less.faults is not None and not less.faults.watermarks
-        if not full.faults.watermarks:
-            assert less.trace == full.trace
-        else:
-            assert not any("note time" in t or "watermark run" in t for t in less.trace)
+    assert_left_out_cleanly("watermarks", ("note time", "watermark run"))
 
 
 @pytest.mark.parametrize(
