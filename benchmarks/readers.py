@@ -155,13 +155,32 @@ def write(
         return started, time.perf_counter(), time.thread_time() - cpu_started
 
 
-def new_group(cluster: Any, scope: str, stream: str, readers: int) -> list[Any]:
-    """A new group on ``scope/stream`` from its head and ``readers`` readers joined to it."""
+def new_group(
+    cluster: Any, scope: str, stream: str, readers: int, serializer: Any = None
+) -> list[Any]:
+    """A new group on ``scope/stream`` from its head and ``readers`` readers joined to it
+    (``serializer``: bytes by default)."""
     group = "rg" + uuid.uuid4().hex[:8]
     cluster.create_reader_group(scope, group, pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}"))
-    return [
-        cluster.create_reader(f"r{i}", scope, group, pr.BytesSerializer()) for i in range(readers)
-    ]
+    serializer = serializer if serializer is not None else pr.BytesSerializer()
+    return [cluster.create_reader(f"r{i}", scope, group, serializer) for i in range(readers)]
+
+
+def read_or_stall(reader: Any, batch: int, idle_since: float, who: str) -> tuple[list[Any], float]:
+    """One read (``read_next_events(batch)``, or ``read_next_event`` for 0) and the time the
+    reader last got something (now, if it got something here); TimeoutError once it got
+    nothing for ``STALL_S``."""
+    if batch:
+        events = reader.read_next_events(batch, READ_TIMEOUT_S)
+    else:
+        one = reader.read_next_event(READ_TIMEOUT_S)
+        events = [] if one is None else [one]
+    now = time.perf_counter()
+    if events:
+        return events, now
+    if now - idle_since > STALL_S:
+        raise TimeoutError(f"{who} got nothing for {STALL_S:.0f}s")
+    return events, idle_since
 
 
 def read_all(readers: list[Any], expected: int, run: ReadRun, index: int) -> None:
@@ -171,22 +190,14 @@ def read_all(readers: list[Any], expected: int, run: ReadRun, index: int) -> Non
     cpu_started = time.thread_time()
     try:
         while sum(run.counts) < expected:
-            if BATCH:
-                batch = reader.read_next_events(BATCH, READ_TIMEOUT_S)
-            else:
-                event = reader.read_next_event(READ_TIMEOUT_S)
-                batch = [] if event is None else [event]
-            now = time.perf_counter()
+            batch, idle_since = read_or_stall(reader, BATCH, idle_since, f"reader {index}")
             if not batch:
-                if now - idle_since > STALL_S:
-                    raise TimeoutError(f"reader {index} got nothing for {STALL_S:.0f}s")
                 continue
-            idle_since = now
             for event in batch:
                 if not event.is_checkpoint:
                     run.counts[index] += 1
                     run.byte_counts[index] += len(event.event)
-            run.last_read[index] = now
+            run.last_read[index] = idle_since
     except BaseException as e:  # reported by the caller, not lost in the thread
         run.errors.append(e)
     run.cpu_s[index] = time.thread_time() - cpu_started
@@ -378,26 +389,13 @@ def timed_reads(
     """One reader of a new group reads ``expected`` back (``read_next_events(batch)``, or
     ``read_next_event`` for 0). AssertionError unless it read exactly ``expected``, in order
     (one segment, one writer: the segment's order is the order written)."""
-    group = "rg" + uuid.uuid4().hex[:8]
-    config = pr.ReaderGroupConfig.for_streams(f"{scope}/{stream}")
-    cluster.create_reader_group(scope, group, config)
     got: list[Any] = []
     result: list[Timed] = []
-    with cluster.create_reader("r0", scope, group, serializer) as reader:
+    with new_group(cluster, scope, stream, 1, serializer)[0] as reader:
         idle_since = time.perf_counter()
         with timing(len(expected), result):
             while len(got) < len(expected):
-                if batch:
-                    read = reader.read_next_events(batch, READ_TIMEOUT_S)
-                else:
-                    one = reader.read_next_event(READ_TIMEOUT_S)
-                    read = [] if one is None else [one]
-                now = time.perf_counter()
-                if not read:
-                    if now - idle_since > STALL_S:
-                        raise TimeoutError(f"the reader got nothing for {STALL_S:.0f}s")
-                    continue
-                idle_since = now
+                read, idle_since = read_or_stall(reader, batch, idle_since, "the reader")
                 got.extend(e.event for e in read if not e.is_checkpoint)
     assert got == list(expected), "the events read are not the events written"
     return result[0]
