@@ -28,7 +28,7 @@ from pravega_ray.contracts.watermarks import (
     mark_segment_name,
     read_watermarks,
 )
-from pravega_ray.errors import InvalidArgumentError, SegmentNotFoundError, SegmentTruncatedError
+from pravega_ray.errors import InvalidArgumentError, SegmentNotFoundError
 from pravega_ray.naming import (
     parse_scoped_stream,
     parse_segment_name,
@@ -128,26 +128,19 @@ def _fetch(
         info = controller.get_stream_info(entry.scope, entry.stream)
         entry.segment = mark_segment_name(entry.scope, entry.stream, info.creation_time_ms)
     segment = entry.segment
-    while True:
-        try:
-            for found, after in read_watermarks(
-                lambda at: segments.read(segment, at, _READ_BYTES, 0.0).result(_CALL_TIMEOUT_S),
-                segment,
-                entry.offset,
-            ):
-                entry.tracker.add(found)
-                entry.offset = after
-            return
-        except SegmentNotFoundError:
-            return  # no watermark emitted yet
-        except SegmentTruncatedError as e:
-            # The controller keeps the newest watermarks only (WATERMARK_SEGMENT_KEEP_BYTES);
-            # it truncates at an entry's start: read on from there. Those dropped were never
-            # seen here: the window stays without a lower bound until one kept is passed.
-            start = int(getattr(e, "start_offset", -1))
-            if start <= entry.offset:
-                raise
-            entry.offset = start
+    try:
+        # The controller keeps the newest watermarks only (WATERMARK_SEGMENT_KEEP_BYTES): from
+        # an offset it truncated, the read goes on at the start, and those dropped unseen here
+        # leave the window without a lower bound until one kept is passed.
+        for found, after in read_watermarks(
+            lambda at: segments.read(segment, at, _READ_BYTES, 0.0).result(_CALL_TIMEOUT_S),
+            segment,
+            entry.offset,
+        ):
+            entry.tracker.add(found)
+            entry.offset = after
+    except SegmentNotFoundError:
+        return  # no watermark emitted yet
 
 
 def _with_ranges(

@@ -37,7 +37,7 @@ from typing import Any
 from pravega_ray.constants import SYSTEM_SCOPE
 from pravega_ray.contracts.cut_order import Cut, Ranges, covers_key_space, cut_le
 from pravega_ray.contracts.segment_store import ReadResult
-from pravega_ray.errors import DataCorruptionError, InvalidArgumentError
+from pravega_ray.errors import DataCorruptionError, InvalidArgumentError, SegmentTruncatedError
 from pravega_ray.naming import segment_epoch, segment_id, stable_hash64, stream_segment_name
 
 __all__ = [
@@ -214,10 +214,19 @@ def read_watermarks(
     """The watermarks of mark segment ``segment`` from ``offset`` on, a read at a time
     (``read(offset)``; a read may stop short of the end): per read, the whole entries it
     held and the offset after them. Ends at ``end`` (default: the length each read reports)
-    or at a read holding no whole entry. DataCorruptionError as :func:`decode_watermarks`
-    (the entries of earlier reads were yielded already)."""
+    or at a read holding no whole entry. A read below the segment's start (the controller
+    truncates it at an entry's start, keeping the newest watermarks) goes on from the start:
+    the offsets yielded say where it went on. DataCorruptionError as
+    :func:`decode_watermarks` (the entries of earlier reads were yielded already)."""
     while end is None or offset < end:
-        result = read(offset)
+        try:
+            result = read(offset)
+        except SegmentTruncatedError as e:
+            start = getattr(e, "start_offset", None)
+            if not isinstance(start, int) or start <= offset:
+                raise
+            offset = start
+            continue
         length = result.segment_length if end is None else end
         found, offset = decode_watermarks(segment, offset, result.data, length)
         if not found:

@@ -70,7 +70,6 @@ from pravega_ray.errors import (
     PravegaError,
     SegmentExistsError,
     SegmentNotFoundError,
-    SegmentTruncatedError,
     StreamNotFoundError,
 )
 from pravega_ray.timing import SYSTEM_CLOCK, Clock
@@ -384,21 +383,13 @@ class PeriodicWatermarking:
             length = 0
         if length < offset:  # the record is ahead of a segment re-created: trust the segment
             offset, last, keep_from = 0, None, 0
-        while True:
-            try:
-                for found, after in read_watermarks(
-                    lambda at: self._segments.read(segment, at, min(READ_CHUNK, length - at), 0.0),
-                    segment,
-                    offset,
-                    length,
-                ):
-                    last, offset = found[-1], after
-                break
-            except SegmentTruncatedError as e:  # truncated past the record: read on from there
-                start = int(getattr(e, "start_offset", length))
-                if start <= offset:
-                    raise
-                offset = keep_from = start
+        for found, _ in read_watermarks(  # below the start (truncated): from the start
+            lambda at: self._segments.read(segment, at, min(READ_CHUNK, length - at), 0.0),
+            segment,
+            offset,
+            length,
+        ):
+            last = found[-1]
         return last, length, None if record is None else record.version, keep_from
 
 

@@ -130,3 +130,29 @@ def test_read_watermarks_goes_on_through_short_reads_to_the_end() -> None:
     assert [f for found, _ in read_watermarks(read, "seg", one, end=2 * one) for f in found] == [
         marks[1]
     ]
+
+
+def test_read_watermarks_below_a_truncated_start_goes_on_from_the_start() -> None:
+    from pravega_ray.contracts.segment_store import ReadResult
+    from pravega_ray.contracts.watermarks import read_watermarks
+    from pravega_ray.errors import SegmentTruncatedError
+
+    marks = [Watermark(t, t, {A: t}, {A: (0.0, 1.0)}) for t in (1, 2, 3)]
+    data = b"".join(encode_watermark(m) for m in marks)
+    one = len(encode_watermark(marks[0]))
+    start = one  # the first entry truncated away (at an entry's start, as the controller does)
+
+    def read(at: int) -> ReadResult:
+        if at < start:
+            raise SegmentTruncatedError("truncated", start_offset=start)
+        return ReadResult(at, data[at:], False, len(data))
+
+    reads = list(read_watermarks(read, "seg", 0))
+    assert [f for found, _ in reads for f in found] == marks[1:]
+    assert reads[-1][1] == len(data)
+
+    def read_stuck(at: int) -> ReadResult:  # a start that does not move the read on: raised
+        raise SegmentTruncatedError("truncated", start_offset=at)
+
+    with pytest.raises(SegmentTruncatedError):
+        list(read_watermarks(read_stuck, "seg", 0))
