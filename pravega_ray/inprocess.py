@@ -276,7 +276,7 @@ class InProcessCluster(ClientFactory):
             failed: Future[Any] = Future()
             failed.set_exception(SegmentStoreUnavailableError(f"container {container_id} is down"))
             return failed
-        return self.run(_translate(getattr(container, method.__name__)(segment, *args)))
+        return self.run(_translate(getattr(container, method.__name__), segment, *args))
 
     def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
         """Run ``coro`` on the cluster's loop; once the cluster is shut down, a Future that
@@ -330,9 +330,10 @@ class InProcessCluster(ClientFactory):
             self._loop.close()
 
 
-async def _translate(coro: Coroutine[Any, Any, R]) -> R:
-    """A closed container looks like a dead actor to the client: outcome unknown."""
+async def _translate(method: Callable[..., Awaitable[R]], *args: Any) -> R:
+    """``method(*args)``, a closed container looking like a dead actor to the client (outcome
+    unknown). The call is made here, so a run refused by a closed loop never creates it."""
     try:
-        return await coro
+        return await method(*args)
     except ContainerNotReadyError as e:
         raise SegmentStoreUnavailableError(str(e)) from e

@@ -3,18 +3,29 @@ times in one process."""
 
 from __future__ import annotations
 
+import gc
 import threading
+import warnings
 
 import pytest
 
 import pravega_ray as pr
+from pravega_ray.contracts.segment_store_service import SegmentStoreService
+from pravega_ray.errors import SegmentStoreUnavailableError
 from pravega_ray.inprocess import InProcessCluster
 
 pytestmark = pytest.mark.timeout(120)
 
 
+PROCESS_WIDE = ("pravega-segment-calls",)
+"""Thread name prefixes of process-wide pools: made once, they grow on demand (to their size)
+in any later cluster, which is not a thread left behind."""
+
+
 def _threads() -> set[threading.Thread]:
-    return {t for t in threading.enumerate() if t.is_alive()}
+    return {
+        t for t in threading.enumerate() if t.is_alive() and not t.name.startswith(PROCESS_WIDE)
+    }
 
 
 def test_a_shut_down_cluster_leaves_no_thread_behind() -> None:
@@ -38,3 +49,17 @@ def test_a_shut_down_cluster_leaves_no_thread_behind() -> None:
     for thread in _threads() - before:
         thread.join(5)
     assert [t.name for t in _threads() - before] == []
+
+
+def test_a_call_after_shutdown_fails_unavailable_and_leaves_no_coroutine_unawaited() -> None:
+    """A processor's last read after the cluster stopped: SegmentStoreUnavailableError, and the
+    container's coroutine is never made (Python warns of one made and never awaited)."""
+    cluster = InProcessCluster(container_count=1)
+    cluster.shutdown()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        future = cluster.invoke(SegmentStoreService.get_info, "sc/st/0.#epoch.0")
+        with pytest.raises(SegmentStoreUnavailableError):
+            future.result(5)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []

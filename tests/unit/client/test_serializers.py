@@ -280,6 +280,7 @@ def test_json_deserialize_refuses_what_python_json_refuses(data: bytes) -> None:
     assert raised.value.data == data  # type: ignore[attr-defined]
 
 
+@pytest.mark.timeout(120)  # 300 generated values: seconds on a machine the other tier loads
 @settings(max_examples=300, deadline=None)
 @given(
     st.recursive(
