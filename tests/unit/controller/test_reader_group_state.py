@@ -168,6 +168,7 @@ def test_damaged_future_records_are_refused(change: dict[str, object]) -> None:
         ReaderGroupState.from_dict(stored)
 
 
+@pytest.mark.timeout(60)  # 10,000 scales: about 1 s here, 10x that on a loaded CI machine
 def test_the_state_stays_as_large_as_the_live_segments_over_ten_thousand_scales() -> None:
     """Splits and merges, 10,000 of them, under a group of two readers that read every
     sealed segment to its end: the state (completed, future and held segments) stays about
