@@ -149,16 +149,19 @@ class SegmentHelper:
     def create_segment(self, segment: str) -> None:
         self._call(segment, self._client.create_segment)
 
-    def create_transaction_segments(self, segments: Sequence[str]) -> None:
-        """Create transaction segments (role TRANSACTION, each in its parent's container),
-        all sent at once from this thread; one that exists already (an earlier run cut
-        short) is fine."""
+    def create_segments(
+        self, segments: Sequence[str], role: SegmentRole = SegmentRole.NORMAL
+    ) -> None:
+        """Create ``segments`` (of ``role``), all sent at once from this thread; one that
+        exists already (an earlier run cut short, or another caller) is fine."""
         self._each(
-            lambda s: self._client.create_segment(s, SegmentRole.TRANSACTION),
-            segments,
-            SegmentExistsError,
-            "create",
+            lambda s: self._client.create_segment(s, role), segments, SegmentExistsError, "create"
         )
+
+    def create_transaction_segments(self, segments: Sequence[str]) -> None:
+        """Create transaction segments (role TRANSACTION, each in its parent's container):
+        :meth:`create_segments`."""
+        self.create_segments(segments, SegmentRole.TRANSACTION)
 
     def delete_segments(self, segments: Sequence[str]) -> None:
         """Delete ``segments``, all sent at once from this thread; one that is gone already

@@ -27,7 +27,8 @@ instance resuming it) completes once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 from pravega_ray.contracts.records import (
@@ -47,7 +48,6 @@ from pravega_ray.errors import (
     IllegalStateTransitionError,
     InvalidArgumentError,
     ScopeNotEmptyError,
-    SegmentExistsError,
     StreamNotFoundError,
     StreamNotSealedError,
     StreamSealedError,
@@ -62,7 +62,7 @@ __all__ = ["StreamMetadataTasks", "StreamSegments"]
 class StreamSegments(Protocol):
     """The segment calls scope and stream calls make (``SegmentHelper`` provides them)."""
 
-    def create_segment(self, segment: str) -> None: ...
+    def create_segments(self, segments: Sequence[str]) -> None: ...
 
 
 class StreamMetadataTasks:
@@ -205,9 +205,10 @@ class StreamMetadataTasks:
                 self._store.streams.delete(scope, stream)
 
     def _finish_create(self, scope: str, stream: str) -> None:
-        """Create the stream's segments (side by side, ``run_each``) with their scaling
-        policy, then make it ACTIVE. Idempotent: a segment created before a crash is fine,
-        and so is another caller (instance) finishing the same create meanwhile.
+        """Store epoch 0's rows (``ensure_epoch0``) and, beside them, create the stream's
+        segments (all sent at once) and hand them their scaling policy; then make the
+        stream ACTIVE. Idempotent: rows and segments made before a crash are fine, and so is
+        another caller (instance) finishing the same create meanwhile.
 
         A fixed policy is not handed to the new segments: handing it over removes an
         auto-scale policy, and a new segment has none (its name is new: a re-created
@@ -216,17 +217,19 @@ class StreamMetadataTasks:
         info = self.get_stream_info(scope, stream)
         if info.state is not StreamState.CREATING:
             return
-        self._store.streams.ensure_epoch0(scope, stream)  # if its create stopped short
         scaling = info.configuration.scaling
-        hand_over = scaling.scale_type is not ScaleType.FIXED_NUM_SEGMENTS
+        names = [segment.name for segment in info.segments]
 
-        def create(segment: SegmentRange) -> None:
-            with contextlib.suppress(SegmentExistsError):
-                self._segments.create_segment(segment.name)
-            if hand_over:
-                self._set_policy(segment.name, scaling)
+        def segments() -> None:
+            self._segments.create_segments(names)
+            if scaling.scale_type is not ScaleType.FIXED_NUM_SEGMENTS:
+                run_each(lambda name: self._set_policy(name, scaling), names)
 
-        run_each(create, info.segments)
+        steps: list[Callable[[], None]] = [
+            partial(self._store.streams.ensure_epoch0, scope, stream),
+            segments,
+        ]
+        run_each(lambda step: step(), steps)
         try:
             self._store.transition(scope, stream, StreamState.ACTIVE)
         except (IllegalStateTransitionError, ConflictingUpdateError):

@@ -188,14 +188,14 @@ class StreamRecords:
         request_id: str | None,
     ) -> None:
         """The stream record in state CREATING (ConflictingUpdateError if it exists), naming
-        its epoch 0 (``count`` segments numbered from ``base`` splitting [0, 1) evenly), then
-        that epoch's history and index rows (:meth:`ensure_epoch0`).
+        its epoch 0 (``count`` segments numbered from ``base`` splitting [0, 1) evenly). The
+        epoch's history and index rows are written by whoever finishes the create
+        (:meth:`ensure_epoch0`, beside the segments' creation); until then :meth:`info`
+        answers epoch 0 from the record.
 
         The record comes first, so the loser of two creates racing on one name (threads of
         an instance, or instances) writes nothing: the epoch 0 stored is always the one the
-        stored record names. A create cut short after its record is completed by whoever
-        finishes it (``ensure_epoch0``); until then :meth:`info` answers epoch 0 from the
-        record. Rows left by an older create cut short before its record are overwritten.
+        stored record names. Rows left by an older create cut short are overwritten.
 
         The record holds the stream's routing rule, ``KEY_HASH_OF_NEW_STREAMS``, for good.
         """
@@ -211,7 +211,6 @@ class StreamRecords:
             "key_hash": KEY_HASH_OF_NEW_STREAMS.value,
         }
         self._records.put(self.key(scope, stream), record, None)
-        self._write_epoch0(scope, stream, record)
 
     @staticmethod
     def _epoch0_of(value: dict[str, Any]) -> EpochRecord | None:
@@ -252,17 +251,11 @@ class StreamRecords:
         run_each(lambda step: step(), [*clears, *puts])
 
     def ensure_epoch0(self, scope: str, stream: str) -> None:
-        """For a stream still CREATING: store the epoch 0 its record names unless both its
-        rows (history and index) are stored already. Idempotent; callers racing on it store
-        the same rows."""
+        """For a stream still CREATING: store the epoch 0 its record names (history and
+        index rows, each written unless stored already) and clear what an earlier stream of
+        the name left. Idempotent; callers racing on it store the same rows."""
         value = self.get(scope, stream)[0]
-        if value["state"] != StreamState.CREATING.value:
-            return
-        row = self._epoch0_of(value)
-        if row is not None and (
-            self.epoch(scope, stream, 0) != row
-            or self._read(self._index_key(scope, stream, 0)) != _index0(row.created_ms)
-        ):
+        if value["state"] == StreamState.CREATING.value:
             self._write_epoch0(scope, stream, value)
 
     @staticmethod
@@ -270,10 +263,15 @@ class StreamRecords:
         return f"indexrows/{scope}/{stream}/{chunk:08d}"
 
     def _put_same(self, key: str, value: dict[str, Any]) -> None:
-        """Store ``value`` under ``key`` unless it is stored already; a concurrent writer
-        of the same value is success, of another value ConflictingUpdateError."""
+        """Store ``value`` under ``key`` unless it is stored already (another value stored
+        there is overwritten); a concurrent writer of the same value is success, of another
+        value ConflictingUpdateError. An absent key costs one conditional write, no read."""
         value = json.loads(json.dumps(value))  # as stored: lists, not tuples
-        current = self._records.get(key)
+        try:  # a new row, as almost always: one write, no read before it
+            self._records.put(key, value, None)
+            return
+        except ConflictingUpdateError:
+            current = self._records.get(key)
         if current is not None and current.value == value:
             return
         try:
@@ -326,10 +324,18 @@ class StreamRecords:
 
     # --- history and index tables ----------------------------------------------------------------
     def epoch(self, scope: str, stream: str, epoch: int) -> EpochRecord | None:
+        """The history row of ``epoch`` (None if there is none); epoch 0 of a stream still
+        CREATING whose rows are not stored yet is the one its record names."""
         key = f"history/{scope}/{stream}/{epoch:010d}"
         value = self._read(key)
         if value is None:
-            return None
+            if epoch != 0:
+                return None
+            record = self._read(self.key(scope, stream))
+            if record is None or record.get("state") != StreamState.CREATING.value:
+                return None
+            with self._parsing(self.key(scope, stream)):
+                return self._epoch0_of(record)
         with self._parsing(key):
             return EpochRecord(
                 epoch,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 import pravega_ray as pr
@@ -42,6 +44,12 @@ class FakeSegmentStore:
         if segment in self.segments:
             raise SegmentExistsError(segment)
         self.segments[segment] = False
+
+    def create_segments(self, segments: list[str]) -> None:
+        """As ``SegmentHelper.create_segments``: one that exists already is fine."""
+        for segment in segments:
+            with contextlib.suppress(SegmentExistsError):
+                self.create_segment(segment)
 
     def create_table_segment(self, segment: str) -> None:
         self.create_segment(segment)

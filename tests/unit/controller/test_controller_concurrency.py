@@ -208,6 +208,12 @@ class _BlockingSegments:
             assert self.release.wait(60)
         self._inner.create_segment(segment)
 
+    def create_segments(self, segments: list[str]) -> None:
+        if any("/slow/" in segment for segment in segments):
+            self.blocked.set()
+            assert self.release.wait(60)
+        self._inner.create_segments(segments)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 

@@ -123,6 +123,7 @@ def test_transition_follows_the_state_transition_table(start: StreamState, to: S
     storage = InMemoryChunkStorage()
     store = _stream_store(storage)
     store.create_stream("sc", "st", pr.StreamConfiguration().to_dict(), 1, 1000, None)
+    store.streams.ensure_epoch0("sc", "st")  # as the create's workflow does before ACTIVE
     records = ChunkMetadataStore(storage)
     record = records.get("streams/sc/st")
     records.put("streams/sc/st", {**record.value, "state": start.value}, record.version)
@@ -190,6 +191,7 @@ def test_create_stream_records_pravegas_routing_rule() -> None:
     store.create_stream("sc", "st", pr.StreamConfiguration().to_dict(), 2, 1000, None)
     assert ChunkMetadataStore(storage).get("streams/sc/st").value["key_hash"] == "pravega"
     assert store.get_stream_info("sc", "st").key_hash is KeyHash.PRAVEGA
+    store.streams.ensure_epoch0("sc", "st")  # as the create's workflow does before ACTIVE
     store.transition("sc", "st", StreamState.ACTIVE)
     store.transition("sc", "st", StreamState.UPDATING)
     store.transition("sc", "st", StreamState.ACTIVE)
@@ -255,3 +257,22 @@ def test_an_update_that_changes_the_routing_rule_is_refused(change) -> None:  # 
         store.streams.update("sc", "st", change)
     assert ChunkMetadataStore(storage).get("streams/sc/st") == before
     assert store.get_stream_info("sc", "st").key_hash is KeyHash.PRAVEGA
+
+
+def test_a_create_cut_short_after_its_record_answers_epoch_0_from_the_record() -> None:
+    """The create stores the record; epoch 0's rows are written by whoever finishes it
+    (beside the segments). Between the two, epoch 0 is the one the record names."""
+    storage = InMemoryChunkStorage()
+    store = _stream_store(storage)
+    store.create_stream("sc", "st", pr.StreamConfiguration().to_dict(), 2, 1000, None)
+    records = ChunkMetadataStore(storage)
+    assert records.get("history/sc/st/0000000000") is None
+    derived = store.streams.epoch("sc", "st", 0)
+    assert derived is not None and [s for s, _, _ in derived.segments] == [0, 1]
+    assert [s.segment_id for s in store.get_stream_info("sc", "st").segments] == [0, 1]
+    store.streams.ensure_epoch0("sc", "st")
+    assert records.get("history/sc/st/0000000000") is not None
+    assert store.streams.epoch("sc", "st", 0) == derived
+    store.streams.ensure_epoch0("sc", "st")  # again, as a second finisher: the same rows
+    assert store.streams.epoch("sc", "st", 0) == derived
+    assert store.streams.epoch("sc", "st", 1) is None

@@ -604,8 +604,7 @@ def test_records_listings_and_caches_stay_right_while_compaction_moves_and_trunc
         reader.put(key, {"last": True}, latest[key][1])
         assert writer.get(key) is not None and writer.get(key).value == {"last": True}
         starts = [
-            cluster.segments.get_info(segment).result().start_offset
-            for segment in writer.segments
+            cluster.segments.get_info(segment).result().start_offset for segment in writer.segments
         ]
         assert max(starts) > 0, "compaction never truncated a partition"
         writer.close()

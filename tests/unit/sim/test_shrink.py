@@ -11,6 +11,7 @@ from pravega_ray.errors import InvalidArgumentError
 from sim.__main__ import main
 from sim.shrink import Shrunk, shrink
 from sim.world import Faults
+from tests.unit.sim.feature_checks import ACKS_EARLY_SEED, WITHOUT_FEATURES_ARG
 
 FAULTS = Faults(
     crash=0.001,
@@ -88,15 +89,12 @@ def test_only_a_failing_run_is_shrunk() -> None:
 def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["--seeds", "1", "--start", "1", "--steps", "1000", "--bug", "container-acks-early"]
-    # Without the features: seed 1 runs as it did before they existed.
-    without = [
-        "--without",
-        "drop_call,drop_reply,scope_delete,tier2_outage,transactions,watermarks",
-    ]
+    seed = ACKS_EARLY_SEED
+    argv = ["--seeds", "1", "--start", str(seed), "--steps", "1000"]
+    without = ["--without", WITHOUT_FEATURES_ARG, "--bug", "container-acks-early"]
     assert main([*argv, *without, "--trace-lines", "5"]) == 1
     out = capsys.readouterr().out
-    assert "shrinking seed 1 (at most 40 runs)" in out
+    assert f"shrinking seed {seed} (at most 40 runs)" in out
     assert "original violation at step " in out and "shrunk violation at step " in out
     shrunk_line = next(line for line in out.splitlines() if line.startswith("shrunk violation"))
     step = shrunk_line.split()[4].rstrip(":")
@@ -107,19 +105,18 @@ def test_the_command_line_shrinks_the_first_failure_and_its_replay_fails_alike(
     assert steps < 1000
     assert main(command[3:]) == 1  # the shrunk run, replayed: the same violation, same step
     replayed = capsys.readouterr().out
-    assert f"seed 1: step {step}: " in replayed
+    assert f"seed {seed}: step {step}: " in replayed
     assert shrunk_line.split(": ", 1)[1] in replayed
     assert "shrinking" not in replayed
 
 
 def test_no_shrink_prints_the_original_run(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--seeds", "1", "--start", "1", "--steps", "1000", "--bug", "container-acks-early"]
-    kinds = (  # seed 1 as before the features
-        "drop_call,drop_reply,scope_delete,tier2_outage,transactions,watermarks"
-    )
-    assert main([*argv, "--without", kinds, "--no-shrink"]) == 1
+    seed = ACKS_EARLY_SEED
+    argv = ["--seeds", "1", "--start", str(seed), "--steps", "1000"]
+    bug = ["--bug", "container-acks-early"]
+    assert main([*argv, "--without", WITHOUT_FEATURES_ARG, *bug, "--no-shrink"]) == 1
     out = capsys.readouterr().out
     assert "shrinking" not in out
-    assert "replay: python -m sim --seeds 1 --start 1 --steps 1000" in out
-    without = f"--without {kinds}"
+    assert f"replay: python -m sim --seeds 1 --start {seed} --steps 1000" in out
+    without = f"--without {WITHOUT_FEATURES_ARG}"
     assert f"{without} --bug container-acks-early --no-shrink" in out
