@@ -28,8 +28,9 @@ tiers) and shuts it down at the end. Prints one table per part (each selectable,
    within 1.5x of the first's. Every level is filled to the end unless ``--fill-budget-s``
    (0, no limit, by default) says to skip one that would take longer at the rate so far.
 4. ``baseline`` (measured first, on an idle cluster): a plain detached Ray actor's trivial method
-   next to ``get_stream_info`` and ``list_scopes``, sequential calls, p50/p99, calls/s and each
-   p50 against the plain call's (goal for ``get_stream_info``: <= 2x).
+   next to ``get_stream_info`` and ``list_scopes``, from one thread, 50 calls of each in turn
+   (``--baseline-rounds`` rounds, so a drift of the machine's speed slows them alike), p50/p99,
+   calls/s and each p50 against the plain call's (goal for ``get_stream_info``: <= 2x).
 
 The cluster runs ``--controllers`` controller API instances (2, ``start_local``'s default).
 
@@ -103,24 +104,50 @@ def sequential_calls(call: Callable[[], object], calls: int) -> tuple[float, flo
     return percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000, calls / elapsed
 
 
+def interleaved_calls(
+    calls: dict[str, Callable[[], object]], rounds: int, block: int = 50
+) -> list[tuple[str, float, float, float]]:
+    """(name, p50 ms, p99 ms, calls/s) of each of ``calls`` over ``rounds`` rounds, a round
+    being ``block`` calls of each in turn (after a warm-up block of each). A machine whose
+    speed drifts while they run (this one's does, by 1.5x within a minute) slows each alike;
+    blocks rather than single calls in turn, so a call's lingering work (its reply, its
+    actor's bookkeeping) delays at most the first call of the next block, not every call of
+    the baseline."""
+    for call in calls.values():
+        for _ in range(block):
+            call()
+    latencies: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            _, each = time_calls(itertools.repeat(call, block))
+            latencies[name].extend(each)
+    return [
+        (name, percentile(ls, 0.5) * 1000, percentile(ls, 0.99) * 1000, len(ls) / sum(ls))
+        for name, ls in latencies.items()
+    ]
+
+
 def run_baselines(cluster: Any, args: argparse.Namespace) -> None:
     mgr = cluster.stream_manager()
     mgr.create_scope("base")
     mgr.create_stream("base", "s", pr.StreamConfiguration(scaling=pr.ScalingPolicy.fixed(1)))
     actor = _trivial_actor(cluster, "base")
     try:
-        measured = [
-            ("plain Ray actor call", *sequential_calls(lambda: ray.get(actor.ping.remote()), 500)),
-            ("get_stream_info", *sequential_calls(lambda: mgr.get_stream_info("base", "s"), 500)),
-            ("list_scopes", *sequential_calls(mgr.list_scopes, 200)),
-        ]
+        measured = interleaved_calls(
+            {
+                "plain Ray actor call": lambda: ray.get(actor.ping.remote()),
+                "get_stream_info": lambda: mgr.get_stream_info("base", "s"),
+                "list_scopes": mgr.list_scopes,
+            },
+            args.baseline_rounds,
+        )
     finally:
         ray.kill(actor)
     plain_p50 = measured[0][1]
     goals = {"get_stream_info": "<= 2x"}
     rows = [(*row, f"{row[1] / plain_p50:.2f}x", goals.get(row[0], "")) for row in measured]
     print_table(
-        "Baselines: one thread, sequential calls, idle cluster "
+        "Baselines: one thread, the calls in turn, idle cluster "
         f"({len(cluster.controller_handles())} controller instances)",
         ["call", "p50 ms", "p99 ms", "calls/s", "p50 / plain call", "goal"],
         rows,
@@ -425,6 +452,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--fill-budget-s", type=float, default=0.0, help="skip slower levels; 0: none")
     p.add_argument("--controllers", type=int, default=2, help="controller API instances")
+    p.add_argument(
+        "--baseline-rounds", type=int, default=20, help="baseline rounds (50 calls of each)"
+    )
     p.add_argument("--keep-data", action="store_true", help="keep the temporary data directory")
     args = p.parse_args(argv)
     if args.quick:
@@ -440,7 +470,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if not levels or sorted(set(levels)) != levels or levels[0] < 1:
         p.error(f"--streams {args.streams!r}: give ascending stream counts, e.g. 1000,10000")
     names = ("containers", "scales", "event_bytes", "batch_events", "auto_scales")
-    for name in (*names, "fill_threads", "progress_every", "controllers"):
+    for name in (*names, "fill_threads", "progress_every", "controllers", "baseline_rounds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.create_sample < 1 or (args.event_bytes + 8) * args.batch_events > MAX_BATCH_BYTES:
