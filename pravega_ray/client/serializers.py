@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeGuard, TypeVar, ru
 
 import orjson
 
+from pravega_ray import json_text
 from pravega_ray.client.json_columns import decode_rows, encode_rows
 from pravega_ray.constants import MIB
 from pravega_ray.errors import InvalidArgumentError, SerializationError
@@ -280,8 +281,8 @@ def _check_json_type(arrow_type: Any, path: str) -> None:
 # finite floats of 0 or at least 1e-4 in magnitude, at most ``_ORJSON_DEPTH_MAX`` deep
 # (:func:`_orjson_writes_alike`); whatever it then refuses (a key that is not exactly a str, an
 # int beyond 64 bits, a lone surrogate) and bytes that are not ASCII without DEL go to json.
-# Reading, orjson decodes a payload unless it holds a digit run long enough to be an int beyond
-# 64 bits; what orjson refuses goes to json. Python's json thus decides everything orjson might
+# Reading: ``pravega_ray.json_text.loads`` (orjson unless a digit run may be an int beyond
+# 64 bits; what orjson refuses goes to json). Python's json thus decides everything orjson might
 # see otherwise: the stored bytes, the values read and the errors are what they were before
 # orjson, byte for byte (tests/unit/client/test_serializers.py compares them). One difference
 # is left, on purpose: orjson reads nesting up to 1,024 levels, where json alone raised near
@@ -289,12 +290,6 @@ def _check_json_type(arrow_type: Any, path: str) -> None:
 
 _ORJSON_DEPTH_MAX = 64
 """Values nested deeper than this are written by Python's json (orjson stops at 254)."""
-
-_DIGITS_AS_ZERO = bytes.maketrans(b"-0123456789", b"0" * 11)
-_LONG_INT = b"0" * 20
-"""Once digits and ``-`` read ``0``: a run that may be an int orjson reads as a float (a
-positive int past 2**64 - 1 has at least 20 digits; a negative one below -2**63, a minus and
-at least 19)."""
 
 
 def _orjson_writes_alike(value: Any, depth: int) -> bool:
@@ -411,13 +406,7 @@ class JsonSerializer:
     def deserialize(self, data: bytes) -> Any:
         raw = data if type(data) is bytes else _raw(data, "JsonSerializer")
         try:
-            if raw.translate(_DIGITS_AS_ZERO).find(_LONG_INT) < 0:
-                try:
-                    value = orjson.loads(raw)
-                except orjson.JSONDecodeError:  # NaN, a lone surrogate, a BOM, UTF-16, depth
-                    value = json.loads(raw)
-            else:  # maybe an int beyond 64 bits, which orjson would read as a float
-                value = json.loads(raw)
+            value = json_text.loads(raw)
         except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
             raise _decode_error(f"bytes are not JSON: {e}", raw) from None
         if self._schema is None:

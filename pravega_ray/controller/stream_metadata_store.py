@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
+from pravega_ray import json_text
 from pravega_ray.constants import KVT_PARTITIONS_MAX, SYSTEM_SCOPE
 from pravega_ray.contracts.reader_group_state import ReaderGroupState
 from pravega_ray.contracts.records import (
@@ -278,7 +279,7 @@ def decode_record(key: str, chunk: str, raw: bytes) -> dict[str, Any]:
     else:
         raise damaged(key, "neither a checksummed record nor a JSON object", chunk)
     try:
-        value = json.loads(body)
+        value = json_text.loads(body)
     except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
         raise damaged(key, f"not JSON ({e})", chunk) from None
     if not isinstance(value, dict):

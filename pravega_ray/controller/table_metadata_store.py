@@ -74,7 +74,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, TypeVar
 
 from pravega_ray.constants import (
@@ -268,7 +268,7 @@ class TableMetadataStore:
 
     def children_partition(self, parent: str) -> int:
         """The partition holding every record directly under ``parent``: a stable hash of it."""
-        return stable_hash64(parent) % len(self.segments)
+        return _parent_hash(parent) % len(self.segments)
 
     def ensure_created(self) -> None:
         """Create the table segments; those that exist already are left as they are. A
@@ -829,10 +829,24 @@ def _first(sent: Future[R] | None, call: Callable[[], Future[R]]) -> Callable[[]
     return once
 
 
+KEY_MEMO_SIZE = 16384
+"""Record keys whose checked bytes (and parents' hashes) each store process remembers: a
+call reads its stream's few records again and again (checking a key's name costs more than
+reading the record from the cache)."""
+
+
 def _key_bytes(key: object) -> bytes:
     """``key`` in UTF-8 after the chunk store's key rule; InvalidNameError otherwise."""
+    if isinstance(key, str):
+        return _str_key_bytes(key)
+    validate_chunk_name(key)  # raises InvalidNameError: not a str
+    raise InvalidNameError(f"a record key is a str, got {key!r}")
+
+
+@lru_cache(maxsize=KEY_MEMO_SIZE)
+def _str_key_bytes(key: str) -> bytes:
+    """:func:`_key_bytes` of a str (remembered; a key refused is not: it raises)."""
     validate_chunk_name(key)
-    assert isinstance(key, str)
     try:
         raw = key.encode("utf-8")
     except UnicodeEncodeError:
@@ -840,6 +854,10 @@ def _key_bytes(key: object) -> bytes:
     if len(raw) > TABLE_KEY_BYTES_MAX:
         raise InvalidNameError(f"record key longer than {TABLE_KEY_BYTES_MAX} bytes")
     return raw
+
+
+_parent_hash = lru_cache(maxsize=KEY_MEMO_SIZE)(stable_hash64)
+"""``stable_hash64`` of a record's parent key, remembered."""
 
 
 # --- migration from chunk records (data format 5 -> 6) -------------------------------------------
