@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from pravega_ray.client.event_framing import FrameAssembler, frame_events
+from pravega_ray.client.event_framing import FrameAssembler, frame_events, parse_events
 from pravega_ray.constants import EVENT_TYPE_PLAIN, LARGE_EVENT_BYTES_MAX, MIB
 from pravega_ray.errors import DataCorruptionError
 
@@ -66,3 +66,15 @@ def test_damaged_frames_raise_data_corruption() -> None:
     frames.feed(b"\0\0", 0)
     with pytest.raises(DataCorruptionError):
         frames.feed(b"\0\1\0\0\0\0", 2)
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_parse_events_reads_any_buffer_alike_and_gives_bytes_payloads(kind: type) -> None:
+    """Each payload is its own bytes (not a view holding the read's buffer); a frame cut by
+    the end is left unconsumed."""
+    frames = [large_frame(p) for p in (b"", b"a", b"bc" * 50)]  # any size: one frame kind
+    data = b"".join(frames) + frames[2][:20]
+    events, consumed = parse_events(kind(data), 1000)
+    assert events == [(1000, b""), (1008, b"a"), (1017, b"bc" * 50)]
+    assert all(type(payload) is bytes for _, payload in events)
+    assert consumed == len(data) - 20
