@@ -532,11 +532,8 @@ class StreamRecords:
     def info(self, scope: str, stream: str) -> StreamInfo:
         value = self.get(scope, stream)[0]
         epoch = int(value["epoch"])
-        derived = None
-        if epoch == 0 and value.get("state") == StreamState.CREATING.value:
-            with self._parsing(self.key(scope, stream)):
-                derived = self._epoch0_of(value)  # its rows may not be stored yet
-        row = derived if derived is not None else self._active_epoch_row(scope, stream, epoch)
+        # Epoch 0 of a stream still CREATING comes from its record until its rows are stored.
+        row = self._active_epoch_row(scope, stream, epoch)
         with self._parsing(self.key(scope, stream)):
             return self._info(scope, stream, value, epoch, row)
 

@@ -38,7 +38,7 @@ import contextlib
 import itertools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pravega_ray.constants import AUTO_SCALE_COLD_MARK_S, AUTO_SCALE_STREAM_COOLDOWN_S
@@ -56,7 +56,6 @@ from pravega_ray.controller.transaction_workflows import (
 )
 from pravega_ray.errors import (
     ScaleConflictError,
-    SegmentExistsError,
     SegmentNotFoundError,
     StreamNotFoundError,
     StreamSealedError,
@@ -80,6 +79,8 @@ log = logging.getLogger(__name__)
 class WorkflowSegments(TransactionSegments, Protocol):
     """The segment calls workflows make (``SegmentHelper``): create, seal, delete and
     truncate segments, and their transaction steps' calls."""
+
+    def create_segments(self, segments: Sequence[str]) -> None: ...
 
     def seal_segment(self, segment: str) -> int: ...
 
@@ -166,13 +167,9 @@ class StreamWorkflows:
         self._step("scaling")
         config = StreamConfiguration.from_dict(value["config"])
 
-        def create(sid: int) -> None:
-            name = stream_segment_name(scope, stream, sid)
-            with contextlib.suppress(SegmentExistsError):
-                self._segments.create_segment(name)
-            self._set_policy(name, config.scaling)
-
-        run_each(create, [sid for sid, _, _ in t.segments])  # side by side: independent
+        names = [stream_segment_name(scope, stream, sid) for sid, _, _ in t.segments]
+        self._segments.create_segments(names)  # all sent at once; made already is fine
+        run_each(lambda name: self._set_policy(name, config.scaling), names)
         self._step("segments created")
         current = self._records.epoch(scope, stream, value["epoch"])
         assert current is not None
@@ -350,15 +347,10 @@ class StreamWorkflows:
         txns.close_epoch(scope, stream, a + 1)  # before its row: nothing is created there
         config = StreamConfiguration.from_dict(value["config"])
 
-        def create(row: tuple[int, float, float], policy: bool) -> None:
-            name = stream_segment_name(scope, stream, row[0])
-            with contextlib.suppress(SegmentExistsError):
-                self._segments.create_segment(name)
-            if policy:
-                self._set_policy(name, config.scaling)
-
-        jobs = [(r, False) for r in plan.duplicates] + [(r, True) for r in t.segments]
-        run_each(lambda job: create(*job), jobs)
+        names = [stream_segment_name(scope, stream, r[0]) for r in t.segments]
+        duplicates = [stream_segment_name(scope, stream, r[0]) for r in plan.duplicates]
+        self._segments.create_segments([*duplicates, *names])  # made already is fine
+        run_each(lambda name: self._set_policy(name, config.scaling), names)  # not duplicates'
         self._step("roll segments created")
         row_a = self._records.epoch(scope, stream, a)
         now = max(self._clock.wall_time_ms(), row_a.created_ms if row_a else 0)

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[3]
 ACKS_EARLY_SEED = 2
 """A seed whose run (1000 steps, without ``WITHOUT_FEATURES_ARG``) catches the planted defect
 ``container-acks-early``: the command-line tests report and shrink it. Found again each time
-the controller's calls change (1 until a stream's create made fewer)."""
+the controller's calls change (1 until a stream's create made fewer); the seed before it
+must pass (test_sim.py runs both)."""
 WITHOUT_FEATURES_ARG = "drop_call,drop_reply,scope_delete,tier2_outage,transactions,watermarks"
 """The ``--without`` argument that leaves out the kinds added since: a seed runs as it did
 before they existed."""

@@ -20,11 +20,11 @@ BEFORE_FEATURES = sim.SimConfig(faults=sim.FAULT_KINDS - sim.FEATURES)
 WITHOUT_LOSS = sim.SimConfig(faults=sim.FAULT_KINDS - sim.MESSAGE_LOSS)
 """Every fault but lost calls and replies: the planted-defect searches were calibrated so."""
 
-FIXED_SEEDS = (*range(80), 112, 113)
+FIXED_SEEDS = (*range(80), 106, 114)
 """Seeds every run must pass: 0 to 79, and two where the controller crashes mid-scale. The
-test asks for 3 such crashes; seeds 0 to 79 hold 2 (62, 68) since a stream's create makes
-fewer calls (every change of the controller's calls moves them: a search of seeds 0 to 200
-found 112 and 113 next)."""
+test asks for 3 such crashes; seeds 0 to 79 hold 1 (68) since scales create their segments
+in one round (every change of the controller's calls moves them: a search of seeds 0 to 200
+found 106 and 114 next)."""
 
 CAUGHT_WITHIN = {
     "writer-resends-acked": 150,
@@ -214,7 +214,7 @@ def test_the_command_line_runs_seeds_and_reports_a_failure(
     out = capsys.readouterr().out
     assert out.startswith("first seed 5, 2 seeds, 300 steps")
     assert "2/2 seeds passed, 0 failed" in out
-    start = str(ACKS_EARLY_SEED)  # it and the next seed (which passes)
+    start = str(ACKS_EARLY_SEED - 1)  # the seed before it (which passes), and it
     argv = ["--seeds", "2", "--start", start, "--steps", str(STEPS)]
     argv += ["--bug", "container-acks-early"]
     assert main([*argv, "--without", WITHOUT_FEATURES_ARG, "--no-shrink"]) == 1
