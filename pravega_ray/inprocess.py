@@ -98,6 +98,11 @@ class InProcessCluster(ClientFactory):
         lease_s = IN_PROCESS_LEASE_S if watch_metadata else IN_PROCESS_UNWATCHED_LEASE_S
         self._options = {"table_watch_lease_s": lease_s, **container_options}
         self._loop = asyncio.new_event_loop()
+        # Held while a coroutine is handed to the loop and while shutdown stops accepting
+        # them: every coroutine handed over before shutdown is on the loop, and is run or
+        # cancelled there; none is left scheduled on a stopped loop (never awaited).
+        self._submit_lock = threading.Lock()
+        self._accepting = True
         self._thread = threading.Thread(
             target=self._loop.run_forever, daemon=True, name="pravega-inprocess"
         )
@@ -282,14 +287,13 @@ class InProcessCluster(ClientFactory):
         """Run ``coro`` on the cluster's loop; once the cluster is shut down, a Future that
         failed with SegmentStoreUnavailableError (a processor's last read, say) and the
         coroutine closed unrun."""
-        try:
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
-        except RuntimeError:  # the loop is closed
-            coro.close()
-            failed: Future[R] = Future()
-            down = SegmentStoreUnavailableError("the in-process cluster is shut down")
-            failed.set_exception(down)
-            return failed
+        with self._submit_lock:
+            if self._accepting:
+                return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        coro.close()
+        failed: Future[R] = Future()
+        failed.set_exception(SegmentStoreUnavailableError("the in-process cluster is shut down"))
+        return failed
 
     def restart_container(self, container_id: int) -> None:
         """Kill a container (in-flight calls fail, outcome unknown) and recover a new one."""
@@ -324,10 +328,27 @@ class InProcessCluster(ClientFactory):
             self.run(self._loop.shutdown_default_executor()).result(10)
         except TimeoutError:
             log.warning("in-process cluster: executor threads still busy at shutdown")
+        with self._submit_lock:
+            self._accepting = False
+            # After every coroutine handed over before (the loop runs callbacks in order).
+            last = asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self._loop)
+        try:
+            last.result(10)
+        except TimeoutError:
+            log.warning("in-process cluster: calls still running at shutdown")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task on the running loop and wait (5 s at most) until they end."""
+    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=5)
 
 
 async def _translate(method: Callable[..., Awaitable[R]], *args: Any) -> R:

@@ -3,9 +3,12 @@ times in one process."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import threading
 import warnings
+from concurrent.futures import CancelledError, Future
 
 import pytest
 
@@ -61,5 +64,36 @@ def test_a_call_after_shutdown_fails_unavailable_and_leaves_no_coroutine_unawait
         future = cluster.invoke(SegmentStoreService.get_info, "sc/st/0.#epoch.0")
         with pytest.raises(SegmentStoreUnavailableError):
             future.result(5)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+
+
+def _shut_down_while_calling() -> None:
+    cluster = InProcessCluster(container_count=1)
+    futures: list[Future[None]] = []
+    stop = threading.Event()
+
+    def call() -> None:
+        while not stop.is_set():
+            futures.append(cluster.run(asyncio.sleep(0)))
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    cluster.shutdown()
+    stop.set()
+    caller.join(10)
+    for future in futures:
+        with contextlib.suppress(SegmentStoreUnavailableError, CancelledError):
+            future.result(5)
+
+
+def test_calls_made_while_the_cluster_shuts_down_each_end_and_none_is_left_unawaited() -> None:
+    """A processor still calling while the cluster stops: each call's future ends (a result,
+    SegmentStoreUnavailableError, or cancelled), and no coroutine is left scheduled on a loop
+    that will never run it again (Python warns of one made and never awaited)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(5):
+            _shut_down_while_calling()
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []

@@ -24,8 +24,12 @@ from pravega_ray.errors import (
 )
 from pravega_ray.inprocess import InProcessCluster
 from tests.checks import read_exactly
+from tests.unit.threads import count_named
 
 pytestmark = pytest.mark.timeout(60)
+
+WRITER_THREADS = "pravega-writer-"
+"""A writer names its pump thread ``pravega-writer-<stream>``."""
 
 NAN = float("nan")
 REFUSAL = "refused by the test"
@@ -116,22 +120,22 @@ def test_writer_config_at_its_bounds_is_accepted() -> None:
 def test_create_writer_with_a_bad_config_or_serializer_starts_nothing(
     cluster: InProcessCluster, kwargs: dict[str, Any], match: str
 ) -> None:
-    threads = threading.active_count()
+    threads = count_named(WRITER_THREADS)
     with pytest.raises(InvalidArgumentError, match=match):
         cluster.create_writer("sc", "st", **kwargs)
-    assert threading.active_count() == threads
+    assert count_named(WRITER_THREADS) == threads
 
 
 @pytest.mark.parametrize("scope, stream", [("s c", "st"), ("sc", None), ("sc", "../st")])
 def test_writer_constructor_with_a_bad_name_raises_invalid_name_and_starts_nothing(
     cluster: InProcessCluster, scope: Any, stream: Any
 ) -> None:
-    threads = threading.active_count()
+    threads = count_named(WRITER_THREADS)
     with pytest.raises(InvalidNameError):
         EventStreamWriter(
             scope, stream, pr.BytesSerializer(), cluster._controller, cluster._segments
         )
-    assert threading.active_count() == threads
+    assert count_named(WRITER_THREADS) == threads
 
 
 @pytest.mark.parametrize("key", [["x"], {"x": 1}, b"k", 5, "\ud800", "a\udfffb"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -16,8 +15,11 @@ from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.rest import RestServer, serve_rest
 from pravega_ray.rest.server import BODY_BYTES_MAX
 from tests.unit.rest.conftest import Http
+from tests.unit.threads import alive_named
 
 pytestmark = pytest.mark.timeout(30)
+
+LOOP_THREAD = "pravega-rest-loop"
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "example.com"])
@@ -33,11 +35,12 @@ def test_serve_rest_refuses_a_bad_port(port: Any) -> None:
 
 
 def test_serve_rest_on_a_port_in_use_is_a_configuration_error(rest_server: RestServer) -> None:
-    threads = threading.active_count()
+    before = set(alive_named(LOOP_THREAD))
     with pytest.raises(ConfigurationError, match="cannot bind"):
         serve_rest(object(), "127.0.0.1", rest_server.port)  # type: ignore[arg-type]
-    time.sleep(0.1)
-    assert threading.active_count() <= threads  # its loop thread stopped
+    for thread in set(alive_named(LOOP_THREAD)) - before:
+        thread.join(5)
+    assert set(alive_named(LOOP_THREAD)) <= before  # its loop thread stopped
 
 
 def test_port_zero_picks_a_free_port(rest_server: RestServer) -> None:
