@@ -286,7 +286,8 @@ class InProcessCluster(ClientFactory):
     def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
         """Run ``coro`` on the cluster's loop; once the cluster is shut down, a Future that
         failed with SegmentStoreUnavailableError (a processor's last read, say) and the
-        coroutine closed unrun."""
+        coroutine closed unrun. One handed over while the cluster shuts down ends: run, or
+        cancelled by the shutdown (its Future then raises CancelledError)."""
         with self._submit_lock:
             if self._accepting:
                 return asyncio.run_coroutine_threadsafe(coro, self._loop)
