@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import threading
 
+WRITER_THREADS = "pravega-writer-"
+"""The prefix of a writer's pump thread's name (``pravega-writer-<stream>``)."""
+
 
 def alive_named(prefix: str) -> list[threading.Thread]:
     """The live threads whose name starts with ``prefix``."""

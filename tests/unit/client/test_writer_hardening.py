@@ -24,12 +24,9 @@ from pravega_ray.errors import (
 )
 from pravega_ray.inprocess import InProcessCluster
 from tests.checks import read_exactly
-from tests.unit.threads import count_named
+from tests.unit.threads import WRITER_THREADS, count_named
 
 pytestmark = pytest.mark.timeout(60)
-
-WRITER_THREADS = "pravega-writer-"
-"""A writer names its pump thread ``pravega-writer-<stream>``."""
 
 NAN = float("nan")
 REFUSAL = "refused by the test"

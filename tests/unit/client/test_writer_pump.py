@@ -19,7 +19,7 @@ from pravega_ray.contracts.records import KeyHash
 from pravega_ray.errors import IllegalStateError
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.timing import ManualClock, ManualThreadScheduler
-from tests.unit.threads import count_named
+from tests.unit.threads import WRITER_THREADS, count_named
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -87,10 +87,10 @@ def manual_writer(
 
 
 def test_pump_round_without_a_thread_sends_what_was_written() -> None:
-    threads = count_named("pravega-writer-")
+    threads = count_named(WRITER_THREADS)
     connection = Connection()
     writer, _ = manual_writer(connection)
-    assert count_named("pravega-writer-") == threads  # the scheduler started no pump thread
+    assert count_named(WRITER_THREADS) == threads  # the scheduler started no pump thread
     future = writer.write_event(b"a", routing_key="k")
     assert connection.appends == []  # nothing goes until the pump runs
     assert writer.pump_round() == 0.0
