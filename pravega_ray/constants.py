@@ -209,6 +209,12 @@ REQUEST_EXPIRY_S = 60.0
 """...until it is this old; then it is dropped (the caller that posted it failed)."""
 REQUEST_TRUNCATE_BYTES = 1 * MIB
 """Handled requests are truncated from the request stream once this many bytes are behind."""
+REQUEST_CHECKPOINT_INTERVAL_S = 1.0
+"""An event processor stores its checkpoint at most this often (Pravega's periodic checkpoint
+config): after a request finishes, at once if the last was stored this long ago, else by its
+reading loop once this long has passed. A processor that dies runs again at most this long's
+worth of finished requests (every workflow is idempotent); each checkpoint is an update of a
+watched controller table, which every other watcher acknowledges."""
 REQUEST_READ_WAIT_S = 1.0
 """How long an event processor's reading loop waits at the tail of its request stream while it
 handles nothing and no stream rests (a new request wakes the read at once; a resting stream

@@ -8,11 +8,14 @@ handler does:
 * **Per stream serialized, concurrent across streams.** Requests about one stream run one
   at a time in the order read; requests about different streams run side by side on a
   pool of ``concurrency`` threads.
-* **At least once, checkpoint after each request.** The checkpoint (stored in the
-  controller's metadata under ``eventprocessors/<name>``) is the offset of the oldest
-  request not yet finished, written after every request finishes; a processor that dies
-  starts again there, so a request may run twice (every workflow is idempotent) and none is
-  lost. Handled requests below the checkpoint are truncated from the stream now and then.
+* **At least once, periodic checkpoints.** The checkpoint (stored in the controller's
+  metadata under ``eventprocessors/<name>``) is the offset of the oldest request not yet
+  finished. It is stored after a request finishes, at most every ``checkpoint_interval_s``
+  (Pravega's periodic checkpoint): at once if the last one is that old, else by the reading
+  loop once it is (and by :meth:`drain` when all is done). A processor that dies starts again
+  there, so a request may run twice (every workflow is idempotent: up to an interval's worth
+  of finished requests run again) and none is lost. Handled requests below the checkpoint
+  are truncated from the stream now and then.
 * **Postponement.** A handler answers :data:`POSTPONE` when a request cannot run yet (its
   temporary property is not written yet, or another workflow holds the stream): the
   request goes to the back of its stream's queue and is tried again later, until it is
@@ -56,6 +59,7 @@ from typing import Any
 
 from pravega_ray import metrics
 from pravega_ray.constants import (
+    REQUEST_CHECKPOINT_INTERVAL_S,
     REQUEST_CONCURRENCY,
     REQUEST_EXPIRY_S,
     REQUEST_POLL_S,
@@ -101,7 +105,8 @@ class RequestEventProcessor:
     the time compared with the one requests carry (``posted_ms``) for expiry;
     ``scheduler`` starts the reading loop and paces :meth:`drain`. ``batch_handler``
     (optional) handles up to ``batch_max`` queued requests of one stream at once (module
-    docstring, "Batches").
+    docstring, "Batches"). ``checkpoint_interval_s``: how often at most the checkpoint is
+    stored (0: after every request).
     """
 
     def __init__(
@@ -119,6 +124,7 @@ class RequestEventProcessor:
         scheduler: ThreadScheduler = DAEMON_THREADS,
         batch_handler: BatchHandler | None = None,
         batch_max: int = 1,
+        checkpoint_interval_s: float = REQUEST_CHECKPOINT_INTERVAL_S,
     ) -> None:
         self._stream = stream
         self._handler = handler
@@ -142,6 +148,9 @@ class RequestEventProcessor:
         self._read_at: dict[int, float] = {}  # offset -> monotonic time it was read
         self._position = -1  # next offset to read; -1 until the checkpoint is loaded
         self._checkpointed = -1
+        self._checkpoint_interval_s = max(0.0, checkpoint_interval_s)
+        self._checkpoint_next = float("-inf")  # monotonic time the next one may be stored
+        self._checkpoint_owed = False  # a request finished since the last one was stored
         self._truncated = 0
         self._stopping = threading.Event()
         self.handled = 0
@@ -159,6 +168,8 @@ class RequestEventProcessor:
         if self._position < 0:
             self._stream.ensure_created()
             self._load_checkpoint()
+        if self._checkpoint_owed and self._clock.monotonic() >= self._checkpoint_next:
+            self._store_checkpoint()
         self._wake_rested()
         with self._lock:
             if len(self._pending) >= 10_000:  # enough in flight: let them finish first
@@ -191,7 +202,8 @@ class RequestEventProcessor:
 
         :data:`REQUEST_READ_WAIT_S` while no request is being handled and no stream rests:
         a new request wakes the read anyway, and only a running handler can start a rest.
-        Less while a stream rests (until its rest ends), and :data:`REQUEST_POLL_S` while
+        Less while a stream rests (until its rest ends) or a checkpoint is owed (until it may
+        be stored), and :data:`REQUEST_POLL_S` while
         handlers run (one of them may start a rest meanwhile, which the read must not
         outlast by much)."""
         now = self._clock.monotonic()
@@ -199,6 +211,8 @@ class RequestEventProcessor:
             if self._tasks:
                 return REQUEST_POLL_S
             ends = [q.rest_until for q in self._queues.values() if q.rest_until is not None]
+            if self._checkpoint_owed:
+                ends.append(self._checkpoint_next)
         if not ends:
             return REQUEST_READ_WAIT_S
         return max(0.005, min(REQUEST_READ_WAIT_S, min(ends) - now))
@@ -265,10 +279,7 @@ class RequestEventProcessor:
             else:
                 self._submit(key)
         if done:
-            try:
-                self._checkpoint()
-            except Exception:  # the metadata's container restarting: the next one stores it
-                log.exception("%s: storing the checkpoint failed; will try again", self._name)
+            self._store_checkpoint()
 
     def _handle(self, request: Request) -> str:
         """Run one request; records its workflow's count (by outcome) and duration."""
@@ -348,6 +359,23 @@ class RequestEventProcessor:
             return POSTPONE, "postponed"
         return answer, "done"
 
+    def _store_checkpoint(self, *, now: bool = False) -> None:
+        """Store the checkpoint if the last one is ``checkpoint_interval_s`` old (or ``now``),
+        else leave it owed to the reading loop."""
+        with self._lock:
+            at = self._clock.monotonic()
+            if not now and at < self._checkpoint_next:
+                self._checkpoint_owed = True
+                return
+            self._checkpoint_owed = False
+            self._checkpoint_next = at + self._checkpoint_interval_s
+        try:
+            self._checkpoint()
+        except Exception:  # the metadata's container restarting: the next one stores it
+            log.exception("%s: storing the checkpoint failed; will try again", self._name)
+            with self._lock:
+                self._checkpoint_owed = True
+
     def _checkpoint(self) -> None:
         with self._lock:
             offset = min(self._pending) if self._pending else self._position
@@ -376,8 +404,10 @@ class RequestEventProcessor:
         while self._clock.monotonic() < deadline:
             self.run_once(0.0)
             with self._lock:
-                if not self._pending:
-                    return True
+                done = not self._pending
+            if done:
+                self._store_checkpoint(now=True)
+                return True
             self._scheduler.sleep(0.005)
         return False
 

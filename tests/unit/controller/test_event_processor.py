@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
-from pravega_ray.constants import REQUEST_POLL_S, REQUEST_POSTPONE_S, REQUEST_READ_WAIT_S
+from pravega_ray.constants import (
+    REQUEST_CHECKPOINT_INTERVAL_S,
+    REQUEST_POLL_S,
+    REQUEST_POSTPONE_S,
+    REQUEST_READ_WAIT_S,
+)
 from pravega_ray.contracts.segment_store import ReadResult
 from pravega_ray.controller.event_processor import DONE, POSTPONE, WAIT, RequestEventProcessor
 from pravega_ray.controller.request_stream import RequestStream
@@ -204,6 +209,75 @@ def test_a_checkpoint_that_cannot_be_stored_does_not_stop_the_stream() -> None:
         assert workflows.done == [f"a:{n}" for n in range(4)]
     finally:
         p.stop()
+
+
+def test_the_checkpoint_is_stored_at_most_every_interval_and_a_successor_reruns_after_it() -> None:
+    """Each checkpoint is an update every watcher of the controller's tables acknowledges, so
+    it is stored at most every REQUEST_CHECKPOINT_INTERVAL_S: the first finished request
+    stores one at once, later ones leave it owed, and the reading loop stores it once the
+    interval has passed (its read waits no longer than that). A successor starts at the
+    stored checkpoint: it runs again the requests finished after it, and none before."""
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    workflows = Workflows(WAIT)
+    workflows.released.set()
+    segments = MemorySegments()
+    store = ChunkMetadataStore(InMemoryChunkStorage())
+
+    def make() -> RequestEventProcessor:
+        return RequestEventProcessor(
+            RequestStream(segments),
+            workflows.handle,
+            store,
+            name="t",
+            concurrency=1,
+            expiry_s=600,
+            clock=clock,
+            scheduler=ManualThreadScheduler(clock),
+        )
+
+    def stored() -> int | None:
+        record = store.get("eventprocessors/t")
+        return None if record is None else int(record.value["offset"])
+
+    stream = RequestStream(segments)
+    p = make()
+    try:
+        step(p)  # loads the checkpoint: none yet
+        post(stream, "a", 0, clock.wall_time_ms())
+        step(p)
+        first = stored()
+        assert first is not None and first > 0  # the first one at once
+        post(stream, "b", 1, clock.wall_time_ms())
+        post(stream, "c", 2, clock.wall_time_ms())
+        step(p)
+        assert workflows.done == ["a:0", "b:1", "c:2"]
+        assert stored() == first  # owed: the interval has not passed
+        assert 0 < p.read_wait_s() <= REQUEST_CHECKPOINT_INTERVAL_S  # the loop comes back for it
+        clock.advance(REQUEST_CHECKPOINT_INTERVAL_S / 2)
+        step(p)
+        assert stored() == first
+        clock.advance(REQUEST_CHECKPOINT_INTERVAL_S / 2)
+        assert p.read_wait_s() == 0.005
+        step(p)
+        after_all = stored()
+        assert after_all is not None and after_all > first  # past all three
+        assert p.read_wait_s() == REQUEST_READ_WAIT_S  # nothing owed: idle again
+        clock.advance(REQUEST_CHECKPOINT_INTERVAL_S * 2)
+        post(stream, "d", 3, clock.wall_time_ms())
+        step(p)  # the last one is old: stored at once
+        assert stored() is not None and stored() > after_all  # type: ignore[operator]
+        post(stream, "e", 4, clock.wall_time_ms())
+        step(p)  # owed, then the processor dies
+    finally:
+        p.stop()
+    successor = make()
+    try:
+        step(successor)
+        assert workflows.done == ["a:0", "b:1", "c:2", "d:3", "e:4", "e:4"]  # only e again
+        assert successor.drain(5)  # drain stores what is owed
+        assert stored() == len(next(iter(segments._data.values())))  # past everything
+    finally:
+        successor.stop()
 
 
 def test_the_reading_loop_waits_long_only_while_nothing_runs_or_rests() -> None:
