@@ -63,8 +63,9 @@ def test_write_and_read_back_with_two_readers_exactly_once(cluster) -> None:
     r2.close()
 
 
-def test_container_restart_mid_burst_loses_and_duplicates_nothing(cluster) -> None:
-    make_stream(cluster)
+@pytest.mark.parametrize("segments", [3, 12])  # 12: appends to one container share calls
+def test_container_restart_mid_burst_loses_and_duplicates_nothing(cluster, segments) -> None:
+    make_stream(cluster, segments)
     n = 20000
     stop = threading.Event()
 
