@@ -44,7 +44,6 @@ from pravega_ray.errors import (
     ContainerNotReadyError,
     DataCorruptionError,
     PravegaError,
-    RetriableError,
 )
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.builder import build_container_on
@@ -95,7 +94,11 @@ class SegmentContainerActor:
             except DataCorruptionError as e:  # kept: each call raises it (see the docstring)
                 log.error("container %d cannot recover: %s", container_id, e)
                 break
-            except RetriableError as e:  # e.g. an S3 listing raced a writer: replay again
+            except Exception as e:
+                # An S3 listing raced a writer (RetriableError), or storage failed for now: an
+                # S3 server throttling (botocore's SlowDown, found by the chaos run), a network
+                # or disk error. Recovery is tried again: a constructor that raises leaves an
+                # actor Ray never restarts, so the container would be gone for good.
                 log.warning("container %d recovery attempt %d: %r", container_id, attempt, e)
                 time.sleep(min(5.0, 0.2 * (attempt + 1)))
         else:
