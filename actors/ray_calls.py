@@ -154,11 +154,6 @@ class RayServiceInvoker:
         if a call found the previous one dead)."""
         return self._current(container_for_segment(segment, len(self._handles)))
 
-    def owner_of(self, segment: str) -> int:
-        """The index of the container serving ``segment`` (``client/append_calls.py`` groups
-        a writer's appends by it)."""
-        return container_for_segment(segment, len(self._handles))
-
     def invoke(self, method: Callable[..., Awaitable[R]], segment: str, *args: Any) -> Future[R]:
         index = container_for_segment(segment, len(self._handles))
         handle = self._current(index)

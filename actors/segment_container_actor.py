@@ -38,7 +38,6 @@ from pravega_ray.contracts.segment_store import (
     TableUpdate,
     TableUpdateResult,
 )
-from pravega_ray.contracts.segment_store_service import AppendArgs
 from pravega_ray.endpoints import EndpointConfig, wire_port_for
 from pravega_ray.errors import (
     ContainerNotReadyError,
@@ -196,11 +195,6 @@ class SegmentContainerActor:
         return await self._container.append(
             segment, writer_id, expected_last_event_number, last_event_number, event_count, data
         )
-
-    async def append_many(
-        self, segment: str, appends: Sequence[AppendArgs]
-    ) -> list[AppendResult | PravegaError]:
-        return await self._container.append_many(segment, appends)
 
     async def append_conditional(
         self,

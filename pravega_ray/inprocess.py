@@ -269,11 +269,6 @@ class InProcessCluster(ClientFactory):
             raise SegmentStoreUnavailableError(f"container {container_id} is down")
         return container
 
-    def owner_of(self, segment: str) -> int:
-        """The id of the container serving ``segment`` (``client/append_calls.py`` groups a
-        writer's appends by it)."""
-        return container_for_segment(segment, self.container_count)
-
     def invoke(self, method: Callable[..., Awaitable[R]], segment: str, *args: Any) -> Future[R]:
         """Run the container's ``method`` for ``segment`` on the loop; a concurrent Future.
 

@@ -70,7 +70,6 @@ from pravega_ray.client.event_accumulator import Block, SegmentBlocks
 from pravega_ray.client.large_events import send_large_event
 from pravega_ray.client.writer_context import Successors, WriterContext, refused_earlier
 from pravega_ray.contracts.records import StreamState
-from pravega_ray.contracts.segment_store_service import AppendArgs
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     PravegaError,
@@ -131,10 +130,8 @@ class SegmentOutputStream:
         self.sealed_error: PravegaError | None = None
 
     # --- sending (the pump) --------------------------------------------------------------------
-    def collect_sends(self, now: float, sends: list[Send], *, linger_over: bool = False) -> None:
+    def collect_sends(self, now: float, sends: list[Send]) -> None:
         """Under the lock: add the blocks to send now to ``sends`` and mark them in flight.
-        ``linger_over``: the open block may go before its linger ran out (a call to its
-        container goes this round anyway: it rides along).
 
         On a segment sealed for good, fails every block written to it since instead.
         """
@@ -161,7 +158,7 @@ class SegmentOutputStream:
                 block = blocks.queued.popleft()
                 context.space.notify_all()
             elif blocks.open is not None and (
-                linger_over or not blocks.inflight or now - blocks.open.created >= linger_s
+                not blocks.inflight or now - blocks.open.created >= linger_s
             ):
                 block, blocks.open = blocks.open, None
             else:
@@ -197,19 +194,10 @@ class SegmentOutputStream:
         if block.large is not None:
             call = send_large_event(context, self.name, block, expected)
         else:
-            call = context.connection.append(*self.append_args(block, expected))
-        self.sent(block, call)
-
-    def append_args(self, block: Block, expected: int) -> AppendArgs:
-        """Not under the lock: the ``append`` arguments of ``block`` (not a large event),
-        sealed for sending; the writer sends them (with the round's others) and hands the
-        call to :meth:`sent`."""
-        context = self._context
-        return (self.name, context.writer_id, expected, block.last, block.count, block.seal())
-
-    def sent(self, block: Block, call: Future[Any]) -> None:
-        """Not under the lock: ``call`` is ``block``'s append: its answer completes it."""
-        context = self._context
+            data = block.seal()
+            call = context.connection.append(
+                self.name, context.writer_id, expected, block.last, block.count, data
+            )
         with context.lock:
             inflight = self.blocks.inflight
             for i, (b, _) in enumerate(inflight):

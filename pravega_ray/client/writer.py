@@ -76,7 +76,6 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Generic, TypeVar
 
 from pravega_ray import constants
-from pravega_ray.client.append_calls import grouping, send_appends
 from pravega_ray.client.connection import ControllerConnection, SegmentStoreConnection
 from pravega_ray.client.event_accumulator import Block, EventAccumulator, SegmentBlocks
 from pravega_ray.client.segment_output_stream import (
@@ -226,9 +225,6 @@ class EventStreamWriter(Generic[T]):
         self._monotonic = clock.monotonic
         ranges = sorted(info.segments, key=lambda s: s.key_low)
         self._streams = [SegmentOutputStream(s.name, self._context) for s in ranges]
-        # Which container serves a segment, if appends to one container share a call.
-        self._owner_of = grouping(self._context.connection)
-        self._owners: dict[str, int] = {}
         # The live output streams by segment name: successors shared by merged segments.
         self._by_name = {out.name: out for out in self._streams}
         # The stream's routing rule (Pravega's or the legacy one), fixed for its life.
@@ -527,43 +523,15 @@ class EventStreamWriter(Generic[T]):
         sends: list[Send] = []
         for stream in self._streams:
             stream.collect_sends(now, sends)
-        if sends and len(self._streams) > 1 and self._owner_of is not None:
-            # A container called this round takes every open block of its segments along
-            # (one call carries them: append_calls.py), rather than a call each later.
-            owners = self._owners
-            calling = set()
-            for stream, block, _ in sends:
-                if block.large is None:
-                    owner = owners.get(stream.name)
-                    if owner is None:
-                        owner = owners[stream.name] = self._owner_of(stream.name)
-                    calling.add(owner)
-            for stream in self._streams:
-                if stream.blocks.open is not None:
-                    owner = owners.get(stream.name)
-                    if owner is None:
-                        owner = owners[stream.name] = self._owner_of(stream.name)
-                    if owner in calling:
-                        stream.collect_sends(now, sends, linger_over=True)
         now = self._monotonic()
         for stream in self._streams:
             stream.give_up_on_stuck_calls(now)
         return sends, [s for s in self._streams if s.reconnect_due()]
 
     def _run_round(self, sends: list[Send], reconnects: list[SegmentOutputStream]) -> None:
-        """Not under the lock: send, then reconnect, what :meth:`_plan_round` chose. The
-        round's plain blocks go together: one call per container (``append_calls.py``)."""
-        plain = [send for send in sends if send[1].large is None]
-        if len(plain) > 1:
-            calls = send_appends(
-                self._context.connection,
-                [stream.append_args(block, expected) for stream, block, expected in plain],
-            )
-            for (stream, block, _), call in zip(plain, calls, strict=True):
-                stream.sent(block, call)
+        """Not under the lock: send, then reconnect, what :meth:`_plan_round` chose."""
         for stream, block, expected in sends:
-            if block.large is not None or len(plain) <= 1:
-                stream.send(block, expected)
+            stream.send(block, expected)
         for stream in reconnects:
             stream.reconnect()
 

@@ -41,13 +41,9 @@ from pravega_ray.contracts.segment_store import (
 )
 from pravega_ray.errors import PravegaError
 
-__all__ = ["AppendArgs", "SegmentStoreClient", "SegmentStoreService", "ServiceInvoker"]
+__all__ = ["SegmentStoreClient", "SegmentStoreService", "ServiceInvoker"]
 
 R = TypeVar("R")
-
-AppendArgs = tuple[str, bytes, int, int, int, bytes]
-"""The arguments of one :meth:`SegmentStoreService.append`: segment, writer id, expected last
-event number, last event number, event count, data."""
 
 
 class SegmentStoreService(Protocol):
@@ -83,16 +79,6 @@ class SegmentStoreService(Protocol):
         event_count: int = 0,
     ) -> AppendResult:
         """Durably append ``data`` and apply ``attribute_updates``, atomically."""
-        ...
-
-    async def append_many(
-        self, segment: str, appends: Sequence[AppendArgs]
-    ) -> list[AppendResult | PravegaError]:
-        """Several :meth:`append` calls in one: each of ``appends`` (``append``'s arguments,
-        segments of this container; ``segment`` is the first one's, which routed the call)
-        started in order, as calls sent one after another would be. One answer each: what
-        ``append`` returns, or the typed error it raises (anything else raised:
-        SegmentStoreUnavailableError, outcome unknown)."""
         ...
 
     async def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> ReadResult:
@@ -298,11 +284,6 @@ class SegmentStoreClient:
 
     def read(self, segment: str, offset: int, max_bytes: int, wait_s: float) -> Future[ReadResult]:
         return self.invoker.invoke(SegmentStoreService.read, segment, offset, max_bytes, wait_s)
-
-    def append_many(
-        self, segment: str, appends: Sequence[AppendArgs]
-    ) -> Future[list[AppendResult | PravegaError]]:
-        return self.invoker.invoke(SegmentStoreService.append_many, segment, appends)
 
     def append_conditional(
         self,

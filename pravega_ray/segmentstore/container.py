@@ -70,7 +70,6 @@ from pravega_ray.contracts.segment_store import (
     TableUpdate,
     TableUpdateResult,
 )
-from pravega_ray.contracts.segment_store_service import AppendArgs
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
     ConditionalUpdateError,
@@ -81,7 +80,6 @@ from pravega_ray.errors import (
     PravegaError,
     SegmentExistsError,
     SegmentNotFoundError,
-    SegmentStoreUnavailableError,
 )
 from pravega_ray.invariant import invariant
 from pravega_ray.logs.durable_data_log import DurableDataLog
@@ -384,39 +382,6 @@ class SegmentContainer(TimeIndexCalls):
         offset = state.reserve(len(data), changed, event_count)
         await self._add(ops.Append(segment, offset, data, tuple(changed.items()), event_count))
         return AppendResult(offset, offset + len(data))
-
-    async def append_many(
-        self, segment: str, appends: Sequence[AppendArgs]
-    ) -> list[AppendResult | PravegaError]:
-        """Several :meth:`append` calls in one (a writer's blocks for this container's
-        segments, one Ray call instead of one each): each of ``appends`` is started in
-        order, as calls sent one after another would be, and answered alone: what
-        ``append`` returns, or the typed error it raises; anything else it raises is
-        SegmentStoreUnavailableError (outcome unknown: the writer asks what persisted).
-        InvalidArgumentError, for the whole call, unless ``appends`` is a non-empty list
-        or tuple whose first append is to ``segment`` (the segment that routed the call).
-        """
-        if not isinstance(appends, (list, tuple)) or not appends:
-            raise InvalidArgumentError("append_many takes a non-empty list of appends")
-        first = appends[0]
-        if not isinstance(first, (list, tuple)) or not first or first[0] != segment:
-            raise InvalidArgumentError(f"append_many: the first append is not to {segment!r}")
-        tasks = [asyncio.ensure_future(self._append_one(args)) for args in appends]
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-        answers: list[AppendResult | PravegaError] = []
-        for outcome in outcomes:
-            if isinstance(outcome, (AppendResult, PravegaError)):
-                answers.append(outcome)
-            else:
-                answers.append(
-                    SegmentStoreUnavailableError(f"append failed, outcome unknown: {outcome!r}")
-                )
-        return answers
-
-    async def _append_one(self, args: object) -> AppendResult:
-        if not isinstance(args, (list, tuple)) or len(args) != 6:
-            raise InvalidArgumentError(f"an append is 6 arguments, got {args!r}"[:200])
-        return await self.append(*args)
 
     async def append_conditional(
         self,
