@@ -203,9 +203,8 @@ class RequestEventProcessor:
         :data:`REQUEST_READ_WAIT_S` while no request is being handled and no stream rests:
         a new request wakes the read anyway, and only a running handler can start a rest.
         Less while a stream rests (until its rest ends) or a checkpoint is owed (until it may
-        be stored), and :data:`REQUEST_POLL_S` while
-        handlers run (one of them may start a rest meanwhile, which the read must not
-        outlast by much)."""
+        be stored), and :data:`REQUEST_POLL_S` while handlers run (one of them may start a
+        rest meanwhile, which the read must not outlast by much)."""
         now = self._clock.monotonic()
         with self._lock:
             if self._tasks:
@@ -381,17 +380,22 @@ class RequestEventProcessor:
             offset = min(self._pending) if self._pending else self._position
             if offset <= self._checkpointed:
                 return
-            self._checkpointed = offset
+            previous, self._checkpointed = self._checkpointed, offset
             self._idle.notify_all()
-        record = self._checkpoints.get(self._key)
-        stored = int(record.value["offset"]) if record else 0
-        if offset > stored:
-            try:
+        try:
+            record = self._checkpoints.get(self._key)
+            stored = int(record.value["offset"]) if record else 0
+            if offset > stored:
                 self._checkpoints.put(
                     self._key, {"offset": offset}, None if record is None else record.version
                 )
-            except ConflictingUpdateError:  # another thread stored a later one meanwhile
-                return
+        except ConflictingUpdateError:  # another thread stored a later one meanwhile
+            return
+        except Exception:
+            with self._lock:  # not stored: the next try stores this offset again
+                if self._checkpointed == offset:
+                    self._checkpointed = previous
+            raise
         if offset - self._truncated >= REQUEST_TRUNCATE_BYTES:
             self._stream.truncate(offset)
             self._truncated = offset

@@ -280,6 +280,48 @@ def test_the_checkpoint_is_stored_at_most_every_interval_and_a_successor_reruns_
         successor.stop()
 
 
+def test_a_checkpoint_whose_store_failed_is_stored_by_the_next_turn_without_a_new_request() -> None:
+    clock = ManualClock(wall_start_ms=int(time.time() * 1000))
+    workflows = Workflows(WAIT)
+    workflows.released.set()
+    store = ChunkMetadataStore(InMemoryChunkStorage())
+    failures = [1]
+    real_put = store.put
+
+    def flaky_put(*args: Any, **kwargs: Any) -> Any:
+        if failures[0]:
+            failures[0] -= 1
+            raise ConnectionError("metadata container restarting")
+        return real_put(*args, **kwargs)
+
+    store.put = flaky_put  # type: ignore[method-assign]
+    segments = MemorySegments()
+    stream = RequestStream(segments)
+    p = RequestEventProcessor(
+        stream,
+        workflows.handle,
+        store,
+        name="t",
+        concurrency=1,
+        expiry_s=600,
+        clock=clock,
+        scheduler=ManualThreadScheduler(clock),
+    )
+    try:
+        step(p)
+        post(stream, "a", 0, clock.wall_time_ms())
+        step(p)  # handled; storing its checkpoint failed
+        assert workflows.done == ["a:0"] and failures == [0]
+        assert store.get("eventprocessors/t") is None
+        clock.advance(REQUEST_CHECKPOINT_INTERVAL_S)
+        step(p)  # owed: stored now, with no request since
+        record = store.get("eventprocessors/t")
+        assert record is not None
+        assert record.value["offset"] == len(next(iter(segments._data.values())))
+    finally:
+        p.stop()
+
+
 def test_the_reading_loop_waits_long_only_while_nothing_runs_or_rests() -> None:
     """Idle, the loop's read waits REQUEST_READ_WAIT_S (each wait is a Ray call to a container:
     short ones burned idle CPU); while a handler runs it waits REQUEST_POLL_S, since the
