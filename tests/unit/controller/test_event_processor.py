@@ -93,11 +93,16 @@ class Workflows:
 
 
 def processor(
-    workflows: Workflows, concurrency: int, clock: ManualClock
+    workflows: Workflows,
+    concurrency: int,
+    clock: ManualClock,
+    store: ChunkMetadataStore | None = None,
+    segments: MemorySegments | None = None,
 ) -> tuple[RequestEventProcessor, RequestStream]:
-    """A processor on ``clock`` that starts no reading loop: the test steps it."""
-    stream = RequestStream(MemorySegments())
-    store = ChunkMetadataStore(InMemoryChunkStorage())
+    """A processor on ``clock`` that starts no reading loop: the test steps it (on ``store``
+    and ``segments`` if given, else new ones)."""
+    stream = RequestStream(segments if segments is not None else MemorySegments())
+    store = store if store is not None else ChunkMetadataStore(InMemoryChunkStorage())
     return (
         RequestEventProcessor(
             stream,
@@ -185,11 +190,11 @@ def test_a_resting_stream_runs_again_at_once_when_a_new_request_arrives() -> Non
         p.stop()
 
 
-def test_a_checkpoint_that_cannot_be_stored_does_not_stop_the_stream() -> None:
-    workflows = Workflows(WAIT)
-    workflows.released.set()
+def flaky_store(failing: int) -> tuple[ChunkMetadataStore, list[int]]:
+    """A metadata store whose next ``failing`` puts fail (its container restarting), and the
+    count of failures still to come."""
     store = ChunkMetadataStore(InMemoryChunkStorage())
-    failures = [2]
+    failures = [failing]
     real_put = store.put
 
     def flaky_put(*args: Any, **kwargs: Any) -> Any:
@@ -199,6 +204,13 @@ def test_a_checkpoint_that_cannot_be_stored_does_not_stop_the_stream() -> None:
         return real_put(*args, **kwargs)
 
     store.put = flaky_put  # type: ignore[method-assign]
+    return store, failures
+
+
+def test_a_checkpoint_that_cannot_be_stored_does_not_stop_the_stream() -> None:
+    workflows = Workflows(WAIT)
+    workflows.released.set()
+    store, _ = flaky_store(2)
     stream = RequestStream(MemorySegments())
     p = RequestEventProcessor(stream, workflows.handle, store, name="t", concurrency=1)
     for n in range(4):
@@ -224,16 +236,7 @@ def test_the_checkpoint_is_stored_at_most_every_interval_and_a_successor_reruns_
     store = ChunkMetadataStore(InMemoryChunkStorage())
 
     def make() -> RequestEventProcessor:
-        return RequestEventProcessor(
-            RequestStream(segments),
-            workflows.handle,
-            store,
-            name="t",
-            concurrency=1,
-            expiry_s=600,
-            clock=clock,
-            scheduler=ManualThreadScheduler(clock),
-        )
+        return processor(workflows, 1, clock, store, segments)[0]
 
     def stored() -> int | None:
         record = store.get("eventprocessors/t")
@@ -284,29 +287,9 @@ def test_a_checkpoint_whose_store_failed_is_stored_by_the_next_turn_without_a_ne
     clock = ManualClock(wall_start_ms=int(time.time() * 1000))
     workflows = Workflows(WAIT)
     workflows.released.set()
-    store = ChunkMetadataStore(InMemoryChunkStorage())
-    failures = [1]
-    real_put = store.put
-
-    def flaky_put(*args: Any, **kwargs: Any) -> Any:
-        if failures[0]:
-            failures[0] -= 1
-            raise ConnectionError("metadata container restarting")
-        return real_put(*args, **kwargs)
-
-    store.put = flaky_put  # type: ignore[method-assign]
+    store, failures = flaky_store(1)
     segments = MemorySegments()
-    stream = RequestStream(segments)
-    p = RequestEventProcessor(
-        stream,
-        workflows.handle,
-        store,
-        name="t",
-        concurrency=1,
-        expiry_s=600,
-        clock=clock,
-        scheduler=ManualThreadScheduler(clock),
-    )
+    p, stream = processor(workflows, 1, clock, store, segments)
     try:
         step(p)
         post(stream, "a", 0, clock.wall_time_ms())
