@@ -150,7 +150,6 @@ class RequestEventProcessor:
         self._checkpointed = -1
         self._checkpoint_interval_s = max(0.0, checkpoint_interval_s)
         self._checkpoint_next = float("-inf")  # monotonic time the next one may be stored
-        self._checkpoint_owed = False  # a request finished since the last one was stored
         self._truncated = 0
         self._stopping = threading.Event()
         self.handled = 0
@@ -168,7 +167,7 @@ class RequestEventProcessor:
         if self._position < 0:
             self._stream.ensure_created()
             self._load_checkpoint()
-        if self._checkpoint_owed and self._clock.monotonic() >= self._checkpoint_next:
+        if self._clock.monotonic() >= self._checkpoint_next and self._checkpoint_owed():
             self._store_checkpoint()
         self._wake_rested()
         with self._lock:
@@ -210,7 +209,7 @@ class RequestEventProcessor:
             if self._tasks:
                 return REQUEST_POLL_S
             ends = [q.rest_until for q in self._queues.values() if q.rest_until is not None]
-            if self._checkpoint_owed:
+            if self._checkpoint_owed_locked():
                 ends.append(self._checkpoint_next)
         if not ends:
             return REQUEST_READ_WAIT_S
@@ -358,26 +357,36 @@ class RequestEventProcessor:
             return POSTPONE, "postponed"
         return answer, "done"
 
+    def _checkpoint_offset_locked(self) -> int:
+        """Under the lock: the checkpoint as it stands, the offset of the oldest request not
+        finished (or where reading goes on)."""
+        return min(self._pending) if self._pending else self._position
+
+    def _checkpoint_owed_locked(self) -> bool:
+        """Under the lock: a request finished since the checkpoint was last stored (a failed
+        store gives its offset back, so it stays owed)."""
+        return self._checkpoint_offset_locked() > self._checkpointed
+
+    def _checkpoint_owed(self) -> bool:
+        with self._lock:
+            return self._checkpoint_owed_locked()
+
     def _store_checkpoint(self, *, now: bool = False) -> None:
         """Store the checkpoint if the last one is ``checkpoint_interval_s`` old (or ``now``),
         else leave it owed to the reading loop."""
         with self._lock:
             at = self._clock.monotonic()
             if not now and at < self._checkpoint_next:
-                self._checkpoint_owed = True
                 return
-            self._checkpoint_owed = False
             self._checkpoint_next = at + self._checkpoint_interval_s
         try:
             self._checkpoint()
-        except Exception:  # the metadata's container restarting: the next one stores it
+        except Exception:  # the metadata's container restarting: the reading loop tries again
             log.exception("%s: storing the checkpoint failed; will try again", self._name)
-            with self._lock:
-                self._checkpoint_owed = True
 
     def _checkpoint(self) -> None:
         with self._lock:
-            offset = min(self._pending) if self._pending else self._position
+            offset = self._checkpoint_offset_locked()
             if offset <= self._checkpointed:
                 return
             previous, self._checkpointed = self._checkpointed, offset
