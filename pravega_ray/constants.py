@@ -26,8 +26,13 @@ APPEND_BLOCK_BYTES_TARGET = 1 * MIB
 APPEND_BLOCK_BYTES_MAX = MAX_EVENT_SIZE_BYTES + EVENT_HEADER_BYTES + 1 * MIB
 """Largest append block a container accepts."""
 
-WRITER_LINGER_S = 0.002
-"""A writer sends a partly filled block after at most this long, when the window has room."""
+WRITER_LINGER_S = 0.010
+"""A writer sends a partly filled block after at most this long, when the window has room.
+A segment with nothing in flight sends at once, and an acknowledgement wakes the writer, so a
+partial block waits for the earlier block's ack or this long, whichever comes first (Pravega's
+writer batches for a target of 10 ms too). Each append call costs the machine about 2 ms of CPU
+(docs/benchmarks.md, "Linger"): with 2 ms, a paced writer on 4 segments made so many calls that
+the calls queued."""
 
 WRITER_BLOCKS_IN_FLIGHT_MAX = 16
 """Append blocks a writer keeps in flight per segment (docs/stack.md: no gain beyond ~16)."""

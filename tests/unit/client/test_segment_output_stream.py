@@ -16,7 +16,7 @@ import pytest
 import pravega_ray as pr
 from pravega_ray.client.event_accumulator import Block, EventAccumulator
 from pravega_ray.client.segment_output_stream import SegmentOutputStream, Send, WriterContext
-from pravega_ray.constants import NO_EVENT_NUMBER
+from pravega_ray.constants import NO_EVENT_NUMBER, WRITER_LINGER_S
 from pravega_ray.contracts.records import SegmentRange, StreamState
 from pravega_ray.errors import (
     ConditionalAppendFailedError,
@@ -201,6 +201,22 @@ def test_linger_holds_an_open_block_while_calls_are_in_flight() -> None:
     h.clock.advance(1.0)
     h.pump()
     assert h.sent() == [(NO_EVENT_NUMBER, 0), (0, 1)]
+
+
+def test_an_open_block_goes_once_the_calls_in_flight_are_answered_before_its_linger() -> None:
+    # Nagle's rule with a cap: the linger bounds the wait, the ack usually ends it sooner,
+    # so a long default linger does not delay a light load.
+    h = Harness(block_bytes_target=10_000)
+    assert h.config.linger_s == pytest.approx(WRITER_LINGER_S)
+    h.write()
+    h.pump()
+    second = h.write()
+    h.pump()
+    assert len(h.sent()) == 1  # held: a call is in flight, and no time passed
+    h.ack(0)
+    h.pump()
+    assert h.sent() == [(NO_EVENT_NUMBER, 0), (0, 1)]  # no time passed still
+    assert outcome(second) == "pending"
 
 
 # --- outcome unknown: reconnect and resend --------------------------------------------------
