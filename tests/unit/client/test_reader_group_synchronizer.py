@@ -37,25 +37,37 @@ pytestmark = pytest.mark.timeout(60)
 class StateCallFaults:
     """A segment-store invoker over ``cluster`` whose calls to reader-group state segments
     can fail: the next ``fail_before[name]`` fail without reaching the container, the next
-    ``lose_reply[name]`` are performed and then their reply is lost. Counts those calls."""
+    ``lose_reply[name]`` are performed and then their reply is lost (``lose_reply_of[key]``:
+    the next ``table_update`` calls carrying ``key``). Counts those calls, and the keys
+    ``table_update`` calls carry (``updated``)."""
 
     def __init__(self, cluster: InProcessCluster) -> None:
         self._cluster = cluster
         self.fail_before: Counter[str] = Counter()
         self.lose_reply: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
+        self.updated: Counter[bytes] = Counter()
+        self.lose_reply_of: Counter[bytes] = Counter()
 
     def invoke(self, method: Callable[..., Any], segment: str, *args: Any) -> Future[Any]:
         if not segment.startswith("_system/_RG"):
             return self._cluster.invoke(method, segment, *args)
         name = method.__name__
         self.calls[name] += 1
+        lost_key = None
+        if name == "table_update":
+            keys = [update.key for update in args[0]]
+            self.updated.update(keys)
+            lost_key = next((k for k in keys if self.lose_reply_of[k] > 0), None)
         if self.fail_before[name] > 0:
             self.fail_before[name] -= 1
             return _failed(name)
         future = self._cluster.invoke(method, segment, *args)
-        if self.lose_reply[name] > 0:
-            self.lose_reply[name] -= 1
+        if self.lose_reply[name] > 0 or lost_key is not None:
+            if lost_key is not None:
+                self.lose_reply_of[lost_key] -= 1
+            else:
+                self.lose_reply[name] -= 1
             future.exception(10)  # it landed (or failed) on the container
             return _failed(name)
         return future
