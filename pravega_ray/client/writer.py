@@ -11,8 +11,9 @@ How a write travels (docs/design.md, "The append path"):
 2. A pump thread sends blocks without waiting for earlier acks, up to
    ``WRITER_BLOCKS_IN_FLIGHT_MAX`` per segment. A block is sent when full, when
    the segment has nothing in flight (so a light load is not delayed: an ack
-   wakes the pump), or after ``WRITER_LINGER_S``. Each block is a conditional append: *the
-   writer's last event number on this segment is the previous block's last*.
+   wakes the pump), or after ``WRITER_LINGER_S``. Each block is a conditional
+   append: *the writer's last event number on this segment is the previous
+   block's last*.
 3. A block's future completes once the container has the block in its durable
    log. If a call fails with an outcome-unknown error (container died or is
    restarting) or its condition, the pump waits for the segment's other calls
