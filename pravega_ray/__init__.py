@@ -153,6 +153,7 @@ __all__ = [
     "Serializer",
     "StateSynchronizer",
     "StateSynchronizerNotFoundError",
+    "StorageUnavailableError",
     "StreamConfiguration",
     "StreamCut",
     "StreamInfo",

@@ -52,6 +52,7 @@ cleanly, so they cross Ray actor boundaries unchanged (the Ray adapters in
     ├── FencedError                     a newer owner took over a durable log
     └── RetriableError                  outcome unknown; safe to retry the protocol way
         ├── SegmentStoreUnavailableError  container actor died or restarting
+        │   └── StorageUnavailableError  Tier-2 (S3) throttled, 5xx, timed out: for now
         ├── ContainerNotReadyError      container still recovering
         ├── ContainerThrottledError     appends held back too long (Tier-2 behind); none made
         └── ControllerUnavailableError  controller actor died or restarting mid-call
@@ -101,6 +102,7 @@ __all__ = [
     "SegmentTruncatedError",
     "SerializationError",
     "StateSynchronizerNotFoundError",
+    "StorageUnavailableError",
     "StreamNotFoundError",
     "StreamNotSealedError",
     "StreamSealedError",
@@ -342,6 +344,13 @@ class RetriableError(PravegaError):
 
 class SegmentStoreUnavailableError(RetriableError):
     """The segment container actor died or is restarting mid-call."""
+
+
+class StorageUnavailableError(SegmentStoreUnavailableError):
+    """Tier-2 storage failed for now, after its client's own retries: S3 throttling
+    (``SlowDown``, 429), a 5xx, a timeout or a lost connection. A read changed nothing; the
+    outcome of a write is unknown. The container is up: callers retry as for any
+    :class:`SegmentStoreUnavailableError`."""
 
 
 class ContainerNotReadyError(RetriableError):

@@ -20,9 +20,13 @@ Contract (the ChunkStorage contract of :mod:`pravega_ray.storage.chunk_storage`,
   names (a console's ``folder/`` marker, ``a//b``) cannot be addressed through this API and are
   left out.
 * A missing bucket raises :class:`NotFoundError` naming the bucket (``exists`` cannot tell it
-  apart from a missing chunk: HEAD responses carry no error code). Other failures (network,
-  credentials, 5xx after botocore's retries) propagate as botocore exceptions, as the
-  filesystem backend lets ``OSError`` propagate: the outcome of a failed ``create`` is unknown.
+  apart from a missing chunk: HEAD responses carry no error code).
+* A failure that passes on its own, once botocore's retries ran out (throttling: ``SlowDown``,
+  429; a 5xx; a timeout; a lost connection; see :func:`is_unavailable`), raises
+  :class:`StorageUnavailableError`: the container stays up, its callers retry as for a
+  restarting container, and the outcome of a failed ``create`` is unknown. Other failures
+  (credentials, access denied) propagate as botocore exceptions, as the filesystem backend
+  lets ``OSError`` propagate.
 
 Retries and the one ambiguity they create: botocore retries a PUT whose response was lost
 (connection reset, 5xx). If the first attempt did store the object, the retry gets 412 although
@@ -41,13 +45,25 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    IncompleteReadError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from pravega_ray.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from pravega_ray.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    NotFoundError,
+    StorageUnavailableError,
+)
 from pravega_ray.invariant import invariant
 from pravega_ray.storage.chunk_storage import (
     ChunkStorageCapabilities,
@@ -79,6 +95,23 @@ S3_CONFLICT_BACKOFF_S = 0.05
 """First pause after a 409; doubles per retry (0.05 s .. 6.4 s, ~13 s in all)."""
 
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NotFound", "404"})
+
+_UNAVAILABLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "ServiceUnavailable",
+        "InternalError",
+    }
+)
+"""S3 error codes of a failure that passes on its own (botocore's standard mode retries
+the same ones before giving up)."""
 
 
 def default_s3_client() -> S3Client:
@@ -131,6 +164,27 @@ def is_precondition_failed(error: BaseException) -> bool:
 
 def is_no_such_bucket(error: BaseException) -> bool:
     return error_code(error) == "NoSuchBucket"
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` is an S3 failure that passes on its own: throttling (``SlowDown``,
+    429), a 5xx, a timeout, a lost or refused connection, a body cut short."""
+    if isinstance(error, ClientError):
+        status = http_status(error)
+        return status >= 500 or status == 429 or error_code(error) in _UNAVAILABLE_CODES
+    return isinstance(error, (BotoConnectionError, HTTPClientError, IncompleteReadError))
+
+
+@contextlib.contextmanager
+def unavailable_as_typed(what: str) -> Iterator[None]:
+    """Raise :class:`StorageUnavailableError` (naming ``what`` and the cause) for a failure
+    :func:`is_unavailable` says passes on its own; anything else goes through unchanged."""
+    try:
+        yield
+    except (ClientError, BotoCoreError) as e:
+        if not is_unavailable(e):
+            raise
+        raise StorageUnavailableError(f"S3 {what} failed for now, retry later: {e}") from e
 
 
 def get_object_bytes(client: S3Client, bucket: str, key: str) -> bytes | None:
@@ -227,7 +281,8 @@ class S3ChunkStorage:
     def create(self, name: str, data: bytes) -> None:
         key = self.key(name)
         try:
-            created = put_if_absent(self._client, self._bucket, key, bytes(data))
+            with unavailable_as_typed(f"PUT of {key!r}"):
+                created = put_if_absent(self._client, self._bucket, key, bytes(data))
         except ClientError as e:
             if is_no_such_bucket(e):
                 raise self._missing_bucket() from None
@@ -243,9 +298,10 @@ class S3ChunkStorage:
             self.length(name)  # raises NotFoundError for a missing chunk
             return b""
         try:
-            response = self._client.get_object(
-                Bucket=self._bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}"
-            )
+            with unavailable_as_typed(f"GET of {key!r}"):
+                response = self._client.get_object(
+                    Bucket=self._bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}"
+                )
         except ClientError as e:
             if http_status(e) == 416 or error_code(e) == "InvalidRange":
                 return b""  # the object exists; the range starts at or after its end
@@ -254,7 +310,7 @@ class S3ChunkStorage:
             if is_no_such_bucket(e):
                 raise self._missing_bucket() from None
             raise
-        with contextlib.closing(response["Body"]) as body:
+        with contextlib.closing(response["Body"]) as body, unavailable_as_typed(f"GET of {key!r}"):
             data = bytes(body.read())
         if not response.get("ContentRange"):
             data = data[offset : offset + length]  # a server that ignored the Range header
@@ -264,7 +320,8 @@ class S3ChunkStorage:
     def length(self, name: str) -> int:
         key = self.key(name)
         try:
-            response = self._client.head_object(Bucket=self._bucket, Key=key)
+            with unavailable_as_typed(f"HEAD of {key!r}"):
+                response = self._client.head_object(Bucket=self._bucket, Key=key)
         except ClientError as e:
             if is_not_found(e):
                 raise NotFoundError(f"chunk {name!r} not found") from None
@@ -281,7 +338,8 @@ class S3ChunkStorage:
     def delete(self, name: str) -> None:
         key = self.key(name)
         try:
-            self._client.delete_object(Bucket=self._bucket, Key=key)
+            with unavailable_as_typed(f"DELETE of {key!r}"):
+                self._client.delete_object(Bucket=self._bucket, Key=key)
         except ClientError as e:
             if is_not_found(e):
                 return  # some servers answer 404 for a missing key; S3 itself answers 204
@@ -299,16 +357,17 @@ class S3ChunkStorage:
             PaginationConfig={"PageSize": self._list_page_size},
         )
         try:
-            for page in pages:
-                for entry in page.get("Contents", ()):
-                    key: str = entry["Key"]
-                    invariant(key.startswith(self._root), f"listed key {key!r} outside prefix")
-                    name = key[len(self._root) :]
-                    try:
-                        validate_chunk_name(name)
-                    except InvalidArgumentError:
-                        continue  # not addressable through this API (see the module docstring)
-                    names.append(name)
+            with unavailable_as_typed(f"listing of {self._root + prefix!r}"):
+                for page in pages:
+                    for entry in page.get("Contents", ()):
+                        key: str = entry["Key"]
+                        invariant(key.startswith(self._root), f"listed key {key!r} outside")
+                        name = key[len(self._root) :]
+                        try:
+                            validate_chunk_name(name)
+                        except InvalidArgumentError:
+                            continue  # not addressable through this API (module docstring)
+                        names.append(name)
         except ClientError as e:
             if is_no_such_bucket(e):
                 raise self._missing_bucket() from None

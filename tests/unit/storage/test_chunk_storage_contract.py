@@ -1,24 +1,38 @@
 """The ChunkStorage contract, run against every backend; plus filesystem and S3 specifics.
 
 The S3 runs (marker ``s3``) use a real SeaweedFS server (tests/s3_server.py) and a fresh bucket
-per test; faults are injected through botocore's own event hooks on a real client.
+per test; faults are injected through botocore's own event hooks on a real client, or by the
+chaos harness's fault-injecting proxy (``chaos/s3_proxy.py``) in front of the real server.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
 
+from chaos.s3_proxy import FaultKind, FaultyS3Proxy, ProxyFaults
 from pravega_ray.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     InvalidNameError,
     NotFoundError,
+    SegmentStoreUnavailableError,
+    StorageUnavailableError,
 )
 from pravega_ray.storage.filesystem import FileSystemChunkStorage
-from pravega_ray.storage.s3 import S3ChunkStorage
+from pravega_ray.storage.s3 import S3ChunkStorage, is_unavailable
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -218,3 +232,79 @@ def test_s3_default_client_comes_from_the_environment(
     storage = S3ChunkStorage(bucket, "env")
     storage.create("x", b"via the standard chain")
     assert storage.read("x", 4, 3) == b"the"
+
+
+# --- failures that pass on their own: typed, and nothing changed -------------------------------
+def _client_error(status: int, code: str) -> ClientError:
+    response: Any = {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}
+    return ClientError(response, "GetObject")
+
+
+@pytest.mark.parametrize(
+    ("error", "passes"),
+    [
+        (_client_error(503, "SlowDown"), True),
+        (_client_error(500, "InternalError"), True),
+        (_client_error(429, "TooManyRequests"), True),
+        (_client_error(400, "RequestTimeout"), True),
+        (_client_error(400, "ThrottlingException"), True),
+        (ReadTimeoutError(endpoint_url="http://x"), True),
+        (ConnectionClosedError(endpoint_url="http://x"), True),
+        (EndpointConnectionError(endpoint_url="http://x"), True),
+        (_client_error(403, "AccessDenied"), False),
+        (_client_error(404, "NoSuchKey"), False),
+        (_client_error(412, "PreconditionFailed"), False),
+        (NoCredentialsError(), False),
+        (OSError("not botocore's"), False),
+    ],
+)
+def test_s3_failures_that_pass_on_their_own_are_told_apart(
+    error: BaseException, passes: bool
+) -> None:
+    assert is_unavailable(error) is passes
+
+
+@pytest.fixture
+def faulty(s3_bucket, s3_server) -> Iterator[tuple[FaultyS3Proxy, S3ChunkStorage, S3ChunkStorage]]:
+    """``(proxy, storage through it, the same storage direct)``: the proxy starts faultless;
+    the client through it tries once (botocore's retries are not the subject, and a throttled
+    retry waits up to a second) and times out a read after 0.5 s."""
+    client, bucket = s3_bucket
+    with FaultyS3Proxy(s3_server.endpoint_url, seed=1, faults=ProxyFaults(rate=0.0)) as proxy:
+        through = dataclasses.replace(s3_server, endpoint_url=proxy.endpoint).client(
+            retries={"mode": "standard", "max_attempts": 1}, read_timeout=0.5
+        )
+        try:
+            yield proxy, S3ChunkStorage(bucket, "p", client=through), S3ChunkStorage(
+                bucket, "p", client=client
+            )
+        finally:
+            through.close()
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("kind", [FaultKind.ERROR_503, FaultKind.ERROR_500, FaultKind.TIMEOUT])
+def test_s3_throttled_or_failing_server_is_a_typed_retriable_error(faulty, kind) -> None:
+    """Found by the chaos run: a SlowDown that outlasted botocore's retries reached a reader as
+    a bare botocore ClientError out of a container's table read."""
+    proxy, storage, direct = faulty
+    storage.create("kept", b"stored before the outage")
+    proxy.set_faults(ProxyFaults(rate=1.0, kinds=(kind,), timeout_s=1.0))
+    calls = {
+        "read": lambda: storage.read("kept", 0, 6),
+        "length": lambda: storage.length("kept"),
+        "exists": lambda: storage.exists("kept"),
+        "list": lambda: storage.list(""),
+        "create": lambda: storage.create("new", b"outcome unknown"),
+        "delete": lambda: storage.delete("kept"),
+    }
+    if kind is FaultKind.TIMEOUT:  # each waits out the read timeout: the ones that matter
+        calls = {k: calls[k] for k in ("read", "create")}
+    for what, call in calls.items():
+        with pytest.raises(StorageUnavailableError, match=r"S3 .* failed for now") as raised:
+            call()
+        assert isinstance(raised.value, SegmentStoreUnavailableError), what
+    assert proxy.counts()[kind.value] >= len(calls)
+    proxy.set_faults(ProxyFaults(rate=0.0))
+    assert storage.read("kept", 0, 6) == b"stored"  # nothing was changed by the failures
+    assert direct.list("") == ["kept"]
