@@ -18,10 +18,17 @@ through its endpoints (the controller's gRPC API and the containers' wire gatewa
 Both stop when the stop file appears (the reader once it has read ``expected`` events, or
 after its drain time). A process that dies, or a line that does not parse, is a failure of
 the part, recorded, never raised out of a thread.
+
+The client's own log (Rust ``tracing`` on stdout, filtered by ``RUST_LOG``: ``rust_log``,
+``info`` by default) goes to ``official-writer.log`` / ``official-reader.log`` in the work
+directory, stderr to ``official-*.stderr``; :meth:`OfficialClients.log_tail` gives their
+last lines for a run's evidence (an official reader that stalled once, unexplained).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import textwrap
 import threading
@@ -84,6 +91,11 @@ sys.stdout.flush()
 os._exit(0)
 """
 
+_TRACING_LINE = re.compile(r"^\S.{0,40}? (TRACE|DEBUG|INFO|WARN|ERROR) \S+: ")
+"""A line of the Rust client's ``tracing`` log, colours removed
+(``Nov 29 03:52:13.057  INFO pravega_client::stream_manager: creating scope "x"``)."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
 READER_LOOK_S = 2.0
 """How often the official reader looks at its stop file while a get is pending."""
 
@@ -133,6 +145,7 @@ class OfficialClients(Part):
         acks: Acks,
         work_dir: Path,
         rate: float = 50.0,
+        rust_log: str = "info",
     ) -> None:
         super().__init__(cluster, seed)
         from tests.wire.official_client import install_client
@@ -156,15 +169,19 @@ class OfficialClients(Part):
         reader = READER.format(
             **fields, group=OFFICIAL_GROUP, stop=str(self._stop_reader), look_s=READER_LOOK_S
         )
-        self._processes = [
-            subprocess.Popen(
-                [python, "-c", textwrap.dedent(script)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for script in (writer, reader)
-        ]
+        self.work_dir = work_dir
+        self._processes = []
+        for which, script in (("writer", writer), ("reader", reader)):
+            with open(work_dir / f"official-{which}.stderr", "w") as stderr:
+                self._processes.append(
+                    subprocess.Popen(
+                        [python, "-c", textwrap.dedent(script)],
+                        stdout=subprocess.PIPE,
+                        stderr=stderr,
+                        text=True,
+                        env={**os.environ, "RUST_LOG": rust_log},
+                    )
+                )
         self._pending: dict[tuple[str, int], float] = {}
         self._lock = threading.Lock()
         self.spawn(self._follow_writer, self._processes[0])
@@ -179,7 +196,7 @@ class OfficialClients(Part):
                 self.acks.done(parts[1], int(parts[2]), time.monotonic() - took, None)
             elif parts[:1] == ["u"] and len(parts) >= 3:
                 self.acks.done(parts[1], int(parts[2]), time.monotonic(), OSError(line))
-            elif parts != ["done"]:
+            elif parts != ["done"] and not self._logged("writer", line):
                 self.failures.append(f"official writer: unexpected line {line!r}")
         self._check_exit("writer", process)
 
@@ -192,14 +209,33 @@ class OfficialClients(Part):
                 at = time.monotonic() - self.started
                 with self._lock:
                     self._reads.append(decode("official-0", OFFICIAL_STREAM, -1, payload, at))
-            elif parts != ["done"]:
+            elif parts != ["done"] and not self._logged("reader", line):
                 self.failures.append(f"official reader: unexpected line {line!r}")
         self._check_exit("reader", process)
+
+    def _logged(self, which: str, line: str) -> bool:
+        """Write ``line`` to the process's log file if it is a line of the client's log."""
+        plain = _ANSI.sub("", line)
+        if not _TRACING_LINE.match(plain):
+            return False
+        with open(self.work_dir / f"official-{which}.log", "a") as log_file:
+            log_file.write(plain)
+        return True
+
+    def log_tail(self, which: str, lines: int = 200) -> list[str]:
+        """The last ``lines`` lines of the ``"writer"``'s or ``"reader"``'s log and stderr."""
+        tail: list[str] = []
+        for suffix in ("log", "stderr"):
+            path = self.work_dir / f"official-{which}.{suffix}"
+            if path.exists():
+                with open(path, errors="replace") as f:
+                    tail += [f"{suffix}: {text.rstrip()}" for text in f.readlines()[-lines:]]
+        return tail
 
     def _check_exit(self, which: str, process: subprocess.Popen[str]) -> None:
         code = process.wait()
         if code != 0:
-            error = process.stderr.read()[-2000:] if process.stderr else ""
+            error = "\n".join(self.log_tail(which, 20))[-2000:]
             self.failures.append(f"official {which} exited with {code}: {error}")
 
     def reads(self) -> list[Read]:

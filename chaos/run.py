@@ -1018,6 +1018,10 @@ def report(
             "acked": {k: sorted(v) for k, v in writers.acks.acked.items()},
             "unknown": {k: sorted(v) for k, v in writers.acks.unknown.items()},
         }
+        if theirs is not None:  # the official reader group: its reads and its client's log
+            evidence["official_reads"] = [dataclasses.astuple(r) for r in theirs.reads()]
+            evidence["official_reader_log"] = theirs.log_tail("reader", 2000)
+            evidence["official_writer_log"] = theirs.log_tail("writer", 500)
         dump.write_text(json.dumps(evidence))
         print(f"  evidence (every read, fault and reader join/close): {dump}")
     return result

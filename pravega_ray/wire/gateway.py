@@ -23,7 +23,11 @@ Errors: a frame that cannot be decoded is answered ERROR_MESSAGE(61) when its re
 read, OPERATION_UNSUPPORTED(57) for a Pravega request this server does not serve, and
 dropped otherwise; a frame whose length is bad (``WireProtocolError.fatal``) closes the
 connection. A handler's typed error becomes Pravega's reply (:func:`error_reply`); any other
-exception is logged and answered ERROR_MESSAGE. Nothing a client sends stops the server.
+exception is logged and closes the connection, as Pravega's segment store does ("closing
+connection should reinitialize things"): the client reconnects and retries, where an
+ERROR_MESSAGE would make the official reader drop the segment for good (WIRE.md 3.12; found
+by the chaos run, when an S3 error reached a read untyped). Nothing a client sends stops the
+server.
 
 Writers: each connection remembers, per writer id, the segment it set up and the writer's
 last event number, so a block is appended conditionally on the number before it (the
@@ -53,6 +57,7 @@ from pravega_ray.constants import READ_BYTES_MAX
 from pravega_ray.contracts.segment_store_service import SegmentStoreService
 from pravega_ray.errors import (
     BadKeyVersionError,
+    FencedError,
     InvalidArgumentError,
     InvalidNameError,
     NoSuchKeyError,
@@ -204,9 +209,12 @@ def error_reply(command: WireCommand, error: BaseException) -> Reply:
 
     Segment missing -> NO_SUCH_SEGMENT(53); sealed -> SEGMENT_IS_SEALED(51); truncated ->
     SEGMENT_IS_TRUNCATED(56); exists -> SEGMENT_ALREADY_EXISTS(52); a table key's version
-    or absence -> TABLE_KEY_BAD_VERSION(82); a container not ready (restarting, moved:
-    outcome unknown) -> WRONG_HOST(50), which makes the client find the segment again and
-    retry; bad arguments -> ERROR_MESSAGE(61) code 0; anything else -> ERROR_MESSAGE code -1.
+    or absence -> TABLE_KEY_BAD_VERSION(82); a container not ready (restarting, moved,
+    fenced by a newer owner, its Tier-2 failing for now: outcome unknown) -> WRONG_HOST(50),
+    which makes the client find the segment again and retry; bad arguments ->
+    ERROR_MESSAGE(61) code 0; any other typed error (damaged data, an illegal state) ->
+    ERROR_MESSAGE code -1. (An untyped exception closes the connection instead: the module
+    docstring.)
     """
     request_id: int = getattr(command, "request_id", 0)
     segment = _segment_of(command)
@@ -224,7 +232,7 @@ def error_reply(command: WireCommand, error: BaseException) -> Reply:
         return SegmentAlreadyExists(request_id=request_id, segment=segment)
     if isinstance(error, BadKeyVersionError | NoSuchKeyError):
         return TableKeyBadVersion(request_id=request_id, segment=segment)
-    if isinstance(error, RetriableError):
+    if isinstance(error, RetriableError | FencedError):
         return WrongHost(request_id=request_id, segment=segment, correct_host="")
     code = ERROR_CODE_ILLEGAL_ARGUMENT
     if not isinstance(error, InvalidArgumentError):
@@ -486,9 +494,12 @@ class _Connection:
         except PravegaError as error:
             log.debug("wire gateway: %s failed: %r", command.NAME, error)
             return error_reply(command, error)
-        except Exception as error:
-            log.exception("wire gateway: %s failed unexpectedly", command.NAME)
-            return error_reply(command, error)
+        except Exception:
+            # Pravega's rule for an unknown failure: close the connection, so the client
+            # reconnects and retries (an ERROR_MESSAGE ends a reader's segment for good).
+            log.exception("wire gateway: %s failed unexpectedly; closing", command.NAME)
+            self.closing = True
+            return None
 
     def _token_refusal(self, command: WireCommand, names: list[str]) -> Reply | None:
         """AUTH_TOKEN_CHECK_FAILED unless the request's token allows it on every segment it

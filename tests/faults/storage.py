@@ -19,12 +19,15 @@ class InjectedFault(OSError):
 
 @dataclass
 class FaultPlan:
-    """Which calls fail: ``fail_before``/``fail_after`` hold method names; ``delay_s`` slows all."""
+    """Which calls fail: ``fail_before``/``fail_after`` hold method names; ``delay_s`` slows all.
+    ``error``: the type raised (InjectedFault, an untyped OSError, unless a test wants a
+    typed one such as StorageUnavailableError)."""
 
     fail_before: set[str] = field(default_factory=set)
     fail_after: set[str] = field(default_factory=set)
     delay_s: float = 0.0
     calls: int = 0
+    error: type[Exception] = InjectedFault
 
     def wrap(self, name: str, method: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -32,10 +35,10 @@ class FaultPlan:
             if self.delay_s:
                 time.sleep(self.delay_s)
             if name in self.fail_before:
-                raise InjectedFault(f"injected failure before {name}")
+                raise self.error(f"injected failure before {name}")
             result = method(*args, **kwargs)
             if name in self.fail_after:
-                raise InjectedFault(f"injected failure after {name} succeeded")
+                raise self.error(f"injected failure after {name} succeeded")
             return result
 
         return call

@@ -4,7 +4,7 @@ formatted, and carry the load's event encoding."""
 from __future__ import annotations
 
 from chaos.checker import decode
-from chaos.official import INFLIGHT, READER, READER_LOOK_S, WRITER
+from chaos.official import _ANSI, _TRACING_LINE, INFLIGHT, READER, READER_LOOK_S, WRITER
 
 
 def test_the_scripts_compile_once_formatted() -> None:
@@ -18,3 +18,15 @@ def test_the_scripts_compile_once_formatted() -> None:
     assert 'head = f"k {key} {seq}\\n"' in writer  # the load's keyed encoding
     read = decode("r", "s", 0, b"k o3 7\n....")
     assert (read.kind, read.ident, read.seq) == ("k", "o3", 7)
+
+
+def test_the_clients_log_lines_are_told_from_the_scripts_lines() -> None:
+    logged = (
+        "\x1b[2mNov 29 03:52:13.057\x1b[0m \x1b[32m INFO\x1b[0m pravega_client::stream_manager: "
+        'creating scope "x"'
+    )
+    assert _TRACING_LINE.match(_ANSI.sub("", logged))
+    warned = "Nov 29 03:52:13.058  WARN pravega_controller_client: controller operation failed"
+    assert _TRACING_LINE.match(warned)
+    for ours in ("r k|o3|7", "a o3 7 0.01", "u o3 7 TxnFailedError", "done", "garbage INFO x"):
+        assert not _TRACING_LINE.match(ours)

@@ -16,9 +16,16 @@ from typing import Any
 import pytest
 
 from pravega_ray.contracts.segment_store import SegmentInfo, TableUpdate
-from pravega_ray.errors import InvalidArgumentError
+from pravega_ray.errors import (
+    DataCorruptionError,
+    FencedError,
+    InvalidArgumentError,
+    StorageUnavailableError,
+)
+from pravega_ray.logs.memory import InMemoryLogStore
 from pravega_ray.naming import container_for_segment
 from pravega_ray.segmentstore.container import SegmentContainer
+from pravega_ray.storage.memory import InMemoryChunkStorage
 from pravega_ray.wire import (
     KEY_NO_VERSION,
     KEY_NOT_EXISTS,
@@ -77,9 +84,10 @@ from pravega_ray.wire import (
     decode_events,
     encode_event,
 )
-from pravega_ray.wire.gateway import GatewayConfig, WireGateway
+from pravega_ray.wire.gateway import GatewayConfig, WireGateway, error_reply
 from pravega_ray.wire.gateway_tables import collapse_updates
 from tests.containers import QUIET, new_container
+from tests.faults.storage import FaultPlan, FaultyChunkStorage
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -630,6 +638,84 @@ def test_a_segment_not_owned_is_answered_wrong_host() -> None:
             await client.close()
 
     run(body)
+
+
+async def _only_in_tier2(data: bytes, plan: FaultPlan) -> SegmentContainer:
+    """A container whose segment SEG holds ``data`` in Tier-2 only (flushed, the log
+    truncated, then restarted: nothing cached), its Tier-2 failing as ``plan`` says."""
+    store, storage = InMemoryLogStore(), InMemoryChunkStorage()
+    first = new_container(store, storage, config=QUIET)
+    await first.create_segment(SEG)
+    await first.append_conditional(SEG, data)
+    await first.flush_to_storage()
+    await first.checkpoint()
+    await first.close()
+    return new_container(store, FaultyChunkStorage(storage, plan), config=QUIET)
+
+
+def test_a_read_whose_tier2_fails_for_now_is_answered_wrong_host_and_retried() -> None:
+    """WRONG_HOST makes the official reader look the segment up and read again; the
+    ERROR_MESSAGE the gateway answered before made it drop the segment for good."""
+
+    async def body() -> None:
+        data = events(b"kept in Tier-2")
+        plan = FaultPlan(fail_before={"read"}, error=StorageUnavailableError)
+        container = await _only_in_tier2(data, plan)
+        gateway = WireGateway(container, owns=lambda segment: True, config=GatewayConfig())
+        await gateway.start()
+        try:
+            client = await Client.connect(gateway.port)
+            reply = await client.call(read(client, 0))
+            assert isinstance(reply, WrongHost) and reply.segment == SEG
+            assert reply.request_id == client.next_id
+            plan.fail_before.clear()
+            reply = await client.call(read(client, 0))  # the same connection goes on
+            assert isinstance(reply, SegmentRead) and reply.data == data
+            await client.close()
+        finally:
+            await gateway.stop()
+            await container.close()
+
+    run(body)
+
+
+def test_an_untyped_failure_closes_the_connection_and_a_new_one_is_served(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Pravega's rule for an unknown failure (its segment store closes the connection): the
+    client reconnects and retries instead of giving the segment up."""
+
+    async def body() -> None:
+        data = events(b"kept in Tier-2")
+        plan = FaultPlan(fail_before={"read"})  # an OSError: a disk failing, say
+        container = await _only_in_tier2(data, plan)
+        gateway = WireGateway(container, owns=lambda segment: True, config=GatewayConfig())
+        await gateway.start()
+        try:
+            client = await Client.connect(gateway.port)
+            await client.send(read(client, 0))
+            with pytest.raises(ConnectionResetError):
+                await client.receive()
+            plan.fail_before.clear()
+            again = await Client.connect(gateway.port)
+            reply = await again.call(read(again, 0))
+            assert isinstance(reply, SegmentRead) and reply.data == data
+            await again.close()
+        finally:
+            await gateway.stop()
+            await container.close()
+
+    with caplog.at_level(logging.ERROR, logger="pravega_ray.wire.gateway"):
+        run(body)
+    assert any("failed unexpectedly; closing" in r.getMessage() for r in caplog.records)
+
+
+def test_a_fenced_container_sends_the_client_to_the_new_owner_and_damage_is_an_error() -> None:
+    request = ReadSegment(segment=SEG, offset=7, suggested_length=10, request_id=3)
+    fenced = error_reply(request, FencedError("a newer owner took over the log"))
+    assert isinstance(fenced, WrongHost) and (fenced.segment, fenced.request_id) == (SEG, 3)
+    damaged = error_reply(request, DataCorruptionError("chunk x: checksum mismatch"))
+    assert isinstance(damaged, ErrorMessage) and damaged.error_code == -1
 
 
 def test_transient_segment_chunks_are_merged_into_the_parent() -> None:
