@@ -91,9 +91,12 @@ sys.stdout.flush()
 os._exit(0)
 """
 
-_TRACING_LINE = re.compile(r"^\S.{0,40}? (TRACE|DEBUG|INFO|WARN|ERROR) \S+: ")
+_TRACING_LINE = re.compile(
+    r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\.\d+ +(TRACE|DEBUG|INFO|WARN|ERROR) "
+)
 """A line of the Rust client's ``tracing`` log, colours removed
-(``Nov 29 03:52:13.057  INFO pravega_client::stream_manager: creating scope "x"``)."""
+(``Nov 29 03:52:13.057  INFO pravega_client::stream_manager: creating scope "x"``, or with
+spans between the level and the target)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 READER_LOOK_S = 2.0

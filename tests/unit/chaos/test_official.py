@@ -28,5 +28,12 @@ def test_the_clients_log_lines_are_told_from_the_scripts_lines() -> None:
     assert _TRACING_LINE.match(_ANSI.sub("", logged))
     warned = "Nov 29 03:52:13.058  WARN pravega_controller_client: controller operation failed"
     assert _TRACING_LINE.match(warned)
+    spans = (
+        "\x1b[2mNov  9 03:59:51.198\x1b[0m \x1b[32m INFO\x1b[0m "
+        "\x1b[1mReactor\x1b[0m\x1b[1m{\x1b[0m"
+        "event_stream_writer=3a78\x1b[1m}\x1b[0m:\x1b[1msetup connection\x1b[0m: "
+        "pravega_client::segment::writer: finished setting up connection"
+    )
+    assert _TRACING_LINE.match(_ANSI.sub("", spans))
     for ours in ("r k|o3|7", "a o3 7 0.01", "u o3 7 TxnFailedError", "done", "garbage INFO x"):
         assert not _TRACING_LINE.match(ours)
