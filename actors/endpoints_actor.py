@@ -8,7 +8,10 @@ getURI asks the container actor that owns the segment for its wire gateway
 container that restarted or moved is found where it is now, and the client caches the
 answer itself. A container that does not answer is answered with the endpoint it named
 last (``EndpointBook``): Pravega's clients retry a failed connection for ever, a failed
-getURI only about a minute (then a reader never reads that segment again). A thread asks
+getURI only about a minute (then a reader never reads that segment again); a container not
+heard of since this actor (re)started is answered with the endpoint the config fixes for it,
+when it fixes one (``EndpointConfig.fixed_endpoint``: Pravega's default ports on a fixed
+host), so a restart of this actor while a container is down fails no getURI. A thread asks
 every container every ``REFRESH_S`` too, so a container that restarted opens its gateway
 again at once, on its port, for the clients that connect to the address they had without
 asking getURI again (and the endpoints are known again soon after this actor restarts).
@@ -66,7 +69,9 @@ class EndpointsActor:
         self._namespace = namespace
         self._handles: dict[int, Any] = {}
         self._lock = threading.Lock()
-        self._book = EndpointBook()
+        self._book = EndpointBook(
+            fixed=lambda container_id: self._config.fixed_endpoint(container_id, container_count)
+        )
         handles = [lookup(n, namespace) for n in _controller_instance_names(namespace)]
         self._controller = ControllerClient(RayControllerConnection(handles))
         self._grpc = serve(

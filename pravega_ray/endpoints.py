@@ -269,6 +269,14 @@ class EndpointConfig:
             return node_name
         return bound_host
 
+    def fixed_endpoint(self, container_id: int, container_count: int) -> tuple[str, int] | None:
+        """The ``(host, port)`` container ``container_id``'s gateway names wherever it runs,
+        when the config fixes both: a fixed ``wire_port_base`` and a ``host`` that is not
+        the wildcard address (whose answer is the node's IP). None otherwise."""
+        if self.wire_port_base == 0 or self.binds_everywhere:
+            return None
+        return self.client_host(self.host), wire_port_for(self, container_id, container_count)
+
     def to_dict(self) -> dict[str, object]:
         """The constructor's arguments (file paths, never their content):
         ``EndpointConfig(**config.to_dict()) == config``."""
@@ -315,12 +323,20 @@ class EndpointBook:
     Pravega's controller answers from its host map whether or not the host is up, a
     container that does not answer (restarting, moving) is answered with the last endpoint
     it named, at once: the client's connection fails and it asks again until the container
-    answers. A container never heard of gets the error. Thread-safe.
+    answers. A container never heard of (this book's process restarted meanwhile, say) is
+    waited for with ``ask``'s own timeout, then answered with ``fixed(container_id)``, the
+    endpoint the config fixes for it (:meth:`EndpointConfig.fixed_endpoint`); without one
+    it gets the error. Thread-safe.
     """
 
-    def __init__(self, quick_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        quick_s: float = 1.0,
+        fixed: Callable[[int], tuple[str, int] | None] = lambda container_id: None,
+    ) -> None:
         self._known: dict[int, tuple[str, int]] = {}
         self._lock = threading.Lock()
+        self._fixed = fixed
         self.quick_s = quick_s
         """How long a container with a known endpoint is waited for before the answer is
         the known endpoint."""
@@ -337,7 +353,9 @@ class EndpointBook:
             endpoint = ask(None if known is None else self.quick_s)
         except Exception:
             if known is None:
-                raise
+                known = self._fixed(container_id)
+                if known is None:
+                    raise
             return known
         with self._lock:
             self._known[container_id] = endpoint

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from pravega_ray.endpoints import EndpointBook
+from pravega_ray.endpoints import EndpointBook, EndpointConfig
 from pravega_ray.errors import ContainerNotReadyError
 
 
@@ -83,3 +83,25 @@ def test_answers_from_many_threads_keep_one_endpoint_per_container() -> None:
     for t in threads:
         t.join(30)
     assert errors == []
+
+
+def test_a_container_never_heard_of_gets_the_endpoint_the_config_fixes_after_its_timeout() -> None:
+    """Found by the chaos smoke run: the endpoints actor restarted (its book empty) while a
+    container was down, and getURI failed until the container came back; the official
+    reader's retries of it can run out (its segment reader panics)."""
+    book = EndpointBook(fixed=lambda container_id: ("127.0.0.1", 6000 + container_id))
+    container = Container(("127.0.0.1", 6002))
+    container.up = False
+    assert book.answer(2, container.ask) == ("127.0.0.1", 6002)
+    assert container.timeouts == [None]  # waited as for any container never heard of
+    container.endpoint, container.up = ("127.0.0.1", 6002), True
+    assert book.answer(2, container.ask) == ("127.0.0.1", 6002)
+
+
+def test_a_config_fixes_an_endpoint_only_for_a_fixed_port_on_a_fixed_host() -> None:
+    assert EndpointConfig().fixed_endpoint(3, 4) == ("127.0.0.1", 6003)
+    assert EndpointConfig(wire_port_base=0).fixed_endpoint(3, 4) is None
+    wildcard = EndpointConfig(host="0.0.0.0", insecure_ok=True)  # the node's IP: unknown
+    assert wildcard.fixed_endpoint(3, 4) is None
+    published = EndpointConfig(published_host="pravega.local")
+    assert published.fixed_endpoint(0, 4) == ("pravega.local", 6000)
