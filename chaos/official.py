@@ -133,6 +133,17 @@ os._exit(0)
 """
 
 
+def stall_lines(tail: list[str], warnings: int = 8) -> list[str]:
+    """From a process's :meth:`OfficialClients.log_tail`: its last ``warnings`` WARN or
+    ERROR log lines and the head of a panic on its stderr (a panic of a segment's read task
+    ends that segment's reading silently: the chaos smoke run's official reader stall)."""
+    logged = [t for t in tail if t.startswith("log: ") and (" WARN " in t or " ERROR " in t)]
+    stderr = [t for t in tail if t.startswith("stderr: ")]
+    at = next((i for i, t in enumerate(stderr) if "panicked" in t), None)
+    panic = stderr[at : at + 2] if at is not None else []
+    return [t[:400] for t in logged[-warnings:] + panic]
+
+
 class OfficialClients(Part):
     """The official client's writer and reader group; see the module docstring."""
 
@@ -234,6 +245,10 @@ class OfficialClients(Part):
                 with open(path, errors="replace") as f:
                     tail += [f"{suffix}: {text.rstrip()}" for text in f.readlines()[-lines:]]
         return tail
+
+    def why_stalled(self) -> list[str]:
+        """:func:`stall_lines` of the official reader's log and stderr."""
+        return stall_lines(self.log_tail("reader", 5000))
 
     def _check_exit(self, which: str, process: subprocess.Popen[str]) -> None:
         code = process.wait()

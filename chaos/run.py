@@ -860,6 +860,8 @@ def report(
         problems.append("the readers did not read everything back")
     if not extra.official_drained:
         problems.append("the official reader group did not read everything back")
+        if theirs is not None:  # why, in the report itself: CI keeps no evidence file
+            problems += [f"official reader: {line}" for line in theirs.why_stalled()]
     for a in injector.applied:
         if a["kind"] == NODE_REMOVE and a.get("moved_off") is False:
             problems.append(f"a container stayed on the removed node: {a}")

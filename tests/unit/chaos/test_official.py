@@ -4,7 +4,15 @@ formatted, and carry the load's event encoding."""
 from __future__ import annotations
 
 from chaos.checker import decode
-from chaos.official import _ANSI, _TRACING_LINE, INFLIGHT, READER, READER_LOOK_S, WRITER
+from chaos.official import (
+    _ANSI,
+    _TRACING_LINE,
+    INFLIGHT,
+    READER,
+    READER_LOOK_S,
+    WRITER,
+    stall_lines,
+)
 
 
 def test_the_scripts_compile_once_formatted() -> None:
@@ -37,3 +45,16 @@ def test_the_clients_log_lines_are_told_from_the_scripts_lines() -> None:
     assert _TRACING_LINE.match(_ANSI.sub("", spans))
     for ours in ("r k|o3|7", "a o3 7 0.01", "u o3 7 TxnFailedError", "done", "garbage INFO x"):
         assert not _TRACING_LINE.match(ours)
+
+
+def test_a_stalled_reader_is_explained_by_its_warnings_and_its_panic() -> None:
+    tail = [
+        "log: Nov 29 04:33:01.000  INFO pravega_client::event::reader: slice ready",
+        "log: Nov 29 04:33:02.016  WARN pravega_controller_client: get_endpoint: transport error",
+        "log: Nov 29 04:34:12.384 ERROR pravega_client::event::reader: read failed",
+        "stderr: thread 'tokio-runtime-worker' panicked at src/segment/reader.rs:225:30:",
+        "stderr: get endpoint for async segment reader: RetryError { tries: 11 }",
+        "stderr: stack backtrace:",
+    ]
+    assert stall_lines(tail) == [tail[1], tail[2], tail[3], tail[4]]
+    assert stall_lines(tail[:1]) == []
