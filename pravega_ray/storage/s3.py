@@ -297,21 +297,21 @@ class S3ChunkStorage:
         if length == 0:
             self.length(name)  # raises NotFoundError for a missing chunk
             return b""
-        try:
-            with unavailable_as_typed(f"GET of {key!r}"):
+        with unavailable_as_typed(f"GET of {key!r}"):  # the request and its body's read
+            try:
                 response = self._client.get_object(
                     Bucket=self._bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}"
                 )
-        except ClientError as e:
-            if http_status(e) == 416 or error_code(e) == "InvalidRange":
-                return b""  # the object exists; the range starts at or after its end
-            if is_not_found(e):
-                raise NotFoundError(f"chunk {name!r} not found") from None
-            if is_no_such_bucket(e):
-                raise self._missing_bucket() from None
-            raise
-        with contextlib.closing(response["Body"]) as body, unavailable_as_typed(f"GET of {key!r}"):
-            data = bytes(body.read())
+            except ClientError as e:
+                if http_status(e) == 416 or error_code(e) == "InvalidRange":
+                    return b""  # the object exists; the range starts at or after its end
+                if is_not_found(e):
+                    raise NotFoundError(f"chunk {name!r} not found") from None
+                if is_no_such_bucket(e):
+                    raise self._missing_bucket() from None
+                raise
+            with contextlib.closing(response["Body"]) as body:
+                data = bytes(body.read())
         if not response.get("ContentRange"):
             data = data[offset : offset + length]  # a server that ignored the Range header
         invariant(len(data) <= length, f"ranged GET of {key!r} returned {len(data)} > {length}")
