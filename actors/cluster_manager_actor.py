@@ -253,9 +253,10 @@ class ClusterManagerActor:
         with self._state:
             changed = nodes != self._nodes
             self._nodes = nodes
-            self._passes += 1
         if replan or changed or not self._stored:
             self._plan(nodes, placement)
+        with self._state:  # counted once the map is set: describe() never shows a pass, no map
+            self._passes += 1
         for c in self._containers:
             target = self._assignment[c]
             where = placement.get(c)

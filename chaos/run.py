@@ -557,7 +557,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     retention_period_s=RETENTION_PERIOD_S,
                     endpoints=endpoint_config(),
                 )
+                log(started, "cluster started; creating the streams, tables and groups")
                 create_objects(cluster)
+                log(started, "objects created; starting the load")
                 zombie = ZombieSpec(
                     f"s3://{bucket}/tier1",
                     f"s3://{bucket}/tier2",
@@ -718,6 +720,8 @@ def load_and_check(
         injector.join()
         official.stop_writing()
         stopping = (writers, scaling, retained, pipeline, txn_scales, scope_deletes, txns, kv)
+        for part in stopping:  # all told at once: each ends the call it is in side by side
+            part.stopping.set()
         for part in (*stopping, event_time):
             part.stop()
             log(run_started, f"{part.name} stopped")

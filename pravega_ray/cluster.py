@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,6 +110,10 @@ R = TypeVar("R")
 
 RETENTION_PERIOD_S_MAX = 7 * 24 * 3600.0
 """The longest ``retention_period_s`` ``start_local`` accepts (a week)."""
+
+CONTAINER_STARTS_AT_ONCE = 16
+"""How many containers ``start_local`` creates side by side (each start waits for its
+container to answer in a thread of its own)."""
 
 DEFAULT_DATA_DIR = "./.pravega-data"
 _CLUSTER_FILE = "cluster.json"
@@ -437,7 +442,7 @@ def _initial_placement(tier2: str, container_count: int) -> dict[int, str]:
     return plan_assignment(range(container_count), stored, _alive_node_ids())
 
 
-def _start_controller_workers(
+def _create_controller_workers(
     namespace: str,
     tier1: str,
     tier2: str,
@@ -446,9 +451,10 @@ def _start_controller_workers(
     buckets: int,
     retention_period_s: float = RETENTION_PERIOD_S_DEFAULT,
     watermark_period_s: float = WATERMARK_PERIOD_S_DEFAULT,
-) -> None:
+) -> list[Any]:
     """Join or create the request, commit and abort event processors, the transaction timer
-    and the stream bucket actors."""
+    and the stream bucket actors; returns their handles at once (each may still be starting:
+    :func:`_check_controller_workers` waits for them)."""
     args = (tier1, tier2, container_count, namespace)
     shells: list[tuple[str, Any]] = [
         (REQUEST_PROCESSOR_NAME, RequestProcessorActor),
@@ -456,7 +462,7 @@ def _start_controller_workers(
         (ABORT_PROCESSOR_NAME, AbortProcessorActor),
         (TXN_TIMER_NAME, TxnTimerActor),
     ]
-    workers = [
+    return [
         ray.remote(shell).options(**controller_part_options(name, namespace), **env).remote(*args)
         for name, shell in shells
     ] + [
@@ -472,7 +478,14 @@ def _start_controller_workers(
         )
         for b in range(buckets)
     ]
-    for description in ray.get([w.describe.remote() for w in workers]):
+
+
+def _check_controller_workers(
+    descriptions: list[dict[str, Any]], namespace: str, tier1: str, tier2: str, buckets: int
+) -> None:
+    """ConfigurationError if a controller worker that already ran serves other storage or
+    another bucket count."""
+    for description in descriptions:
         if (description["tier1"], description["tier2"]) != (tier1, tier2):
             raise ConfigurationError(
                 f"controller workers on {description['tier1']} / {description['tier2']} "
@@ -545,16 +558,21 @@ def _controller_worker_names(namespace: str) -> list[str]:
     return names
 
 
-def _start_cluster_manager(
+def _create_cluster_manager(
     namespace: str, tier1: str, tier2: str, container_count: int, env: dict[str, Any]
 ) -> Any:
-    """Join or create the cluster manager; ConfigurationError if it serves other storage."""
-    manager: Any = (
+    """Join or create the cluster manager; returns its handle at once."""
+    return (
         ray.remote(ClusterManagerActor)
         .options(**cluster_manager_options(namespace), **env)
         .remote(tier1, tier2, container_count, namespace, CLUSTER_MANAGER_PERIOD_S, env)
     )
-    description = ray.get(manager.describe.remote())
+
+
+def _check_cluster_manager(
+    description: dict[str, Any], namespace: str, tier1: str, tier2: str, container_count: int
+) -> None:
+    """ConfigurationError if a cluster manager that already ran serves other storage."""
     if (description["tier1"], description["tier2"], description["container_count"]) != (
         tier1,
         tier2,
@@ -565,7 +583,25 @@ def _start_cluster_manager(
             f"({description['container_count']} containers) already runs in namespace "
             f"{namespace!r}; shut it down or use another namespace"
         )
-    return manager
+
+
+def _start_containers(
+    namespace: str, placement: dict[int, str], tier1: str, tier2: str, env: dict[str, Any]
+) -> list[Any]:
+    """Join or create every container, each preferably on its node in ``placement``, side by
+    side (each waits until its container answered): a container's start is mostly its worker
+    process's, and a machine starts several of those at once about as fast as one."""
+    count = len(placement)
+    if count == 1:
+        return [_start_container(0, namespace, placement[0], tier1, tier2, env)]
+    with ThreadPoolExecutor(
+        max_workers=min(count, CONTAINER_STARTS_AT_ONCE), thread_name_prefix="container-start"
+    ) as pool:
+        starts = [
+            pool.submit(_start_container, i, namespace, placement[i], tier1, tier2, env)
+            for i in range(count)
+        ]
+        return [start.result() for start in starts]
 
 
 def _endpoint_config(endpoints: object) -> EndpointConfig | None:
@@ -784,25 +820,13 @@ def start_local(
     started = time.monotonic()
     placement = _initial_placement(tier2_url, container_count)
     env = _storage_environment(tier1_url, tier2_url)
-    containers = [
-        _start_container(i, namespace, placement[i], tier1_url, tier2_url, env)
-        for i in range(container_count)
-    ]
+    containers = _start_containers(namespace, placement, tier1_url, tier2_url, env)
+    # Every other actor at once: each looks the containers up and opens the metadata store on
+    # its own (a concurrent migration of old records is safe), so none waits for another.
     controllers = _start_controller_instances(
         namespace, tier1_url, tier2_url, container_count, env, controller_instances
     )
-    descriptions = ray.get(
-        [h.describe.remote() for h in containers] + [c.describe.remote() for c in controllers]
-    )
-    for description in descriptions:
-        if (description["tier1"], description["tier2"]) != (tier1_url, tier2_url):
-            raise ConfigurationError(
-                f"a pravega-ray cluster on {description['tier1']} / {description['tier2']} "
-                f"already runs in namespace {namespace!r}; shut it down or use another namespace"
-            )
-    if any(d["container_count"] != container_count for d in descriptions[container_count:]):
-        raise ConfigurationError("the running controller has a different container count")
-    _start_controller_workers(
+    workers = _create_controller_workers(
         namespace,
         tier1_url,
         tier2_url,
@@ -812,7 +836,30 @@ def start_local(
         retention_period_s,
         watermark_period_s,
     )
-    _start_cluster_manager(namespace, tier1_url, tier2_url, container_count, env)
+    manager = _create_cluster_manager(namespace, tier1_url, tier2_url, container_count, env)
+    descriptions = ray.get(
+        [h.describe.remote() for h in containers]
+        + [c.describe.remote() for c in controllers]
+        + [w.describe.remote() for w in workers]
+        + [manager.describe.remote()]
+    )
+    for description in descriptions[: container_count + len(controllers)]:
+        if (description["tier1"], description["tier2"]) != (tier1_url, tier2_url):
+            raise ConfigurationError(
+                f"a pravega-ray cluster on {description['tier1']} / {description['tier2']} "
+                f"already runs in namespace {namespace!r}; shut it down or use another namespace"
+            )
+    controller_descriptions = descriptions[container_count : container_count + len(controllers)]
+    if any(d["container_count"] != container_count for d in controller_descriptions):
+        raise ConfigurationError("the running controller has a different container count")
+    _check_controller_workers(
+        descriptions[container_count + len(controllers) : -1],
+        namespace,
+        tier1_url,
+        tier2_url,
+        retention_buckets,
+    )
+    _check_cluster_manager(descriptions[-1], namespace, tier1_url, tier2_url, container_count)
     if endpoint_config is not None:
         _start_endpoints(namespace, container_count, endpoint_config, env)
     log.info(

@@ -132,6 +132,30 @@ def test_connect_joins_the_running_cluster(cluster, unique_name) -> None:
     joined.close()
 
 
+def test_start_local_on_other_storage_in_a_running_namespace_is_refused(
+    cluster, unique_name, tmp_path: Path
+) -> None:
+    """Every actor of the running cluster is joined (start_local starts them side by side):
+    they serve other storage, so ConfigurationError names it, and nothing was replaced."""
+    create_stream(cluster, unique_name, "st", 1)
+    names = [f"segment-container-{i}" for i in range(cluster.container_count)]
+    names += ["controller", "request-event-processor", "cluster-manager"]
+
+    def actor_ids() -> list[str]:
+        return [ray.get_actor(n, namespace=cluster.namespace)._actor_id.hex() for n in names]
+
+    before = actor_ids()
+    with pytest.raises(pr.ConfigurationError, match="already runs in namespace"):
+        pr.start_local(
+            data_dir=tmp_path, container_count=cluster.container_count, namespace=cluster.namespace
+        )
+    assert actor_ids() == before
+    assert unique_name in cluster.stream_manager().list_scopes()
+    joined = pr.connect(namespace=cluster.namespace)
+    assert joined.stream_manager().get_stream_info(unique_name, "st").state is pr.StreamState.ACTIVE
+    joined.close()
+
+
 def test_bad_input_through_actors_gets_typed_errors(cluster, unique_name, monkeypatch) -> None:
     mgr = cluster.stream_manager()
     with pytest.raises(pr.InvalidNameError):
