@@ -720,8 +720,8 @@ def load_and_check(
         injector.join()
         official.stop_writing()
         stopping = (writers, scaling, retained, pipeline, txn_scales, scope_deletes, txns, kv)
-        for part in stopping:  # all told at once: each ends the call it is in side by side
-            part.stopping.set()
+        for told in stopping:  # all told at once: each ends the call it is in side by side
+            told.stopping.set()
         for part in (*stopping, event_time):
             part.stop()
             log(run_started, f"{part.name} stopped")
