@@ -264,15 +264,20 @@ def test_s3_failures_that_pass_on_their_own_are_told_apart(
     assert is_unavailable(error) is passes
 
 
+READ_TIMEOUT_S = 1.5
+"""The read timeout of the client through the proxy: short, for the TIMEOUT case, and not so
+short that a request the proxy forwards on a loaded machine is taken for one (0.5 s was)."""
+
+
 @pytest.fixture
 def faulty(s3_bucket, s3_server) -> Iterator[tuple[FaultyS3Proxy, S3ChunkStorage, S3ChunkStorage]]:
     """``(proxy, storage through it, the same storage direct)``: the proxy starts faultless;
     the client through it tries once (botocore's retries are not the subject, and a throttled
-    retry waits up to a second) and times out a read after 0.5 s."""
+    retry waits up to a second) and times out a read after READ_TIMEOUT_S."""
     client, bucket = s3_bucket
     with FaultyS3Proxy(s3_server.endpoint_url, seed=1, faults=ProxyFaults(rate=0.0)) as proxy:
         through = dataclasses.replace(s3_server, endpoint_url=proxy.endpoint).client(
-            retries={"mode": "standard", "max_attempts": 1}, read_timeout=0.5
+            retries={"mode": "standard", "max_attempts": 1}, read_timeout=READ_TIMEOUT_S
         )
         try:
             yield proxy, S3ChunkStorage(bucket, "p", client=through), S3ChunkStorage(
@@ -288,8 +293,8 @@ def test_s3_throttled_or_failing_server_is_a_typed_retriable_error(faulty, kind)
     """Found by the chaos run: a SlowDown that outlasted botocore's retries reached a reader as
     a bare botocore ClientError out of a container's table read."""
     proxy, storage, direct = faulty
-    storage.create("kept", b"stored before the outage")
-    proxy.set_faults(ProxyFaults(rate=1.0, kinds=(kind,), timeout_s=1.0))
+    direct.create("kept", b"stored before the outage")
+    proxy.set_faults(ProxyFaults(rate=1.0, kinds=(kind,), timeout_s=READ_TIMEOUT_S + 2.0))
     calls = {
         "read": lambda: storage.read("kept", 0, 6),
         "length": lambda: storage.length("kept"),
