@@ -16,6 +16,12 @@ WARM_UP_EVENTS = 10_000
 LATENCY_RATE_EVENTS_PER_S = 10_000
 """Default rate of the paced latency runs (``--latency-rate``)."""
 
+COMPUTING_CALL = "write_event, caller computing"
+"""The call column of the paced run whose caller computes between writes (1 segment)."""
+
+COMPUTING_DEFAULT_CALL = "computing, 5 ms switch"
+"""The same, with Python's default thread switch interval (before WriterConfig's 1 ms)."""
+
 DISTINCT_PAYLOADS = 256
 """Payloads are cycled from a pool of this many random ones (a power of two)."""
 

@@ -48,8 +48,13 @@ def run_paced(
     rate_events_per_s: int,
     seconds: float,
     backlog: Callable[[], int] | None = None,
+    *,
+    computing: bool = False,
 ) -> tuple[float, bool]:
     """Call ``submit_burst(first_index, count)`` every BURST_INTERVAL_S for ``seconds``.
+
+    ``computing``: the calling thread computes (pure Python, holding the interpreter lock)
+    until each burst is due instead of sleeping, as a program doing work between writes does.
 
     The schedule is absolute (burst k is due at start + k * interval), so a late burst is followed
     by catch-up bursts and the average rate stays at ``rate_events_per_s`` if the system keeps up.
@@ -66,9 +71,13 @@ def run_paced(
     start = time.perf_counter()
     sent = 0
     for k in range(bursts):
-        delay = start + k * BURST_INTERVAL_S - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
+        due = start + k * BURST_INTERVAL_S
+        if computing:
+            _compute_until(due)
+        else:
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
         submit_burst(k * per_burst, per_burst)
         sent += per_burst
         if backlog is None:
@@ -85,6 +94,16 @@ def run_paced(
         acknowledged = sent - backlog() - middle[2]
         overloaded = overloaded or acknowledged < ACK_KEEP_UP_FRACTION * handed_over
     return achieved, overloaded or achieved < KEEP_UP_FRACTION * rate_events_per_s
+
+
+def _compute_until(due: float) -> int:
+    """Busy work in Python bytecode (the interpreter lock held throughout) until ``due``."""
+    total = 0
+    clock = time.perf_counter
+    while clock() < due:
+        for i in range(50):
+            total += i * i
+    return total
 
 
 def wait_all_stamped(done_at: dict[int, float], expected: int, what: str) -> None:

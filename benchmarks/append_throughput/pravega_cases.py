@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from typing import Any
 from benchmarks.append_throughput.cpu import CpuSnapshot, cpu_row
 from benchmarks.append_throughput.model import (
     ACK_WAIT_S,
+    COMPUTING_CALL,
+    COMPUTING_DEFAULT_CALL,
     DISTINCT_PAYLOADS,
     LATENCY_RATE_EVENTS_PER_S,
     WARM_UP_EVENTS,
@@ -108,8 +111,11 @@ def pravega_latency(
     keys: Sequence[str],
     rate_events_per_s: int = LATENCY_RATE_EVENTS_PER_S,
     batched: bool = False,
+    computing: bool = False,
 ) -> Latency:
     """Ack latency of ``writer`` at a paced rate, from each event's done callback.
+
+    ``computing``: the caller computes between bursts instead of sleeping (``run_paced``).
 
     ``batched``: each burst is one ``write_events`` call (so its events share one future and
     one routing key), else one ``write_event`` per event. The callback may run on another
@@ -148,7 +154,11 @@ def pravega_latency(
             )
 
     achieved, overloaded = run_paced(
-        submit_burst, rate_events_per_s, seconds, backlog=lambda: len(sent_at) - len(done_at)
+        submit_burst,
+        rate_events_per_s,
+        seconds,
+        backlog=lambda: len(sent_at) - len(done_at),
+        computing=computing,
     )
     writer.flush(timeout=ACK_WAIT_S)
     wait_all_stamped(done_at, len(sent_at), "pravega-ray")
@@ -217,6 +227,23 @@ def measure_pravega_case(
         if paced.failed:
             raise RuntimeError(f"{paced.failed} events failed")
         report.add(size, Row.of(case.system, case.call, bulk, paced))
+        if case.batch == 0 and case.segments == 1:
+            # The caller computes between writes: with the switch interval the writer keeps
+            # (WriterConfig.switch_interval_s), then with Python's default, as before it.
+            for call, interval in ((COMPUTING_CALL, None), (COMPUTING_DEFAULT_CALL, 0.005)):
+                kept = sys.getswitchinterval()
+                if interval is not None:
+                    sys.setswitchinterval(interval)
+                try:
+                    computing = pravega_latency(
+                        writer, args.latency_seconds, size, keys, args.latency_rate, computing=True
+                    )
+                finally:
+                    sys.setswitchinterval(kept)
+                log(f"{label}, {call}: {computing.describe()}")
+                if computing.failed:
+                    raise RuntimeError(f"{computing.failed} events failed")
+                report.add(size, Row.of(case.system, call, None, computing))
         healthy = True
     finally:
         if healthy:

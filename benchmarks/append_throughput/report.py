@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.append_throughput.model import (
+    COMPUTING_CALL,
     MIB,
     REFERENCE_EVENT_BYTES,
     CpuRow,
@@ -22,6 +23,8 @@ TARGET_BARE_RAY_FRACTION = 1 / 3
 TARGET_REDIS_MULTIPLE = 10.0
 TARGET_P50_MS = 3.0
 TARGET_P99_RAW_MULTIPLE = 1.5
+TARGET_COMPUTING_MULTIPLE = 2.0
+"""Ack p50 with a caller computing between writes, at most this times the sleeping caller's."""
 
 DISTURBED_OTHER_CORES = 0.2
 """More CPU than this used by unrelated processes during a run is reported as a disturbance."""
@@ -91,7 +94,11 @@ def format_targets(report: Report) -> str:
     candidates = [
         r
         for r in report.rows.get(size, [])
-        if r.system.startswith("pravega-ray") and " 1 seg" in r.system and "FAILED" not in r.system
+        if r.system.startswith("pravega-ray")
+        and " 1 seg" in r.system
+        and "FAILED" not in r.system
+        and "computing" not in r.call
+        and "switch interval" not in r.call
     ]
     if not candidates:
         return f"targets: no pravega-ray 1-segment row with {size}-byte events in this run"
@@ -148,6 +155,23 @@ def format_targets(report: Report) -> str:
             )
         else:
             checks.append(("ack p99 <= 1.5x raw fsync p99", None, "not measured"))
+        computing = report.find(size, row.system, COMPUTING_CALL)
+        if row.call == "write_event" and computing is not None:
+            for what, theirs, ours in (
+                ("p50", computing.ack_p50_ms, p50),
+                ("p99", computing.ack_p99_ms, row.ack_p99_ms),
+            ):
+                if theirs is None or not ours:
+                    continue
+                multiple = theirs / ours
+                checks.append(
+                    (
+                        f"ack {what}, caller computing between writes, "
+                        f"<= {TARGET_COMPUTING_MULTIPLE:g}x the sleeping caller's",
+                        multiple <= TARGET_COMPUTING_MULTIPLE and not computing.overloaded,
+                        f"{theirs:.2f} ms ({multiple:.1f}x)",
+                    )
+                )
         for text, ok, value in checks:
             lines.append(f"    {_verdict(ok)}  {text.strip():<58} {value}")
     return "\n".join(lines)

@@ -92,6 +92,7 @@ from pravega_ray.client.serializers import (
     check_serializer,
     serialized_bytes,
 )
+from pravega_ray.client.switch_interval import hold_switch_interval, release_switch_interval
 from pravega_ray.client.writer_config import WriterConfig, check_timeout
 from pravega_ray.client.writer_marks import MarkSender
 from pravega_ray.contracts.watermarks import check_time_ms
@@ -245,6 +246,11 @@ class EventStreamWriter(Generic[T]):
         self._bytes_passthrough = isinstance(serializer, BytesSerializer)
         self._pump: Joinable | None = scheduler.start(self._run_pump, f"pravega-writer-{stream}")
         self._context.pump_is_caller = self._pump is None
+        # While open, the process's thread switch interval is at most the config's
+        # (switch_interval.py): only a writer whose pump is a thread needs it.
+        self._holds_switch = self._pump is not None and self._config.switch_interval_s is not None
+        if self._holds_switch:
+            hold_switch_interval(self._config.switch_interval_s or 0.0)
 
     # --- public API ----------------------------------------------------------------------------
     def write_event(self, event: T, routing_key: str | None = None) -> WriteFuture:
@@ -459,6 +465,9 @@ class EventStreamWriter(Generic[T]):
                 self._context.space.notify_all()
             if self._pump is not None:
                 self._pump.join(timeout=10)
+            if self._holds_switch:
+                self._holds_switch = False
+                release_switch_interval()
 
     def __enter__(self) -> EventStreamWriter[T]:
         return self

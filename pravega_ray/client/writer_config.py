@@ -34,7 +34,13 @@ class WriterConfig:
       (60);
     * ``reconnect_attempts_max``: int, 1 to ``WRITER_RECONNECT_ATTEMPTS_LIMIT`` (10,000);
     * ``append_call_timeout_s``: finite seconds, above 0 and at most
-      ``APPEND_CALL_TIMEOUT_S_LIMIT`` (3,600).
+      ``APPEND_CALL_TIMEOUT_S_LIMIT`` (3,600);
+    * ``switch_interval_s``: finite seconds, above 0 and at most 1, or None: while the
+      writer is open, the process's thread switch interval (:func:`sys.setswitchinterval`)
+      is at most this (``WRITER_SWITCH_INTERVAL_S``, 1 ms; set back when the last writer
+      closes), so that a caller computing between writes does not delay the writer's own
+      threads by Python's 5 ms each time (:mod:`pravega_ray.client.switch_interval`). None
+      leaves the interpreter's setting alone.
     """
 
     block_bytes_target: int = constants.APPEND_BLOCK_BYTES_TARGET
@@ -44,6 +50,7 @@ class WriterConfig:
     reconnect_backoff_s: float = constants.WRITER_RECONNECT_BACKOFF_S
     append_call_timeout_s: float = constants.APPEND_CALL_TIMEOUT_S
     blocks_queued_max: int = constants.WRITER_BLOCKS_QUEUED_MAX
+    switch_interval_s: float | None = constants.WRITER_SWITCH_INTERVAL_S
 
     def __post_init__(self) -> None:
         c = constants
@@ -63,6 +70,8 @@ class WriterConfig:
             c.APPEND_CALL_TIMEOUT_S_LIMIT,
             positive=True,
         )
+        if self.switch_interval_s is not None:
+            _check_seconds("switch_interval_s", self.switch_interval_s, 1.0, positive=True)
 
 
 def check_timeout(name: str, timeout: object) -> float | None:

@@ -82,6 +82,13 @@ def read_all(cluster: InProcessCluster, expected: int) -> list[bytes]:
         ("append_call_timeout_s", -5.0),
         ("append_call_timeout_s", NAN),
         ("append_call_timeout_s", True),
+        ("switch_interval_s", 0),
+        ("switch_interval_s", -0.001),
+        ("switch_interval_s", NAN),
+        ("switch_interval_s", float("inf")),
+        ("switch_interval_s", True),
+        ("switch_interval_s", "0.001"),
+        ("switch_interval_s", 2.0),
     ],
 )
 def test_writer_config_with_a_bad_field_raises_invalid_argument(field: str, value: Any) -> None:
@@ -98,7 +105,9 @@ def test_writer_config_at_its_bounds_is_accepted() -> None:
         reconnect_backoff_s=0.0,
         reconnect_attempts_max=1,
         append_call_timeout_s=1,
+        switch_interval_s=1.0,
     )
+    pr.WriterConfig(switch_interval_s=None)
 
 
 # --- the constructor and bad input ----------------------------------------------------------
