@@ -155,6 +155,7 @@ class StreamWorkflows:
         value = self._records.get(scope, stream)[0]
         if value["epoch"] >= t.epoch:  # done but for the clean-up
             self._records.set_epoch_complete(scope, stream, t.epoch)
+            self._txns.txns.forget_closed_below(scope, stream, int(value["epoch"]))
             self._records.end_scale(scope, stream)
             return DONE
         state = StreamState(value["state"])
@@ -205,6 +206,7 @@ class StreamWorkflows:
         self._records.update(scope, stream, complete)
         self._step("epoch current")
         self._records.set_epoch_complete(scope, stream, t.epoch)
+        self._txns.txns.forget_closed_below(scope, stream, t.epoch)  # after it is current
         self._records.end_scale(scope, stream)
         return DONE
 
@@ -332,6 +334,7 @@ class StreamWorkflows:
         if int(value["epoch"]) >= t.epoch:  # done but for the clean-up
             self._records.set_epoch_complete(scope, stream, a + 1)
             self._records.set_epoch_complete(scope, stream, t.epoch)
+            self._txns.txns.forget_closed_below(scope, stream, int(value["epoch"]))
             self._records.end_scale(scope, stream)
             return DONE
         state = StreamState(value["state"])
@@ -406,6 +409,7 @@ class StreamWorkflows:
         self._step("roll epoch current")
         self._records.set_epoch_complete(scope, stream, a + 1)
         self._records.set_epoch_complete(scope, stream, t.epoch)
+        self._txns.txns.forget_closed_below(scope, stream, t.epoch)  # after it is current
         self._records.end_scale(scope, stream)
         return DONE
 

@@ -18,7 +18,12 @@ process, never both win a race. Keys, for stream ``sc/st`` and transaction id ``
     by a scale (or seal) before it counts the epoch's transactions. A creation writes its
     active record first and checks this mark after, so a scale that found no transaction
     of a closed epoch can seal it: any creation racing with it sees the mark and moves to
-    the next epoch.
+    the next epoch. Every epoch below the stream's current one is closed (a scale and a
+    rolling commit close the old epochs before the new one becomes current), so once a
+    scale or roll made its epoch current it deletes the marks below it
+    (:meth:`TxnRecords.forget_closed_below`), and a creation that finds no mark also
+    counts its epoch closed if it is below the current epoch it reads *after* the mark:
+    the marks stay bounded by the epochs a running scale holds, not the stream's history.
 
 A transaction's record is looked up under the epochs where an active transaction can be:
 the stream's current epoch, the one a running scale adds, and the one before (a scale
@@ -230,7 +235,28 @@ class TxnRecords:
             self._records.put(self.closed_key(scope, stream, epoch), {"closed": True}, None)
 
     def is_closed(self, scope: str, stream: str, epoch: int) -> bool:
+        """Whether ``epoch``'s mark exists (epochs below the current one may have none any
+        more: the caller compares with the current epoch, read after this; module docstring)."""
         return self._records.get(self.closed_key(scope, stream, epoch)) is not None
+
+    def closed_marks(self, scope: str, stream: str) -> list[int]:
+        """The epochs of ``scope/stream`` whose closed mark is stored, in order (a key that
+        does not name an epoch is no mark of ours: left out, and left alone)."""
+        epochs = []
+        for key in self._records.list_keys(f"txnclosed/{scope}/{stream}"):
+            name = key.rsplit("/", 1)[1]
+            if name.isdigit():
+                epochs.append(int(name))
+        return sorted(epochs)
+
+    def forget_closed_below(self, scope: str, stream: str, current: int) -> int:
+        """Delete the closed marks of epochs below ``current``, the stream's current epoch
+        as stored (every one of them is closed for good: module docstring); how many.
+        Idempotent: a run cut short leaves marks the next one deletes."""
+        below = [e for e in self.closed_marks(scope, stream) if e < current]
+        for epoch in below:
+            self._records.delete(self.closed_key(scope, stream, epoch))
+        return len(below)
 
     # --- removal with the stream -----------------------------------------------------------------
     def delete_stream(self, scope: str, stream: str, highest_epoch: int) -> None:
@@ -239,6 +265,7 @@ class TxnRecords:
         for epoch in range(highest_epoch + 1):
             for txn_id in self.list_epoch(scope, stream, epoch):
                 self.remove(scope, stream, epoch, txn_id)
+        for epoch in self.closed_marks(scope, stream):
             self._records.delete(self.closed_key(scope, stream, epoch))
         for txn_id in self.list_completed(scope, stream):
             self.forget(scope, stream, txn_id)

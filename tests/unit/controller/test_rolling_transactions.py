@@ -142,6 +142,8 @@ def test_the_processor_killed_at_every_step_of_a_roll_commits_once(cluster, step
     wait_for(lambda: c.get_stream_info("sc", "st").epoch == 3)
     records = StreamMetadataStore(cluster.metadata).streams
     wait_for(lambda: records.scale_record("sc", "st") is None)  # its clean-up too
+    txns = StreamMetadataStore(cluster.metadata).txns
+    wait_for(lambda: all(e >= 3 for e in txns.closed_marks("sc", "st")))  # none below 3
     info = c.get_stream_info("sc", "st")
     assert info.state is pr.StreamState.ACTIVE
     dups = c.get_epoch_segments("sc", "st", 2)

@@ -14,6 +14,7 @@ import pravega_ray as pr
 from pravega_ray.client.event_framing import frame_events
 from pravega_ray.controller.event_processor import RequestEventProcessor
 from pravega_ray.controller.request_stream import REQUEST_SEGMENT, RequestStream
+from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.inprocess import InProcessCluster
 from pravega_ray.naming import segment_id
 from pravega_ray.timing import ManualClock, ManualThreadScheduler
@@ -243,6 +244,12 @@ def test_processor_killed_at_every_step_of_a_scale_finishes_it_exactly_once(
     ]
     assert _segments_on_containers(cluster) == {s0.name, s1.name} | {s.name for s in info.segments}
     assert cluster.segments.get_info(s1.name).result(10).sealed
+    # The clean-up too, killed or not: no closed mark below the current epoch is left.
+    txns = StreamMetadataStore(cluster.metadata).txns
+    deadline = time.monotonic() + 10
+    while txns.closed_marks("sc", "st"):
+        assert time.monotonic() < deadline, txns.closed_marks("sc", "st")
+        time.sleep(0.01)
     # Exactly once: the next scale gets the next epoch and the next numbers.
     last = info.segments[-1]
     assert mgr.scale_stream("sc", "st", [last.segment_id], [(0.6, 1.0)])

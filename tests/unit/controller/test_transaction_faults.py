@@ -514,7 +514,7 @@ def test_an_update_queued_behind_a_waiting_scale_holds_up_no_other_stream(cluste
     update = threading.Thread(target=lambda: mgr.update_stream("sc", "a", config, 60), daemon=True)
     with metrics.using_sink(metrics.InMemorySink()) as sink:
         scale.start()
-        wait_for(lambda: StreamMetadataStore(cluster.metadata).txns.is_closed("sc", "a", 0))
+        wait_for(lambda: epoch_closed(cluster, "sc", "a", 0))
         update.start()
         time.sleep(0.5)
         assert mgr.update_stream("sc", "b", config, timeout_s=30)
@@ -530,6 +530,15 @@ def test_an_update_queued_behind_a_waiting_scale_holds_up_no_other_stream(cluste
     # transaction of epoch 0 committed by rolling (epochs 2 and 3).
     assert mgr.get_stream_info("sc", "a").epoch in (1, 3)
     assert open_txn.check_status() is TxnStatus.COMMITTED
+
+
+def epoch_closed(cluster, scope: str, stream: str, epoch: int) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``epoch`` is closed to new transactions: its mark is stored, or it is below
+    the current epoch (whose scale deleted the marks below it)."""
+    store = StreamMetadataStore(cluster.metadata)
+    return store.txns.is_closed(scope, stream, epoch) or epoch < int(
+        store.streams.get(scope, stream)[0]["epoch"]
+    )
 
 
 def test_commits_of_many_transactions_are_each_contiguous_in_commit_order(cluster) -> None:  # type: ignore[no-untyped-def]
@@ -563,7 +572,7 @@ def test_a_creation_that_finds_its_epoch_closed_moves_to_the_new_epoch(
     release = hold_workflows_after(cluster, "old segments sealed")
     epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
     txns = StreamMetadataStore(cluster.metadata).txns
-    wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale closed epoch 0 (held)
+    wait_for(lambda: epoch_closed(cluster, "sc", "st", 0))  # the scale closed epoch 0 (held)
     tasks = cluster.core._transactions
     real = tasks._newest_epoch
     seen: list[int] = []
@@ -585,6 +594,44 @@ def test_a_creation_that_finds_its_epoch_closed_moves_to_the_new_epoch(
     wait_for(lambda: c.check_scale("sc", "st", epoch))
     assert status(cluster, new) is TxnStatus.OPEN
     assert status(cluster, old) is TxnStatus.OPEN  # the scale did not wait for it
+
+
+def test_closed_marks_below_the_current_epoch_are_deleted_and_stale_creations_still_move_on(
+    cluster, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A stream's ``txnclosed`` marks are not kept for its whole history (issue 26): once a
+    scale made its epoch current, the marks below it go. A creation that read an epoch from
+    before those scales then finds no mark, and still moves on: its epoch is below the
+    current one it reads after the mark."""
+    make_stream(cluster, 1)
+    c = cluster._controller
+    txns = StreamMetadataStore(cluster.metadata).txns
+    for epoch in range(1, 6):
+        (segment,) = c.get_stream_info("sc", "st").segments
+        assert c.scale_stream("sc", "st", [segment.segment_id], [(0.0, 1.0)]) == epoch
+        wait_for(lambda epoch=epoch: c.check_scale("sc", "st", epoch))
+        wait_for(lambda epoch=epoch: all(e >= epoch for e in txns.closed_marks("sc", "st")))
+    assert txns.closed_marks("sc", "st") == []
+    assert not txns.is_closed("sc", "st", 2)  # the mark is gone...
+    tasks = cluster.core._transactions
+    real = tasks._newest_epoch
+    seen: list[int] = []
+
+    def stale_once(scope: str, stream: str, current: int):  # type: ignore[no-untyped-def]
+        seen.append(current)
+        if len(seen) == 1:  # ...and a creation read epoch 2 long ago
+            return 2, cluster.core._store.streams.epoch(scope, stream, 2)
+        return real(scope, stream, current)
+
+    monkeypatch.setattr(tasks, "_newest_epoch", stale_once)
+    txn = c.create_transaction("sc", "st", 60.0)
+    assert len(seen) == 2 and txn.epoch == 5
+    assert txns.list_epoch("sc", "st", 2) == []  # its record under epoch 2 was removed
+    written = write_txn(cluster, txn, b"T")
+    c.commit_transaction("sc", "st", txn.txn_id)
+    wait_for(lambda: status(cluster, txn) is TxnStatus.COMMITTED)
+    (parent,) = txn.segments
+    assert read_all(cluster, parent.name) == written[parent.name]
 
 
 def test_transactions_survive_a_restart_of_the_whole_cluster(cluster) -> None:  # type: ignore[no-untyped-def]
@@ -639,8 +686,7 @@ def test_a_seal_during_a_scale_waiting_for_transactions_aborts_them(cluster) -> 
     txn = c.create_transaction("sc", "st", 600.0)
     write_txn(cluster, txn, b"T")
     epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
-    txns = StreamMetadataStore(cluster.metadata).txns
-    wait_for(lambda: txns.is_closed("sc", "st", 0))  # the scale waits for the transaction
+    wait_for(lambda: epoch_closed(cluster, "sc", "st", 0))  # closed by the scale
     assert not c.seal_stream("sc", "st")
     wait_for(lambda: c.get_stream_info("sc", "st").state is pr.StreamState.SEALED)
     assert c.check_scale("sc", "st", epoch)
