@@ -19,8 +19,8 @@ LATENCY_RATE_EVENTS_PER_S = 10_000
 COMPUTING_CALL = "write_event, caller computing"
 """The call column of the paced run whose caller computes between writes (1 segment)."""
 
-COMPUTING_DEFAULT_CALL = "computing, 5 ms switch"
-"""The same, with Python's default thread switch interval (before WriterConfig's 1 ms)."""
+COMPUTING_SHORT_SWITCH_CALL = "computing, 1 ms switch"
+"""The same, with the thread switch interval at 1 ms (``WriterConfig.switch_interval_s``)."""
 
 DISTINCT_PAYLOADS = 256
 """Payloads are cycled from a pool of this many random ones (a power of two)."""

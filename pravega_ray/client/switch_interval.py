@@ -1,18 +1,23 @@
-"""The interpreter's thread switch interval while writers are open.
+"""The interpreter's thread switch interval while writers are open (opt-in).
 
 A writer's acknowledgement crosses threads: Ray's callback thread delivers the answer and the
-writer's pump sends the next block. Each of them must get the interpreter lock first, and a
-caller that computes between writes gives it up only when the switch interval
+writer's pump sends the block that waited for it. Each of them must get the interpreter lock
+first, and a caller that computes between writes gives it up only when the switch interval
 (:func:`sys.getswitchinterval`, Python's default 5 ms) runs out. At a paced 10,000 events/s on
-one segment through Ray this made the ack p50 four times that of a caller that sleeps between
-writes (about 30 ms against 7.5); with 1 ms it was about 1.5 times (docs/benchmarks.md,
-"A caller that computes between writes").
+one segment through Ray this made the ack p50 about three times that of a caller that sleeps
+between writes (about 32 ms against 10); with 1 ms it was about 1.2-1.5 times
+(docs/benchmarks.md, "A caller that computes between writes").
 
-So while at least one writer with a pump thread is open, the interval is at most the writers'
-``WriterConfig.switch_interval_s`` (1 ms by default): lowered when the first such writer opens,
-if it is longer, and set back when the last one closes, unless something else changed it
-meanwhile. ``switch_interval_s=None`` leaves the interpreter alone. Process-wide state, on
-purpose: the interval is the process's.
+So a writer whose ``WriterConfig.switch_interval_s`` is set keeps the process's interval at
+most that while it is open: lowered when the first such writer opens, if it is longer, and
+set back when the last one closes, unless something else changed it meanwhile.
+
+Opt-in, not the default: the interval is the whole process's, and a shorter one makes other
+threads' races likelier. Found by the suite with 1 ms as the default: Python 3.11's
+``asyncio.all_tasks`` copies a set that other threads' event loops add tasks to, and with
+several loops in threads (the in-process cluster) ``asyncio.run`` failed at its end with
+"Set changed size during iteration" (a leaked writer kept the interval low for every later
+test of its process).
 """
 
 from __future__ import annotations

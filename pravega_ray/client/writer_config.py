@@ -35,12 +35,13 @@ class WriterConfig:
     * ``reconnect_attempts_max``: int, 1 to ``WRITER_RECONNECT_ATTEMPTS_LIMIT`` (10,000);
     * ``append_call_timeout_s``: finite seconds, above 0 and at most
       ``APPEND_CALL_TIMEOUT_S_LIMIT`` (3,600);
-    * ``switch_interval_s``: finite seconds, above 0 and at most 1, or None: while the
-      writer is open, the process's thread switch interval (:func:`sys.setswitchinterval`)
-      is at most this (``WRITER_SWITCH_INTERVAL_S``, 1 ms; set back when the last writer
-      closes), so that a caller computing between writes does not delay the writer's own
-      threads by Python's 5 ms each time (:mod:`pravega_ray.client.switch_interval`). None
-      leaves the interpreter's setting alone.
+    * ``switch_interval_s``: None (the default: the interpreter's setting is left alone),
+      or finite seconds above 0 and at most 1 (``WRITER_SWITCH_INTERVAL_S``, 1 ms, is the
+      value measured): while the writer is open, the process's thread switch interval
+      (:func:`sys.setswitchinterval`) is at most this, set back when the last such writer
+      closes, so that a caller computing between writes does not delay the writer's own
+      threads by Python's 5 ms each time (:mod:`pravega_ray.client.switch_interval`, with
+      the hazard that keeps it opt-in).
     """
 
     block_bytes_target: int = constants.APPEND_BLOCK_BYTES_TARGET
@@ -50,7 +51,7 @@ class WriterConfig:
     reconnect_backoff_s: float = constants.WRITER_RECONNECT_BACKOFF_S
     append_call_timeout_s: float = constants.APPEND_CALL_TIMEOUT_S
     blocks_queued_max: int = constants.WRITER_BLOCKS_QUEUED_MAX
-    switch_interval_s: float | None = constants.WRITER_SWITCH_INTERVAL_S
+    switch_interval_s: float | None = None
 
     def __post_init__(self) -> None:
         c = constants
