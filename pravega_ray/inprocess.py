@@ -343,9 +343,27 @@ class InProcessCluster(ClientFactory):
             self._loop.close()
 
 
+ALL_TASKS_TRIES = 1000
+"""How often :func:`_loop_tasks` copies the task set before giving up (as Python 3.10 did)."""
+
+
+def _loop_tasks() -> set[asyncio.Task[Any]]:
+    """``asyncio.all_tasks()`` of the running loop, tried again while it fails: Python 3.11
+    copies one set shared by every loop of the process, and another thread's loop adding a
+    task meanwhile raises RuntimeError ("Set changed size during iteration"; seen in the
+    suite, where each container runs a loop of its own)."""
+    for attempt in range(ALL_TASKS_TRIES):
+        try:
+            return asyncio.all_tasks()
+        except RuntimeError:
+            if attempt == ALL_TASKS_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 async def _cancel_the_rest() -> None:
     """Cancel every other task on the running loop and wait (5 s at most) until they end."""
-    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    tasks = _loop_tasks() - {asyncio.current_task()}
     for task in tasks:
         task.cancel()
     if tasks:

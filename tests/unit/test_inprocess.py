@@ -97,3 +97,32 @@ def test_calls_made_while_the_cluster_shuts_down_each_end_and_none_is_left_unawa
             _shut_down_while_calling()
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+
+
+def test_the_task_set_is_copied_again_while_another_loop_changes_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Python 3.11's all_tasks fails while another thread's loop adds a task (seen in the
+    suite at a cluster's shutdown): tried again, up to ALL_TASKS_TRIES times."""
+    from pravega_ray import inprocess
+
+    real = asyncio.all_tasks
+    failures = [3]
+
+    def changing() -> set[asyncio.Task[object]]:
+        if failures[0]:
+            failures[0] -= 1
+            raise RuntimeError("Set changed size during iteration")
+        return real()
+
+    async def copy() -> set[asyncio.Task[object]]:
+        return inprocess._loop_tasks()
+
+    monkeypatch.setattr(asyncio, "all_tasks", changing)
+    assert len(asyncio.run(copy())) == 1  # the copy itself, after three failures
+
+    def always() -> set[asyncio.Task[object]]:
+        raise RuntimeError("Set changed size during iteration")
+
+    monkeypatch.setattr(asyncio, "all_tasks", always)
+    monkeypatch.setattr(inprocess, "ALL_TASKS_TRIES", 5)
+    with pytest.raises(RuntimeError, match="changed size"):
+        asyncio.run(copy())
