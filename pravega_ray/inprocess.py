@@ -319,14 +319,18 @@ class InProcessCluster(ClientFactory):
         self._start_transaction_services()
 
     def shutdown(self) -> None:
+        """Stop everything; every call handed over before ends (run, or cancelled). The waits
+        are long (SHUTDOWN_WAIT_S): the loop reaches each step in order, and on a starved
+        machine (the fast tier at the lowest priority beside the Ray tests) 10 s were not
+        enough, which left calls that never ended."""
         self._stop_processors()
         self.metadata.close()
         for container in self._containers:
             if container is not None:
-                self.run(container.close()).result(10)
+                self.run(container.close()).result(SHUTDOWN_WAIT_S)
         # The loop's default executor threads would outlive it (two per cluster a test made).
         try:
-            self.run(self._loop.shutdown_default_executor()).result(10)
+            self.run(self._loop.shutdown_default_executor()).result(SHUTDOWN_WAIT_S)
         except TimeoutError:
             log.warning("in-process cluster: executor threads still busy at shutdown")
         with self._submit_lock:
@@ -334,7 +338,7 @@ class InProcessCluster(ClientFactory):
             # After every coroutine handed over before (the loop runs callbacks in order).
             last = asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self._loop)
         try:
-            last.result(10)
+            last.result(SHUTDOWN_WAIT_S)
         except TimeoutError:
             log.warning("in-process cluster: calls still running at shutdown")
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -342,6 +346,9 @@ class InProcessCluster(ClientFactory):
         if not self._thread.is_alive():
             self._loop.close()
 
+
+SHUTDOWN_WAIT_S = 120.0
+"""How long ``InProcessCluster.shutdown`` waits for each of its steps on the loop."""
 
 ALL_TASKS_TRIES = 1000
 """How often :func:`_loop_tasks` copies the task set before giving up (as Python 3.10 did)."""

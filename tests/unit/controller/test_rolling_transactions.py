@@ -16,6 +16,7 @@ import pravega_ray as pr
 from pravega_ray.contracts.records import TxnStatus
 from pravega_ray.controller.stream_metadata_store import StreamMetadataStore
 from pravega_ray.inprocess import InProcessCluster
+from tests.checks import read_count
 from tests.unit.controller.test_transaction_faults import die_once_after
 from tests.unit.controller.test_transactions import make_stream, read_all, wait_for, write_txn
 
@@ -39,23 +40,14 @@ def _split_all(mgr: pr.StreamManager) -> None:
         assert mgr.scale_stream("sc", "st", [segment.segment_id], ranges, timeout_s=30)
 
 
-def _read_everything(cluster: InProcessCluster, group: str) -> list[str]:
-    """Every event of ``sc/st`` as read by a new one-reader group, in reading order."""
+def _read_everything(cluster: InProcessCluster, group: str, expected: int) -> list[str]:
+    """Every event of ``sc/st`` as read by a new one-reader group, in reading order: exactly
+    ``expected`` (``tests.checks.read_count``: up to 30 s for them, then nothing more). It
+    used to stop after 0.9 s without an event, which a loaded machine's first read outlasted
+    (an empty list, seen once)."""
     cluster.create_reader_group("sc", group, pr.ReaderGroupConfig.for_streams("sc/st"))
-    reader = cluster.create_reader("r", "sc", group, pr.Utf8Serializer())
-    out: list[str] = []
-    try:
-        idle = 0
-        while idle < 3:
-            event = reader.read_next_event(0.3)
-            if event is None or event.event is None:
-                idle += 1
-                continue
-            idle = 0
-            out.append(event.event)
-    finally:
-        reader.close()
-    return out
+    with cluster.create_reader("r", "sc", group, pr.Utf8Serializer()) as reader:
+        return [e.event for e in read_count(reader, expected, poll_s=0.3)]
 
 
 def test_a_scale_with_an_open_transaction_ends_at_once_and_the_commit_keeps_key_order(
@@ -87,7 +79,7 @@ def test_a_scale_with_an_open_transaction_ends_at_once_and_the_commit_keeps_key_
     # COMMITTED (its events readable) just before the roll makes its last epoch current.
     wait_for(lambda: mgr.get_stream_info("sc", "st").epoch == 8)  # 6 scales, the roll's 2
     assert len(mgr.get_stream_info("sc", "st").segments) == 8
-    events = _read_everything(cluster, "g")
+    events = _read_everything(cluster, "g", 4 * len(KEYS))
     assert sorted(events) == sorted(f"{k}:{n}" for k in KEYS for n in ("0", "1", "txn", "2"))
     for key in KEYS:
         assert [e.split(":")[1] for e in events if e.split(":")[0] == key] == ["0", "1", "txn", "2"]
@@ -108,7 +100,7 @@ def test_several_transactions_of_old_epochs_roll_in_commit_order(cluster) -> Non
     third.commit()
     first.commit()
     assert [t.check_status() for t in (first, second, third)] == [TxnStatus.COMMITTED] * 3
-    events = _read_everything(cluster, "g")
+    events = _read_everything(cluster, "g", 3 * len(KEYS))
     for key in KEYS:
         assert [e.split(":")[1] for e in events if e.split(":")[0] == key] == ["1", "2", "0"]
 
@@ -268,7 +260,7 @@ def test_commits_racing_scales_each_land_once(cluster) -> None:  # type: ignore[
     stop.set()
     thread.join(60)
     assert not errors
-    events = _read_everything(cluster, "g")
+    events = _read_everything(cluster, "g", 4 * len(committed))
     for key in KEYS[:4]:
         assert [int(e.split(":")[1]) for e in events if e.split(":")[0] == key] == committed
 
