@@ -592,8 +592,6 @@ def _start_containers(
     side (each waits until its container answered): a container's start is mostly its worker
     process's, and a machine starts several of those at once about as fast as one."""
     count = len(placement)
-    if count == 1:
-        return [_start_container(0, namespace, placement[0], tier1, tier2, env)]
     with ThreadPoolExecutor(
         max_workers=min(count, CONTAINER_STARTS_AT_ONCE), thread_name_prefix="container-start"
     ) as pool:
@@ -837,29 +835,20 @@ def start_local(
         watermark_period_s,
     )
     manager = _create_cluster_manager(namespace, tier1_url, tier2_url, container_count, env)
-    descriptions = ray.get(
-        [h.describe.remote() for h in containers]
-        + [c.describe.remote() for c in controllers]
-        + [w.describe.remote() for w in workers]
-        + [manager.describe.remote()]
-    )
-    for description in descriptions[: container_count + len(controllers)]:
+    # Every describe is sent before the first wait, so the actors start side by side.
+    asked = [[h.describe.remote() for h in group] for group in (containers, controllers, workers)]
+    manager_asked = manager.describe.remote()
+    containers_described, controllers_described, workers_described = map(ray.get, asked)
+    for description in containers_described + controllers_described:
         if (description["tier1"], description["tier2"]) != (tier1_url, tier2_url):
             raise ConfigurationError(
                 f"a pravega-ray cluster on {description['tier1']} / {description['tier2']} "
                 f"already runs in namespace {namespace!r}; shut it down or use another namespace"
             )
-    controller_descriptions = descriptions[container_count : container_count + len(controllers)]
-    if any(d["container_count"] != container_count for d in controller_descriptions):
+    if any(d["container_count"] != container_count for d in controllers_described):
         raise ConfigurationError("the running controller has a different container count")
-    _check_controller_workers(
-        descriptions[container_count + len(controllers) : -1],
-        namespace,
-        tier1_url,
-        tier2_url,
-        retention_buckets,
-    )
-    _check_cluster_manager(descriptions[-1], namespace, tier1_url, tier2_url, container_count)
+    _check_controller_workers(workers_described, namespace, tier1_url, tier2_url, retention_buckets)
+    _check_cluster_manager(ray.get(manager_asked), namespace, tier1_url, tier2_url, container_count)
     if endpoint_config is not None:
         _start_endpoints(namespace, container_count, endpoint_config, env)
     log.info(

@@ -248,9 +248,11 @@ class EventStreamWriter(Generic[T]):
         self._context.pump_is_caller = self._pump is None
         # While open, the process's thread switch interval is at most the config's
         # (switch_interval.py): only a writer whose pump is a thread needs it.
-        self._holds_switch = self._pump is not None and self._config.switch_interval_s is not None
-        if self._holds_switch:
-            hold_switch_interval(self._config.switch_interval_s or 0.0)
+        self._holds_switch = False
+        interval = self._config.switch_interval_s
+        if self._pump is not None and interval is not None:
+            hold_switch_interval(interval)
+            self._holds_switch = True
 
     # --- public API ----------------------------------------------------------------------------
     def write_event(self, event: T, routing_key: str | None = None) -> WriteFuture:

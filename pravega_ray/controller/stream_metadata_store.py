@@ -325,6 +325,15 @@ class StreamMetadataStore:
         block: contextlib.AbstractContextManager[None] = operation()
         return block
 
+    def txn_epoch_closed(self, scope: str, stream: str, epoch: int) -> bool:
+        """Whether ``epoch`` of ``scope/stream`` is closed to new transactions: its mark is
+        stored, or, read after the mark, it is below the stream's current epoch (a scale
+        deletes the marks below the epoch it made current only after storing it:
+        transactions.py). StreamNotFoundError if the stream is gone."""
+        return self.txns.is_closed(scope, stream, epoch) or epoch < int(
+            self.streams.get(scope, stream)[0]["epoch"]
+        )
+
     # --- any record, and damage ------------------------------------------------------------------
     def damaged_records(self) -> dict[str, str]:
         """Records found damaged (key -> what is wrong): quarantined, never overwritten;

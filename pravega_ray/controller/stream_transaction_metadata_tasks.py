@@ -247,12 +247,7 @@ class StreamTransactionMetadataTasks:
 
         def check_mark() -> None:  # checked after the record was written
             nonlocal closed
-            # The mark, then the current epoch: a scale deletes the marks below the epoch
-            # it made current only after storing it (transactions.py), so an epoch whose
-            # mark is gone is below the current one read now.
-            closed = txns.is_closed(scope, stream, epoch) or epoch < int(
-                streams.get(scope, stream)[0]["epoch"]
-            )
+            closed = self._store.txn_epoch_closed(scope, stream, epoch)
 
         def create() -> None:  # every parent's, sent together: one round trip
             self._segments.create_transaction_segments([source for _, source in pairs])

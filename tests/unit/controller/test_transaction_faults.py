@@ -514,7 +514,7 @@ def test_an_update_queued_behind_a_waiting_scale_holds_up_no_other_stream(cluste
     update = threading.Thread(target=lambda: mgr.update_stream("sc", "a", config, 60), daemon=True)
     with metrics.using_sink(metrics.InMemorySink()) as sink:
         scale.start()
-        wait_for(lambda: epoch_closed(cluster, "sc", "a", 0))
+        wait_for(lambda: StreamMetadataStore(cluster.metadata).txn_epoch_closed("sc", "a", 0))
         update.start()
         time.sleep(0.5)
         assert mgr.update_stream("sc", "b", config, timeout_s=30)
@@ -530,15 +530,6 @@ def test_an_update_queued_behind_a_waiting_scale_holds_up_no_other_stream(cluste
     # transaction of epoch 0 committed by rolling (epochs 2 and 3).
     assert mgr.get_stream_info("sc", "a").epoch in (1, 3)
     assert open_txn.check_status() is TxnStatus.COMMITTED
-
-
-def epoch_closed(cluster, scope: str, stream: str, epoch: int) -> bool:  # type: ignore[no-untyped-def]
-    """Whether ``epoch`` is closed to new transactions: its mark is stored, or it is below
-    the current epoch (whose scale deleted the marks below it)."""
-    store = StreamMetadataStore(cluster.metadata)
-    return store.txns.is_closed(scope, stream, epoch) or epoch < int(
-        store.streams.get(scope, stream)[0]["epoch"]
-    )
 
 
 def test_commits_of_many_transactions_are_each_contiguous_in_commit_order(cluster) -> None:  # type: ignore[no-untyped-def]
@@ -571,8 +562,9 @@ def test_a_creation_that_finds_its_epoch_closed_moves_to_the_new_epoch(
     old = c.create_transaction("sc", "st", 60.0)
     release = hold_workflows_after(cluster, "old segments sealed")
     epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
-    txns = StreamMetadataStore(cluster.metadata).txns
-    wait_for(lambda: epoch_closed(cluster, "sc", "st", 0))  # the scale closed epoch 0 (held)
+    store = StreamMetadataStore(cluster.metadata)
+    txns = store.txns
+    wait_for(lambda: store.txn_epoch_closed("sc", "st", 0))  # the scale closed epoch 0 (held)
     tasks = cluster.core._transactions
     real = tasks._newest_epoch
     seen: list[int] = []
@@ -686,7 +678,8 @@ def test_a_seal_during_a_scale_waiting_for_transactions_aborts_them(cluster) -> 
     txn = c.create_transaction("sc", "st", 600.0)
     write_txn(cluster, txn, b"T")
     epoch = c.scale_stream("sc", "st", [s1.segment_id], [(0.5, 1.0)])
-    wait_for(lambda: epoch_closed(cluster, "sc", "st", 0))  # closed by the scale
+    store = StreamMetadataStore(cluster.metadata)
+    wait_for(lambda: store.txn_epoch_closed("sc", "st", 0))  # closed by the scale
     assert not c.seal_stream("sc", "st")
     wait_for(lambda: c.get_stream_info("sc", "st").state is pr.StreamState.SEALED)
     assert c.check_scale("sc", "st", epoch)
